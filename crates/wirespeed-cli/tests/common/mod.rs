@@ -1,0 +1,157 @@
+//! Helpers shared by the end-to-end tests: run the real `wirespeed` binary and read its JSON.
+#![allow(dead_code)]
+
+use serde_json::Value;
+use std::io::{BufRead, BufReader, Read};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+pub fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_wirespeed")
+}
+
+pub fn is_root() -> bool {
+    // SAFETY-free check through /proc: uid 0 in the Uid line.
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| s.lines().find(|l| l.starts_with("Uid:")).map(|l| l.split_whitespace().nth(1) == Some("0")))
+        .unwrap_or(false)
+}
+
+/// A running `wirespeed recv` whose bound port was read from its stderr.
+pub struct Receiver {
+    pub child: Child,
+    pub port: u16,
+    stderr: std::thread::JoinHandle<String>,
+}
+
+/// Start `wirespeed recv 127.0.0.1:0 ARGS...` (or with a prefix command such as
+/// `ip netns exec NS`) and wait until it says which port it bound.
+pub fn spawn_recv_with(prefix: &[&str], listen: &str, args: &[&str]) -> Receiver {
+    let mut cmd = if prefix.is_empty() {
+        Command::new(bin())
+    } else {
+        let mut c = Command::new(prefix[0]);
+        c.args(&prefix[1..]).arg(bin());
+        c
+    };
+    let mut child = cmd
+        .arg("recv")
+        .arg(listen)
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start wirespeed recv");
+    let mut err = BufReader::new(child.stderr.take().expect("stderr piped"));
+    let mut first = String::new();
+    err.read_line(&mut first).expect("read recv stderr");
+    let port = first
+        .split("listening on ")
+        .nth(1)
+        .and_then(|r| r.split_whitespace().next())
+        .and_then(|a| a.rsplit(':').next())
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("recv did not report its port: {first:?}"));
+    let stderr = std::thread::spawn(move || {
+        let mut rest = first;
+        let _ = err.read_to_string(&mut rest);
+        rest
+    });
+    Receiver { child, port, stderr }
+}
+
+pub fn spawn_recv(args: &[&str]) -> Receiver {
+    spawn_recv_with(&[], "127.0.0.1:0", args)
+}
+
+/// The receiver's exit status, stdout and stderr; killed after `limit`.
+pub fn finish(mut r: Receiver, limit: Duration) -> (Option<i32>, String, String) {
+    let t = Instant::now();
+    loop {
+        if let Some(st) = r.child.try_wait().expect("wait recv") {
+            let mut out = String::new();
+            r.child.stdout.take().expect("stdout piped").read_to_string(&mut out).expect("read stdout");
+            let err = r.stderr.join().expect("stderr reader");
+            return (st.code(), out, err);
+        }
+        if t.elapsed() > limit {
+            let _ = r.child.kill();
+            let _ = r.child.wait();
+            let err = r.stderr.join().unwrap_or_default();
+            panic!("wirespeed recv did not finish within {limit:?}; stderr:\n{err}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+pub fn run(args: &[&str]) -> Output {
+    Command::new(bin()).args(args).output().expect("run wirespeed")
+}
+
+pub fn run_prefixed(prefix: &[&str], args: &[&str]) -> Output {
+    Command::new(prefix[0]).args(&prefix[1..]).arg(bin()).args(args).output().expect("run wirespeed")
+}
+
+pub fn json(s: &str) -> Value {
+    serde_json::from_str(s).unwrap_or_else(|e| panic!("not JSON ({e}):\n{s}"))
+}
+
+pub fn u(v: &Value, key: &str) -> u64 {
+    v[key].as_u64().unwrap_or_else(|| panic!("no integer '{key}' in {v}"))
+}
+
+/// Expected coalesced gap ranges of a sorted set of lost sequence numbers.
+pub fn ranges(lost: &[u64]) -> Vec<(u64, u64)> {
+    let mut out: Vec<(u64, u64)> = Vec::new();
+    for &s in lost {
+        match out.last_mut() {
+            Some((_, b)) if *b + 1 == s => *b = s,
+            _ => out.push((s, s)),
+        }
+    }
+    out
+}
+
+pub fn gap_list(stream: &Value) -> Vec<(u64, u64)> {
+    stream["gaps"].as_array().expect("gaps array").iter().map(|g| (u(g, "first"), u(g, "last"))).collect()
+}
+
+static NS_SEQ: AtomicU32 = AtomicU32::new(0);
+
+/// A network namespace created for one test and deleted when dropped, even on panic.
+pub struct Netns {
+    pub name: String,
+}
+
+impl Netns {
+    pub fn new(tag: &str) -> Netns {
+        let name = format!("wst-{tag}-{}-{}", std::process::id(), NS_SEQ.fetch_add(1, Ordering::Relaxed));
+        sh(&["ip", "netns", "add", &name]);
+        let ns = Netns { name };
+        ns.exec(&["ip", "link", "set", "lo", "up"]);
+        ns
+    }
+
+    pub fn exec(&self, cmd: &[&str]) {
+        let mut full = vec!["ip", "netns", "exec", &self.name];
+        full.extend_from_slice(cmd);
+        sh(&full);
+    }
+
+    pub fn prefix(&self) -> Vec<&str> {
+        vec!["ip", "netns", "exec", &self.name]
+    }
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        let _ = Command::new("ip").args(["netns", "del", &self.name]).status();
+    }
+}
+
+pub fn sh(cmd: &[&str]) {
+    let out = Command::new(cmd[0]).args(&cmd[1..]).output().expect("run command");
+    assert!(out.status.success(), "{cmd:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+}

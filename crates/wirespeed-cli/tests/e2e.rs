@@ -1,0 +1,261 @@
+//! End to end on loopback, without root: the receiver's ledger must equal the loss the sender
+//! injected, exactly, per stream; crafted sequences for reordering, duplicates and restarts.
+
+mod common;
+
+use common::*;
+use std::collections::BTreeSet;
+use std::net::UdpSocket;
+use std::time::Duration;
+use wirespeed::control::EndOfStream;
+use wirespeed::wire::{ByteOrder, Counter, Format};
+
+const LIMIT: Duration = Duration::from_secs(60);
+
+#[test]
+fn injected_loss_is_counted_exactly_per_stream() {
+    let r = spawn_recv(&["--once", "--json", "--duration", "50"]);
+    let port = r.port.to_string();
+    let target = format!("127.0.0.1:{port}");
+    let count = 12_000u64;
+    let out = run(&[
+        "send",
+        &target,
+        "--count",
+        "12000",
+        "--streams",
+        "3",
+        "--rate",
+        "60kpps",
+        "--size",
+        "1080",
+        "--skip-every",
+        "100",
+        "--skip",
+        "0..2",
+        "--skip",
+        "500..509",
+        "--skip",
+        "11990..11999",
+        "--json",
+    ]);
+    assert!(out.status.success(), "send failed: {}", String::from_utf8_lossy(&out.stderr));
+    let sent = json(&String::from_utf8_lossy(&out.stdout));
+    let (code, stdout, stderr) = finish(r, LIMIT);
+    assert_eq!(code, Some(0), "recv failed: {stderr}");
+    let rep = json(&stdout);
+
+    let lost: BTreeSet<u64> = (0..count)
+        .filter(|s| s % 100 == 99 || *s <= 2 || (500..=509).contains(s) || (11990..=11999).contains(s))
+        .collect();
+    let lost: Vec<u64> = lost.into_iter().collect();
+    assert_eq!(u(&sent, "skipped"), 3 * lost.len() as u64, "sender's own skip count");
+    let streams = rep["streams"].as_array().expect("streams");
+    assert_eq!(streams.len(), 3, "three source ports, three ledgers: {stdout}");
+    for s in streams {
+        assert_eq!(u(s, "lost"), lost.len() as u64, "lost in {}", s["source"]);
+        assert_eq!(u(s, "received"), count - lost.len() as u64, "received in {}", s["source"]);
+        assert_eq!(u(s, "late") + u(s, "duplicate") + u(s, "invalid") + u(s, "resync"), 0);
+        assert_eq!(gap_list(s), ranges(&lost), "gap ranges of {}", s["source"]);
+        assert_eq!(u(&s["sender"], "skipped"), lost.len() as u64);
+    }
+    assert_eq!(u(&rep["total"], "lost"), 3 * lost.len() as u64);
+    assert_eq!(u(&rep, "sender_skipped"), 3 * lost.len() as u64);
+    assert_eq!(rep["schema"], "wirespeed.recv/1");
+}
+
+#[test]
+fn tail_and_head_loss_need_the_senders_count() {
+    let r = spawn_recv(&["--once", "--json", "--duration", "50"]);
+    let target = format!("127.0.0.1:{}", r.port);
+    // The first 5 and the last 40 sequence numbers never leave the sender: only its end
+    // message can reveal them.
+    let out = run(&[
+        "send", &target, "--count", "1000", "--rate", "20kpps", "--size", "64", "--skip", "0..4", "--skip", "960..999",
+    ]);
+    assert!(out.status.success());
+    let (code, stdout, stderr) = finish(r, LIMIT);
+    assert_eq!(code, Some(0), "{stderr}");
+    let rep = json(&stdout);
+    let s = &rep["streams"][0];
+    assert_eq!(u(s, "received"), 955);
+    assert_eq!(u(s, "lost"), 45);
+    assert_eq!(gap_list(s), vec![(0, 4), (960, 999)]);
+    assert_eq!(u(s, "first_seq"), 5);
+    assert_eq!(u(s, "last_seq"), 959);
+}
+
+/// A hand-written sender: counter datagrams in a chosen order, then an end message.
+fn craft(port: u16, seqs: &[u64], extra: &[Vec<u8>], end: Option<(u64, u64)>) {
+    let sock = UdpSocket::bind("127.0.0.1:0").expect("bind test sender");
+    sock.connect(("127.0.0.1", port)).expect("connect");
+    let c = Counter::new(64, ByteOrder::Be).expect("64 is a multiple of 8");
+    let mut buf = [0u8; 64];
+    for &s in seqs {
+        c.emit(0, s, &mut buf);
+        sock.send(&buf).expect("send crafted");
+        std::thread::sleep(Duration::from_micros(200));
+    }
+    for e in extra {
+        sock.send(e).expect("send extra");
+    }
+    if let Some((first, last)) = end {
+        let m = EndOfStream {
+            session: 42,
+            stream_index: 0,
+            stream_count: 1,
+            format_stream: 0,
+            first_seq: first,
+            last_seq: last,
+            sent: seqs.len() as u64,
+            skipped: 0,
+        };
+        std::thread::sleep(Duration::from_millis(5));
+        sock.send(&m.encode()).expect("send end");
+    }
+}
+
+#[test]
+fn reordering_duplicates_and_invalid_are_classified() {
+    let r = spawn_recv(&["--once", "--json", "--duration", "30", "--size", "64"]);
+    let c = Counter::new(64, ByteOrder::Be).unwrap();
+    let mut corrupt = [0u8; 64];
+    c.emit(0, 20, &mut corrupt);
+    corrupt[40] ^= 0xff;
+    let short = vec![0u8; 63];
+    craft(r.port, &[0, 1, 2, 4, 3, 5, 5, 6, 9, 7, 10, 2], &[corrupt.to_vec(), short], Some((0, 12)));
+    let (code, stdout, stderr) = finish(r, LIMIT);
+    assert_eq!(code, Some(0), "{stderr}");
+    let s = &json(&stdout)["streams"][0];
+    assert_eq!(u(s, "received"), 10, "{s}");
+    assert_eq!(u(s, "late"), 2, "3 and 7 arrived after higher numbers");
+    assert_eq!(u(s, "duplicate"), 2, "5 twice, 2 again");
+    assert_eq!(u(s, "lost"), 3, "8 never came; 11 and 12 only the end message reveals");
+    assert_eq!(gap_list(s), vec![(8, 8), (11, 12)]);
+    assert_eq!(u(s, "invalid"), 2);
+    assert_eq!(u(&s["invalid_by_reason"], "payload"), 1);
+    assert_eq!(u(&s["invalid_by_reason"], "length"), 1);
+}
+
+#[test]
+fn sender_restart_starts_a_new_segment() {
+    // A restart is recognised when it lands outside the reorder window (within it, the old
+    // numbers read as duplicates), so this test uses a small window.
+    let r = spawn_recv(&["--json", "--count", "150", "--duration", "30", "--window", "64"]);
+    let seqs: Vec<u64> = (0..100).chain(0..50).collect();
+    craft(r.port, &seqs, &[], None);
+    let (code, stdout, stderr) = finish(r, LIMIT);
+    assert_eq!(code, Some(0), "{stderr}");
+    let rep = json(&stdout);
+    let s = &rep["streams"][0];
+    assert_eq!(u(s, "resync"), 1, "{s}");
+    assert_eq!(u(s, "received"), 150);
+    assert_eq!(u(s, "lost"), 0);
+    assert_eq!(s["segments"].as_array().map(|a| a.len()), Some(2));
+    // No end message: the summary must say tail loss is unknowable.
+    assert_eq!(u(&rep, "streams_without_end"), 1);
+}
+
+#[test]
+fn zero_loss_expectation_sets_the_exit_code() {
+    let r = spawn_recv(&["--once", "--expect-zero-loss", "--duration", "30"]);
+    let target = format!("127.0.0.1:{}", r.port);
+    assert!(run(&["send", &target, "--count", "2000", "--rate", "20kpps", "--skip-every", "500"]).status.success());
+    let (code, stdout, stderr) = finish(r, LIMIT);
+    assert_eq!(code, Some(3), "loss with --expect-zero-loss must exit 3: {stdout}{stderr}");
+    assert!(stderr.contains("4 packets lost, zero loss was expected"), "{stderr}");
+    assert!(stdout.contains("left out on purpose"), "human summary explains the loss: {stdout}");
+
+    let r = spawn_recv(&["--once", "--expect-zero-loss", "--duration", "30"]);
+    let target = format!("127.0.0.1:{}", r.port);
+    assert!(run(&["send", &target, "--count", "2000", "--rate", "20kpps"]).status.success());
+    let (code, stdout, _) = finish(r, LIMIT);
+    assert_eq!(code, Some(0), "{stdout}");
+    assert!(stdout.contains("no loss"), "{stdout}");
+}
+
+#[test]
+fn gso_sender_and_gro_receiver_keep_the_ledger_exact() {
+    let r = spawn_recv(&["--once", "--json", "--gro", "--duration", "50"]);
+    let target = format!("127.0.0.1:{}", r.port);
+    let out = run(&[
+        "send",
+        &target,
+        "--gso",
+        "--count",
+        "30000",
+        "--rate",
+        "100kpps",
+        "--size",
+        "1080",
+        "--skip-every",
+        "1000",
+        "--json",
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let sent = json(&String::from_utf8_lossy(&out.stdout));
+    assert_eq!(sent["gso_used"], true, "GSO must be used on loopback: {sent}");
+    let (code, stdout, stderr) = finish(r, LIMIT);
+    assert_eq!(code, Some(0), "{stderr}");
+    let rep = json(&stdout);
+    assert_eq!(rep["gro"], true);
+    let s = &rep["streams"][0];
+    assert_eq!(u(s, "lost"), 30);
+    assert_eq!(u(s, "received"), 29_970);
+    assert_eq!(u(s, "invalid"), 0, "GRO buffers must be split back into datagrams");
+}
+
+#[test]
+fn sigterm_finishes_cleanly_with_a_summary() {
+    let r = spawn_recv(&["--json"]);
+    let target = format!("127.0.0.1:{}", r.port);
+    assert!(run(&["send", &target, "--count", "500", "--rate", "10kpps"]).status.success());
+    std::thread::sleep(Duration::from_millis(200));
+    let pid = r.child.id().to_string();
+    sh(&["kill", "-TERM", &pid]);
+    let (code, stdout, stderr) = finish(r, LIMIT);
+    assert_eq!(code, Some(0), "{stderr}");
+    let rep = json(&stdout);
+    assert_eq!(rep["stopped_by"], "signal 15");
+    assert_eq!(u(&rep["streams"][0], "received"), 500);
+}
+
+#[test]
+fn paced_sender_meets_its_count_and_schedule() {
+    let r = spawn_recv(&["--once", "--json", "--duration", "30"]);
+    let target = format!("127.0.0.1:{}", r.port);
+    // 5000 packets at 10 kpps is a 0.5 s schedule; --catch-up makes the count exact even on a
+    // loaded machine. Loose timing bounds: this checks the schedule, not performance.
+    let out = run(&["send", &target, "--count", "5000", "--rate", "10kpps", "--size", "256", "--catch-up", "--json"]);
+    assert!(out.status.success());
+    let s = json(&String::from_utf8_lossy(&out.stdout));
+    assert_eq!(u(&s, "sent"), 5000);
+    let elapsed = s["elapsed_s"].as_f64().unwrap();
+    assert!((0.45..2.0).contains(&elapsed), "0.5 s schedule took {elapsed} s");
+    assert!(s["gaps"]["p50_ns"].as_u64().unwrap() > 0);
+    let (_, stdout, _) = finish(r, LIMIT);
+    assert_eq!(u(&json(&stdout)["total"], "received"), 5000);
+}
+
+#[test]
+fn interval_prints_progress_lines() {
+    let r = spawn_recv(&["--once", "--interval", "0.2", "--duration", "30"]);
+    let target = format!("127.0.0.1:{}", r.port);
+    assert!(run(&["send", &target, "--duration", "1", "--rate", "5kpps", "--size", "512"]).status.success());
+    let (code, _, stderr) = finish(r, LIMIT);
+    assert_eq!(code, Some(0));
+    let lines = stderr.lines().filter(|l| l.starts_with('[') && l.contains("pps") && l.contains("lost")).count();
+    assert!(lines >= 3, "expected progress lines every 0.2 s:\n{stderr}");
+}
+
+#[test]
+fn demo_runs_and_prints_the_ledger() {
+    let out = run(&["demo", "--duration", "0.5", "--rate", "200M", "--skip-every", "100", "--json"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let d = json(&String::from_utf8_lossy(&out.stdout));
+    let sent = u(&d["send"], "sent");
+    let skipped = u(&d["send"], "skipped");
+    assert!(sent > 0);
+    assert_eq!(u(&d["recv"]["total"], "lost"), skipped);
+    assert_eq!(u(&d["recv"]["total"], "received"), sent);
+}

@@ -1,0 +1,22 @@
+//! wirespeed: record high-rate UDP streams with zero loss, and prove it.
+//!
+//! The library under the `wirespeed` command. The data flow is the spine of the crate:
+//! a paced sender ([`tx`]) emits datagrams built by a payload [`wire`] format; the receiver
+//! ([`rx`]) takes them in batches on a dedicated capture thread and feeds each stream's exact
+//! loss [`ledger`]; the kernel's own counters ([`kernel`]) are read beside it so a user can tell
+//! which layer dropped what. All `unsafe` code and raw system calls live in [`sys`].
+
+#![warn(missing_docs)]
+
+pub mod control;
+pub mod error;
+pub mod kernel;
+pub mod ledger;
+pub mod pace;
+pub mod rx;
+pub mod sys;
+pub mod tx;
+pub mod units;
+pub mod wire;
+
+pub use error::{Error, Result};

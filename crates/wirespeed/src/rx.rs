@@ -1,0 +1,963 @@
+//! The receiver: a dedicated capture thread, batched receive, the ledger inline, and the
+//! kernel's counters beside it.
+//!
+//! Receive backends implement [`Backend`]; the capture loop is generic over it, so a new
+//! backend (AF_PACKET, io_uring, AF_XDP) is a new type, not a new branch in the loop. The loop
+//! allocates nothing and makes no system call but the receive itself: stream state and ledgers
+//! are preallocated, live counters are published with relaxed atomic stores, and the clock is
+//! read through the vDSO.
+
+use crate::control::{EndOfStream, END_LEN};
+use crate::error::{bind_error, Error, Result};
+use crate::kernel::{self, KernelCounters};
+use crate::ledger::{GapRange, LedgerConfig, LedgerCounts, Segment, SenderEnd, StreamLedger};
+use crate::sys;
+use crate::units;
+use crate::wire::{Format, Invalid};
+use serde::Serialize;
+use std::io;
+use std::net::{Ipv4Addr, SocketAddr, UdpSocket};
+use std::os::fd::{AsRawFd, RawFd};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
+
+/// Receive buffer asked for by default: enough for tens of milliseconds at 10 Gb/s.
+pub const DEFAULT_RCVBUF: usize = 32 << 20;
+
+/// Everything a receive run needs.
+#[derive(Clone, Debug)]
+pub struct RecvConfig {
+    /// Address to bind: `0.0.0.0:PORT`, a local address, or a multicast group.
+    pub listen: SocketAddr,
+    /// Socket receive buffer to ask for, bytes.
+    pub rcvbuf: usize,
+    /// Ask the kernel for UDP GRO (coalesced datagrams, split again here).
+    pub gro: bool,
+    /// CPU to pin the capture thread to.
+    pub cpu: Option<usize>,
+    /// Stop after this long.
+    pub duration: Option<Duration>,
+    /// Stop once this many datagrams have been received (the last batch is finished).
+    pub count: Option<u64>,
+    /// Stop when every stream of the first sender run has said it ended.
+    pub once: bool,
+    /// Datagrams per receive call.
+    pub batch: usize,
+    /// Most streams tracked (their ledgers are preallocated).
+    pub max_streams: usize,
+    /// Ledger settings (reorder window, resync threshold...).
+    pub ledger: LedgerConfig,
+    /// Interface address for multicast joins (default: the kernel's choice).
+    pub multicast_iface: Option<Ipv4Addr>,
+    /// Poll without blocking (burns the capture core, saves wake-up latency).
+    pub busy_poll: bool,
+    /// How many gap ranges each stream shows in the human summary.
+    pub show_gaps: usize,
+}
+
+impl RecvConfig {
+    /// Defaults for a listen address.
+    pub fn new(listen: SocketAddr) -> Self {
+        RecvConfig {
+            listen,
+            rcvbuf: DEFAULT_RCVBUF,
+            gro: false,
+            cpu: None,
+            duration: None,
+            count: None,
+            once: false,
+            batch: 64,
+            max_streams: 64,
+            ledger: LedgerConfig::default(),
+            multicast_iface: None,
+            busy_poll: false,
+            show_gaps: 8,
+        }
+    }
+}
+
+/// One receive path into the capture loop.
+pub trait Backend {
+    /// Name shown in reports, e.g. `recvmmsg`.
+    fn name(&self) -> &'static str;
+    /// Wait briefly for datagrams and hand each to `f` (after splitting GRO buffers).
+    /// Returns how many buffers the kernel returned; 0 on a timeout.
+    fn recv<F: FnMut(&[u8], Option<SocketAddr>)>(&mut self, f: F) -> io::Result<usize>;
+    /// The socket's cumulative drop count as last reported by the kernel (SO_RXQ_OVFL).
+    fn kernel_drops(&self) -> Option<u64>;
+    /// Datagrams the kernel truncated (larger than the receive buffer).
+    fn truncated(&self) -> u64;
+}
+
+/// recvmmsg on a UDP socket, with optional GRO.
+pub struct MmsgBackend {
+    fd: RawFd,
+    batch: sys::RecvBatch,
+    nonblocking: bool,
+    rxq_ovfl: Option<u64>,
+    truncated: u64,
+}
+
+impl MmsgBackend {
+    /// Wrap a bound socket; `batch` datagrams per call.
+    pub fn new(fd: RawFd, batch: usize, nonblocking: bool, rxq_ovfl_enabled: bool) -> Self {
+        // GRO buffers can hold up to 64 KiB of coalesced datagrams. The kernel attaches the
+        // drop count only once it is non-zero, so an enabled counter starts at 0.
+        let rxq_ovfl = rxq_ovfl_enabled.then_some(0);
+        MmsgBackend { fd, batch: sys::RecvBatch::new(batch, 65536), nonblocking, rxq_ovfl, truncated: 0 }
+    }
+}
+
+impl Backend for MmsgBackend {
+    fn name(&self) -> &'static str {
+        "recvmmsg"
+    }
+
+    #[inline]
+    fn recv<F: FnMut(&[u8], Option<SocketAddr>)>(&mut self, mut f: F) -> io::Result<usize> {
+        let n = match self.batch.recv(self.fd, self.nonblocking) {
+            Ok(n) => n,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted
+                ) =>
+            {
+                return Ok(0)
+            }
+            Err(e) => return Err(e),
+        };
+        for i in 0..n {
+            let meta = self.batch.meta(i);
+            if let Some(d) = meta.rxq_ovfl {
+                self.rxq_ovfl = Some(d as u64);
+            }
+            let data = self.batch.data(i);
+            if meta.truncated {
+                self.truncated += 1;
+            }
+            match meta.gro_segment {
+                Some(seg) if seg > 0 && data.len() > seg as usize => {
+                    for chunk in data.chunks(seg as usize) {
+                        f(chunk, meta.src);
+                    }
+                }
+                _ => f(data, meta.src),
+            }
+        }
+        Ok(n)
+    }
+
+    fn kernel_drops(&self) -> Option<u64> {
+        self.rxq_ovfl
+    }
+
+    fn truncated(&self) -> u64 {
+        self.truncated
+    }
+}
+
+/// Counters the capture thread publishes for progress displays (relaxed atomics, no locks).
+#[derive(Debug, Default)]
+pub struct Live {
+    /// Datagrams received (valid and invalid).
+    pub datagrams: AtomicU64,
+    /// Payload bytes received.
+    pub bytes: AtomicU64,
+    /// Settled loss so far.
+    pub lost: AtomicU64,
+    /// Late (reordered) so far.
+    pub late: AtomicU64,
+    /// Duplicates so far.
+    pub duplicate: AtomicU64,
+    /// Invalid so far.
+    pub invalid: AtomicU64,
+    /// Socket drops reported by SO_RXQ_OVFL so far.
+    pub socket_drops: AtomicU64,
+}
+
+/// A progress sample for `--interval` lines.
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct Progress {
+    /// Seconds since the receiver started.
+    pub elapsed_s: f64,
+    /// Datagrams per second over the last interval.
+    pub pps: f64,
+    /// Payload bits per second over the last interval.
+    pub bps: f64,
+    /// Cumulative counts.
+    pub datagrams: u64,
+    /// Settled loss so far.
+    pub lost: u64,
+    /// Late so far.
+    pub late: u64,
+    /// Duplicates so far.
+    pub duplicate: u64,
+    /// Invalid so far.
+    pub invalid: u64,
+    /// Socket drops so far (SO_RXQ_OVFL).
+    pub socket_drops: u64,
+    /// UDP RcvbufErrors since start (whole namespace).
+    pub rcvbuf_errors: u64,
+}
+
+impl Progress {
+    /// One progress line for a terminal.
+    pub fn line(&self) -> String {
+        format!(
+            "[{:7.1} s] {:>12} {:>12}  lost {}  late {}  dup {}  invalid {}  kernel drops {} (socket) {} (udp)",
+            self.elapsed_s,
+            units::bits(self.bps),
+            units::pps(self.pps),
+            units::thousands(self.lost),
+            units::thousands(self.late),
+            units::thousands(self.duplicate),
+            units::thousands(self.invalid),
+            units::thousands(self.socket_drops),
+            units::thousands(self.rcvbuf_errors),
+        )
+    }
+}
+
+struct Slot {
+    src: Option<SocketAddr>,
+    stream: u32,
+    ledger: StreamLedger,
+    datagrams: u64,
+    bytes: u64,
+    invalid_kinds: [u64; 3],
+    end: Option<EndOfStream>,
+    first_ns: u64,
+    last_ns: u64,
+}
+
+struct Capture<'a> {
+    fmt: &'a dyn Format,
+    slots: Vec<Slot>,
+    active: usize,
+    last: usize,
+    untracked: u64,
+    datagrams: u64,
+    bytes: u64,
+    now: u64,
+    first_session: Option<(u64, u32, u32)>,
+    first_ns: u64,
+    last_ns: u64,
+}
+
+impl<'a> Capture<'a> {
+    #[inline]
+    fn slot(&mut self, src: Option<SocketAddr>, stream: u32) -> Option<usize> {
+        let l = self.last;
+        if l < self.active && self.slots[l].src == src && self.slots[l].stream == stream {
+            return Some(l);
+        }
+        if let Some(i) = self.slots[..self.active].iter().position(|s| s.src == src && s.stream == stream) {
+            self.last = i;
+            return Some(i);
+        }
+        if self.active == self.slots.len() {
+            return None;
+        }
+        let i = self.active;
+        self.active += 1;
+        let s = &mut self.slots[i];
+        s.src = src;
+        s.stream = stream;
+        s.first_ns = self.now;
+        self.last = i;
+        Some(i)
+    }
+
+    #[inline]
+    fn handle(&mut self, data: &[u8], src: Option<SocketAddr>) {
+        if data.len() == END_LEN {
+            if let Some(e) = EndOfStream::decode(data) {
+                self.on_end(e, src);
+                return;
+            }
+        }
+        self.datagrams += 1;
+        self.bytes += data.len() as u64;
+        if self.first_ns == 0 {
+            self.first_ns = self.now;
+        }
+        self.last_ns = self.now;
+        let (stream, result) = match self.fmt.check(data) {
+            Ok(info) => (info.stream, Ok(info.seq)),
+            Err(kind) => (0, Err(kind)),
+        };
+        let Some(i) = self.slot(src, stream) else {
+            self.untracked += 1;
+            return;
+        };
+        let now = self.now;
+        let s = &mut self.slots[i];
+        s.datagrams += 1;
+        s.bytes += data.len() as u64;
+        s.last_ns = now;
+        match result {
+            Ok(seq) => {
+                s.ledger.record(seq);
+            }
+            Err(kind) => {
+                s.ledger.invalid();
+                s.invalid_kinds[kind as usize] += 1;
+            }
+        }
+    }
+
+    fn on_end(&mut self, e: EndOfStream, src: Option<SocketAddr>) {
+        let Some(i) = self.slot(src, e.format_stream) else {
+            self.untracked += 1;
+            return;
+        };
+        let s = &mut self.slots[i];
+        if s.end.is_some_and(|old| old.session == e.session) {
+            return; // a repeated copy
+        }
+        s.end = Some(e);
+        match &mut self.first_session {
+            None => self.first_session = Some((e.session, e.stream_count, 1)),
+            Some((sess, _, ended)) if *sess == e.session => *ended += 1,
+            _ => {}
+        }
+    }
+
+    fn first_run_done(&self) -> bool {
+        matches!(self.first_session, Some((_, expected, ended)) if ended >= expected)
+    }
+
+    fn publish(&self, live: &Live, socket_drops: Option<u64>) {
+        let mut c = LedgerCounts::default();
+        for s in &self.slots[..self.active] {
+            c.merge(&s.ledger.counts());
+        }
+        live.datagrams.store(self.datagrams, Ordering::Relaxed);
+        live.bytes.store(self.bytes, Ordering::Relaxed);
+        live.lost.store(c.lost, Ordering::Relaxed);
+        live.late.store(c.late, Ordering::Relaxed);
+        live.duplicate.store(c.duplicate, Ordering::Relaxed);
+        live.invalid.store(c.invalid, Ordering::Relaxed);
+        live.socket_drops.store(socket_drops.unwrap_or(0), Ordering::Relaxed);
+    }
+}
+
+/// The ledger of one stream, as reported.
+#[derive(Clone, Debug, Serialize)]
+pub struct StreamReport {
+    /// Source address and port.
+    pub source: String,
+    /// Format stream id within the source.
+    pub stream: u32,
+    /// The counts.
+    #[serde(flatten)]
+    pub counts: LedgerCounts,
+    /// Lost per million expected.
+    pub drops_per_million: f64,
+    /// Payload bytes received.
+    pub bytes: u64,
+    /// First and last sequence number seen.
+    pub first_seq: Option<u64>,
+    /// Highest sequence number seen.
+    pub last_seq: Option<u64>,
+    /// Where the holes are (coalesced ranges).
+    pub gaps: Vec<GapRange>,
+    /// Segments (more than one after a sender restart).
+    pub segments: Vec<Segment>,
+    /// Invalid datagrams by reason: length, header, payload.
+    pub invalid_by_reason: InvalidReasons,
+    /// The sender's own account, when its end-of-stream message arrived.
+    pub sender: Option<EndOfStream>,
+    /// Seconds from this stream's first to its last datagram.
+    pub active_s: f64,
+}
+
+/// Invalid datagrams split by reason.
+#[derive(Clone, Copy, Debug, Default, Serialize)]
+pub struct InvalidReasons {
+    /// Wrong length.
+    pub length: u64,
+    /// Impossible header.
+    pub header: u64,
+    /// Payload broke the pattern.
+    pub payload: u64,
+}
+
+/// The kernel's view over the same interval.
+#[derive(Clone, Debug, Serialize)]
+pub struct KernelView {
+    /// This socket's drops from SO_RXQ_OVFL (as last attached to a datagram).
+    pub socket_drops_rxq_ovfl: Option<u64>,
+    /// This socket's drops from /proc/net/udp at the end (covers drops after the last datagram).
+    pub socket_drops_proc: Option<u64>,
+    /// UDP and backlog counter increases in this network namespace during the run (all sockets).
+    pub namespace_delta: KernelCounters,
+    /// Receive buffer the kernel granted, bytes (as reported by getsockopt, i.e. doubled).
+    pub rcvbuf_granted: usize,
+    /// Receive buffer asked for, bytes.
+    pub rcvbuf_requested: usize,
+}
+
+/// The result of a receive run.
+#[derive(Clone, Debug, Serialize)]
+pub struct RecvReport {
+    /// Schema name and version of this document.
+    pub schema: &'static str,
+    /// Listen address.
+    pub listen: String,
+    /// Payload format.
+    pub format: String,
+    /// Receive backend.
+    pub backend: &'static str,
+    /// GRO in use.
+    pub gro: bool,
+    /// Wall time of the run, seconds.
+    pub wall_s: f64,
+    /// Seconds from the first to the last data datagram.
+    pub active_s: f64,
+    /// Datagrams received (valid and invalid, end-of-stream messages excluded).
+    pub datagrams: u64,
+    /// Payload bytes received.
+    pub bytes: u64,
+    /// Datagrams per second over the active period.
+    pub pps: f64,
+    /// Payload bits per second over the active period.
+    pub bps: f64,
+    /// Totals over all streams.
+    pub total: LedgerCounts,
+    /// Lost per million expected, all streams.
+    pub drops_per_million: f64,
+    /// Sequence numbers the senders left out on purpose (from their end messages).
+    pub sender_skipped: u64,
+    /// Streams whose end message never arrived (their tail loss is unknowable).
+    pub streams_without_end: usize,
+    /// Datagrams from streams beyond --max-streams (not in any ledger).
+    pub untracked: u64,
+    /// Datagrams truncated by the kernel.
+    pub truncated: u64,
+    /// Per-stream ledgers.
+    pub streams: Vec<StreamReport>,
+    /// The kernel's counters.
+    pub kernel: KernelView,
+    /// Which layer lost what, in words.
+    pub diagnosis: Vec<String>,
+    /// CPU the capture thread ran on (at the end).
+    pub capture_cpu: Option<usize>,
+    /// CPU time of the capture thread, nanoseconds.
+    pub capture_cpu_ns: u64,
+    /// Capture-thread CPU time per datagram, nanoseconds.
+    pub cpu_ns_per_packet: f64,
+    /// Notes (buffer clamps, fallbacks).
+    pub notes: Vec<String>,
+    /// How the run ended: duration, count, end-of-stream, signal.
+    pub stopped_by: String,
+}
+
+/// A bound, configured receive socket, ready for [`capture`].
+pub struct Listener {
+    sock: UdpSocket,
+    rcvbuf_granted: usize,
+    notes: Vec<String>,
+    gro: bool,
+    rxq_ovfl: bool,
+}
+
+impl Listener {
+    /// Bind and configure; failures are explained for the user.
+    pub fn bind(cfg: &RecvConfig) -> Result<Listener> {
+        let mut notes = Vec::new();
+        let ip = cfg.listen.ip();
+        let sock = UdpSocket::bind(cfg.listen).map_err(|e| bind_error(cfg.listen, e))?;
+        if ip.is_multicast() {
+            match ip {
+                std::net::IpAddr::V4(g) => {
+                    let iface = cfg.multicast_iface.unwrap_or(Ipv4Addr::UNSPECIFIED);
+                    sock.join_multicast_v4(&g, &iface).map_err(|e| {
+                        Error::Runtime(format!(
+                            "cannot join multicast group {g} on {iface}: {e} (is there a multicast route? `ip route add 224.0.0.0/4 dev IFACE`)"
+                        ))
+                    })?;
+                }
+                std::net::IpAddr::V6(g) => {
+                    sock.join_multicast_v6(&g, 0)
+                        .map_err(|e| Error::Runtime(format!("cannot join multicast group {g}: {e}")))?;
+                }
+            }
+        }
+        let fd = sock.as_raw_fd();
+        let want = cfg.rcvbuf;
+        let mut granted = sys::set_rcvbuf(fd, want, false).unwrap_or(0);
+        if granted / 2 < want {
+            if let Ok(g) = sys::set_rcvbuf(fd, want, true) {
+                if g / 2 >= want {
+                    notes.push(format!(
+                        "receive buffer {} is above net.core.rmem_max: granted through SO_RCVBUFFORCE (CAP_NET_ADMIN)",
+                        units::bytes(want as u64)
+                    ));
+                }
+                granted = g;
+            }
+        }
+        if granted / 2 < want {
+            notes.push(rcvbuf_clamp_note(want, granted));
+        }
+        let rxq_ovfl = match sys::enable_rxq_ovfl(fd) {
+            Ok(()) => true,
+            Err(e) => {
+                notes.push(format!("per-socket drop counter (SO_RXQ_OVFL) unavailable: {e}"));
+                false
+            }
+        };
+        let mut gro = false;
+        if cfg.gro {
+            match sys::enable_gro(fd) {
+                Ok(()) => gro = true,
+                Err(e) => {
+                    notes.push(format!("UDP GRO unavailable on this kernel ({e}): receiving one datagram per buffer"))
+                }
+            }
+        }
+        sys::set_rcvtimeo(fd, Duration::from_millis(100))
+            .map_err(|e| Error::Runtime(format!("cannot set a receive timeout: {e}")))?;
+        Ok(Listener { sock, rcvbuf_granted: granted, notes, gro, rxq_ovfl })
+    }
+
+    /// The bound address (useful when binding port 0).
+    pub fn local_addr(&self) -> Option<SocketAddr> {
+        self.sock.local_addr().ok()
+    }
+}
+
+/// The message for a receive buffer clamped by `net.core.rmem_max`.
+pub fn rcvbuf_clamp_note(requested: usize, granted: usize) -> String {
+    format!(
+        "the kernel granted a {} receive buffer of the {} asked for (capped by net.core.rmem_max): raise the cap with `sysctl -w net.core.rmem_max={}`",
+        units::bytes(granted as u64 / 2),
+        units::bytes(requested as u64),
+        requested
+    )
+}
+
+/// Receive until the duration, the count, the senders' end messages or `stop` ends the run.
+/// `progress` is called every `interval` from a helper thread, never from the capture thread.
+pub fn capture(
+    cfg: &RecvConfig,
+    listener: Listener,
+    fmt: &dyn Format,
+    stop: &AtomicBool,
+    interval: Option<Duration>,
+    progress: &(dyn Fn(&Progress) + Sync),
+) -> Result<RecvReport> {
+    if cfg.max_streams == 0 || cfg.batch == 0 {
+        return Err(Error::Usage("--max-streams and --batch must be at least 1".into()));
+    }
+    let mut ledger_cfg = cfg.ledger.clone();
+    ledger_cfg.seq_bits = ledger_cfg.seq_bits.min(fmt.seq_bits());
+    let slots: Vec<Slot> = (0..cfg.max_streams)
+        .map(|_| Slot {
+            src: None,
+            stream: 0,
+            ledger: StreamLedger::new(&ledger_cfg),
+            datagrams: 0,
+            bytes: 0,
+            invalid_kinds: [0; 3],
+            end: None,
+            first_ns: 0,
+            last_ns: 0,
+        })
+        .collect();
+    let live = Live::default();
+    let done = AtomicBool::new(false);
+    let fd = listener.sock.as_raw_fd();
+    let k0 = KernelCounters::read();
+    let t0 = sys::monotonic_ns();
+
+    let result = std::thread::scope(|s| {
+        let reporter = interval.map(|iv| {
+            let live = &live;
+            let done = &done;
+            s.spawn(move || report_loop(live, done, iv, t0, &k0, progress))
+        });
+        let capture_thread = std::thread::Builder::new()
+            .name("ws-capture".into())
+            .spawn_scoped(s, || {
+                if let Some(cpu) = cfg.cpu {
+                    sys::pin_current_thread(cpu).map_err(|e| {
+                        Error::Usage(format!("cannot pin the capture thread to CPU {cpu}: {e} (see `nproc`)"))
+                    })?;
+                }
+                let backend = MmsgBackend::new(fd, cfg.batch, cfg.busy_poll, listener.rxq_ovfl);
+                let cap = Capture {
+                    fmt,
+                    slots,
+                    active: 0,
+                    last: 0,
+                    untracked: 0,
+                    datagrams: 0,
+                    bytes: 0,
+                    now: t0,
+                    first_session: None,
+                    first_ns: 0,
+                    last_ns: 0,
+                };
+                capture_loop(cfg, backend, cap, stop, &live, t0)
+            })
+            .expect("spawning the capture thread");
+        let r = capture_thread.join().expect("capture thread panicked");
+        done.store(true, Ordering::Relaxed);
+        if let Some(h) = reporter {
+            let _ = h.join();
+        }
+        r
+    });
+    let (mut cap, backend_drops, truncated, stopped_by, cpu_ns, cpu) = result?;
+    let wall_ns = sys::monotonic_ns() - t0;
+    let k1 = KernelCounters::read();
+    let proc_drops = sys::socket_inode(fd).and_then(kernel::socket_drops);
+    Ok(build_report(
+        cfg,
+        &listener,
+        fmt,
+        &mut cap,
+        KernelView {
+            socket_drops_rxq_ovfl: backend_drops,
+            socket_drops_proc: proc_drops,
+            namespace_delta: k1.since(&k0),
+            rcvbuf_granted: listener.rcvbuf_granted,
+            rcvbuf_requested: cfg.rcvbuf,
+        },
+        truncated,
+        stopped_by,
+        wall_ns,
+        cpu_ns,
+        cpu,
+    ))
+}
+
+type LoopResult<'a> = (Capture<'a>, Option<u64>, u64, String, u64, Option<usize>);
+
+fn capture_loop<'a, B: Backend>(
+    cfg: &RecvConfig,
+    mut backend: B,
+    mut cap: Capture<'a>,
+    stop: &AtomicBool,
+    live: &Live,
+    t0: u64,
+) -> Result<LoopResult<'a>> {
+    let cpu0 = sys::thread_cpu_ns();
+    let deadline = cfg.duration.map(|d| t0 + d.as_nanos() as u64);
+    let mut publish_at = t0;
+    let stopped_by;
+    loop {
+        if stop.load(Ordering::Relaxed) {
+            stopped_by = format!("signal {}", sys::last_signal());
+            break;
+        }
+        cap.now = sys::monotonic_ns();
+        backend.recv(|d, src| cap.handle(d, src)).map_err(|e| Error::Runtime(format!("receiving failed: {e}")))?;
+        let now = sys::monotonic_ns();
+        if now >= publish_at {
+            cap.publish(live, backend.kernel_drops());
+            publish_at = now + 50_000_000;
+        }
+        if deadline.is_some_and(|d| now >= d) {
+            stopped_by = "duration".into();
+            break;
+        }
+        if cfg.count.is_some_and(|c| cap.datagrams >= c) {
+            stopped_by = "count".into();
+            break;
+        }
+        if cfg.once && cap.first_run_done() {
+            stopped_by = "end of stream".into();
+            break;
+        }
+    }
+    cap.publish(live, backend.kernel_drops());
+    let cpu_ns = sys::thread_cpu_ns() - cpu0;
+    Ok((cap, backend.kernel_drops(), backend.truncated(), stopped_by, cpu_ns, sys::current_cpu()))
+}
+
+fn report_loop(
+    live: &Live,
+    done: &AtomicBool,
+    interval: Duration,
+    t0: u64,
+    k0: &KernelCounters,
+    progress: &(dyn Fn(&Progress) + Sync),
+) {
+    let (mut last_t, mut last_d, mut last_b) = (t0, 0u64, 0u64);
+    let mut next = t0 + interval.as_nanos() as u64;
+    while !done.load(Ordering::Relaxed) {
+        let now = sys::monotonic_ns();
+        if now < next {
+            std::thread::sleep(Duration::from_nanos((next - now).min(50_000_000)));
+            continue;
+        }
+        next += interval.as_nanos() as u64;
+        let d = live.datagrams.load(Ordering::Relaxed);
+        let b = live.bytes.load(Ordering::Relaxed);
+        let dt = (now - last_t) as f64 / 1e9;
+        let k = KernelCounters::read().since(k0);
+        progress(&Progress {
+            elapsed_s: (now - t0) as f64 / 1e9,
+            pps: (d - last_d) as f64 / dt,
+            bps: (b - last_b) as f64 * 8.0 / dt,
+            datagrams: d,
+            lost: live.lost.load(Ordering::Relaxed),
+            late: live.late.load(Ordering::Relaxed),
+            duplicate: live.duplicate.load(Ordering::Relaxed),
+            invalid: live.invalid.load(Ordering::Relaxed),
+            socket_drops: live.socket_drops.load(Ordering::Relaxed),
+            rcvbuf_errors: k.rcvbuf_errors,
+        });
+        (last_t, last_d, last_b) = (now, d, b);
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn build_report(
+    cfg: &RecvConfig,
+    listener: &Listener,
+    fmt: &dyn Format,
+    cap: &mut Capture<'_>,
+    kernel: KernelView,
+    truncated: u64,
+    stopped_by: String,
+    wall_ns: u64,
+    cpu_ns: u64,
+    cpu: Option<usize>,
+) -> RecvReport {
+    let mut streams = Vec::with_capacity(cap.active);
+    let mut total = LedgerCounts::default();
+    let mut sender_skipped = 0;
+    let mut without_end = 0;
+    for s in &mut cap.slots[..cap.active] {
+        let sender = s.end.filter(|e| !e.is_empty()).map(|e| SenderEnd { first: e.first_seq, last: e.last_seq });
+        s.ledger.finish(sender);
+        match s.end {
+            Some(e) => sender_skipped += e.skipped,
+            None => without_end += 1,
+        }
+        let counts = s.ledger.counts();
+        total.merge(&counts);
+        streams.push(StreamReport {
+            source: s.src.map(|a| a.to_string()).unwrap_or_else(|| "?".into()),
+            stream: s.stream,
+            counts,
+            drops_per_million: counts.drops_per_million(),
+            bytes: s.bytes,
+            first_seq: s.ledger.first_seen(),
+            last_seq: s.ledger.highest(),
+            gaps: s.ledger.gaps().to_vec(),
+            segments: s.ledger.segments(),
+            invalid_by_reason: InvalidReasons {
+                length: s.invalid_kinds[Invalid::Length as usize],
+                header: s.invalid_kinds[Invalid::Header as usize],
+                payload: s.invalid_kinds[Invalid::Payload as usize],
+            },
+            sender: s.end,
+            active_s: s.last_ns.saturating_sub(s.first_ns) as f64 / 1e9,
+        });
+    }
+    let active_ns = cap.last_ns.saturating_sub(cap.first_ns);
+    let active_s = active_ns as f64 / 1e9;
+    let rate_s = active_s.max(1e-9);
+    let pps = if cap.datagrams > 1 { (cap.datagrams - 1) as f64 / rate_s } else { 0.0 };
+    let mut notes = listener.notes.clone();
+    if cap.untracked > 0 {
+        notes.push(format!(
+            "{} datagrams came from more than --max-streams {} sources and are in no ledger: raise --max-streams",
+            cap.untracked, cfg.max_streams
+        ));
+    }
+    let mut r = RecvReport {
+        schema: "wirespeed.recv/1",
+        listen: cfg.listen.to_string(),
+        format: fmt.name(),
+        backend: "recvmmsg",
+        gro: listener.gro,
+        wall_s: wall_ns as f64 / 1e9,
+        active_s,
+        datagrams: cap.datagrams,
+        bytes: cap.bytes,
+        pps,
+        bps: if cap.datagrams > 1 { pps * (cap.bytes as f64 / cap.datagrams as f64) * 8.0 } else { 0.0 },
+        total,
+        drops_per_million: total.drops_per_million(),
+        sender_skipped,
+        streams_without_end: without_end,
+        untracked: cap.untracked,
+        truncated,
+        streams,
+        kernel,
+        diagnosis: Vec::new(),
+        capture_cpu: cpu,
+        capture_cpu_ns: cpu_ns,
+        cpu_ns_per_packet: if cap.datagrams > 0 { cpu_ns as f64 / cap.datagrams as f64 } else { 0.0 },
+        notes,
+        stopped_by,
+    };
+    r.diagnosis = diagnose(&r);
+    r
+}
+
+/// Say, in words, which layer lost what: the ledger against the kernel's own counters.
+pub fn diagnose(r: &RecvReport) -> Vec<String> {
+    let mut d = Vec::new();
+    let lost = r.total.lost;
+    let unexplained = lost.saturating_sub(r.sender_skipped);
+    let sock = r.kernel.socket_drops_proc.or(r.kernel.socket_drops_rxq_ovfl).unwrap_or(0);
+    if r.datagrams == 0 && r.streams.is_empty() {
+        d.push(format!("nothing arrived on {}: is the sender pointed at this address and port?", r.listen));
+        return d;
+    }
+    if lost == 0 && sock == 0 {
+        d.push("no loss: every sequence number was received, and the kernel reports no drops at this socket".into());
+    } else {
+        if r.sender_skipped > 0 {
+            d.push(format!(
+                "{} of the {} lost were left out on purpose by the sender (--skip-every/--skip)",
+                units::thousands(r.sender_skipped.min(lost)),
+                units::thousands(lost)
+            ));
+        }
+        if unexplained > 0 {
+            if sock >= unexplained {
+                d.push(format!(
+                    "the kernel dropped {} at this socket (receive buffer full): the receiver did not keep up; raise --rcvbuf, pin with --cpu, or lower the rate",
+                    units::thousands(sock)
+                ));
+            } else if sock > 0 {
+                d.push(format!(
+                    "the kernel dropped {} at this socket; the other {} were lost before this host's UDP layer (sender, NIC, wire, switch or firewall)",
+                    units::thousands(sock),
+                    units::thousands(unexplained - sock)
+                ));
+            } else {
+                d.push(format!(
+                    "{} lost, yet the kernel reports no drops at this socket: they were lost before it (sender, NIC, wire, switch or firewall)",
+                    units::thousands(unexplained)
+                ));
+            }
+        }
+        if sock > unexplained {
+            d.push(format!(
+                "the kernel counted {} drops at this socket, more than the ledger's {} unexplained loss: the extra were not data of a tracked stream (e.g. after the run ended)",
+                units::thousands(sock),
+                units::thousands(unexplained)
+            ));
+        }
+    }
+    if r.streams_without_end > 0 {
+        d.push(format!(
+            "{} stream(s) sent no end-of-stream message (not a wirespeed sender, or it was lost): loss after their last received packet cannot be known",
+            r.streams_without_end
+        ));
+    }
+    if r.kernel.namespace_delta.rcvbuf_errors > sock {
+        d.push(format!(
+            "UDP RcvbufErrors rose by {} in this network namespace: other sockets are dropping too",
+            units::thousands(r.kernel.namespace_delta.rcvbuf_errors - sock)
+        ));
+    }
+    d
+}
+
+impl RecvReport {
+    /// The human summary printed at the end of `wirespeed recv`.
+    pub fn human(&self, show_gaps: usize) -> String {
+        use std::fmt::Write;
+        let mut o = String::new();
+        let _ = writeln!(
+            o,
+            "wirespeed recv {}  {}  {}{}  stopped by {}",
+            self.listen,
+            self.format,
+            self.backend,
+            if self.gro { "+GRO" } else { "" },
+            self.stopped_by
+        );
+        let _ = writeln!(
+            o,
+            "  received {} datagrams, {} in {:.3} s: {} payload, {}",
+            units::thousands(self.datagrams),
+            units::bytes(self.bytes),
+            self.active_s,
+            units::bits(self.bps),
+            units::pps(self.pps)
+        );
+        let _ = writeln!(
+            o,
+            "  {:<24} {:>12} {:>10} {:>8} {:>8} {:>8} {:>7} {:>6} {:>10}",
+            "stream", "received", "lost", "late", "dup", "invalid", "stale", "resync", "drops/M"
+        );
+        let row = |o: &mut String, name: &str, c: &LedgerCounts| {
+            let _ = writeln!(
+                o,
+                "  {:<24} {:>12} {:>10} {:>8} {:>8} {:>8} {:>7} {:>6} {:>10.2}",
+                name,
+                units::thousands(c.received),
+                units::thousands(c.lost),
+                units::thousands(c.late),
+                units::thousands(c.duplicate),
+                units::thousands(c.invalid + c.stray),
+                units::thousands(c.stale),
+                c.resync,
+                c.drops_per_million()
+            );
+        };
+        for s in &self.streams {
+            let name = if s.stream == 0 { s.source.clone() } else { format!("{}#{}", s.source, s.stream) };
+            row(&mut o, &name, &s.counts);
+        }
+        if self.streams.len() > 1 {
+            row(&mut o, "total", &self.total);
+        }
+        for s in &self.streams {
+            if s.gaps.is_empty() {
+                continue;
+            }
+            let shown: Vec<String> = s
+                .gaps
+                .iter()
+                .take(show_gaps)
+                .map(|g| if g.first == g.last { format!("{}", g.first) } else { format!("{}..{}", g.first, g.last) })
+                .collect();
+            let more = s.gaps.len().saturating_sub(show_gaps) as u64 + s.counts.ranges_dropped;
+            let _ = writeln!(
+                o,
+                "  gaps {}: {}{}",
+                s.source,
+                shown.join(", "),
+                if more > 0 { format!(" (+{more} more ranges; --json lists them)") } else { String::new() }
+            );
+        }
+        let k = &self.kernel;
+        let _ = writeln!(
+            o,
+            "  kernel, same interval: socket drops {} (SO_RXQ_OVFL) / {} (/proc/net/udp); UDP RcvbufErrors +{}, InErrors +{}; softnet dropped +{}; rcvbuf {}",
+            k.socket_drops_rxq_ovfl.map(units::thousands).unwrap_or_else(|| "n/a".into()),
+            k.socket_drops_proc.map(units::thousands).unwrap_or_else(|| "n/a".into()),
+            units::thousands(k.namespace_delta.rcvbuf_errors),
+            units::thousands(k.namespace_delta.in_errors),
+            units::thousands(k.namespace_delta.softnet_dropped),
+            units::bytes(k.rcvbuf_granted as u64 / 2),
+        );
+        let _ = writeln!(
+            o,
+            "  capture thread: {} CPU, {} per datagram{}",
+            units::nanos(self.capture_cpu_ns as f64),
+            units::nanos(self.cpu_ns_per_packet),
+            self.capture_cpu.map(|c| format!(", on CPU {c}")).unwrap_or_default()
+        );
+        for line in &self.diagnosis {
+            let _ = writeln!(o, "  => {line}");
+        }
+        for n in &self.notes {
+            let _ = writeln!(o, "  note: {n}");
+        }
+        o
+    }
+}
