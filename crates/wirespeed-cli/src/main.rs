@@ -96,9 +96,12 @@ struct SendArgs {
     /// Pin sender threads to these CPUs, round-robin (e.g. 1 or 0,1).
     #[arg(long, value_delimiter = ',')]
     cpu: Vec<usize>,
-    /// After a stall, send the missed packets at full speed instead of moving the schedule on.
-    #[arg(long)]
-    catch_up: bool,
+    /// After a stall, make up the backlog at up to this multiple of the rate (inf = full speed).
+    #[arg(long, default_value_t = 1.5)]
+    catch_up_factor: f64,
+    /// Give up a backlog older than this (the schedule moves on; reported as a slip).
+    #[arg(long, default_value = "50ms", value_parser = units::parse_duration)]
+    max_lag: Duration,
     /// Send from this local address.
     #[arg(long)]
     bind: Option<std::net::IpAddr>,
@@ -229,7 +232,11 @@ fn send_config(a: &SendArgs) -> Result<SendConfig, Error> {
     c.skip_ranges = a.skip.clone();
     c.start_seq = a.start_seq;
     c.cpus = a.cpu.clone();
-    c.catch_up = a.catch_up;
+    if a.catch_up_factor.is_nan() || a.catch_up_factor < 1.0 {
+        return Err(Error::Usage("--catch-up-factor must be at least 1 (1 = never faster than the rate)".into()));
+    }
+    c.catch_up_factor = a.catch_up_factor;
+    c.max_lag = a.max_lag;
     c.ttl = a.ttl;
     Ok(c)
 }

@@ -224,9 +224,10 @@ fn sigterm_finishes_cleanly_with_a_summary() {
 fn paced_sender_meets_its_count_and_schedule() {
     let r = spawn_recv(&["--once", "--json", "--duration", "30"]);
     let target = format!("127.0.0.1:{}", r.port);
-    // 5000 packets at 10 kpps is a 0.5 s schedule; --catch-up makes the count exact even on a
-    // loaded machine. Loose timing bounds: this checks the schedule, not performance.
-    let out = run(&["send", &target, "--count", "5000", "--rate", "10kpps", "--size", "256", "--catch-up", "--json"]);
+    // 5000 packets at 10 kpps is a 0.5 s schedule. Loose timing bounds: this checks the
+    // schedule, not performance.
+    let out =
+        run(&["send", &target, "--count", "5000", "--rate", "10kpps", "--size", "256", "--max-lag", "10s", "--json"]);
     assert!(out.status.success());
     let s = json(&String::from_utf8_lossy(&out.stdout));
     assert_eq!(u(&s, "sent"), 5000);
@@ -258,4 +259,18 @@ fn demo_runs_and_prints_the_ledger() {
     assert!(sent > 0);
     assert_eq!(u(&d["recv"]["total"], "lost"), skipped);
     assert_eq!(u(&d["recv"]["total"], "received"), sent);
+}
+
+#[test]
+fn unpaced_sender_is_fully_accounted() {
+    let r = spawn_recv(&["--once", "--json", "--duration", "50"]);
+    let target = format!("127.0.0.1:{}", r.port);
+    let out = run(&["send", &target, "--rate", "max", "--gso", "--count", "50000", "--size", "1080", "--json"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(u(&json(&String::from_utf8_lossy(&out.stdout)), "sent"), 50_000);
+    let (code, stdout, stderr) = finish(r, LIMIT);
+    assert_eq!(code, Some(0), "{stderr}");
+    let t = &json(&stdout)["total"];
+    // At full speed the receiver may lose some; every sequence number is still accounted for.
+    assert_eq!(u(t, "received") + u(t, "lost"), 50_000, "{t}");
 }

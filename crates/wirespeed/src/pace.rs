@@ -2,11 +2,14 @@
 //!
 //! Packet i of a stream is due at `start + i / pps`. The pacer sleeps until shortly before a
 //! deadline and spins the rest, so that the achieved rate over any second is within a fraction
-//! of a percent of the request while bursts stay bounded by the batch size. When the sender
-//! falls behind by more than `max_lag` (a stall: the host could not keep up, or was
-//! descheduled), the schedule is moved forward instead of catching up at full speed, which
-//! would hit the receiver with a burst no instrument would send; `catch_up` restores the
-//! "make up for lost time" behaviour when a user really wants the long-run count.
+//! of a percent of the request, while each send call carries at most one burst.
+//!
+//! Hosts stall (a descheduled vCPU, an interrupt storm). After a stall the pacer makes up the
+//! backlog at a *bounded* speed, `catch_up_factor` times the nominal rate (1.5 by default), so
+//! the long-run rate stays exact without hitting the receiver with a full-speed burst no
+//! instrument would send. A backlog older than `max_lag` is given up: the schedule moves
+//! forward and the slip is counted, because a host that far behind cannot sustain the rate.
+//! `catch_up_factor = inf` restores "make up for lost time at full speed".
 
 use crate::sys;
 
@@ -20,17 +23,29 @@ pub struct Pacer {
     start_ns: u64,
     period_ns: f64,
     max_lag_ns: u64,
-    catch_up: bool,
-    /// Times the schedule was moved forward because the sender was too far behind.
+    catch_up_factor: f64,
+    earliest_next: u64,
+    /// Times the schedule was moved forward because the backlog exceeded `max_lag`.
     pub slips: u64,
     /// Total time the schedule was moved forward by, in nanoseconds.
     pub slipped_ns: u64,
+    /// Largest backlog seen (how far behind schedule a send started), nanoseconds.
+    pub max_behind_ns: u64,
 }
 
 impl Pacer {
     /// A schedule of `pps` packets per second starting at `start_ns` (CLOCK_MONOTONIC).
-    pub fn new(pps: f64, start_ns: u64, max_lag_ns: u64, catch_up: bool) -> Self {
-        Pacer { start_ns, period_ns: 1e9 / pps, max_lag_ns, catch_up, slips: 0, slipped_ns: 0 }
+    pub fn new(pps: f64, start_ns: u64, max_lag_ns: u64, catch_up_factor: f64) -> Self {
+        Pacer {
+            start_ns,
+            period_ns: 1e9 / pps,
+            max_lag_ns,
+            catch_up_factor: catch_up_factor.max(1.0),
+            earliest_next: 0,
+            slips: 0,
+            slipped_ns: 0,
+            max_behind_ns: 0,
+        }
     }
 
     /// When packet `index` is due.
@@ -39,27 +54,40 @@ impl Pacer {
         self.start_ns + (index as f64 * self.period_ns) as u64
     }
 
-    /// Block until packet `index` is due; returns the time at which it returns.
+    /// Block until a batch of `n` packets starting at `index` may go; returns the time at
+    /// which it returns.
     #[inline]
-    pub fn wait(&mut self, index: u64) -> u64 {
-        let due = self.due(index);
-        let mut now = sys::monotonic_ns();
-        while now < due {
-            if due - now > SPIN_NS {
-                sys::sleep_until_monotonic_ns(due - SPIN_NS / 2);
-            } else {
-                std::hint::spin_loop();
-            }
-            now = sys::monotonic_ns();
-        }
-        let behind = now - due;
-        if !self.catch_up && behind > self.max_lag_ns {
+    pub fn wait(&mut self, index: u64, n: u64) -> u64 {
+        let mut due = self.due(index);
+        let now = sys::monotonic_ns();
+        if now > due && now - due > self.max_lag_ns {
+            let behind = now - due;
             self.start_ns += behind;
             self.slips += 1;
             self.slipped_ns += behind;
+            due = now;
         }
+        let target = due.max(self.earliest_next);
+        let now = wait_until(target, now);
+        self.max_behind_ns = self.max_behind_ns.max(now.saturating_sub(self.due(index)));
+        // The next batch may start no sooner than this one's share of time at the bounded
+        // catch-up speed (when on schedule, its own deadline is later anyway).
+        self.earliest_next = now + (n as f64 * self.period_ns / self.catch_up_factor) as u64;
         now
     }
+}
+
+#[inline]
+fn wait_until(target: u64, mut now: u64) -> u64 {
+    while now < target {
+        if target - now > SPIN_NS {
+            sys::sleep_until_monotonic_ns(target - SPIN_NS / 2);
+        } else {
+            std::hint::spin_loop();
+        }
+        now = sys::monotonic_ns();
+    }
+    now
 }
 
 #[cfg(test)]
@@ -67,21 +95,39 @@ mod tests {
     use super::*;
 
     #[test]
-    fn schedule_is_exact_and_slips_forward() {
-        let p = Pacer::new(1000.0, 1_000_000_000, 1_000_000, false);
+    fn schedule_is_exact() {
+        let p = Pacer::new(1000.0, 1_000_000_000, 1_000_000, 1.5);
         assert_eq!(p.due(0), 1_000_000_000);
         assert_eq!(p.due(1000), 2_000_000_000);
-        // A pacer whose start lies far in the past is behind: it must slip, not burst.
+    }
+
+    #[test]
+    fn a_long_stall_slips_instead_of_bursting() {
         let now = sys::monotonic_ns();
-        let mut q = Pacer::new(1000.0, now.saturating_sub(5_000_000_000), 1_000_000, false);
-        q.wait(0);
+        let mut q = Pacer::new(1000.0, now.saturating_sub(5_000_000_000), 50_000_000, 1.5);
+        q.wait(0, 1);
         assert_eq!(q.slips, 1);
         assert!(q.slipped_ns >= 5_000_000_000);
-        // After the slip, the next packet is due about one period later, not in the past.
-        assert!(q.due(1) > now);
-        // With catch-up, no slip is taken.
-        let mut c = Pacer::new(1000.0, now.saturating_sub(5_000_000_000), 1_000_000, true);
-        c.wait(0);
-        assert_eq!(c.slips, 0);
+        assert!(q.due(1) > now, "after the slip the next packet is due in the future");
+    }
+
+    #[test]
+    fn a_short_stall_is_made_up_at_bounded_speed() {
+        // 10 ms behind at 10 kpps (100 us per packet), batches of 10 packets (1 ms each):
+        // at 2x the catch-up spaces batches 0.5 ms apart, so the 10 ms backlog takes ~20 ms,
+        // never a burst.
+        let now = sys::monotonic_ns();
+        let mut q = Pacer::new(10_000.0, now - 10_000_000, 50_000_000, 2.0);
+        let t0 = q.wait(0, 10);
+        let t1 = q.wait(10, 10);
+        let t2 = q.wait(20, 10);
+        assert_eq!(q.slips, 0, "a 10 ms backlog is within max_lag");
+        assert!(t1 - t0 >= 500_000 && t2 - t1 >= 500_000, "batches spaced {} and {} ns", t1 - t0, t2 - t1);
+        assert!(q.max_behind_ns >= 10_000_000);
+        // Unbounded catch-up sends back to back.
+        let mut f = Pacer::new(10_000.0, now - 10_000_000, 50_000_000, f64::INFINITY);
+        let a = f.wait(0, 10);
+        let b = f.wait(10, 10);
+        assert!(b - a < 500_000);
     }
 }

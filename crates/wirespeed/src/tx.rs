@@ -51,9 +51,10 @@ pub struct SendConfig {
     pub start_seq: u64,
     /// CPUs to pin sender threads to, round-robin.
     pub cpus: Vec<usize>,
-    /// Make up for stalls at full speed instead of moving the schedule forward.
-    pub catch_up: bool,
-    /// How far behind schedule counts as a stall.
+    /// After a stall, make up the backlog at up to this multiple of the nominal rate
+    /// (infinity: full speed).
+    pub catch_up_factor: f64,
+    /// A backlog older than this is given up (the schedule moves forward; counted as a slip).
     pub max_lag: Duration,
     /// Multicast TTL.
     pub ttl: u32,
@@ -75,8 +76,8 @@ impl SendConfig {
             skip_ranges: Vec::new(),
             start_seq: 0,
             cpus: Vec::new(),
-            catch_up: false,
-            max_lag: Duration::from_millis(1),
+            catch_up_factor: 1.5,
+            max_lag: Duration::from_millis(50),
             ttl: 1,
         }
     }
@@ -147,10 +148,12 @@ pub struct StreamSent {
     pub slips: u64,
     /// Total schedule shift in nanoseconds.
     pub slipped_ns: u64,
+    /// Largest backlog behind schedule, nanoseconds (made up at the bounded catch-up speed).
+    pub max_behind_ns: u64,
     /// CPU time of this stream's thread.
     pub cpu_ns: u64,
     #[serde(skip)]
-    per_second: Vec<u64>,
+    per_tenth: Vec<u64>,
     #[serde(skip)]
     gaps: Option<Histogram<u64>>,
     #[serde(skip)]
@@ -196,14 +199,17 @@ pub struct SendReport {
     pub wire_bps: f64,
     /// Achieved / requested sequence rate (1.0 = exact), when paced.
     pub rate_ratio: Option<f64>,
-    /// Datagrams sent in each whole second of the run (all streams).
+    /// Sequence numbers sent or skipped in each whole second of the run (all streams).
     pub per_second: Vec<u64>,
-    /// Lowest and highest whole-second rate as a fraction of the request, when paced.
+    /// Lowest and highest rate over any 1 s window (sliding in 0.1 s steps) as a fraction of
+    /// the request, when paced and the run lasted at least 1 s.
     pub per_second_range: Option<(f64, f64)>,
     /// Gaps between consecutive send calls (all streams merged).
     pub gaps: GapStats,
-    /// Pacing stalls, all streams.
+    /// Pacing stalls given up (backlog beyond --max-lag), all streams.
     pub slips: u64,
+    /// Largest backlog behind schedule of any stream, nanoseconds.
+    pub max_behind_ns: u64,
     /// "Connection refused" results (nobody listening), all streams.
     pub refused: u64,
     /// CPU time of the sender threads per datagram sent, nanoseconds.
@@ -308,14 +314,16 @@ fn run_stream(ctx: &StreamCtx<'_>, index: u32, sock: UdpSocket) -> Result<Stream
     let local_port = sock.local_addr().map(|a| a.port()).unwrap_or(0);
     let mut batch = sys::SendBatch::new(plan.msgs, plan.segs * plan.pkt_len);
     let mut gaps = Histogram::<u64>::new_with_bounds(1, 3_600_000_000_000, 3).expect("static bounds are valid");
-    let secs_hint = cfg.duration.map(|d| d.as_secs() as usize + 2).unwrap_or(64);
-    let mut per_second: Vec<u64> = Vec::with_capacity(secs_hint);
+    let tenths_hint = cfg.duration.map(|d| d.as_secs() as usize * 10 + 20).unwrap_or(640);
+    let mut per_tenth: Vec<u64> = Vec::with_capacity(tenths_hint);
     let mut pacer =
-        plan.pps_per_stream.map(|p| Pacer::new(p, ctx.start_ns, cfg.max_lag.as_nanos() as u64, cfg.catch_up));
+        plan.pps_per_stream.map(|p| Pacer::new(p, ctx.start_ns, cfg.max_lag.as_nanos() as u64, cfg.catch_up_factor));
     let deadline = cfg.duration.map(|d| ctx.start_ns + d.as_nanos() as u64);
     let cpu0 = sys::thread_cpu_ns();
     let seg = plan.gso_used.then_some(plan.pkt_len as u16);
 
+    // Every stream starts at t0 (the paced ones through their schedule).
+    sys::sleep_until_monotonic_ns(ctx.start_ns);
     let mut idx: u64 = 0;
     let (mut sent, mut skipped, mut calls, mut refused) = (0u64, 0u64, 0u64, 0u64);
     let mut last_call: u64 = 0;
@@ -332,7 +340,7 @@ fn run_stream(ctx: &StreamCtx<'_>, index: u32, sock: UdpSocket) -> Result<Stream
             n = n.min(c - idx);
         }
         let now = match pacer.as_mut() {
-            Some(p) => p.wait(idx),
+            Some(p) => p.wait(idx, n),
             None => sys::monotonic_ns(),
         };
         if deadline.is_some_and(|d| now >= d) {
@@ -377,11 +385,11 @@ fn run_stream(ctx: &StreamCtx<'_>, index: u32, sock: UdpSocket) -> Result<Stream
         }
         last_call = now;
         last_ns = now;
-        let sec = ((now - ctx.start_ns) / 1_000_000_000) as usize;
-        if per_second.len() <= sec {
-            per_second.resize(sec + 1, 0);
+        let tenth = (now.saturating_sub(ctx.start_ns) / 100_000_000) as usize;
+        if per_tenth.len() <= tenth {
+            per_tenth.resize(tenth + 1, 0);
         }
-        per_second[sec] += batch_sent;
+        per_tenth[tenth] += n;
     }
     let cpu_ns = sys::thread_cpu_ns() - cpu0;
     let last_seq = (idx > 0).then(|| cfg.start_seq.wrapping_add(idx - 1));
@@ -403,7 +411,8 @@ fn run_stream(ctx: &StreamCtx<'_>, index: u32, sock: UdpSocket) -> Result<Stream
         let _ = sys::send_one(fd, &end);
         std::thread::sleep(Duration::from_millis(1));
     }
-    let (slips, slipped_ns) = pacer.map(|p| (p.slips, p.slipped_ns)).unwrap_or((0, 0));
+    let (slips, slipped_ns, max_behind_ns) =
+        pacer.map(|p| (p.slips, p.slipped_ns, p.max_behind_ns)).unwrap_or((0, 0, 0));
     Ok(StreamSent {
         index,
         local_port,
@@ -415,8 +424,9 @@ fn run_stream(ctx: &StreamCtx<'_>, index: u32, sock: UdpSocket) -> Result<Stream
         refused,
         slips,
         slipped_ns,
+        max_behind_ns,
         cpu_ns,
-        per_second,
+        per_tenth,
         gaps: Some(gaps),
         elapsed_ns: last_ns.saturating_sub(ctx.start_ns),
     })
@@ -504,29 +514,31 @@ fn summarise(
     }
     .max(1e-9);
     let mut gaps = Histogram::<u64>::new_with_bounds(1, 3_600_000_000_000, 3).expect("static bounds are valid");
-    let mut per_second: Vec<u64> = Vec::new();
+    let mut per_tenth: Vec<u64> = Vec::new();
     for s in &streams {
         if let Some(h) = &s.gaps {
             let _ = gaps.add(h);
         }
-        if per_second.len() < s.per_second.len() {
-            per_second.resize(s.per_second.len(), 0);
+        if per_tenth.len() < s.per_tenth.len() {
+            per_tenth.resize(s.per_tenth.len(), 0);
         }
-        for (i, v) in s.per_second.iter().enumerate() {
-            per_second[i] += v;
+        for (i, v) in s.per_tenth.iter().enumerate() {
+            per_tenth[i] += v;
         }
     }
     let requested_pps = plan.pps_per_stream.map(|p| p * cfg.streams as f64);
     let generated = sent + skipped;
     let achieved_seq_pps = generated as f64 / span_s;
-    let full_seconds = (elapsed_ns / 1_000_000_000) as usize;
-    // Whole seconds only, and the sequence rate: skipped slots are part of the schedule.
+    // Only windows wholly inside the run count: the last, partial tenth is left out.
+    let full_tenths = ((elapsed_ns / 100_000_000) as usize).min(per_tenth.len());
+    let per_second: Vec<u64> = per_tenth[..full_tenths].chunks_exact(10).map(|c| c.iter().sum()).collect();
     let per_second_range = requested_pps.and_then(|r| {
-        let full: Vec<f64> = per_second.iter().take(full_seconds).map(|&v| v as f64 / r).collect();
-        if full.is_empty() || skipped > 0 {
+        let windows: Vec<f64> =
+            per_tenth[..full_tenths].windows(10).map(|w| w.iter().sum::<u64>() as f64 / r).collect();
+        if windows.is_empty() {
             None
         } else {
-            Some((full.iter().cloned().fold(f64::MAX, f64::min), full.iter().cloned().fold(0.0, f64::max)))
+            Some((windows.iter().cloned().fold(f64::MAX, f64::min), windows.iter().cloned().fold(0.0, f64::max)))
         }
     });
     let cpu: u64 = streams.iter().map(|s| s.cpu_ns).sum();
@@ -554,6 +566,7 @@ fn summarise(
         per_second_range,
         gaps: GapStats::from_hist(&gaps),
         slips: streams.iter().map(|s| s.slips).sum(),
+        max_behind_ns: streams.iter().map(|s| s.max_behind_ns).max().unwrap_or(0),
         refused: streams.iter().map(|s| s.refused).sum(),
         cpu_ns_per_packet: if sent > 0 { cpu as f64 / sent as f64 } else { 0.0 },
         streams,
@@ -574,7 +587,10 @@ impl SendReport {
             self.payload_bytes,
             self.streams.len(),
             self.requested,
-            self.requested_pps.map(|p| format!(" ({})", units::pps(p))).unwrap_or_default()
+            match (self.requested_pps, self.requested.ends_with("pps")) {
+                (Some(p), false) => format!(" ({})", units::pps(p)),
+                _ => String::new(),
+            }
         );
         let _ = writeln!(
             o,
@@ -588,7 +604,7 @@ impl SendReport {
         if let Some(r) = self.rate_ratio {
             let _ = write!(o, "  achieved {:.2}% of the requested rate", r * 100.0);
             if let Some((lo, hi)) = self.per_second_range {
-                let _ = write!(o, "; whole seconds {:.2}%..{:.2}%", lo * 100.0, hi * 100.0);
+                let _ = write!(o, "; any 1 s window {:.2}%..{:.2}%", lo * 100.0, hi * 100.0);
             }
             let _ = writeln!(o);
         }
@@ -609,8 +625,15 @@ impl SendReport {
         if self.slips > 0 {
             let _ = writeln!(
                 o,
-                "  fell behind schedule {} time(s): the host could not sustain the rate (use --catch-up to make up for stalls)",
+                "  gave up on the schedule {} time(s) after stalls longer than --max-lag: the host could not sustain the rate",
                 self.slips
+            );
+        }
+        if self.max_behind_ns > 1_000_000 && self.slips == 0 {
+            let _ = writeln!(
+                o,
+                "  stalled up to {} behind schedule and caught up at the bounded speed (--catch-up-factor)",
+                units::nanos(self.max_behind_ns as f64)
             );
         }
         if self.refused > 0 {
