@@ -13,9 +13,12 @@
 
 use crate::sys;
 
-/// Spin, rather than sleep, for the last stretch before a deadline: sleeping wakes up late by
-/// tens of microseconds on a loaded host.
-const SPIN_NS: u64 = 25_000;
+/// Spin, rather than sleep, for the last stretch before a deadline: a sleeping thread wakes up
+/// late, by a few microseconds on bare metal and by 50-100 us on a virtual machine whose idle
+/// vCPU halts. The stretch adapts to the wake-up lateness actually observed, between these
+/// bounds.
+const MIN_SPIN_NS: u64 = 20_000;
+const MAX_SPIN_NS: u64 = 2_000_000;
 
 /// Schedule of packet deadlines for one stream.
 #[derive(Debug)]
@@ -25,6 +28,7 @@ pub struct Pacer {
     max_lag_ns: u64,
     catch_up_factor: f64,
     earliest_next: u64,
+    spin_ns: u64,
     /// Times the schedule was moved forward because the backlog exceeded `max_lag`.
     pub slips: u64,
     /// Total time the schedule was moved forward by, in nanoseconds.
@@ -42,6 +46,7 @@ impl Pacer {
             max_lag_ns,
             catch_up_factor: catch_up_factor.max(1.0),
             earliest_next: 0,
+            spin_ns: 4 * MIN_SPIN_NS,
             slips: 0,
             slipped_ns: 0,
             max_behind_ns: 0,
@@ -68,7 +73,7 @@ impl Pacer {
             due = now;
         }
         let target = due.max(self.earliest_next);
-        let now = wait_until(target, now);
+        let now = self.wait_until(target, now);
         self.max_behind_ns = self.max_behind_ns.max(now.saturating_sub(self.due(index)));
         // The next batch may start no sooner than this one's share of time at the bounded
         // catch-up speed (when on schedule, its own deadline is later anyway).
@@ -77,17 +82,32 @@ impl Pacer {
     }
 }
 
-#[inline]
-fn wait_until(target: u64, mut now: u64) -> u64 {
-    while now < target {
-        if target - now > SPIN_NS {
-            sys::sleep_until_monotonic_ns(target - SPIN_NS / 2);
-        } else {
-            std::hint::spin_loop();
+impl Pacer {
+    /// Sleep for most of the wait and spin the rest; learn from each sleep how late the kernel
+    /// wakes this thread, and keep the spin stretch at twice the worst recent lateness.
+    #[inline]
+    fn wait_until(&mut self, target: u64, mut now: u64) -> u64 {
+        if target > now && target - now > self.spin_ns {
+            let wake = target - self.spin_ns;
+            sys::sleep_until_monotonic_ns(wake);
+            now = sys::monotonic_ns();
+            let late = now.saturating_sub(wake);
+            // Grow at once, decay slowly (1/1024 per sleep) so one quiet spell does not undo it.
+            self.spin_ns = (self.spin_ns - (self.spin_ns >> 10)).max(2 * late).clamp(MIN_SPIN_NS, MAX_SPIN_NS);
         }
-        now = sys::monotonic_ns();
+        // No PAUSE hint in this loop: on KVM-style hypervisors a stream of PAUSEs triggers
+        // pause-loop exits and the vCPU is descheduled for milliseconds, the very stall the
+        // spin is meant to avoid. Reading the clock (vDSO, rdtsc) is enough to pace the loop.
+        while now < target {
+            now = sys::monotonic_ns();
+        }
+        now
     }
-    now
+
+    /// The current spin stretch, nanoseconds (reported so users see what the host costs).
+    pub fn spin_ns(&self) -> u64 {
+        self.spin_ns
+    }
 }
 
 #[cfg(test)]
