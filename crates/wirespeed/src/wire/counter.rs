@@ -7,6 +7,44 @@
 
 use super::{ByteOrder, Format, Invalid, PacketInfo};
 
+/// Write the words `first, first+1, ...` into `buf` (whole 8-byte words only).
+///
+/// Plain safe code written so that LLVM vectorises it; [`crate::sys::counter_fill`] compiles it
+/// a second time with AVX2 enabled and picks the version the CPU supports at run time.
+#[inline(always)]
+pub(crate) fn fill_words(buf: &mut [u8], first: u64, big_endian: bool) {
+    if big_endian {
+        for (i, w) in buf.chunks_exact_mut(8).enumerate() {
+            w.copy_from_slice(&first.wrapping_add(i as u64).to_be_bytes());
+        }
+    } else {
+        for (i, w) in buf.chunks_exact_mut(8).enumerate() {
+            w.copy_from_slice(&first.wrapping_add(i as u64).to_le_bytes());
+        }
+    }
+}
+
+/// OR of `word[i] ^ (first + i)` over the whole 8-byte words of `buf`: zero exactly when the
+/// payload continues the count. Branch-free so that it vectorises (see [`fill_words`]).
+#[inline(always)]
+pub(crate) fn mismatch_words(buf: &[u8], first: u64, big_endian: bool) -> u64 {
+    let mut diff = 0u64;
+    if big_endian {
+        for (i, w) in buf.chunks_exact(8).enumerate() {
+            let mut a = [0u8; 8];
+            a.copy_from_slice(w);
+            diff |= u64::from_be_bytes(a) ^ first.wrapping_add(i as u64);
+        }
+    } else {
+        for (i, w) in buf.chunks_exact(8).enumerate() {
+            let mut a = [0u8; 8];
+            a.copy_from_slice(w);
+            diff |= u64::from_le_bytes(a) ^ first.wrapping_add(i as u64);
+        }
+    }
+    diff
+}
+
 /// Counter payload of a fixed size (a multiple of 8 bytes), in a chosen byte order.
 #[derive(Clone, Copy, Debug)]
 pub struct Counter {
@@ -46,19 +84,7 @@ impl Format for Counter {
     #[inline]
     fn emit(&self, _stream: u32, seq: u64, buf: &mut [u8]) {
         let words = (buf.len() / 8) as u64;
-        let first = seq.wrapping_mul(words);
-        match self.order {
-            ByteOrder::Be => {
-                for (i, w) in buf.chunks_exact_mut(8).enumerate() {
-                    w.copy_from_slice(&first.wrapping_add(i as u64).to_be_bytes());
-                }
-            }
-            ByteOrder::Le => {
-                for (i, w) in buf.chunks_exact_mut(8).enumerate() {
-                    w.copy_from_slice(&first.wrapping_add(i as u64).to_le_bytes());
-                }
-            }
-        }
+        crate::sys::counter_fill(buf, seq.wrapping_mul(words), self.order == ByteOrder::Be);
     }
 
     #[inline]
@@ -72,22 +98,7 @@ impl Format for Counter {
         if first % words != 0 {
             return Err(Invalid::Payload);
         }
-        // Accumulate differences branch-free so the loop vectorises.
-        let mut diff = 0u64;
-        match self.order {
-            ByteOrder::Be => {
-                for (i, w) in buf.chunks_exact(8).enumerate() {
-                    let v = u64::from_be_bytes(w.try_into().expect("chunks of 8"));
-                    diff |= v ^ first.wrapping_add(i as u64);
-                }
-            }
-            ByteOrder::Le => {
-                for (i, w) in buf.chunks_exact(8).enumerate() {
-                    let v = u64::from_le_bytes(w.try_into().expect("chunks of 8"));
-                    diff |= v ^ first.wrapping_add(i as u64);
-                }
-            }
-        }
+        let diff = crate::sys::counter_mismatch(buf, first, self.order == ByteOrder::Be);
         if diff != 0 {
             return Err(Invalid::Payload);
         }
@@ -139,5 +150,34 @@ mod tests {
         assert!(Counter::new(1081, ByteOrder::Be).unwrap_err().contains("multiple of 8"));
         assert!(Counter::new(0, ByteOrder::Be).is_err());
         assert!(Counter::new(1080, ByteOrder::Be).is_ok());
+    }
+}
+
+#[cfg(test)]
+mod simd_tests {
+    use super::*;
+
+    #[test]
+    fn dispatched_kernels_match_the_generic_ones() {
+        // The run-time dispatched (AVX2 where present) and the plain versions must agree on
+        // every length, both orders, clean and damaged payloads.
+        for len in [8usize, 16, 24, 56, 64, 72, 1080, 8800] {
+            for be in [true, false] {
+                let first = 0xfedc_ba98_7654_3210u64.wrapping_mul(len as u64);
+                let mut a = vec![0u8; len];
+                let mut b = vec![0u8; len];
+                fill_words(&mut a, first, be);
+                crate::sys::counter_fill(&mut b, first, be);
+                assert_eq!(a, b, "fill len {len} be {be}");
+                assert_eq!(crate::sys::counter_mismatch(&a, first, be), 0);
+                for pos in [0, len / 2, len - 1] {
+                    let mut d = a.clone();
+                    d[pos] ^= 0x80;
+                    let plain = mismatch_words(&d, first, be);
+                    assert_ne!(plain, 0);
+                    assert_eq!(crate::sys::counter_mismatch(&d, first, be), plain);
+                }
+            }
+        }
     }
 }
