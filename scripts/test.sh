@@ -26,4 +26,13 @@ rustup component add rustfmt clippy >/dev/null 2>&1 || true
 
 cargo fmt --all -- --check
 cargo clippy --all-targets --release -- -D warnings
-cargo test --release
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+set +e
+cargo test --release 2>&1 | tee "$log"
+status=${PIPESTATUS[0]}
+set -e
+# One closing line over every test binary (cargo's own last line is the doc-test summary).
+awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i } }
+     END { printf "wirespeed tests: %d passed, %d failed\n", p, f }' "$log"
+exit "$status"
