@@ -274,3 +274,26 @@ fn unpaced_sender_is_fully_accounted() {
     // At full speed the receiver may lose some; every sequence number is still accounted for.
     assert_eq!(u(t, "received") + u(t, "lost"), 50_000, "{t}");
 }
+
+#[test]
+fn slow_senders_end_on_time_and_on_sigint() {
+    // At 0.16 datagrams/s the second datagram is due 6.4 s after the first: the sender must not
+    // sleep past its --duration, nor ignore Ctrl-C while waiting.
+    let t = std::time::Instant::now();
+    let out = run(&["send", "127.0.0.1:9", "--rate", "10", "--size", "8", "--duration", "1"]);
+    assert!(out.status.success());
+    assert!(t.elapsed() < Duration::from_secs(5), "took {:?}", t.elapsed());
+
+    let child = std::process::Command::new(bin())
+        .args(["send", "127.0.0.1:9", "--rate", "10", "--size", "8", "--count", "10", "--json"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("start sender");
+    std::thread::sleep(Duration::from_millis(300));
+    sh(&["kill", "-INT", &child.id().to_string()]);
+    let t = std::time::Instant::now();
+    let out = child.wait_with_output().expect("sender exits");
+    assert!(t.elapsed() < Duration::from_secs(3), "stop took {:?}", t.elapsed());
+    assert!(out.status.success());
+    assert_eq!(u(&json(&String::from_utf8_lossy(&out.stdout)), "sent"), 1);
+}

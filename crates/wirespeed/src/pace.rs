@@ -12,6 +12,7 @@
 //! `catch_up_factor = inf` restores "make up for lost time at full speed".
 
 use crate::sys;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Spin, rather than sleep, for the last stretch before a deadline: a sleeping thread wakes up
 /// late, by a few microseconds on bare metal and by 50-100 us on a virtual machine whose idle
@@ -19,6 +20,8 @@ use crate::sys;
 /// bounds.
 const MIN_SPIN_NS: u64 = 20_000;
 const MAX_SPIN_NS: u64 = 2_000_000;
+/// Longest single sleep, so that Ctrl-C ends a slow-rate sender promptly.
+const MAX_SLICE_NS: u64 = 50_000_000;
 
 /// Schedule of packet deadlines for one stream.
 #[derive(Debug)]
@@ -60,9 +63,10 @@ impl Pacer {
     }
 
     /// Block until a batch of `n` packets starting at `index` may go; returns the time at
-    /// which it returns.
+    /// which it returns, or `None` when `stop` was set or `limit` (a CLOCK_MONOTONIC instant)
+    /// would pass first, so that slow rates still end on time and on Ctrl-C.
     #[inline]
-    pub fn wait(&mut self, index: u64, n: u64) -> u64 {
+    pub fn wait(&mut self, index: u64, n: u64, limit: Option<u64>, stop: &AtomicBool) -> Option<u64> {
         let mut due = self.due(index);
         let now = sys::monotonic_ns();
         if now > due && now - due > self.max_lag_ns {
@@ -73,12 +77,15 @@ impl Pacer {
             due = now;
         }
         let target = due.max(self.earliest_next);
-        let now = self.wait_until(target, now);
+        if limit.is_some_and(|l| target >= l) {
+            return None;
+        }
+        let now = self.wait_until(target, now, stop)?;
         self.max_behind_ns = self.max_behind_ns.max(now.saturating_sub(self.due(index)));
         // The next batch may start no sooner than this one's share of time at the bounded
         // catch-up speed (when on schedule, its own deadline is later anyway).
         self.earliest_next = now + (n as f64 * self.period_ns / self.catch_up_factor) as u64;
-        now
+        Some(now)
     }
 }
 
@@ -86,9 +93,17 @@ impl Pacer {
     /// Sleep for most of the wait and spin the rest; learn from each sleep how late the kernel
     /// wakes this thread, and keep the spin stretch at twice the worst recent lateness.
     #[inline]
-    fn wait_until(&mut self, target: u64, mut now: u64) -> u64 {
+    fn wait_until(&mut self, target: u64, mut now: u64, stop: &AtomicBool) -> Option<u64> {
         if target > now && target - now > self.spin_ns {
             let wake = target - self.spin_ns;
+            // Long waits sleep in slices so that a stop request is noticed within 50 ms.
+            while wake > now + MAX_SLICE_NS {
+                sys::sleep_until_monotonic_ns(now + MAX_SLICE_NS);
+                if stop.load(Ordering::Relaxed) {
+                    return None;
+                }
+                now = sys::monotonic_ns();
+            }
             sys::sleep_until_monotonic_ns(wake);
             now = sys::monotonic_ns();
             let late = now.saturating_sub(wake);
@@ -101,7 +116,7 @@ impl Pacer {
         while now < target {
             now = sys::monotonic_ns();
         }
-        now
+        Some(now)
     }
 
     /// The current spin stretch, nanoseconds (reported so users see what the host costs).
@@ -122,10 +137,25 @@ mod tests {
     }
 
     #[test]
+    fn slow_rates_end_at_the_limit_and_on_stop() {
+        let now = sys::monotonic_ns();
+        // 0.1 pps: packet 1 is due 10 s after the start, past a 1 s limit.
+        let mut p = Pacer::new(0.1, now, 50_000_000, 1.5);
+        let go = AtomicBool::new(false);
+        assert!(p.wait(0, 1, Some(now + 1_000_000_000), &go).is_some());
+        assert_eq!(p.wait(1, 1, Some(now + 1_000_000_000), &go), None);
+        // Without a limit, a stop request ends the wait within a slice.
+        let stop = AtomicBool::new(true);
+        let t = std::time::Instant::now();
+        assert_eq!(p.wait(1, 1, None, &stop), None);
+        assert!(t.elapsed() < std::time::Duration::from_secs(1));
+    }
+
+    #[test]
     fn a_long_stall_slips_instead_of_bursting() {
         let now = sys::monotonic_ns();
         let mut q = Pacer::new(1000.0, now.saturating_sub(5_000_000_000), 50_000_000, 1.5);
-        q.wait(0, 1);
+        q.wait(0, 1, None, &AtomicBool::new(false));
         assert_eq!(q.slips, 1);
         assert!(q.slipped_ns >= 5_000_000_000);
         assert!(q.due(1) > now, "after the slip the next packet is due in the future");
@@ -138,16 +168,17 @@ mod tests {
         // never a burst.
         let now = sys::monotonic_ns();
         let mut q = Pacer::new(10_000.0, now - 10_000_000, 50_000_000, 2.0);
-        let t0 = q.wait(0, 10);
-        let t1 = q.wait(10, 10);
-        let t2 = q.wait(20, 10);
+        let go = AtomicBool::new(false);
+        let t0 = q.wait(0, 10, None, &go).unwrap();
+        let t1 = q.wait(10, 10, None, &go).unwrap();
+        let t2 = q.wait(20, 10, None, &go).unwrap();
         assert_eq!(q.slips, 0, "a 10 ms backlog is within max_lag");
         assert!(t1 - t0 >= 500_000 && t2 - t1 >= 500_000, "batches spaced {} and {} ns", t1 - t0, t2 - t1);
         assert!(q.max_behind_ns >= 10_000_000);
         // Unbounded catch-up sends back to back.
         let mut f = Pacer::new(10_000.0, now - 10_000_000, 50_000_000, f64::INFINITY);
-        let a = f.wait(0, 10);
-        let b = f.wait(10, 10);
+        let a = f.wait(0, 10, None, &go).unwrap();
+        let b = f.wait(10, 10, None, &go).unwrap();
         assert!(b - a < 500_000);
     }
 }

@@ -158,6 +158,9 @@ pub struct StreamSent {
     gaps: Option<Histogram<u64>>,
     #[serde(skip)]
     elapsed_ns: u64,
+    /// Time from the start to the loop's exit, when a stop request (Ctrl-C) ended it early.
+    #[serde(skip)]
+    stopped_at_ns: Option<u64>,
 }
 
 /// The result of a send run.
@@ -340,7 +343,10 @@ fn run_stream(ctx: &StreamCtx<'_>, index: u32, sock: UdpSocket) -> Result<Stream
             n = n.min(c - idx);
         }
         let now = match pacer.as_mut() {
-            Some(p) => p.wait(idx, n),
+            Some(p) => match p.wait(idx, n, deadline, ctx.stop) {
+                Some(t) => t,
+                None => break,
+            },
             None => sys::monotonic_ns(),
         };
         if deadline.is_some_and(|d| now >= d) {
@@ -392,6 +398,7 @@ fn run_stream(ctx: &StreamCtx<'_>, index: u32, sock: UdpSocket) -> Result<Stream
         per_tenth[tenth] += n;
     }
     let cpu_ns = sys::thread_cpu_ns() - cpu0;
+    let stopped_at_ns = ctx.stop.load(Ordering::Relaxed).then(|| sys::monotonic_ns().saturating_sub(ctx.start_ns));
     let last_seq = (idx > 0).then(|| cfg.start_seq.wrapping_add(idx - 1));
 
     // Tell the receiver how far this stream went, a few times in case one copy is dropped.
@@ -429,6 +436,7 @@ fn run_stream(ctx: &StreamCtx<'_>, index: u32, sock: UdpSocket) -> Result<Stream
         per_tenth,
         gaps: Some(gaps),
         elapsed_ns: last_ns.saturating_sub(ctx.start_ns),
+        stopped_at_ns,
     })
 }
 
@@ -508,9 +516,12 @@ fn summarise(
     let elapsed_ns = streams.iter().map(|s| s.elapsed_ns).max().unwrap_or(0);
     // Rates are taken over the whole schedule: for a paced run, the time the last due packet
     // was sent plus one period, so that N packets at R pps read as exactly R.
-    let span_s = match plan.pps_per_stream {
-        Some(p) => elapsed_ns as f64 / 1e9 + 1.0 / p,
-        None => elapsed_ns as f64 / 1e9,
+    // A run cut short by Ctrl-C is measured to the moment it stopped.
+    let stopped_ns = streams.iter().filter_map(|s| s.stopped_at_ns).max();
+    let span_s = match (stopped_ns, plan.pps_per_stream) {
+        (Some(t), _) => t as f64 / 1e9,
+        (None, Some(p)) => elapsed_ns as f64 / 1e9 + 1.0 / p,
+        (None, None) => elapsed_ns as f64 / 1e9,
     }
     .max(1e-9);
     let mut gaps = Histogram::<u64>::new_with_bounds(1, 3_600_000_000_000, 3).expect("static bounds are valid");
