@@ -15,6 +15,7 @@ pub mod ledger;
 pub mod pace;
 pub mod rx;
 pub mod sys;
+pub mod testbed;
 pub mod tx;
 pub mod units;
 pub mod wire;

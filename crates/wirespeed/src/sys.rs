@@ -527,3 +527,33 @@ fn counter_fill_avx2(buf: &mut [u8], first: u64, big_endian: bool) {
 fn counter_mismatch_avx2(buf: &[u8], first: u64, big_endian: bool) -> u64 {
     crate::wire::counter::mismatch_words(buf, first, big_endian)
 }
+
+/// Restrict the calling process (and so every child it starts afterwards) to `cpus`: the CPU
+/// half of entering a test partition. Children inherit the mask across fork and exec.
+pub fn set_process_affinity(cpus: &[usize]) -> io::Result<()> {
+    if cpus.is_empty() || cpus.iter().any(|&c| c >= libc::CPU_SETSIZE as usize) {
+        return Err(io::Error::new(io::ErrorKind::InvalidInput, "empty CPU set or CPU number too large"));
+    }
+    // SAFETY: `set` is a zeroed cpu_set_t; every CPU_SET index was checked against CPU_SETSIZE
+    // above, and sched_setaffinity reads exactly size_of::<cpu_set_t>() bytes from it.
+    unsafe {
+        let mut set: libc::cpu_set_t = zeroed();
+        for &c in cpus {
+            libc::CPU_SET(c, &mut set);
+        }
+        cvt(libc::sched_setaffinity(0, size_of::<libc::cpu_set_t>(), &set)).map(|_| ())
+    }
+}
+
+/// Send `sig` to process `pid` (signal 0 only checks that it exists). Used to stop partition
+/// daemons and the processes left in a partition when it is torn down.
+pub fn send_signal(pid: u32, sig: i32) -> io::Result<()> {
+    let Ok(pid) = libc::pid_t::try_from(pid) else {
+        return Err(io::Error::new(io::ErrorKind::InvalidInput, "pid out of range"));
+    };
+    if pid <= 0 {
+        return Err(io::Error::new(io::ErrorKind::InvalidInput, "refusing to signal a process group"));
+    }
+    // SAFETY: kill takes two integers and touches no memory of ours; pid > 0 names one process.
+    cvt(unsafe { libc::kill(pid, sig) }).map(|_| ())
+}
