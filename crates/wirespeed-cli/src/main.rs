@@ -312,6 +312,10 @@ struct DemoArgs {
     /// Print one JSON document with both reports.
     #[arg(long)]
     json: bool,
+    /// Stay on loopback even when partitions could be made (by default, with CAP_NET_ADMIN the
+    /// demo builds two partitions joined by a veth link, runs there, and removes them).
+    #[arg(long)]
+    loopback: bool,
 }
 
 fn parse_size(s: &str) -> Result<u64, String> {
@@ -467,7 +471,138 @@ struct DemoReport<'a> {
     recv: &'a RecvReport,
 }
 
+/// Removes the demo's partitions however the demo ends.
+struct DemoPartitions(String);
+
+impl Drop for DemoPartitions {
+    fn drop(&mut self) {
+        let _ = testbed::init(&self.0);
+    }
+}
+
+/// The demo across two partitions: sender in partition 1, receiver in partition 2, each a
+/// `wirespeed` process started through `partition exec`, so the traffic crosses a real veth link.
+fn demo_in_partitions(a: &DemoArgs) -> Result<u8, Error> {
+    let prefix = format!("wsdemo{}x", std::process::id() % 1_000_000);
+    let topo = topology::Topology::read_host()?;
+    let cpus: Vec<std::collections::BTreeSet<usize>> = if topo.cores.len() >= 2 {
+        vec![topo.cores[0].clone(), topo.cores[1].clone()]
+    } else {
+        vec![topo.online.clone(), topo.online.clone()]
+    };
+    let layout = testbed::Layout {
+        prefix: prefix.clone(),
+        partitions: cpus
+            .iter()
+            .enumerate()
+            .map(|(i, c)| topology::PartSpec { id: i as u32 + 1, cpus: c.clone() })
+            .collect(),
+        mtu: 9000,
+        mem: None,
+        share_cpus: topo.cores.len() < 2,
+    };
+    let exe = std::env::current_exe().map_err(|e| Error::Runtime(format!("cannot find this program's path: {e}")))?;
+    // Ctrl-C reaches the children too (same process group); this process must live on to
+    // remove the partitions, so it only notes the signal.
+    let _ = sys::install_stop_handler();
+    let _guard = DemoPartitions(prefix.clone());
+    testbed::create(&topo, layout, &testbed::CreateOptions { force: false, hb: Default::default(), daemon_exe: None })?;
+    let dest = format!("{}:7148", testbed::partition_addr(2));
+    if !a.json {
+        eprintln!(
+            "wirespeed demo: {} of {}-byte counter datagrams at {} from partition 1 (CPUs {:?}) to partition 2 (CPUs {:?}) over a veth link; partitions '{prefix}' are removed at the end (--loopback skips them)",
+            units::nanos(a.duration.as_nanos() as f64),
+            a.size,
+            a.rate,
+            cpus[0],
+            cpus[1]
+        );
+    }
+    let exe_s = exe.to_string_lossy().to_string();
+    let in_part = |id: &str, args: Vec<String>| {
+        let mut c = std::process::Command::new(&exe);
+        c.args(["partition", "--prefix", &prefix, "exec", id, "--", &exe_s]).args(args);
+        c
+    };
+    let json = |mut v: Vec<String>| {
+        if a.json {
+            v.push("--json".into());
+        }
+        v
+    };
+    let recv_args = json(vec![
+        "recv".into(),
+        dest.clone(),
+        "--once".into(),
+        "--duration".into(),
+        format!("{}", a.duration.as_secs_f64() + 10.0),
+    ]);
+    let mut recv = in_part("2", recv_args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .map_err(|e| Error::Runtime(format!("cannot start the receiver: {e}")))?;
+    // Wait until the receiver says it is listening.
+    {
+        use std::io::BufRead;
+        let mut line = String::new();
+        let err = recv.stderr.take().ok_or_else(|| Error::Runtime("receiver has no stderr".into()))?;
+        let mut r = std::io::BufReader::new(err);
+        r.read_line(&mut line).map_err(|e| Error::Runtime(format!("receiver did not start: {e}")))?;
+        if !line.contains("listening on") {
+            let _ = recv.kill();
+            return Err(Error::Runtime(format!("receiver did not start: {}", line.trim())));
+        }
+        std::thread::spawn(move || {
+            let mut rest = String::new();
+            let _ = std::io::Read::read_to_string(&mut r, &mut rest);
+        });
+    }
+    let mut send_args = json(vec![
+        "send".into(),
+        dest,
+        "--rate".into(),
+        match a.rate {
+            Rate::Bits(b) => format!("{b}"),
+            Rate::Packets(p) => format!("{p}pps"),
+            Rate::Max => "max".into(),
+        },
+        "--size".into(),
+        a.size.to_string(),
+        "--duration".into(),
+        format!("{}", a.duration.as_secs_f64()),
+    ]);
+    if let Some(n) = a.skip_every {
+        send_args.extend(["--skip-every".into(), n.to_string()]);
+    }
+    let sent = in_part("1", send_args).output().map_err(|e| Error::Runtime(format!("cannot start the sender: {e}")))?;
+    let recvd = recv.wait_with_output().map_err(|e| Error::Runtime(format!("receiver failed: {e}")))?;
+    if !sent.status.success() || !recvd.status.success() {
+        return Err(Error::Runtime(format!(
+            "the demo failed: sender: {} receiver: {}",
+            String::from_utf8_lossy(&sent.stderr).trim(),
+            String::from_utf8_lossy(&recvd.stderr).trim()
+        )));
+    }
+    if a.json {
+        let parse = |b: &[u8]| serde_json::from_slice::<serde_json::Value>(b);
+        let (Ok(s), Ok(r)) = (parse(&sent.stdout), parse(&recvd.stdout)) else {
+            return Err(Error::Runtime("the demo's sender or receiver printed no JSON".into()));
+        };
+        let doc = serde_json::json!({"schema": "wirespeed.demo/1", "path": "partitions", "send": s, "recv": r});
+        print_json(&doc)?;
+    } else {
+        print!("{}", String::from_utf8_lossy(&sent.stdout));
+        println!();
+        print!("{}", String::from_utf8_lossy(&recvd.stdout));
+    }
+    Ok(0)
+}
+
 fn cmd_demo(a: DemoArgs) -> Result<u8, Error> {
+    if !a.loopback && testbed::require_net_admin("demo").is_ok() {
+        return demo_in_partitions(&a);
+    }
     let fmt = counter_format(a.size, &FormatArgs { format: "counter".into(), byte_order: ByteOrder::Be })?;
     let mut rcfg = RecvConfig::new("127.0.0.1:0".parse().expect("static address"));
     rcfg.once = true;

@@ -251,9 +251,10 @@ fn interval_prints_progress_lines() {
 
 #[test]
 fn demo_runs_and_prints_the_ledger() {
-    let out = run(&["demo", "--duration", "0.5", "--rate", "200M", "--skip-every", "100", "--json"]);
+    let out = run(&["demo", "--duration", "0.5", "--rate", "200M", "--skip-every", "100", "--json", "--loopback"]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let d = json(&String::from_utf8_lossy(&out.stdout));
+    assert_eq!(d["path"], "loopback");
     let sent = u(&d["send"], "sent");
     let skipped = u(&d["send"], "skipped");
     assert!(sent > 0);
@@ -296,4 +297,28 @@ fn slow_senders_end_on_time_and_on_sigint() {
     assert!(t.elapsed() < Duration::from_secs(3), "stop took {:?}", t.elapsed());
     assert!(out.status.success());
     assert_eq!(u(&json(&String::from_utf8_lossy(&out.stdout)), "sent"), 1);
+}
+
+#[test]
+fn demo_uses_partitions_when_privileged_and_removes_them() {
+    let child = std::process::Command::new(bin())
+        .args(["demo", "--duration", "0.5", "--rate", "200M", "--skip-every", "100", "--json"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start demo");
+    let prefix = format!("wsdemo{}x", child.id() % 1_000_000);
+    let out = child.wait_with_output().expect("demo ends");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let d = json(&String::from_utf8_lossy(&out.stdout));
+    if !is_root() {
+        assert_eq!(d["path"], "loopback", "without CAP_NET_ADMIN the demo stays on loopback");
+        return;
+    }
+    assert_eq!(d["path"], "partitions");
+    assert_eq!(u(&d["recv"]["total"], "lost"), u(&d["send"], "skipped"));
+    assert_eq!(u(&d["recv"]["total"], "received"), u(&d["send"], "sent"));
+    let ns = std::process::Command::new("ip").args(["netns", "list"]).output().expect("ip netns list");
+    let left = String::from_utf8_lossy(&ns.stdout).lines().any(|l| l.starts_with(&prefix));
+    assert!(!left, "demo partitions {prefix}* left behind");
 }
