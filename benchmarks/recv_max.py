@@ -34,7 +34,7 @@ REPO = os.path.dirname(HERE)
 
 SCHEMA = "wirespeed.bench.recv_max/1"
 TOOLS = ("wirespeed", "bare", "iperf3")
-PATHS = ("loopback", "veth")
+PATHS = ("loopback", "veth", "partition")
 VETH_NET = ipaddress.ip_network("198.18.0.0/15")
 VETH_SEND_ADDR = "198.18.0.1"
 VETH_RECV_ADDR = "198.18.0.2"
@@ -60,6 +60,7 @@ class Cleanup:
     def __init__(self):
         self.children = []  # Popen objects we started
         self.namespaces = []  # names we created
+        self.partitions = []  # (wirespeed binary, prefix) of `wirespeed partition` sets we created
         self.sysctls = {}  # name -> original value
         self.done = False
 
@@ -98,6 +99,14 @@ class Cleanup:
             else:
                 log(f"cleanup: could not delete namespace {ns}: {r.stderr.strip()}")
 
+    def remove_partitions(self):
+        for exe, prefix in list(self.partitions):
+            r = subprocess.run([exe, "partition", "--prefix", prefix, "init"], capture_output=True, text=True)
+            if r.returncode == 0:
+                self.partitions.remove((exe, prefix))
+            else:
+                log(f"cleanup: `wirespeed partition init --prefix {prefix}` failed: {r.stderr.strip()}")
+
     def restore_sysctls(self):
         for name, value in list(self.sysctls.items()):
             r = subprocess.run(["sysctl", "-q", "-w", f"{name}={value}"], capture_output=True, text=True)
@@ -110,9 +119,10 @@ class Cleanup:
         if self.done:
             return
         self.kill_children()
+        self.remove_partitions()
         self.delete_namespaces()
         self.restore_sysctls()
-        self.done = not (self.namespaces or self.sysctls)
+        self.done = not (self.namespaces or self.sysctls or self.partitions)
 
 
 CLEANUP = Cleanup()
@@ -244,6 +254,19 @@ def make_veth():
             break
         time.sleep(0.05)
     return NetPath("veth", ns_b, ns_a, VETH_RECV_ADDR, cmds)
+
+
+def make_partition(wirespeed, send_cpu, recv_cpu):
+    """Two partitions made by `wirespeed partition create` (namespaces, CPU sets, a direct veth
+    link, MTU 9000): the sender in partition 1, the receiver in partition 2."""
+    prefix = f"wsbp{os.getpid() % 1000000}x"
+    cmd = [wirespeed, "partition", "--prefix", prefix, "create", "-p", "1", "-c", str(send_cpu),
+           "-p", "2", "-c", str(recv_cpu), "--mtu", "9000", "--no-daemons"]
+    CLEANUP.partitions.append((wirespeed, prefix))
+    sh(cmd)
+    addr = sh([wirespeed, "partition", "--prefix", prefix, "status", "--json"]).stdout
+    recv_addr = [p for p in json.loads(addr)["partitions"] if p["id"] == 2][0]["address"]
+    return NetPath("partition", f"{prefix}2", f"{prefix}1", recv_addr, [cmd])
 
 
 # --------------------------------------------------------------------------------------------
@@ -401,7 +424,7 @@ class Bench:
         for argv in (recv_argv, send_argv):
             for word in argv:  # belt and braces: the only destinations are ours
                 if ":" in word and word.split(":")[0].count(".") == 3:
-                    assert word.split(":")[0] in ("127.0.0.1", VETH_RECV_ADDR), word
+                    assert word.split(":")[0] in ("127.0.0.1", VETH_RECV_ADDR, path.recv_addr), word
         pid_tag = f"{len(self.probes) + len(self.warmups)}-{tool}-{port}"
         files = {k: os.path.join(self.tmp, f"{pid_tag}.{k}") for k in ("rout", "rerr", "sout", "serr")}
         snmp0 = path.snmp_udp()
@@ -854,9 +877,9 @@ def summary_md(bench, doc):
         if repro:
             out.append("\nThe probe behind each median (start the receiver, then the sender):\n")
             out.extend(repro)
-        if path == "veth":
-            out.append(f"\nveth setup (namespaces deleted at exit):\n")
-            out.extend(f"    {c}" for c in doc["paths"].get("veth", {}).get("setup", []))
+        if path in ("veth", "partition"):
+            out.append(f"\n{path} setup (removed at exit):\n")
+            out.extend(f"    {c}" for c in doc["paths"].get(path, {}).get("setup", []))
         out.append("")
     warn = []
     for r in bench.results:
@@ -904,7 +927,7 @@ def parse_args(argv):
     ap.add_argument("--repeats", type=int, default=3, help="searches per (path, size, tool); the median is reported")
     ap.add_argument("--precision", type=float, default=0.02, help="relative width at which a search stops")
     ap.add_argument("--sizes", default="1080,8800", help="UDP payload sizes (multiples of 8)")
-    ap.add_argument("--paths", default="loopback,veth", help="loopback and/or veth")
+    ap.add_argument("--paths", default="loopback,veth", help="any of loopback, veth, partition (two `wirespeed partition` hosts)")
     ap.add_argument("--tools", default="wirespeed,bare,iperf3", help="receivers to measure")
     ap.add_argument("--out", help="output directory (default benchmarks/results/<UTC timestamp>/)")
     ap.add_argument("--quick", action="store_true",
@@ -964,8 +987,8 @@ def main(argv=None):
         signal.signal(sig, _raise_exit)
     # Even when started with SIGINT ignored (a background job), Ctrl-C/SIGINT cleans up and stops.
     signal.signal(signal.SIGINT, signal.default_int_handler)
-    if os.geteuid() != 0 and "veth" in args.paths:
-        raise SystemExit("the veth path needs root (network namespaces): run as root or use --paths loopback")
+    if os.geteuid() != 0 and ("veth" in args.paths or "partition" in args.paths):
+        raise SystemExit("the veth and partition paths need root (network namespaces): run as root or use --paths loopback")
     if os.cpu_count() is None or max(args.recv_cpu, args.send_cpu) >= os.cpu_count():
         raise SystemExit(f"--recv-cpu/--send-cpu must be below nproc ({os.cpu_count()})")
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
@@ -1032,7 +1055,12 @@ def main(argv=None):
 def run_all(bench, meta, out_dir):
     args = bench.args
     for pname in args.paths:
-        path = make_loopback() if pname == "loopback" else make_veth()
+        if pname == "loopback":
+            path = make_loopback()
+        elif pname == "veth":
+            path = make_veth()
+        else:
+            path = make_partition(bench.wirespeed, args.send_cpu, args.recv_cpu)
         meta["paths"][pname] = path.describe()
         log(f"\n== path {pname}: receiver at {path.recv_addr} ({path.recv_ns or 'root namespace'}), "
             f"sender in {path.send_ns or 'root namespace'}")
