@@ -1,0 +1,308 @@
+//! The `wirespeed partition` subcommand: arguments and printing for the library's `testbed`.
+
+use crate::{parse_size, print_json};
+use clap::{Args, Subcommand};
+use std::time::Duration;
+use wirespeed::testbed::{self, topology};
+use wirespeed::{units, Error};
+
+#[derive(Args)]
+pub(crate) struct PartitionArgs {
+    /// Namespace prefix: partition N is namespace PREFIX<N>; state in /run/wirespeed/PREFIX.json.
+    /// Different prefixes are independent sets of partitions.
+    #[arg(long, global = true, default_value = "wsp")]
+    prefix: String,
+    #[command(subcommand)]
+    cmd: PartCmd,
+}
+
+#[derive(Subcommand)]
+enum PartCmd {
+    /// Create partitions: -p ID -c CPUS, repeated (like mkpart -p 1 -m 1 2). Idempotent.
+    Create(CreateArgs),
+    /// One line per partition: id, CPUs, addresses, state as its peers' daemons see it (mkpart -l).
+    List,
+    /// The valid partition layouts of this host, with a command for each (the seed's Table 1).
+    Plan {
+        /// Print JSON instead of the table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Undo everything: daemons, namespaces, links, cgroups, state (mkpart -init). Safe to repeat.
+    Init,
+    /// Run a command inside partition P: its namespace, CPUs and memory limit, inherited by children.
+    Exec {
+        /// Partition id.
+        id: u32,
+        /// The command and its arguments, after `--`.
+        #[arg(last = true, required = true)]
+        cmd: Vec<String>,
+    },
+    /// Isolate partition P: its links go down and its heartbeat stops (mkpart -d P).
+    Deactivate {
+        /// Partition id.
+        id: u32,
+    },
+    /// Bring a deactivated partition back: links up, routes, heartbeat (mkpart -a).
+    Activate {
+        /// Partition id.
+        id: u32,
+    },
+    /// The configuration and live state (namespaces, daemons, each daemon's view of its peers).
+    Status {
+        /// Print one JSON document (schema wirespeed.partition/1).
+        #[arg(long)]
+        json: bool,
+    },
+    /// Heartbeat daemon of partition P (mkpd); `create` starts one per partition.
+    Daemon(DaemonArgs),
+}
+
+#[derive(Args)]
+struct HbArgs {
+    /// How often each daemon beats and checks its peers (e.g. 1s, 200ms).
+    #[arg(long, default_value = "1s", value_parser = units::parse_duration)]
+    hb_check: Duration,
+    /// Checks without a new heartbeat before a peer is reported not responding.
+    #[arg(long, default_value_t = 3)]
+    hb_misses: u32,
+}
+
+#[derive(Args)]
+struct CreateArgs {
+    /// Partition id (1..64); repeat -p ID -c CPUS per partition (the Nth -c belongs to the Nth -p).
+    #[arg(short = 'p', long = "partition", value_name = "ID", required = true)]
+    ids: Vec<u32>,
+    /// CPUs of the partition: a Linux CPU list (0, 0-3, 0,2). SMT siblings must stay together.
+    #[arg(short = 'c', long = "cpus", value_name = "CPUS", value_parser = parse_cpus, required = true)]
+    cpus: Vec<std::collections::BTreeSet<usize>>,
+    /// MTU of every link (9000 for jumbo frames).
+    #[arg(long, default_value_t = 1500)]
+    mtu: u32,
+    /// Memory limit per partition (e.g. 4G), through the cgroup memory controller.
+    #[arg(long, value_parser = parse_size)]
+    mem: Option<u64>,
+    /// Allow partitions to share cores (needed for more partitions than cores): timing
+    /// isolation is lost, network and memory isolation remain.
+    #[arg(long)]
+    share_cpus: bool,
+    /// Replace an existing, different configuration with the same prefix.
+    #[arg(long)]
+    force: bool,
+    /// Do not start the heartbeat daemons.
+    #[arg(long)]
+    no_daemons: bool,
+    #[command(flatten)]
+    hb: HbArgs,
+}
+
+#[derive(Args)]
+struct DaemonArgs {
+    /// Partition id this daemon speaks for.
+    id: u32,
+    #[command(flatten)]
+    hb: HbArgs,
+    /// Partition-support version to announce (A.B); peers with another major ignore it.
+    #[arg(long, default_value = "1.0", value_parser = parse_version, hide = true)]
+    hb_version: (u32, u32),
+}
+
+fn parse_cpus(s: &str) -> Result<std::collections::BTreeSet<usize>, String> {
+    testbed::parse_cpu_list(s)
+}
+
+fn parse_version(s: &str) -> Result<(u32, u32), String> {
+    testbed::heartbeat::parse_version(s).ok_or_else(|| format!("'{s}' is not a version: write MAJOR.MINOR, e.g. 1.0"))
+}
+
+/// `-p 1 -c 0 -p 2 -c 1`: each -c must come after its own -p and before the next one, so
+/// that a mistyped order is caught instead of silently pairing the wrong CPUs.
+pub(crate) fn check_pairing(m: &clap::ArgMatches) -> Result<(), Error> {
+    let ps: Vec<usize> = m.indices_of("ids").map(|i| i.collect()).unwrap_or_default();
+    let cs: Vec<usize> = m.indices_of("cpus").map(|i| i.collect()).unwrap_or_default();
+    for (n, (&p, &c)) in ps.iter().zip(&cs).enumerate() {
+        let next = ps.get(n + 1).copied().unwrap_or(usize::MAX);
+        if !(p < c && c < next) {
+            return Err(Error::Usage(
+                "write each partition as -p ID -c CPUS, in that order, e.g. -p 1 -c 0 -p 2 -c 1".into(),
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn hb_config(h: &HbArgs) -> Result<testbed::HbConfig, Error> {
+    let ms = h.hb_check.as_millis();
+    if !(10..=60_000).contains(&ms) {
+        return Err(Error::Usage("--hb-check must be between 10ms and 60s".into()));
+    }
+    if h.hb_misses == 0 || h.hb_misses > 1000 {
+        return Err(Error::Usage("--hb-misses must be between 1 and 1000".into()));
+    }
+    Ok(testbed::HbConfig { check_ms: ms as u64, misses: h.hb_misses })
+}
+
+pub(crate) fn cmd_partition(a: PartitionArgs) -> Result<u8, Error> {
+    let prefix = a.prefix;
+    testbed::check_prefix(&prefix)?;
+    match a.cmd {
+        PartCmd::Create(c) => {
+            if c.ids.len() != c.cpus.len() {
+                return Err(Error::Usage(format!(
+                    "{} -p but {} -c: give every partition its CPUs, e.g. -p 1 -c 0 -p 2 -c 1",
+                    c.ids.len(),
+                    c.cpus.len()
+                )));
+            }
+            let hb = hb_config(&c.hb)?;
+            let topo = topology::Topology::read_host()?;
+            let layout = testbed::Layout {
+                prefix: prefix.clone(),
+                partitions: c
+                    .ids
+                    .iter()
+                    .zip(&c.cpus)
+                    .map(|(&id, cpus)| topology::PartSpec { id, cpus: cpus.clone() })
+                    .collect(),
+                mtu: c.mtu,
+                mem: c.mem,
+                share_cpus: c.share_cpus,
+            };
+            // Validate before asking for privilege: a wrong layout is worth knowing either way.
+            if let Err(errs) = topology::validate(&topo, &layout.partitions, layout.share_cpus) {
+                return Err(Error::Usage(errs.join("\nwirespeed: ")));
+            }
+            testbed::require_net_admin("create")?;
+            let exe = if c.no_daemons {
+                None
+            } else {
+                Some(
+                    std::env::current_exe()
+                        .map_err(|e| Error::Runtime(format!("cannot find this program's path: {e}")))?,
+                )
+            };
+            let out = testbed::create(
+                &topo,
+                layout.clone(),
+                &testbed::CreateOptions { force: c.force, hb, daemon_exe: exe },
+            )?;
+            for l in &out.lines {
+                eprintln!("{l}");
+            }
+            if out.changed {
+                println!("partitions '{prefix}' ready: {}", testbed::describe(&layout));
+            } else {
+                println!("partitions '{prefix}' unchanged: they already are as asked ({})", testbed::describe(&layout));
+            }
+            Ok(0)
+        }
+        PartCmd::List => {
+            let st = testbed::status(&prefix)?;
+            for p in &st.partitions {
+                let links: Vec<String> = p.links.iter().map(|(j, a)| format!("{a}->{j}")).collect();
+                println!(
+                    "partition: {} = cpus: {}  address: {}  links: {}  ns: {}{}  {}",
+                    p.id,
+                    p.cpus,
+                    p.address,
+                    if links.is_empty() { "-".to_string() } else { links.join(" ") },
+                    p.namespace,
+                    if p.namespace_present { "" } else { " (missing)" },
+                    p.state
+                );
+            }
+            Ok(0)
+        }
+        PartCmd::Plan { json } => {
+            let topo = topology::Topology::read_host()?;
+            let rows = topology::plan(&topo);
+            if json {
+                return print_json(&rows).map(|_| 0);
+            }
+            println!(
+                "this host: {} CPUs online ({}), {} cores, {} NUMA node(s)",
+                topo.online.len(),
+                topology::format_cpu_list(&topo.online),
+                topo.cores.len(),
+                topo.nodes().len()
+            );
+            println!("{:>10}  {:>19}  {:>18}  example", "partitions", "cores per partition", "CPUs per partition");
+            for r in &rows {
+                let cores = if r.shared { "shared".to_string() } else { r.cores_per_partition.to_string() };
+                println!("{:>10}  {:>19}  {:>18}  {}", r.partitions, cores, r.cpus_per_partition, r.example);
+            }
+            println!("uneven splits are valid too, as long as every partition has whole cores (SMT siblings together)");
+            Ok(0)
+        }
+        PartCmd::Init => {
+            testbed::require_net_admin("init")?;
+            let done = testbed::init(&prefix)?;
+            for l in &done {
+                println!("{l}");
+            }
+            if done.is_empty() {
+                println!("nothing to undo: no partitions with prefix '{prefix}'");
+            } else {
+                println!("partitions '{prefix}' removed");
+            }
+            Ok(0)
+        }
+        PartCmd::Exec { id, cmd } => {
+            testbed::require_net_admin("exec")?;
+            match testbed::exec(&prefix, id, &cmd)? {}
+        }
+        PartCmd::Deactivate { id } => {
+            testbed::require_net_admin("deactivate")?;
+            if testbed::deactivate(&prefix, id)? {
+                println!("partition {id} deactivated: its links are down and its heartbeat stopped");
+            } else {
+                println!("partition {id} was already deactivated");
+            }
+            Ok(0)
+        }
+        PartCmd::Activate { id } => {
+            testbed::require_net_admin("activate")?;
+            if testbed::activate(&prefix, id)? {
+                println!("partition {id} activated: links up, routes back, heartbeat resumed");
+            } else {
+                println!("partition {id} was already active; links and routes checked");
+            }
+            Ok(0)
+        }
+        PartCmd::Status { json } => {
+            let st = testbed::status(&prefix)?;
+            if json {
+                return print_json(&st).map(|_| 0);
+            }
+            for p in &st.partitions {
+                println!(
+                    "partition {}: cpus {} ns {}{} address {} daemon {} state {}",
+                    p.id,
+                    p.cpus,
+                    p.namespace,
+                    if p.namespace_present { "" } else { " (missing)" },
+                    p.address,
+                    p.daemon_pid.map_or("none".to_string(), |d| d.to_string()),
+                    p.state
+                );
+            }
+            Ok(0)
+        }
+        PartCmd::Daemon(d) => {
+            testbed::require_net_admin("daemon")?;
+            let hb = hb_config(&d.hb)?;
+            let opts = testbed::DaemonOptions {
+                check: Duration::from_millis(hb.check_ms),
+                misses: hb.misses,
+                version: d.hb_version,
+            };
+            testbed::run_daemon(&prefix, d.id, opts, &mut |line| {
+                use std::io::Write;
+                let mut o = std::io::stdout().lock();
+                let _ = writeln!(o, "{line}");
+                let _ = o.flush();
+            })?;
+            Ok(0)
+        }
+    }
+}
