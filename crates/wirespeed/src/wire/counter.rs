@@ -81,6 +81,18 @@ impl Format for Counter {
         self.len
     }
 
+    fn fixed_len(&self) -> Option<usize> {
+        self.strict_len.then_some(self.len)
+    }
+
+    fn spec(&self) -> String {
+        if self.strict_len {
+            format!("counter,size={},order={}", self.len, self.order)
+        } else {
+            format!("counter,order={}", self.order)
+        }
+    }
+
     #[inline]
     fn emit(&self, _stream: u32, seq: u64, buf: &mut [u8]) {
         let words = (buf.len() / 8) as u64;

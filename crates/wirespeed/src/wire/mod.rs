@@ -7,6 +7,7 @@
 //! pure code with no system calls, so fuzzers and other front ends can reuse it.
 
 pub mod counter;
+pub mod spec;
 
 use std::fmt;
 
@@ -109,4 +110,29 @@ pub trait Format: Send + Sync + fmt::Debug {
     fn emit(&self, stream: u32, seq: u64, buf: &mut [u8]);
     /// Identify and check a received datagram.
     fn check(&self, buf: &[u8]) -> Result<PacketInfo, Invalid>;
+    /// The length every valid datagram has, when there is one. Raw recordings (payloads back to
+    /// back, no framing) can only be split again when this is `Some`.
+    fn fixed_len(&self) -> Option<usize> {
+        Some(self.packet_len())
+    }
+    /// A string that [`spec::parse`] turns back into an equal format. Recordings store it in
+    /// their sidecar so that `verify` needs no arguments.
+    fn spec(&self) -> String;
+    /// File name extension for raw recordings (`vdif`, `m5b`, ...), so VLBI software and users
+    /// recognise the files.
+    fn file_extension(&self) -> &'static str {
+        "raw"
+    }
+    /// Bytes at the start of each datagram that raw recordings leave out (a transport prefix
+    /// such as the VTP packet sequence number), so that the file is in the instrument's own
+    /// format.
+    fn raw_strip(&self) -> usize {
+        0
+    }
+    /// The format that reads raw recordings back, when it differs from this one (VTP is
+    /// recorded as plain VDIF, Mark5B halves as whole frames). `None`: this format itself, with
+    /// records of `fixed_len() - raw_strip()` bytes.
+    fn raw_reader(&self) -> Option<std::sync::Arc<dyn Format>> {
+        None
+    }
 }
