@@ -7,8 +7,11 @@
 use super::{ByteOrder, Counter, Format};
 use std::sync::Arc;
 
+/// A spec's name and its `KEY=VALUE` pairs, in order.
+pub type Parts<'a> = (&'a str, Vec<(&'a str, &'a str)>);
+
 /// Split `name,k=v,k=v` into the name and its key/value pairs.
-pub fn split(spec: &str) -> Result<(&str, Vec<(&str, &str)>), String> {
+pub fn split(spec: &str) -> Result<Parts<'_>, String> {
     let mut parts = spec.split(',').map(str::trim);
     let name = parts.next().filter(|n| !n.is_empty()).ok_or_else(|| "empty format spec".to_string())?;
     let mut kv = Vec::new();
