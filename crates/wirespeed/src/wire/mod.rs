@@ -7,11 +7,18 @@
 //! pure code with no system calls, so fuzzers and other front ends can reuse it.
 
 pub mod counter;
+pub mod crc;
+pub mod fill;
+pub mod seqfield;
 pub mod spec;
+pub mod vdif;
 
 use std::fmt;
 
 pub use counter::Counter;
+pub use fill::Fill;
+pub use seqfield::SeqField;
+pub use vdif::{Vdif, VdifConfig, Vtp};
 
 /// Byte order of multi-byte fields that a format lets the user choose.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]

@@ -1,0 +1,506 @@
+//! VDIF frames (formats.md section 2) and VTP, VDIF over UDP with a packet sequence number.
+//!
+//! [`Vdif`] emits EDV 0 frames with a 32-byte header and checks frames of version 0 or 1, with a
+//! 32-byte header or the legacy 16-byte one (any EDV is accepted on check: words 4..7 belong to
+//! the extension and are not interpreted).
+//!
+//! Stream and sequence number: the stream is the thread id. Frames of a thread are numbered by
+//! time: `seq = (t - t0) * fps + frame`, where `t` is the frame's second counted from 2000-01-01
+//! (its reference epoch's start plus the seconds field) and `t0` the configured start second
+//! (`epoch` + `start`). Numbering by absolute time keeps `seq` continuous when a writer moves to
+//! a new reference epoch. Limitation: epoch starts are taken from the calendar (86400-second
+//! days); VDIF seconds include leap seconds, so a writer that changes epoch right after a leap
+//! second repeats one second of numbers (seen as duplicates), which no stateless reader can
+//! avoid.
+//!
+//! The "invalid data" bit is the instrument's own data-quality flag, not a transport fault: such
+//! frames are accounted for as received (they arrived) but their payload is not checked.
+
+use super::fill::{At, Fill};
+use super::{Format, Invalid, PacketInfo};
+use std::sync::Arc;
+
+const UNIX_2000: u64 = 946_684_800;
+
+/// Days from 1970-01-01 to the given civil date (proleptic Gregorian).
+fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (m + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+/// Seconds from 2000-01-01 00:00 UTC to the start of VDIF reference epoch `k` (half-years).
+pub fn epoch_start(k: u8) -> u64 {
+    let k = i64::from(k & 63);
+    let days = days_from_civil(2000 + k / 2, if k % 2 == 1 { 7 } else { 1 }, 1) - days_from_civil(2000, 1, 1);
+    days as u64 * 86_400
+}
+
+/// The current reference epoch and the seconds since its start, from the system clock.
+pub fn epoch_now() -> (u8, u32) {
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+    let since2000 = now.saturating_sub(UNIX_2000);
+    let k = (0u8..64).rev().find(|&k| epoch_start(k) <= since2000).unwrap_or(0);
+    (k, (since2000 - epoch_start(k)) as u32)
+}
+
+/// Frames per second for a payload data rate (bits/s) and frame length (header included): must
+/// come out whole, since frames never cross a second.
+pub fn fps_for_rate(frame_len: usize, header: usize, rate_bps: u64) -> Result<u32, String> {
+    let payload_bits = 8 * (frame_len.saturating_sub(header)) as u64;
+    if payload_bits == 0 || rate_bps == 0 || rate_bps % payload_bits != 0 {
+        return Err(format!(
+            "data rate {rate_bps} b/s is not a whole number of {}-byte payloads per second: choose a frame length whose payload divides the rate",
+            payload_bits / 8
+        ));
+    }
+    u32::try_from(rate_bps / payload_bits).map_err(|_| "frame rate too high".to_string())
+}
+
+/// Settings of a VDIF stream. `Default` is a 512 Mb/s, 2-bit, 4-channel, one-thread stream of
+/// 8032-byte frames with a counter payload.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct VdifConfig {
+    /// Frame length in bytes, header included: a multiple of 8, at least 40 (32-byte header +
+    /// payload), at most 65504 - 8 so a VTP datagram still fits UDP.
+    pub frame_len: usize,
+    /// Number of threads (1..=1024); stream `i` is thread id `i`, and check refuses ids beyond.
+    pub threads: u32,
+    /// Station id (two ASCII characters, first in the high byte, or a 16-bit number).
+    pub station: u16,
+    /// Bits per sample (1..=32).
+    pub bits: u8,
+    /// log2 of the number of channels (0..=31).
+    pub log2_chans: u8,
+    /// Complex samples.
+    pub complex: bool,
+    /// Frames per second per thread (1..2^24); the data rate is `fps * 8 * (frame_len - 32)`.
+    pub fps: u32,
+    /// Reference epoch (half-years since 2000); `None`: the current one.
+    pub epoch: Option<u8>,
+    /// Seconds since the reference epoch of sequence number 0; `None`: now.
+    pub start: Option<u32>,
+    /// Payload fill.
+    pub fill: Fill,
+}
+
+impl Default for VdifConfig {
+    fn default() -> Self {
+        VdifConfig {
+            frame_len: 8032,
+            threads: 1,
+            station: u16::from_be_bytes(*b"WS"),
+            bits: 2,
+            log2_chans: 2,
+            complex: false,
+            fps: 8000,
+            epoch: None,
+            start: None,
+            fill: Fill::Counter,
+        }
+    }
+}
+
+/// VDIF frames, one per datagram (see the module doc for numbering).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Vdif {
+    cfg: VdifConfig,
+    epoch: u8,
+    start: u32,
+    /// `epoch_start(epoch) + start`: the second of sequence number 0, since 2000.
+    base: u64,
+    /// Expected word 3 without the thread id.
+    word3: u32,
+    /// Expected word 2 bits 0..28 (channels and length; version not included).
+    word2: u32,
+}
+
+impl Vdif {
+    /// A VDIF format; epoch and start second come from the clock when not given.
+    pub fn new(cfg: VdifConfig) -> Result<Self, String> {
+        let l = cfg.frame_len;
+        if l % 8 != 0 || !(40..=65496).contains(&l) {
+            return Err(format!(
+                "VDIF frame length {l} must be a multiple of 8 between 40 and 65496 bytes (header included)"
+            ));
+        }
+        if !(1..=1024).contains(&cfg.threads) {
+            return Err(format!("VDIF threads {} must be 1 to 1024", cfg.threads));
+        }
+        if !(1..=32).contains(&cfg.bits) {
+            return Err(format!("VDIF bits per sample {} must be 1 to 32", cfg.bits));
+        }
+        if cfg.log2_chans > 31 {
+            return Err(format!("VDIF log2(channels) {} must be at most 31", cfg.log2_chans));
+        }
+        if cfg.fps == 0 || cfg.fps >= 1 << 24 {
+            return Err(format!("VDIF frames per second {} must be 1 to 16777215", cfg.fps));
+        }
+        if cfg.epoch.is_some_and(|e| e > 63) {
+            return Err("VDIF reference epoch must be 0 to 63 (half-years since 2000)".into());
+        }
+        if cfg.start.is_some_and(|s| s >= 1 << 30) {
+            return Err("VDIF start second must be below 2^30".into());
+        }
+        let (now_epoch, now_start) = epoch_now();
+        let epoch = cfg.epoch.unwrap_or(now_epoch);
+        let start = cfg.start.unwrap_or(if cfg.epoch.is_none() { now_start } else { 0 });
+        let word3 = (u32::from(cfg.complex) << 31) | (u32::from(cfg.bits - 1) << 26) | u32::from(cfg.station);
+        let word2 = (u32::from(cfg.log2_chans) << 24) | (l / 8) as u32;
+        Ok(Vdif {
+            cfg: VdifConfig { epoch: Some(epoch), start: Some(start), ..cfg },
+            epoch,
+            start,
+            base: epoch_start(epoch) + u64::from(start),
+            word3,
+            word2,
+        })
+    }
+
+    /// The settings, with epoch and start resolved.
+    pub fn config(&self) -> &VdifConfig {
+        &self.cfg
+    }
+
+    /// Payload bytes per frame.
+    pub fn payload_len(&self) -> usize {
+        self.cfg.frame_len - 32
+    }
+
+    fn station_str(&self) -> String {
+        let [a, b] = self.cfg.station.to_be_bytes();
+        let alnum = |c: u8| c.is_ascii_alphanumeric();
+        if alnum(a) && alnum(b) && !(a.is_ascii_digit() && b.is_ascii_digit()) {
+            format!("{}{}", a as char, b as char)
+        } else {
+            self.cfg.station.to_string()
+        }
+    }
+
+    /// The spec keys after the name (shared with VTP).
+    pub(crate) fn spec_keys(&self) -> String {
+        let c = &self.cfg;
+        format!(
+            "frame={},threads={},station={},bits={},chans={},complex={},fps={},epoch={},start={},fill={}",
+            c.frame_len,
+            c.threads,
+            self.station_str(),
+            c.bits,
+            1u64 << c.log2_chans,
+            u8::from(c.complex),
+            c.fps,
+            self.epoch,
+            self.start,
+            c.fill
+        )
+    }
+
+    /// Write frame `seq` of thread `stream` into `buf` (at least `frame_len` bytes).
+    pub(crate) fn emit_frame(&self, stream: u32, seq: u64, buf: &mut [u8]) {
+        let fps = i64::from(self.cfg.fps);
+        let s = seq as i64;
+        let (t, frame) = (s.div_euclid(fps), s.rem_euclid(fps) as u32);
+        let secs = (i64::from(self.start).wrapping_add(t) as u32) & 0x3FFF_FFFF;
+        let thread = stream & 0x3FF;
+        let words = [secs, (u32::from(self.epoch) << 24) | frame, self.word2, self.word3 | (thread << 16), 0, 0, 0, 0];
+        let Some((hdr, payload)) = buf.get_mut(..self.cfg.frame_len).map(|b| b.split_at_mut(32)) else {
+            return; // a caller bug; never panic on the send path
+        };
+        for (c, w) in hdr.chunks_exact_mut(4).zip(words) {
+            c.copy_from_slice(&w.to_le_bytes());
+        }
+        let p = payload.len() as u64;
+        let at = At { stream: thread, seq, offset: seq.wrapping_mul(p), offset_in_second: u64::from(frame) * p };
+        self.cfg.fill.emit(payload, &at);
+    }
+
+    /// Check one frame (the whole of `buf`).
+    pub(crate) fn check_frame(&self, buf: &[u8]) -> Result<PacketInfo, Invalid> {
+        if buf.len() != self.cfg.frame_len || buf.len() < 16 {
+            return Err(Invalid::Length);
+        }
+        let w = |i: usize| u32::from_le_bytes([buf[4 * i], buf[4 * i + 1], buf[4 * i + 2], buf[4 * i + 3]]);
+        let (w0, w1, w2, w3) = (w(0), w(1), w(2), w(3));
+        let legacy = w0 & (1 << 30) != 0;
+        let hdr = if legacy { 16 } else { 32 };
+        let frame = w1 & 0xFF_FFFF;
+        let thread = (w3 >> 16) & 0x3FF;
+        if w2 & 0xFF_FFFF != (buf.len() / 8) as u32
+            || (w2 >> 29) > 1
+            || (w2 & 0x1FFF_FFFF) != self.word2
+            || (w3 & !0x03FF_0000) != self.word3
+            || w1 >> 30 != 0
+            || frame >= self.cfg.fps
+            || thread >= self.cfg.threads
+        {
+            return Err(Invalid::Header);
+        }
+        let epoch = ((w1 >> 24) & 63) as u8;
+        let t = (epoch_start(epoch) + u64::from(w0 & 0x3FFF_FFFF)).wrapping_sub(self.base);
+        let seq = t.wrapping_mul(u64::from(self.cfg.fps)).wrapping_add(u64::from(frame));
+        let invalid_flag = w0 >> 31 != 0;
+        if self.cfg.fill != Fill::Any && !invalid_flag {
+            let payload = &buf[hdr..];
+            let p = payload.len() as u64;
+            let at = At { stream: thread, seq, offset: seq.wrapping_mul(p), offset_in_second: u64::from(frame) * p };
+            if !self.cfg.fill.check(payload, &at) {
+                return Err(Invalid::Payload);
+            }
+        }
+        Ok(PacketInfo { stream: thread, seq })
+    }
+}
+
+impl Format for Vdif {
+    fn name(&self) -> String {
+        format!("vdif/{}", self.cfg.frame_len)
+    }
+    fn packet_len(&self) -> usize {
+        self.cfg.frame_len
+    }
+    fn spec(&self) -> String {
+        format!("vdif,{}", self.spec_keys())
+    }
+    fn file_extension(&self) -> &'static str {
+        "vdif"
+    }
+    fn emit(&self, stream: u32, seq: u64, buf: &mut [u8]) {
+        self.emit_frame(stream, seq, buf)
+    }
+    fn check(&self, buf: &[u8]) -> Result<PacketInfo, Invalid> {
+        self.check_frame(buf)
+    }
+}
+
+/// VTP: an 8-byte little-endian packet sequence number (PSN), then one VDIF frame.
+///
+/// Sequence number = PSN (a VTP sender counts datagrams, whatever their thread); stream = the
+/// frame's VDIF thread id. A sender that interleaves several threads under one PSN counter
+/// therefore shows gaps on each thread: check such traffic with `threads=1` per sender or as
+/// plain VDIF. With `psn32`, only the low 32 bits are read (some hardware fills only those) and
+/// the ledger wraps at 2^32. The embedded frame is checked like [`Vdif`] (header and fill) but
+/// its own time is not compared with the PSN, which may start anywhere.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Vtp {
+    vdif: Vdif,
+    psn32: bool,
+}
+
+impl Vtp {
+    /// VTP around the frames of `vdif`; `psn32`: only 32 bits of PSN are meaningful.
+    pub fn new(vdif: Vdif, psn32: bool) -> Self {
+        Vtp { vdif, psn32 }
+    }
+
+    /// The VDIF format of the frames inside.
+    pub fn vdif(&self) -> &Vdif {
+        &self.vdif
+    }
+}
+
+impl Format for Vtp {
+    fn name(&self) -> String {
+        format!("vtp{}/{}", if self.psn32 { "32" } else { "" }, self.vdif.cfg.frame_len)
+    }
+    fn packet_len(&self) -> usize {
+        8 + self.vdif.cfg.frame_len
+    }
+    fn seq_bits(&self) -> u32 {
+        if self.psn32 {
+            32
+        } else {
+            64
+        }
+    }
+    fn spec(&self) -> String {
+        format!("vtp,psn={},{}", if self.psn32 { 32 } else { 64 }, self.vdif.spec_keys())
+    }
+    fn file_extension(&self) -> &'static str {
+        "vdif"
+    }
+    fn raw_strip(&self) -> usize {
+        8
+    }
+    fn raw_reader(&self) -> Option<Arc<dyn Format>> {
+        Some(Arc::new(self.vdif.clone()))
+    }
+    fn emit(&self, stream: u32, seq: u64, buf: &mut [u8]) {
+        let psn = if self.psn32 { seq & 0xFFFF_FFFF } else { seq };
+        if buf.len() < 8 {
+            return;
+        }
+        buf[..8].copy_from_slice(&psn.to_le_bytes());
+        self.vdif.emit_frame(stream, seq, &mut buf[8..]);
+    }
+    fn check(&self, buf: &[u8]) -> Result<PacketInfo, Invalid> {
+        if buf.len() != self.packet_len() {
+            return Err(Invalid::Length);
+        }
+        let mut a = [0u8; 8];
+        a.copy_from_slice(&buf[..8]);
+        let mut psn = u64::from_le_bytes(a);
+        if self.psn32 {
+            psn &= 0xFFFF_FFFF;
+        }
+        let info = self.vdif.check_frame(&buf[8..])?;
+        Ok(PacketInfo { stream: info.stream, seq: psn })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg() -> VdifConfig {
+        VdifConfig { frame_len: 1032, fps: 1000, epoch: Some(40), start: Some(1000), ..VdifConfig::default() }
+    }
+
+    fn words(b: &[u8]) -> Vec<u32> {
+        b[..32].chunks(4).map(|c| u32::from_le_bytes(c.try_into().unwrap())).collect()
+    }
+
+    #[test]
+    fn epochs_from_the_calendar() {
+        assert_eq!(epoch_start(0), 0);
+        assert_eq!(epoch_start(1), 182 * 86400); // 2000 is a leap year: Jan..Jun = 182 days
+        assert_eq!(epoch_start(2), 366 * 86400);
+        // 2024-01-01 is 8766 days after 2000-01-01.
+        assert_eq!(epoch_start(48), 8766 * 86400);
+        let (k, s) = epoch_now();
+        assert!(k >= 48, "clock before 2024?");
+        assert!(u64::from(s) < 185 * 86400);
+    }
+
+    #[test]
+    fn header_fields_as_formats_md() {
+        let v = Vdif::new(VdifConfig { threads: 8, complex: true, bits: 4, log2_chans: 3, ..cfg() }).unwrap();
+        let mut b = vec![0u8; 1032];
+        v.emit(5, 2 * 1000 + 17, &mut b);
+        let w = words(&b);
+        assert_eq!(w[0], 1002, "seconds = start + 2");
+        assert_eq!(w[1], (40 << 24) | 17, "epoch and frame number");
+        assert_eq!(w[2], (3 << 24) | 129, "version 0, log2 chans, length in 8-byte units");
+        assert_eq!(w[3], (1 << 31) | (3 << 26) | (5 << 16) | u32::from(u16::from_be_bytes(*b"WS")));
+        assert_eq!(&w[4..], &[0, 0, 0, 0], "EDV 0");
+        assert_eq!(v.check(&b), Ok(PacketInfo { stream: 5, seq: 2017 }));
+    }
+
+    #[test]
+    fn round_trips_across_seconds_and_threads() {
+        for fill in [Fill::Any, Fill::Zeros, Fill::Counter, Fill::Tvg, Fill::Random(9)] {
+            let v = Vdif::new(VdifConfig { threads: 4, fill, ..cfg() }).unwrap();
+            let mut b = vec![0u8; 1032];
+            for seq in [0u64, 1, 998, 999, 1000, 1001, 123_456_789] {
+                for thread in 0..4 {
+                    v.emit(thread, seq, &mut b);
+                    assert_eq!(v.check(&b), Ok(PacketInfo { stream: thread, seq }), "{fill} seq {seq}");
+                }
+            }
+            // Frames before the start second are numbered backwards (modulo 2^64).
+            v.emit(0, (-1i64) as u64, &mut b);
+            assert_eq!(words(&b)[0], 999);
+            assert_eq!(words(&b)[1] & 0xFFFFFF, 999);
+            assert_eq!(v.check(&b).unwrap().seq, u64::MAX);
+        }
+    }
+
+    #[test]
+    fn numbering_survives_an_epoch_change() {
+        // The same instant written against the next epoch gets the same number.
+        let v = Vdif::new(cfg()).unwrap();
+        let mut b = vec![0u8; 1032];
+        v.emit(0, 5000, &mut b);
+        let later = epoch_start(41) + 10 - v.base; // seconds after start
+        let seq = later * 1000 + 3;
+        v.emit(0, seq, &mut b);
+        let mut w = words(&b);
+        assert_eq!(w[1] >> 24, 40);
+        w[0] = 10;
+        w[1] = (41 << 24) | 3;
+        b[..4].copy_from_slice(&w[0].to_le_bytes());
+        b[4..8].copy_from_slice(&w[1].to_le_bytes());
+        assert_eq!(v.check(&b).unwrap().seq, seq);
+    }
+
+    #[test]
+    fn malformed_frames() {
+        let v = Vdif::new(VdifConfig { threads: 2, ..cfg() }).unwrap();
+        let mut good = vec![0u8; 1032];
+        v.emit(1, 4321, &mut good);
+        for n in 0..1032 {
+            assert_eq!(v.check(&good[..n]), Err(Invalid::Length), "truncated to {n}");
+        }
+        let mut longer = good.clone();
+        longer.extend_from_slice(&[0; 8]);
+        assert_eq!(v.check(&longer), Err(Invalid::Length));
+        let set = |word: usize, f: &dyn Fn(u32) -> u32| {
+            let mut b = good.clone();
+            let w = u32::from_le_bytes(b[4 * word..4 * word + 4].try_into().unwrap());
+            b[4 * word..4 * word + 4].copy_from_slice(&f(w).to_le_bytes());
+            v.check(&b)
+        };
+        assert_eq!(set(2, &|w| w + 1), Err(Invalid::Header), "length field");
+        assert_eq!(set(2, &|w| w | 0xFF_FFFF), Err(Invalid::Header), "absurd length field");
+        assert_eq!(set(2, &|w| w | (2 << 29)), Err(Invalid::Header), "version 2");
+        assert_eq!(set(2, &|w| w | (1 << 29)).unwrap().seq, 4321, "version 1 accepted");
+        assert_eq!(set(1, &|w| (w & !0xFF_FFFF) | 1000), Err(Invalid::Header), "frame = fps");
+        assert_eq!(set(3, &|w| w | (2 << 16)), Err(Invalid::Header), "thread beyond threads");
+        assert_eq!(set(3, &|w| w ^ 1), Err(Invalid::Header), "station");
+        assert_eq!(set(3, &|w| w ^ (1 << 26)), Err(Invalid::Header), "bits per sample");
+        assert_eq!(set(3, &|w| w ^ (1 << 31)), Err(Invalid::Header), "complex");
+        assert_eq!(set(2, &|w| w ^ (1 << 24)), Err(Invalid::Header), "channels");
+        assert_eq!(set(1, &|w| w | (1 << 30)), Err(Invalid::Header), "unassigned bits");
+        assert_eq!(set(10, &|w| w ^ 1), Err(Invalid::Payload), "payload word");
+        // The invalid-data flag: accounted for, payload not checked.
+        let mut b = good.clone();
+        b[3] |= 0x80;
+        b[100] ^= 0xFF;
+        assert_eq!(v.check(&b), Ok(PacketInfo { stream: 1, seq: 4321 }));
+        // A legacy frame (16-byte header) of the same length, payload not checked (fill any).
+        let a = Vdif::new(VdifConfig { threads: 2, fill: Fill::Any, ..cfg() }).unwrap();
+        let mut l = good.clone();
+        l[3] |= 0x40;
+        assert_eq!(a.check(&l).unwrap().seq, 4321);
+        assert_eq!(v.check(&l), Err(Invalid::Payload));
+        assert_eq!(v.check(&[0xFF; 1032]), Err(Invalid::Header));
+    }
+
+    #[test]
+    fn settings_and_rate() {
+        assert_eq!(fps_for_rate(8032, 32, 512_000_000), Ok(8000));
+        assert!(fps_for_rate(8032, 32, 512_000_001).unwrap_err().contains("whole number"));
+        assert!(Vdif::new(VdifConfig { frame_len: 1030, ..cfg() }).is_err());
+        assert!(Vdif::new(VdifConfig { frame_len: 32, ..cfg() }).is_err());
+        assert!(Vdif::new(VdifConfig { bits: 0, ..cfg() }).is_err());
+        assert!(Vdif::new(VdifConfig { fps: 1 << 24, ..cfg() }).is_err());
+        assert!(Vdif::new(VdifConfig { threads: 1025, ..cfg() }).is_err());
+        let now = Vdif::new(VdifConfig { epoch: None, start: None, ..cfg() }).unwrap();
+        assert_eq!(Some(now.epoch), now.config().epoch);
+    }
+
+    #[test]
+    fn vtp_psn_and_raw_reader() {
+        let v = Vdif::new(VdifConfig { threads: 2, ..cfg() }).unwrap();
+        for psn32 in [false, true] {
+            let t = Vtp::new(v.clone(), psn32);
+            let mut b = vec![0u8; t.packet_len()];
+            for seq in [0u64, 1, 0xFFFF_FFFF, 0x1_0000_0000, 0x1_0000_0001] {
+                t.emit(1, seq, &mut b);
+                let want = if psn32 { seq & 0xFFFF_FFFF } else { seq };
+                assert_eq!(t.check(&b), Ok(PacketInfo { stream: 1, seq: want }));
+                assert_eq!(&b[..8], &want.to_le_bytes());
+                // The raw recording (PSN stripped) reads back as plain VDIF.
+                let r = t.raw_reader().unwrap();
+                assert_eq!(r.check(&b[t.raw_strip()..]), Ok(PacketInfo { stream: 1, seq }));
+            }
+            assert_eq!(t.seq_bits(), if psn32 { 32 } else { 64 });
+            assert_eq!(t.check(&b[..100]), Err(Invalid::Length));
+            b[8 + 9] ^= 0xFF; // frame number beyond fps
+            assert_eq!(t.check(&b), Err(Invalid::Header));
+        }
+    }
+}
