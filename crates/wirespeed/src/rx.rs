@@ -13,7 +13,7 @@ use crate::kernel::{self, KernelCounters};
 use crate::ledger::{GapRange, LedgerConfig, LedgerCounts, Segment, SenderEnd, StreamLedger};
 use crate::sys;
 use crate::units;
-use crate::wire::{Format, Invalid};
+use crate::wire::{Format, Invalid, PacketInfo};
 use serde::Serialize;
 use std::io;
 use std::net::{Ipv4Addr, SocketAddr, UdpSocket};
@@ -177,6 +177,51 @@ impl Backend for MmsgBackend {
     }
 }
 
+/// Where captured datagrams go besides the ledger: nowhere for `recv`, a recording ring for
+/// `record`. The capture loop is generic over it, so `recv` pays nothing for recording.
+pub trait Sink: Send {
+    /// Keep one datagram (`info` is the format's verdict on it, `now_ns` the monotonic time of
+    /// its receive call). False: no room, the datagram is not kept. The capture loop then
+    /// counts it as ring-full loss and leaves it out of the ledger, so that the ledger describes
+    /// exactly what was kept.
+    fn accept(
+        &mut self,
+        data: &[u8],
+        src: Option<SocketAddr>,
+        info: &std::result::Result<PacketInfo, Invalid>,
+        now_ns: u64,
+    ) -> bool;
+    /// Called after each receive call with the socket's cumulative drop count.
+    fn end_batch(&mut self, now_ns: u64, socket_drops: Option<u64>);
+    /// Why the run must end now (e.g. the disk is full), if it must.
+    fn must_stop(&self) -> Option<&'static str>;
+    /// The run is over: make everything kept visible downstream.
+    fn finish(&mut self);
+}
+
+/// The sink of `recv`: keeps nothing.
+pub struct NullSink;
+
+impl Sink for NullSink {
+    #[inline(always)]
+    fn accept(
+        &mut self,
+        _: &[u8],
+        _: Option<SocketAddr>,
+        _: &std::result::Result<PacketInfo, Invalid>,
+        _: u64,
+    ) -> bool {
+        true
+    }
+    #[inline(always)]
+    fn end_batch(&mut self, _: u64, _: Option<u64>) {}
+    #[inline(always)]
+    fn must_stop(&self) -> Option<&'static str> {
+        None
+    }
+    fn finish(&mut self) {}
+}
+
 /// Counters the capture thread publishes for progress displays (relaxed atomics, no locks).
 #[derive(Debug, Default)]
 pub struct Live {
@@ -194,6 +239,8 @@ pub struct Live {
     pub invalid: AtomicU64,
     /// Socket drops reported by SO_RXQ_OVFL so far.
     pub socket_drops: AtomicU64,
+    /// Datagrams dropped because the recording ring was full, so far.
+    pub ring_full: AtomicU64,
 }
 
 /// A progress sample for `--interval` lines.
@@ -219,6 +266,8 @@ pub struct Progress {
     pub socket_drops: u64,
     /// UDP RcvbufErrors since start (whole namespace).
     pub rcvbuf_errors: u64,
+    /// Datagrams dropped at a full recording ring so far.
+    pub ring_full: u64,
 }
 
 impl Progress {
@@ -246,13 +295,16 @@ struct Slot {
     datagrams: u64,
     bytes: u64,
     invalid_kinds: [u64; 3],
+    ring_full: u64,
     end: Option<EndOfStream>,
     first_ns: u64,
     last_ns: u64,
 }
 
-struct Capture<'a> {
+struct Capture<'a, S: Sink> {
     fmt: &'a dyn Format,
+    sink: S,
+    ring_full: u64,
     slots: Vec<Slot>,
     active: usize,
     last: usize,
@@ -265,7 +317,7 @@ struct Capture<'a> {
     last_ns: u64,
 }
 
-impl<'a> Capture<'a> {
+impl<'a, S: Sink> Capture<'a, S> {
     #[inline]
     fn slot(&mut self, src: Option<SocketAddr>, stream: u32) -> Option<usize> {
         let l = self.last;
@@ -303,16 +355,20 @@ impl<'a> Capture<'a> {
             self.first_ns = self.now;
         }
         self.last_ns = self.now;
-        let (stream, result) = match self.fmt.check(data) {
-            Ok(info) => (info.stream, Ok(info.seq)),
-            Err(kind) => (0, Err(kind)),
-        };
+        let checked = self.fmt.check(data);
+        let stream = checked.map(|i| i.stream).unwrap_or(0);
         let Some(i) = self.slot(src, stream) else {
             self.untracked += 1;
             return;
         };
         let now = self.now;
         let s = &mut self.slots[i];
+        if !self.sink.accept(data, src, &checked, now) {
+            s.ring_full += 1;
+            self.ring_full += 1;
+            return;
+        }
+        let result = checked.map(|i| i.seq);
         s.datagrams += 1;
         s.bytes += data.len() as u64;
         s.last_ns = now;
@@ -360,6 +416,7 @@ impl<'a> Capture<'a> {
         live.duplicate.store(c.duplicate, Ordering::Relaxed);
         live.invalid.store(c.invalid, Ordering::Relaxed);
         live.socket_drops.store(socket_drops.unwrap_or(0), Ordering::Relaxed);
+        live.ring_full.store(self.ring_full, Ordering::Relaxed);
     }
 }
 
@@ -387,6 +444,9 @@ pub struct StreamReport {
     pub segments: Vec<Segment>,
     /// Invalid datagrams by reason: length, header, payload.
     pub invalid_by_reason: InvalidReasons,
+    /// Datagrams received but dropped because the recording ring was full (they are not in the
+    /// recording, and so count among `lost`).
+    pub ring_full: u64,
     /// The sender's own account, when its end-of-stream message arrived.
     pub sender: Option<EndOfStream>,
     /// Seconds from this stream's first to its last datagram.
@@ -394,7 +454,7 @@ pub struct StreamReport {
 }
 
 /// Invalid datagrams split by reason.
-#[derive(Clone, Copy, Debug, Default, Serialize)]
+#[derive(Clone, Copy, Debug, Default, Serialize, serde::Deserialize)]
 pub struct InvalidReasons {
     /// Wrong length.
     pub length: u64,
@@ -456,6 +516,8 @@ pub struct RecvReport {
     pub untracked: u64,
     /// Datagrams truncated by the kernel.
     pub truncated: u64,
+    /// Datagrams received but dropped at a full recording ring (`record` only; among `lost`).
+    pub ring_full: u64,
     /// Per-stream ledgers.
     pub streams: Vec<StreamReport>,
     /// The kernel's counters.
@@ -571,6 +633,20 @@ pub fn capture(
     interval: Option<Duration>,
     progress: &(dyn Fn(&Progress) + Sync),
 ) -> Result<RecvReport> {
+    capture_with(cfg, listener, fmt, stop, interval, progress, NullSink).map(|(r, _)| r)
+}
+
+/// [`capture`], handing every datagram to `sink` as well (the recorder's ring). The sink comes
+/// back with the report.
+pub fn capture_with<S: Sink>(
+    cfg: &RecvConfig,
+    listener: Listener,
+    fmt: &dyn Format,
+    stop: &AtomicBool,
+    interval: Option<Duration>,
+    progress: &(dyn Fn(&Progress) + Sync),
+    sink: S,
+) -> Result<(RecvReport, S)> {
     if cfg.max_streams == 0 || cfg.batch == 0 {
         return Err(Error::Usage("--max-streams and --batch must be at least 1".into()));
     }
@@ -584,6 +660,7 @@ pub fn capture(
             datagrams: 0,
             bytes: 0,
             invalid_kinds: [0; 3],
+            ring_full: 0,
             end: None,
             first_ns: 0,
             last_ns: 0,
@@ -614,6 +691,8 @@ pub fn capture(
                 let backend = MmsgBackend::new(fd, cfg.batch, cfg.busy_poll, listener.rxq_ovfl);
                 let cap = Capture {
                     fmt,
+                    sink,
+                    ring_full: 0,
                     slots,
                     active: 0,
                     last: 0,
@@ -646,7 +725,7 @@ pub fn capture(
     let wall_ns = sys::monotonic_ns() - t0;
     let k1 = KernelCounters::read();
     let proc_drops = sys::socket_inode(fd).and_then(kernel::socket_drops);
-    Ok(build_report(
+    let report = build_report(
         cfg,
         &listener,
         fmt,
@@ -664,7 +743,8 @@ pub fn capture(
         cpu_ns,
         cpu,
         (nap_ns, notes_extra),
-    ))
+    );
+    Ok((report, cap.sink))
 }
 
 /// What the capture loop does after a receive call that found the queue nearly empty.
@@ -728,17 +808,17 @@ impl Moderation {
     }
 }
 
-type LoopResult<'a> = (Capture<'a>, Option<u64>, u64, String, u64, Option<usize>);
+type LoopResult<'a, S> = (Capture<'a, S>, Option<u64>, u64, String, u64, Option<usize>);
 
-fn capture_loop<'a, B: Backend>(
+fn capture_loop<'a, B: Backend, S: Sink>(
     cfg: &RecvConfig,
     mut backend: B,
-    mut cap: Capture<'a>,
+    mut cap: Capture<'a, S>,
     stop: &AtomicBool,
     live: &Live,
     t0: u64,
     nap_ns: u64,
-) -> Result<LoopResult<'a>> {
+) -> Result<LoopResult<'a, S>> {
     let cpu0 = sys::thread_cpu_ns();
     let deadline = cfg.duration.map(|d| t0 + d.as_nanos() as u64);
     let mut publish_at = t0;
@@ -752,8 +832,13 @@ fn capture_loop<'a, B: Backend>(
         cap.now = sys::monotonic_ns();
         let n =
             backend.recv(|d, src| cap.handle(d, src)).map_err(|e| Error::Runtime(format!("receiving failed: {e}")))?;
-        moderation.after_batch(n);
         let now = sys::monotonic_ns();
+        cap.sink.end_batch(now, backend.kernel_drops());
+        if let Some(why) = cap.sink.must_stop() {
+            stopped_by = why.into();
+            break;
+        }
+        moderation.after_batch(n);
         if now >= publish_at {
             cap.publish(live, backend.kernel_drops());
             publish_at = now + 50_000_000;
@@ -772,6 +857,7 @@ fn capture_loop<'a, B: Backend>(
             break;
         }
     }
+    cap.sink.finish();
     cap.publish(live, backend.kernel_drops());
     let cpu_ns = sys::thread_cpu_ns() - cpu0;
     Ok((cap, backend.kernel_drops(), backend.truncated(), stopped_by, cpu_ns, sys::current_cpu()))
@@ -809,17 +895,18 @@ fn report_loop(
             invalid: live.invalid.load(Ordering::Relaxed),
             socket_drops: live.socket_drops.load(Ordering::Relaxed),
             rcvbuf_errors: k.rcvbuf_errors,
+            ring_full: live.ring_full.load(Ordering::Relaxed),
         });
         (last_t, last_d, last_b) = (now, d, b);
     }
 }
 
 #[allow(clippy::too_many_arguments)]
-fn build_report(
+fn build_report<S: Sink>(
     cfg: &RecvConfig,
     listener: &Listener,
     fmt: &dyn Format,
-    cap: &mut Capture<'_>,
+    cap: &mut Capture<'_, S>,
     kernel: KernelView,
     truncated: u64,
     stopped_by: String,
@@ -856,6 +943,7 @@ fn build_report(
                 header: s.invalid_kinds[Invalid::Header as usize],
                 payload: s.invalid_kinds[Invalid::Payload as usize],
             },
+            ring_full: s.ring_full,
             sender: s.end,
             active_s: s.last_ns.saturating_sub(s.first_ns) as f64 / 1e9,
         });
@@ -890,6 +978,7 @@ fn build_report(
         streams_without_end: without_end,
         untracked: cap.untracked,
         truncated,
+        ring_full: cap.ring_full,
         streams,
         kernel,
         diagnosis: Vec::new(),
@@ -908,7 +997,7 @@ fn build_report(
 pub fn diagnose(r: &RecvReport) -> Vec<String> {
     let mut d = Vec::new();
     let lost = r.total.lost;
-    let unexplained = lost.saturating_sub(r.sender_skipped);
+    let unexplained = lost.saturating_sub(r.sender_skipped).saturating_sub(r.ring_full);
     let sock = r.kernel.socket_drops_proc.or(r.kernel.socket_drops_rxq_ovfl).unwrap_or(0);
     if r.datagrams == 0 && r.streams.is_empty() {
         d.push(format!("nothing arrived on {}: is the sender pointed at this address and port?", r.listen));
@@ -922,6 +1011,12 @@ pub fn diagnose(r: &RecvReport) -> Vec<String> {
                 "{} of the {} lost were left out on purpose by the sender (--skip-every/--skip)",
                 units::thousands(r.sender_skipped.min(lost)),
                 units::thousands(lost)
+            ));
+        }
+        if r.ring_full > 0 {
+            d.push(format!(
+                "{} were received but dropped because the recording ring was full: the disk did not keep up for longer than the ring could absorb; use a larger --buffer, a faster disk, or a lower rate",
+                units::thousands(r.ring_full)
             ));
         }
         if unexplained > 0 {

@@ -1,0 +1,232 @@
+//! `wirespeed record`, `verify` and `disk-test`: argument layer over `wirespeed::record` and
+//! `wirespeed::spool`.
+
+use super::{loss_verdict, parse_size, print_json, recv_config, recv_format, RecvArgs, EXIT_LOSS};
+use clap::Args;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+use wirespeed::record::{self, RecordConfig};
+use wirespeed::rx::Listener;
+use wirespeed::spool::verify::{self, VerifyOptions};
+use wirespeed::spool::writer::Rotation;
+use wirespeed::spool::FileFormat;
+use wirespeed::units::{self, Rate};
+use wirespeed::wire::{spec, Format};
+use wirespeed::{sys, Error};
+
+/// Exit code of `verify` when a file is damaged, incomplete or differs from its sidecar.
+pub const EXIT_MISMATCH: u8 = 4;
+
+#[derive(Args)]
+pub struct RecordArgs {
+    #[command(flatten)]
+    recv: RecvArgs,
+    /// Directory for the recorded files and their JSON sidecars (must exist).
+    #[arg(short = 'o', long = "out", value_name = "DIR", required_unless_present = "sink")]
+    out: Option<PathBuf>,
+    /// File layout: raw (payloads back to back: a VDIF or Mark5B stream becomes a file VLBI
+    /// software opens directly; needs a fixed datagram length, e.g. --size) or pcap
+    /// (nanosecond pcap with the source address of every datagram, for tshark and Wireshark).
+    #[arg(long, default_value = "raw", value_parser = FileFormat::parse)]
+    file_format: FileFormat,
+    /// `null` keeps nothing: receive and account only (the network side alone, like writing to
+    /// /dev/null).
+    #[arg(long, value_parser = ["null"])]
+    sink: Option<String>,
+    /// RAM burst buffer between the capture thread and the disk (preallocated, pre-faulted and
+    /// locked in RAM where allowed). When the input outruns the disk the buffer absorbs it; if
+    /// it fills, datagrams are dropped and counted as ring-full loss.
+    #[arg(long, default_value = "1G", value_parser = parse_size)]
+    buffer: u64,
+    /// Bytes per disk write (a multiple of 4K).
+    #[arg(long, default_value = "8M", value_parser = parse_size)]
+    block: u64,
+    /// Start a new file before one would exceed this size (e.g. 1G). Space for each file is
+    /// reserved up front.
+    #[arg(long, value_parser = parse_size)]
+    file_size: Option<u64>,
+    /// Start a new file at every multiple of this wall-clock period (UTC), e.g. 10s or 1m.
+    #[arg(long, value_parser = units::parse_duration)]
+    rotate: Option<Duration>,
+    /// File name prefix: PREFIX-YYYYMMDDTHHMMSSZ-NNNN.EXT.
+    #[arg(long, default_value = "wirespeed")]
+    prefix: String,
+    /// Write through the page cache instead of O_DIRECT (slower on most disks: see disk-test).
+    #[arg(long)]
+    buffered: bool,
+    /// Write data that has waited this long even if less than a --block has gathered (bounds
+    /// what a crash can lose at low rates).
+    #[arg(long, default_value = "1s", value_parser = units::parse_duration)]
+    flush: Duration,
+    /// The rate you expect (e.g. 8G, payload bits/s). The disk is measured briefly at start
+    /// and a warning given if it cannot keep up for the run's --duration.
+    #[arg(long, value_parser = Rate::parse)]
+    expect_rate: Option<Rate>,
+    /// Pin the writer thread to this CPU.
+    #[arg(long)]
+    writer_cpu: Option<usize>,
+}
+
+pub fn cmd_record(a: RecordArgs) -> Result<u8, Error> {
+    let rcfg = recv_config(&a.recv)?;
+    let fmt = recv_format(&a.recv)?;
+    let null_sink = a.sink.is_some();
+    let dir = a.out.clone().unwrap_or_else(|| PathBuf::from("."));
+    if !null_sink {
+        record::check_dir(&dir)?;
+    }
+    if a.rotate.is_some_and(|r| r < Duration::from_secs(1)) {
+        return Err(Error::Usage("--rotate must be at least 1s".into()));
+    }
+    let cfg = RecordConfig {
+        dir: dir.clone(),
+        prefix: a.prefix.clone(),
+        file_format: a.file_format,
+        null_sink,
+        buffer: usize::try_from(a.buffer).unwrap_or(usize::MAX),
+        chunk: usize::try_from(a.block).unwrap_or(0),
+        rotation: Rotation { max_bytes: a.file_size, period: a.rotate },
+        direct: !a.buffered,
+        flush_after: a.flush,
+        expect_rate: None,
+        writer_cpu: a.writer_cpu,
+    };
+    if a.file_format == FileFormat::Raw && !null_sink && fmt.fixed_len().is_none() {
+        return Err(Error::Usage(format!(
+            "raw files keep no datagram boundaries, so they need a fixed datagram length: give --size (e.g. --size 8800), or record with --file-format pcap ({} has none)",
+            fmt.name()
+        )));
+    }
+    let mut warnings = Vec::new();
+    if let (Some(rate), false) = (a.expect_rate, null_sink) {
+        let bytes_per_s = match rate {
+            Rate::Bits(b) => b / 8.0,
+            Rate::Packets(p) => p * fmt.packet_len().max(1) as f64,
+            Rate::Max => f64::INFINITY,
+        };
+        eprintln!("wirespeed record: measuring {} (512 MiB with the recorder's own writes)...", dir.display());
+        let t = record::disk_test(&dir, 512 << 20, cfg.chunk, cfg.direct)?;
+        if let Some(w) = record::rate_warning(bytes_per_s, t.bytes_per_s, cfg.buffer as u64, rcfg.duration) {
+            eprintln!("wirespeed record: warning: {w}");
+            warnings.push(w);
+        }
+    }
+    let stop = sys::install_stop_handler();
+    let listener = Listener::bind(&rcfg)?;
+    if let Some(addr) = listener.local_addr() {
+        eprintln!(
+            "wirespeed record: listening on {addr} ({}), {} -> {}; Ctrl-C stops, drains the buffer and finishes the files",
+            fmt.name(),
+            if null_sink { "keeping nothing".to_string() } else { format!("{} ring", units::bytes(cfg.buffer as u64)) },
+            if null_sink { "-".to_string() } else { dir.display().to_string() },
+        );
+    }
+    let progress = |line: &str| eprintln!("{line}");
+    let report = record::run(&rcfg, &cfg, listener, fmt, stop, a.recv.interval, &progress, warnings)?;
+    if a.recv.json {
+        print_json(&report)?;
+    } else {
+        print!("{}", report.human(a.recv.gaps));
+    }
+    if let Some(e) = report.writer.as_ref().and_then(|w| w.error.clone()) {
+        eprintln!(
+            "wirespeed: {e}: recording stopped early; the finished files are valid up to their last whole record"
+        );
+        return Ok(1);
+    }
+    Ok(loss_verdict(&report.capture, a.recv.expect_zero_loss))
+}
+
+#[derive(Args)]
+pub struct VerifyArgs {
+    /// Recorded files, or directories of them (read in name order, as one recording).
+    #[arg(required = true)]
+    paths: Vec<PathBuf>,
+    /// Check the records as this format instead of what the sidecar names (needed for files
+    /// without a sidecar, e.g. another recorder's pcap): a spec such as `counter,size=8800`.
+    #[arg(long, value_name = "SPEC")]
+    format: Option<String>,
+    /// Reorder window of the ledger (power of two).
+    #[arg(long, default_value_t = 65536)]
+    window: u64,
+    /// Exit with code 3 if the recording has any loss.
+    #[arg(long)]
+    expect_zero_loss: bool,
+    /// Gap ranges shown per stream (all are in --json).
+    #[arg(long, default_value_t = 8)]
+    gaps: usize,
+    /// Print one JSON document (schema wirespeed.verify/1).
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn cmd_verify(a: VerifyArgs) -> Result<u8, Error> {
+    if !a.window.is_power_of_two() {
+        return Err(Error::Usage(format!("--window {} must be a power of two", a.window)));
+    }
+    let format: Option<Arc<dyn Format>> = match &a.format {
+        Some(s) => Some(spec::parse(s).map_err(Error::Usage)?),
+        None => None,
+    };
+    let files = verify::collect(&a.paths)?;
+    let report = verify::verify(&files, &VerifyOptions { format, window: a.window })?;
+    if a.json {
+        print_json(&report)?;
+    } else {
+        print!("{}", report.human(a.gaps));
+    }
+    if report.problems > 0 {
+        return Ok(EXIT_MISMATCH);
+    }
+    if a.expect_zero_loss && report.total.lost > 0 {
+        eprintln!(
+            "wirespeed: the recording lacks {} packets, zero loss was expected",
+            units::thousands(report.total.lost)
+        );
+        return Ok(EXIT_LOSS);
+    }
+    Ok(0)
+}
+
+#[derive(Args)]
+pub struct DiskTestArgs {
+    /// Directory on the disk to test (a temporary file is written there and removed).
+    dir: PathBuf,
+    /// How much to write.
+    #[arg(long, default_value = "2G", value_parser = parse_size)]
+    size: u64,
+    /// Bytes per write, as record's --block.
+    #[arg(long, default_value = "8M", value_parser = parse_size)]
+    block: u64,
+    /// Write through the page cache (plus a final fdatasync) instead of O_DIRECT.
+    #[arg(long)]
+    buffered: bool,
+    /// Print one JSON document (schema wirespeed.disk-test/1).
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn cmd_disk_test(a: DiskTestArgs) -> Result<u8, Error> {
+    if a.size == 0 {
+        return Err(Error::Usage("--size must be more than 0".into()));
+    }
+    let t = record::disk_test(&a.dir, a.size, usize::try_from(a.block).unwrap_or(0), !a.buffered)?;
+    if a.json {
+        print_json(&t)?;
+    } else {
+        println!(
+            "wirespeed disk-test {}: {} in {} writes ({}), {} sustained ({}/s), slowest write {:.1} ms",
+            t.dir,
+            units::bytes(t.bytes),
+            units::bytes(t.chunk as u64),
+            if t.direct_io { "O_DIRECT" } else { "buffered + fdatasync" },
+            units::bits(t.bytes_per_s * 8.0),
+            units::bytes(t.bytes_per_s as u64),
+            t.max_write_ms
+        );
+        let d: Vec<String> = t.deciles.iter().map(|r| units::bytes(*r as u64)).collect();
+        println!("  per tenth of the run (/s): {}", d.join("  "));
+    }
+    Ok(0)
+}

@@ -1,0 +1,439 @@
+//! `wirespeed record`: capture thread -> RAM ring -> writer thread -> files and sidecars.
+//!
+//! The receive path and ledger are those of `recv` (the capture loop is generic over its
+//! [`Sink`](crate::rx::Sink)); this module sets up the ring and the writer around it, checks the
+//! output directory before anything is received, and reports the recording beside the ledger.
+
+use crate::error::{Error, Result};
+use crate::rx::{self, Listener, Progress, RecvConfig, RecvReport};
+use crate::spool::writer::{RingSink, Rotation, Shared, Writer, WriterConfig, WriterReport};
+use crate::spool::{FileFormat, ReadLayout};
+use crate::sys;
+use crate::units;
+use crate::wire::Format;
+use serde::Serialize;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Schema of `record --json`.
+pub const RECORD_SCHEMA: &str = "wirespeed.record/1";
+
+/// Default RAM ring: about a second at 8 Gb/s.
+pub const DEFAULT_BUFFER: usize = 1 << 30;
+/// Default write size: large enough for the disk to stream, as `dd bs=8M`.
+pub const DEFAULT_CHUNK: usize = 8 << 20;
+
+/// Everything a recording needs besides the receive settings.
+#[derive(Clone, Debug)]
+pub struct RecordConfig {
+    /// Output directory.
+    pub dir: PathBuf,
+    /// File name prefix.
+    pub prefix: String,
+    /// raw or pcap.
+    pub file_format: FileFormat,
+    /// Keep nothing: network only (like the seed's /dev/null runs).
+    pub null_sink: bool,
+    /// RAM ring size, bytes.
+    pub buffer: usize,
+    /// Bytes per disk write.
+    pub chunk: usize,
+    /// File rotation.
+    pub rotation: Rotation,
+    /// Use O_DIRECT where possible.
+    pub direct: bool,
+    /// Write what has waited this long even if less than a chunk has gathered.
+    pub flush_after: Duration,
+    /// The rate the user expects, bytes/s: checked against the disk at start.
+    pub expect_rate: Option<f64>,
+    /// Pin the writer thread to this CPU.
+    pub writer_cpu: Option<usize>,
+}
+
+/// The RAM ring's account.
+#[derive(Clone, Debug, Serialize)]
+pub struct RingReport {
+    /// Capacity, bytes.
+    pub capacity: u64,
+    /// Highest fill, bytes.
+    pub high_water: u64,
+    /// Highest fill as a fraction of capacity.
+    pub high_water_fraction: f64,
+    /// Locked in RAM.
+    pub locked: bool,
+    /// Datagrams dropped because the ring was full.
+    pub ring_full: u64,
+}
+
+/// The result of a recording.
+#[derive(Clone, Debug, Serialize)]
+pub struct RecordReport {
+    /// Schema name and version.
+    pub schema: &'static str,
+    /// Output directory (None with --sink null).
+    pub dir: Option<String>,
+    /// raw or pcap.
+    pub file_format: FileFormat,
+    /// The receive ledger (what was received and kept), as `recv` reports it.
+    pub capture: RecvReport,
+    /// The ring.
+    pub ring: Option<RingReport>,
+    /// The writer and its files.
+    pub writer: Option<WriterReport>,
+    /// Average disk write rate over the run, bytes/s.
+    pub disk_bytes_per_s: f64,
+    /// Warnings given at start.
+    pub warnings: Vec<String>,
+}
+
+/// Check that `dir` exists and takes files, before any socket is opened.
+pub fn check_dir(dir: &Path) -> Result<()> {
+    let md = std::fs::metadata(dir).map_err(|e| {
+        Error::Usage(format!("output directory {}: {e} (create it first: mkdir -p {})", dir.display(), dir.display()))
+    })?;
+    if !md.is_dir() {
+        return Err(Error::Usage(format!("{} is not a directory: -o takes a directory", dir.display())));
+    }
+    let probe = dir.join(format!(".wirespeed-probe-{}", std::process::id()));
+    std::fs::File::create(&probe).and_then(|f| f.write_all_at(b"x", 0)).map_err(|e| {
+        Error::Usage(format!("cannot write in {}: {e} (check permissions and free space)", dir.display()))
+    })?;
+    let _ = std::fs::remove_file(&probe);
+    Ok(())
+}
+
+/// What the disk sustains with the recorder's own I/O pattern.
+#[derive(Clone, Debug, Serialize)]
+pub struct DiskTest {
+    /// Schema name and version.
+    pub schema: &'static str,
+    /// Directory tested.
+    pub dir: String,
+    /// Bytes written.
+    pub bytes: u64,
+    /// Bytes per write.
+    pub chunk: usize,
+    /// O_DIRECT was used.
+    pub direct_io: bool,
+    /// Sustained rate including the final fdatasync, bytes/s.
+    pub bytes_per_s: f64,
+    /// Slowest write, milliseconds.
+    pub max_write_ms: f64,
+    /// Rate of each tenth of the run, bytes/s (shows a disk that slows as its cache fills).
+    pub deciles: Vec<f64>,
+}
+
+/// Write `bytes` in `chunk`-sized aligned writes from locked memory to a preallocated file in
+/// `dir` (as the recorder does), then remove it.
+pub fn disk_test(dir: &Path, bytes: u64, chunk: usize, direct: bool) -> Result<DiskTest> {
+    check_dir(dir)?;
+    if chunk == 0 || chunk % sys::RING_ALIGN != 0 {
+        return Err(Error::Usage(format!("--block {chunk} must be a non-zero multiple of 4 KiB")));
+    }
+    let free = sys::free_space(dir).unwrap_or(u64::MAX);
+    if bytes > free {
+        return Err(Error::Usage(format!(
+            "{} has {} free, less than the {} to write: use a smaller --size",
+            dir.display(),
+            units::bytes(free),
+            units::bytes(bytes)
+        )));
+    }
+    let (mut prod, cons) =
+        sys::byte_ring(chunk, true).map_err(|e| Error::Runtime(format!("cannot allocate a write buffer: {e}")))?;
+    let pattern: Vec<u8> = (0..chunk).map(|i| (i * 7 + 3) as u8).collect();
+    prod.write(&[&pattern]);
+    prod.publish();
+    let buf = cons.slice(0, chunk);
+    let path = dir.join(format!(".wirespeed-disk-test-{}", std::process::id()));
+    let (file, direct_io) = sys::create_direct(&path, direct)
+        .map_err(|e| Error::Runtime(format!("cannot create {}: {e}", path.display())))?;
+    let result = (|| -> std::io::Result<(f64, u64, Vec<f64>)> {
+        let _ = sys::preallocate(std::os::fd::AsRawFd::as_raw_fd(&file), 0, bytes);
+        let t0 = sys::monotonic_ns();
+        let mut off = 0u64;
+        let mut max_ns = 0u64;
+        let mut deciles = Vec::new();
+        let (mut dt0, mut doff) = (t0, 0u64);
+        while off < bytes {
+            let n = (chunk as u64).min(bytes - off) as usize;
+            let n = if direct_io { n.div_ceil(sys::RING_ALIGN) * sys::RING_ALIGN } else { n };
+            let t = sys::monotonic_ns();
+            file.write_all_at(&buf[..n.min(buf.len())], off)?;
+            max_ns = max_ns.max(sys::monotonic_ns() - t);
+            off += n as u64;
+            if off - doff >= bytes / 10 && deciles.len() < 10 {
+                let now = sys::monotonic_ns();
+                deciles.push((off - doff) as f64 / ((now - dt0) as f64 / 1e9));
+                (dt0, doff) = (now, off);
+            }
+        }
+        file.sync_data()?;
+        let dt = (sys::monotonic_ns() - t0) as f64 / 1e9;
+        Ok((off as f64 / dt, max_ns, deciles))
+    })();
+    let _ = std::fs::remove_file(&path);
+    let (rate, max_ns, deciles) = result.map_err(|e| {
+        if e.raw_os_error() == Some(libc::ENOSPC) {
+            Error::Runtime(format!("the disk holding {} filled during the test: use a smaller --size", dir.display()))
+        } else {
+            Error::Runtime(format!("writing to {} failed: {e}", dir.display()))
+        }
+    })?;
+    Ok(DiskTest {
+        schema: "wirespeed.disk-test/1",
+        dir: dir.display().to_string(),
+        bytes,
+        chunk,
+        direct_io,
+        bytes_per_s: rate,
+        max_write_ms: max_ns as f64 / 1e6,
+        deciles,
+    })
+}
+
+/// The start-up warning when the expected rate outruns the disk for longer than the ring lasts.
+pub fn rate_warning(expect: f64, disk: f64, buffer: u64, duration: Option<Duration>) -> Option<String> {
+    if expect <= disk {
+        return None;
+    }
+    let absorb_s = buffer as f64 / (expect - disk);
+    if duration.is_some_and(|d| d.as_secs_f64() <= absorb_s) {
+        return None;
+    }
+    Some(format!(
+        "the expected {} is more than this disk sustains ({} measured): the {} ring absorbs the difference for {:.1} s, then datagrams are dropped (counted as ring-full); use a larger --buffer, a shorter run or a faster disk",
+        units::bits(expect * 8.0),
+        units::bits(disk * 8.0),
+        units::bytes(buffer),
+        absorb_s
+    ))
+}
+
+/// Live state for progress lines.
+pub struct RecordLive {
+    shared: Option<Arc<Shared>>,
+    capacity: u64,
+    last_written: std::sync::atomic::AtomicU64,
+    last_t: std::sync::atomic::AtomicU64,
+}
+
+impl RecordLive {
+    /// One progress line: the receive progress plus ring fill and disk rate.
+    pub fn line(&self, p: &Progress) -> String {
+        let base = p.line();
+        let Some(sh) = &self.shared else { return base };
+        let now = sys::monotonic_ns();
+        let w = sh.written.load(Ordering::Relaxed);
+        let lw = self.last_written.swap(w, Ordering::Relaxed);
+        let lt = self.last_t.swap(now, Ordering::Relaxed);
+        let dt = (now - lt) as f64 / 1e9;
+        let fill = sh.ring_fill.load(Ordering::Relaxed);
+        format!(
+            "{base}  ring {:.1}%  disk {}  files {}{}",
+            fill as f64 * 100.0 / self.capacity as f64,
+            units::bits((w - lw) as f64 * 8.0 / dt.max(1e-9)),
+            sh.files_done.load(Ordering::Relaxed),
+            if p.ring_full > 0 { format!("  ring-full {}", units::thousands(p.ring_full)) } else { String::new() }
+        )
+    }
+}
+
+/// Record until the receive settings end the run (duration, count, end of stream, signal) or the
+/// disk fails. `progress` gets a ready-made line every `interval`.
+#[allow(clippy::too_many_arguments)]
+pub fn run(
+    rcfg: &RecvConfig,
+    cfg: &RecordConfig,
+    listener: Listener,
+    fmt: Arc<dyn Format>,
+    stop: &AtomicBool,
+    interval: Option<Duration>,
+    progress: &(dyn Fn(&str) + Sync),
+    warnings: Vec<String>,
+) -> Result<RecordReport> {
+    if cfg.null_sink {
+        let live = RecordLive { shared: None, capacity: 1, last_written: 0.into(), last_t: 0.into() };
+        let report = rx::capture(rcfg, listener, fmt.as_ref(), stop, interval, &|p| progress(&live.line(p)))?;
+        return Ok(RecordReport {
+            schema: RECORD_SCHEMA,
+            dir: None,
+            file_format: cfg.file_format,
+            capture: report,
+            ring: None,
+            writer: None,
+            disk_bytes_per_s: 0.0,
+            warnings,
+        });
+    }
+    let layout = ReadLayout::for_stream(&fmt, cfg.file_format).map_err(Error::Usage)?;
+    if cfg.file_format == FileFormat::Pcap && rcfg.listen.is_ipv6() {
+        return Err(Error::Usage("pcap recordings are IPv4 only for now: listen on an IPv4 address".into()));
+    }
+    if cfg.chunk == 0 || cfg.chunk % sys::RING_ALIGN != 0 {
+        return Err(Error::Usage(format!("--block {} must be a non-zero multiple of 4 KiB", cfg.chunk)));
+    }
+    let buffer = cfg.buffer.div_ceil(cfg.chunk) * cfg.chunk;
+    if buffer < 2 * cfg.chunk {
+        return Err(Error::Usage(format!(
+            "--buffer {} must hold at least two --block writes ({})",
+            units::bytes(cfg.buffer as u64),
+            units::bytes(2 * cfg.chunk as u64)
+        )));
+    }
+    if let Some(max) = cfg.rotation.max_bytes {
+        let rec = fmt.fixed_len().unwrap_or(9000) + super::spool::PCAP_RECORD_OVERHEAD;
+        if max < rec as u64 * 2 {
+            return Err(Error::Usage(format!("--file-size {max} is too small to hold two records of {rec} bytes")));
+        }
+    }
+    let (prod, cons) = sys::byte_ring(buffer, true).map_err(|e| {
+        Error::Runtime(format!("cannot allocate a {} ring: {e}; use a smaller --buffer", units::bytes(buffer as u64)))
+    })?;
+    let mut warnings = warnings;
+    let locked = prod.locked();
+    if !locked {
+        warnings.push("the ring could not be locked in RAM (RLIMIT_MEMLOCK): it may be paged out under memory pressure; run as root or raise `ulimit -l`".into());
+    }
+    let capacity = prod.capacity();
+    let shared = Arc::new(Shared::default());
+    let local = listener.local_addr().unwrap_or(rcfg.listen);
+    let sink = RingSink::new(prod, shared.clone(), &layout, fmt.raw_strip(), local, cfg.rotation);
+    let ext = match cfg.file_format {
+        FileFormat::Pcap => "pcap".to_string(),
+        FileFormat::Raw => fmt.file_extension().to_string(),
+    };
+    let wcfg = WriterConfig {
+        dir: cfg.dir.clone(),
+        prefix: cfg.prefix.clone(),
+        extension: ext,
+        direct: cfg.direct,
+        chunk: cfg.chunk,
+        prealloc: cfg.rotation.max_bytes.unwrap_or(256 << 20),
+        flush_after: cfg.flush_after,
+        layout,
+        format_spec: fmt.spec(),
+        window: rcfg.ledger.window,
+    };
+    let writer = Writer::new(cons, shared.clone(), wcfg);
+    let writer_cpu = cfg.writer_cpu;
+    let live = RecordLive {
+        shared: Some(shared.clone()),
+        capacity,
+        last_written: 0.into(),
+        last_t: sys::monotonic_ns().into(),
+    };
+    let t0 = sys::monotonic_ns();
+    let handle = std::thread::Builder::new()
+        .name("ws-writer".into())
+        .spawn(move || {
+            if let Some(cpu) = writer_cpu {
+                let _ = sys::pin_current_thread(cpu);
+            }
+            writer.run()
+        })
+        .map_err(|e| Error::Runtime(format!("cannot start the writer thread: {e}")))?;
+    let captured = rx::capture_with(rcfg, listener, fmt.as_ref(), stop, interval, &|p| progress(&live.line(p)), sink);
+    let (report, sink) = match captured {
+        Ok(x) => x,
+        Err(e) => {
+            // The capture thread ended without finishing the sink: let the writer close up,
+            // and remove the empty file it had opened.
+            shared.abort();
+            if let Ok(w) = handle.join() {
+                for f in w.files.iter().filter(|f| f.records == 0) {
+                    let _ = std::fs::remove_file(&f.path);
+                    let _ = std::fs::remove_file(&f.sidecar);
+                }
+            }
+            return Err(e);
+        }
+    };
+    drop(sink);
+    let wreport = handle.join().map_err(|_| Error::Runtime("the writer thread panicked".into()))?;
+    let wall = (sys::monotonic_ns() - t0) as f64 / 1e9;
+    let high = shared.high_water.load(Ordering::Relaxed);
+    Ok(RecordReport {
+        schema: RECORD_SCHEMA,
+        dir: Some(cfg.dir.display().to_string()),
+        file_format: cfg.file_format,
+        ring: Some(RingReport {
+            capacity,
+            high_water: high,
+            high_water_fraction: high as f64 / capacity as f64,
+            locked,
+            ring_full: report.ring_full,
+        }),
+        disk_bytes_per_s: wreport.bytes as f64 / wall.max(1e-9),
+        capture: report,
+        writer: Some(wreport),
+        warnings,
+    })
+}
+
+impl RecordReport {
+    /// The human summary: the receive ledger, then the recording.
+    pub fn human(&self, show_gaps: usize) -> String {
+        use std::fmt::Write;
+        let mut o = self.capture.human(show_gaps).replacen("wirespeed recv", "wirespeed record", 1);
+        for w in &self.warnings {
+            let _ = writeln!(o, "  warning: {w}");
+        }
+        let (Some(ring), Some(w)) = (&self.ring, &self.writer) else {
+            let _ = writeln!(o, "  recording: none (--sink null: network only)");
+            return o;
+        };
+        let _ = writeln!(
+            o,
+            "  recording: {} in {} file(s) ({}) in {}, {} average, {}; writes: {} stalls > 50 ms, longest {:.1} ms",
+            units::bytes(w.bytes),
+            w.files.len(),
+            match self.file_format {
+                FileFormat::Raw => "raw",
+                FileFormat::Pcap => "pcap",
+            },
+            self.dir.as_deref().unwrap_or("?"),
+            units::bits(self.disk_bytes_per_s * 8.0),
+            if w.direct_io { "O_DIRECT" } else { "buffered" },
+            w.write_stalls,
+            w.max_write_ms
+        );
+        let _ = writeln!(
+            o,
+            "  ring: {} {}, high-water {} ({:.1}%), ring-full drops {}",
+            units::bytes(ring.capacity),
+            if ring.locked { "locked" } else { "not locked" },
+            units::bytes(ring.high_water),
+            ring.high_water_fraction * 100.0,
+            units::thousands(ring.ring_full)
+        );
+        for f in w.files.iter().take(10) {
+            let _ = writeln!(
+                o,
+                "    {}  {} records, {}, lost inside {}{}",
+                f.path,
+                units::thousands(f.records),
+                units::bytes(f.bytes),
+                units::thousands(f.lost),
+                if f.complete { String::new() } else { format!("  (cut short: {})", f.ended_by) }
+            );
+        }
+        if w.files.len() > 10 {
+            let _ = writeln!(o, "    ... {} more (--json lists them)", w.files.len() - 10);
+        }
+        for n in &w.notes {
+            let _ = writeln!(o, "  note: {n}");
+        }
+        if let Some(e) = &w.error {
+            let _ = writeln!(
+                o,
+                "  => {e}: recording stopped; every file above is complete and valid up to its last whole record; {} received into RAM never reached the disk",
+                units::bytes(w.unwritten_bytes)
+            );
+        }
+        o
+    }
+}

@@ -1,0 +1,665 @@
+//! Recordings on disk: file layouts (raw payload streams and nanosecond pcap), the per-file
+//! ledger, sidecars, and file naming. The writer thread ([`writer`]) and `verify` ([`verify`])
+//! share this code, so a recording is read back exactly the way it was accounted for when
+//! written.
+//!
+//! A raw file is the datagram payloads back to back (less any transport prefix the format
+//! strips), which for VDIF and Mark5B streams is a file VLBI software opens as it is. It keeps no
+//! datagram boundaries, so it needs a format with a fixed record length. A pcap file keeps
+//! everything: the source address, a nanosecond time stamp and any length.
+
+pub mod verify;
+pub mod writer;
+
+use crate::ledger::{GapRange, LedgerConfig, LedgerCounts, Segment, StreamLedger};
+use crate::wire::{Format, Invalid};
+use serde::{Deserialize, Serialize};
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
+use std::sync::Arc;
+
+/// Schema of the sidecar written next to every recorded file.
+pub const SIDECAR_SCHEMA: &str = "wirespeed.recording/1";
+
+/// Extension of files still being written (renamed when complete).
+pub const PART_SUFFIX: &str = ".part";
+
+/// How datagrams are laid out in a recorded file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FileFormat {
+    /// Payloads back to back.
+    Raw,
+    /// Classic pcap, nanosecond time stamps, raw IPv4 link type.
+    Pcap,
+}
+
+impl FileFormat {
+    /// Parse `raw` or `pcap`.
+    pub fn parse(s: &str) -> Result<Self, String> {
+        match s {
+            "raw" => Ok(FileFormat::Raw),
+            "pcap" => Ok(FileFormat::Pcap),
+            _ => Err(format!("unknown file format '{s}': use raw (payloads back to back) or pcap")),
+        }
+    }
+}
+
+/// pcap magic for nanosecond time stamps, as stored little-endian.
+pub const PCAP_MAGIC_NS: u32 = 0xA1B2_3C4D;
+/// pcap magic for microsecond time stamps.
+pub const PCAP_MAGIC_US: u32 = 0xA1B2_C3D4;
+/// pcap global header length.
+pub const PCAP_GLOBAL_LEN: usize = 24;
+/// pcap record header + IPv4 header + UDP header: what precedes each payload in our pcap files.
+pub const PCAP_RECORD_OVERHEAD: usize = 16 + 20 + 8;
+/// LINKTYPE_RAW: each packet starts with an IPv4 (or IPv6) header.
+pub const LINKTYPE_RAW: u32 = 101;
+
+/// The 24-byte pcap global header of our files.
+pub fn pcap_global_header() -> [u8; PCAP_GLOBAL_LEN] {
+    let mut h = [0u8; PCAP_GLOBAL_LEN];
+    h[0..4].copy_from_slice(&PCAP_MAGIC_NS.to_le_bytes());
+    h[4..6].copy_from_slice(&2u16.to_le_bytes());
+    h[6..8].copy_from_slice(&4u16.to_le_bytes());
+    h[16..20].copy_from_slice(&65535u32.to_le_bytes());
+    h[20..24].copy_from_slice(&LINKTYPE_RAW.to_le_bytes());
+    h
+}
+
+/// The pcap record header and synthesized IPv4/UDP headers for one datagram of `len` payload
+/// bytes from `src` to `dst`, received at `unix_ns`. Built on the stack in the capture loop.
+#[inline]
+pub fn pcap_record_header(
+    unix_ns: u64,
+    src: SocketAddrV4,
+    dst: SocketAddrV4,
+    len: usize,
+) -> [u8; PCAP_RECORD_OVERHEAD] {
+    let mut h = [0u8; PCAP_RECORD_OVERHEAD];
+    let cap = (len + 28) as u32;
+    h[0..4].copy_from_slice(&((unix_ns / 1_000_000_000) as u32).to_le_bytes());
+    h[4..8].copy_from_slice(&((unix_ns % 1_000_000_000) as u32).to_le_bytes());
+    h[8..12].copy_from_slice(&cap.to_le_bytes());
+    h[12..16].copy_from_slice(&cap.to_le_bytes());
+    let ip = &mut h[16..36];
+    ip[0] = 0x45;
+    ip[2..4].copy_from_slice(&(cap as u16).to_be_bytes());
+    ip[6] = 0x40; // don't fragment
+    ip[8] = 64;
+    ip[9] = 17;
+    ip[12..16].copy_from_slice(&src.ip().octets());
+    ip[16..20].copy_from_slice(&dst.ip().octets());
+    let mut sum = 0u32;
+    for w in ip.chunks_exact(2) {
+        sum += u16::from_be_bytes([w[0], w[1]]) as u32;
+    }
+    while sum > 0xffff {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    ip[10..12].copy_from_slice(&(!(sum as u16)).to_be_bytes());
+    let udp = &mut h[36..44];
+    udp[0..2].copy_from_slice(&src.port().to_be_bytes());
+    udp[2..4].copy_from_slice(&dst.port().to_be_bytes());
+    udp[4..6].copy_from_slice(&((len + 8) as u16).to_be_bytes());
+    h
+}
+
+/// A pcap file's global parameters, as read back.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PcapInfo {
+    /// Time stamps are nanoseconds (else microseconds).
+    pub nanos: bool,
+    /// Fields are big-endian (written on a big-endian host).
+    pub big_endian: bool,
+    /// Link type (1 Ethernet, 101/228 raw IPv4, 113 Linux cooked).
+    pub linktype: u32,
+}
+
+/// Read a pcap global header; None when `b` does not start with one.
+pub fn parse_pcap_global(b: &[u8]) -> Option<PcapInfo> {
+    if b.len() < PCAP_GLOBAL_LEN {
+        return None;
+    }
+    let le = u32::from_le_bytes(b[0..4].try_into().ok()?);
+    let be = u32::from_be_bytes(b[0..4].try_into().ok()?);
+    let (nanos, big_endian) = match (le, be) {
+        (PCAP_MAGIC_NS, _) => (true, false),
+        (PCAP_MAGIC_US, _) => (false, false),
+        (_, PCAP_MAGIC_NS) => (true, true),
+        (_, PCAP_MAGIC_US) => (false, true),
+        _ => return None,
+    };
+    let lt = if big_endian {
+        u32::from_be_bytes(b[20..24].try_into().ok()?)
+    } else {
+        u32::from_le_bytes(b[20..24].try_into().ok()?)
+    };
+    Some(PcapInfo { nanos, big_endian, linktype: lt & 0x0fff_ffff })
+}
+
+/// One pcap record's parts.
+#[derive(Clone, Copy, Debug)]
+pub struct PcapPacket<'a> {
+    /// Time stamp, nanoseconds since the Unix epoch.
+    pub unix_ns: u64,
+    /// Source of the UDP datagram, when the packet is IPv4/UDP.
+    pub src: Option<SocketAddr>,
+    /// UDP payload, when the packet is an unfragmented IPv4/UDP datagram captured whole.
+    pub payload: Option<&'a [u8]>,
+}
+
+/// Split a record's bytes (after its 16-byte header) into the UDP source and payload.
+pub fn parse_pcap_packet<'a>(info: &PcapInfo, data: &'a [u8], orig_len: u32) -> (Option<SocketAddr>, Option<&'a [u8]>) {
+    let ip = match info.linktype {
+        101 | 228 => data,
+        1 => {
+            let mut off = 12;
+            let mut et = data.get(off..off + 2).map(|e| u16::from_be_bytes([e[0], e[1]]));
+            while et == Some(0x8100) || et == Some(0x88a8) {
+                off += 4;
+                et = data.get(off..off + 2).map(|e| u16::from_be_bytes([e[0], e[1]]));
+            }
+            if et != Some(0x0800) {
+                return (None, None);
+            }
+            &data[off + 2..]
+        }
+        113 => {
+            if data.get(14..16) != Some(&[0x08, 0x00]) {
+                return (None, None);
+            }
+            &data[16..]
+        }
+        _ => return (None, None),
+    };
+    if ip.len() < 20 || ip[0] >> 4 != 4 || ip[9] != 17 {
+        return (None, None);
+    }
+    let ihl = (ip[0] & 0x0f) as usize * 4;
+    let frag = u16::from_be_bytes([ip[6], ip[7]]);
+    if ihl < 20 || ip.len() < ihl + 8 || frag & 0x3fff != 0 {
+        return (None, None);
+    }
+    let src_ip = Ipv4Addr::new(ip[12], ip[13], ip[14], ip[15]);
+    let udp = &ip[ihl..];
+    let sport = u16::from_be_bytes([udp[0], udp[1]]);
+    let src = Some(SocketAddr::V4(SocketAddrV4::new(src_ip, sport)));
+    let ulen = u16::from_be_bytes([udp[4], udp[5]]) as usize;
+    let whole = data.len() as u32 == orig_len;
+    if ulen < 8 || udp.len() < ulen || !whole {
+        return (src, None);
+    }
+    (src, Some(&udp[8..ulen]))
+}
+
+/// What a reader of a recorded file needs to know: the file format, the format that checks the
+/// records, and (raw) the record length.
+#[derive(Clone, Debug)]
+pub struct ReadLayout {
+    /// raw or pcap.
+    pub file_format: FileFormat,
+    /// Checks each record's payload.
+    pub reader: Arc<dyn Format>,
+    /// Bytes per record in raw files.
+    pub record_len: usize,
+}
+
+impl ReadLayout {
+    /// The layout of recordings made of `fmt` in `file_format`. Raw files need a fixed length.
+    pub fn for_stream(fmt: &Arc<dyn Format>, file_format: FileFormat) -> Result<ReadLayout, String> {
+        match file_format {
+            FileFormat::Pcap => Ok(ReadLayout { file_format, reader: fmt.clone(), record_len: 0 }),
+            FileFormat::Raw => {
+                let len = fmt.fixed_len().ok_or_else(|| {
+                    format!(
+                        "raw files keep no datagram boundaries, so they need a fixed datagram length and {} has none: give --size, or record with --file-format pcap",
+                        fmt.name()
+                    )
+                })?;
+                let strip = fmt.raw_strip();
+                if strip >= len {
+                    return Err(format!(
+                        "format {} strips {strip} of its {len} bytes: nothing left to record",
+                        fmt.name()
+                    ));
+                }
+                let reader = fmt.raw_reader().unwrap_or_else(|| fmt.clone());
+                Ok(ReadLayout { file_format, reader, record_len: len - strip })
+            }
+        }
+    }
+}
+
+/// The ledger of one stream in one file (or one whole recording), as a sidecar or `verify`
+/// reports it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct FileStream {
+    /// Source address and port (pcap files only; raw files keep no source).
+    pub source: Option<String>,
+    /// Format stream id (e.g. VDIF thread).
+    pub stream: u32,
+    /// The counts.
+    #[serde(flatten)]
+    pub counts: LedgerCounts,
+    /// Lowest sequence number in the file.
+    pub first_seq: Option<u64>,
+    /// Highest sequence number in the file.
+    pub last_seq: Option<u64>,
+    /// Where the holes are.
+    pub gaps: Vec<GapRange>,
+    /// Segments (more than one after a sender restart).
+    pub segments: Vec<Segment>,
+}
+
+/// Builds per-stream ledgers from the records of a file, as they are read or written.
+pub struct FileLedger {
+    reader: Arc<dyn Format>,
+    cfg: LedgerConfig,
+    streams: Vec<(Option<SocketAddr>, u32, StreamLedger)>,
+    last: usize,
+    /// Records seen.
+    pub records: u64,
+    /// Records too short to check, or not UDP (pcap).
+    pub unreadable: u64,
+    /// Records with each kind of invalid payload: length, header, payload.
+    pub invalid_kinds: [u64; 3],
+    /// Time stamp of the first and last record (pcap), ns since the Unix epoch.
+    pub time_ns: Option<(u64, u64)>,
+}
+
+impl FileLedger {
+    /// A ledger for records checked by `reader`.
+    pub fn new(reader: Arc<dyn Format>, window: u64) -> Self {
+        let cfg = LedgerConfig { seq_bits: reader.seq_bits().min(64), window, ..LedgerConfig::default() }.effective();
+        FileLedger {
+            reader,
+            cfg,
+            streams: Vec::new(),
+            last: 0,
+            records: 0,
+            unreadable: 0,
+            invalid_kinds: [0; 3],
+            time_ns: None,
+        }
+    }
+
+    fn slot(&mut self, src: Option<SocketAddr>, stream: u32) -> usize {
+        if let Some((s, t, _)) = self.streams.get(self.last) {
+            if *s == src && *t == stream {
+                return self.last;
+            }
+        }
+        let i = match self.streams.iter().position(|(s, t, _)| *s == src && *t == stream) {
+            Some(i) => i,
+            None => {
+                self.streams.push((src, stream, StreamLedger::new(&self.cfg)));
+                self.streams.len() - 1
+            }
+        };
+        self.last = i;
+        i
+    }
+
+    /// Account for one record's payload.
+    #[inline]
+    pub fn add(&mut self, src: Option<SocketAddr>, payload: &[u8]) {
+        self.records += 1;
+        match self.reader.check(payload) {
+            Ok(info) => {
+                let i = self.slot(src, info.stream);
+                self.streams[i].2.record(info.seq);
+            }
+            Err(kind) => {
+                let i = self.slot(src, 0);
+                self.streams[i].2.invalid();
+                self.invalid_kinds[kind as usize] += 1;
+            }
+        }
+    }
+
+    /// A pcap record that is not a whole UDP datagram.
+    pub fn add_unreadable(&mut self) {
+        self.records += 1;
+        self.unreadable += 1;
+    }
+
+    /// Note a record's time stamp.
+    #[inline]
+    pub fn add_time(&mut self, ns: u64) {
+        self.time_ns = Some(match self.time_ns {
+            None => (ns, ns),
+            Some((a, b)) => (a.min(ns), b.max(ns)),
+        });
+    }
+
+    /// Settle every ledger and report per stream, sorted by source and stream.
+    pub fn finish(&mut self) -> (Vec<FileStream>, LedgerCounts) {
+        let mut out = Vec::with_capacity(self.streams.len());
+        let mut total = LedgerCounts::default();
+        for (src, stream, l) in &mut self.streams {
+            l.finish(None);
+            let counts = l.counts();
+            total.merge(&counts);
+            out.push(FileStream {
+                source: src.map(|a| a.to_string()),
+                stream: *stream,
+                counts,
+                first_seq: l.first_seen(),
+                last_seq: l.highest(),
+                gaps: l.gaps().to_vec(),
+                segments: l.segments(),
+            });
+        }
+        out.sort_by(|a, b| (&a.source, a.stream).cmp(&(&b.source, b.stream)));
+        (out, total)
+    }
+}
+
+/// Walks records in a byte stream fed in pieces of any size: complete records are handed to a
+/// [`FileLedger`], a record cut by a piece boundary is carried over.
+pub struct RecordWalker {
+    layout: ReadLayout,
+    pcap: Option<PcapInfo>,
+    header_left: usize,
+    carry: Vec<u8>,
+    /// Bytes consumed as complete records (plus the pcap global header).
+    pub complete_bytes: u64,
+    /// Records whose pcap header claims an impossible length (the rest of the file is skipped).
+    pub corrupt: bool,
+}
+
+impl RecordWalker {
+    /// A walker for one file.
+    pub fn new(layout: ReadLayout) -> Self {
+        let header_left = if layout.file_format == FileFormat::Pcap { PCAP_GLOBAL_LEN } else { 0 };
+        RecordWalker {
+            layout,
+            pcap: None,
+            header_left,
+            carry: Vec::with_capacity(65536 + 64),
+            complete_bytes: 0,
+            corrupt: false,
+        }
+    }
+
+    /// Bytes held back as the start of an incomplete record.
+    pub fn pending(&self) -> usize {
+        self.carry.len()
+    }
+
+    /// The pcap global header did not parse.
+    pub fn bad_global_header(&self) -> bool {
+        self.layout.file_format == FileFormat::Pcap && self.header_left == 0 && self.pcap.is_none()
+    }
+
+    /// Feed the next piece of the file.
+    pub fn feed(&mut self, mut data: &[u8], ledger: &mut FileLedger) {
+        if self.corrupt {
+            return;
+        }
+        if self.header_left > 0 {
+            let n = self.header_left.min(data.len());
+            self.carry.extend_from_slice(&data[..n]);
+            data = &data[n..];
+            self.header_left -= n;
+            if self.header_left > 0 {
+                return;
+            }
+            self.pcap = parse_pcap_global(&self.carry);
+            self.carry.clear();
+            self.complete_bytes += PCAP_GLOBAL_LEN as u64;
+            if self.pcap.is_none() {
+                self.corrupt = true;
+                return;
+            }
+        }
+        // Finish a record carried over from the previous piece.
+        while !self.carry.is_empty() && !data.is_empty() {
+            let carry = std::mem::take(&mut self.carry);
+            let need = self.record_len(&carry).unwrap_or(16);
+            self.carry = carry;
+            if self.corrupt {
+                return;
+            }
+            let take = need.saturating_sub(self.carry.len()).min(data.len());
+            self.carry.extend_from_slice(&data[..take]);
+            data = &data[take..];
+            let carry = std::mem::take(&mut self.carry);
+            if self.record_len(&carry) == Some(carry.len()) {
+                self.one(&carry, ledger);
+                self.carry = carry;
+                self.carry.clear();
+            } else {
+                self.carry = carry;
+            }
+        }
+        if !self.carry.is_empty() {
+            return;
+        }
+        while !data.is_empty() {
+            if self.corrupt {
+                return;
+            }
+            match self.record_len(data) {
+                Some(n) if n <= data.len() => {
+                    if n == 0 {
+                        self.corrupt = true;
+                        return;
+                    }
+                    self.one(&data[..n], ledger);
+                    data = &data[n..];
+                }
+                _ => {
+                    self.carry.extend_from_slice(data);
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Length of the record starting at `b`, when its header is there to say.
+    fn record_len(&mut self, b: &[u8]) -> Option<usize> {
+        match self.layout.file_format {
+            FileFormat::Raw => Some(self.layout.record_len),
+            FileFormat::Pcap => {
+                if b.len() < 16 {
+                    return None;
+                }
+                let p = self.pcap?;
+                let caplen = self.u32(&p, &b[8..12]) as usize;
+                if caplen > 262_144 {
+                    self.corrupt = true;
+                    return None;
+                }
+                Some(16 + caplen)
+            }
+        }
+    }
+
+    fn u32(&self, p: &PcapInfo, b: &[u8]) -> u32 {
+        let a: [u8; 4] = [b[0], b[1], b[2], b[3]];
+        if p.big_endian {
+            u32::from_be_bytes(a)
+        } else {
+            u32::from_le_bytes(a)
+        }
+    }
+
+    fn one(&mut self, rec: &[u8], ledger: &mut FileLedger) {
+        self.complete_bytes += rec.len() as u64;
+        match self.layout.file_format {
+            FileFormat::Raw => ledger.add(None, rec),
+            FileFormat::Pcap => {
+                let Some(p) = self.pcap else { return };
+                let sec = self.u32(&p, &rec[0..4]) as u64;
+                let frac = self.u32(&p, &rec[4..8]) as u64;
+                let orig = self.u32(&p, &rec[12..16]);
+                ledger.add_time(sec * 1_000_000_000 + if p.nanos { frac } else { frac * 1000 });
+                match parse_pcap_packet(&p, &rec[16..], orig) {
+                    (src, Some(payload)) => ledger.add(src, payload),
+                    _ => ledger.add_unreadable(),
+                }
+            }
+        }
+    }
+}
+
+/// Everything about one recorded file, written beside it as `NAME.json`.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Sidecar {
+    /// Schema name and version.
+    pub schema: String,
+    /// The data file's name (same directory).
+    pub file: String,
+    /// raw or pcap.
+    pub file_format: FileFormat,
+    /// The stream's format, as a spec string (`wire::spec::parse` rebuilds it).
+    pub format: String,
+    /// The format that checks the records of this file (differs for VTP, Mark5B halves...).
+    pub reader_format: String,
+    /// Bytes per record (raw files).
+    pub record_len: Option<usize>,
+    /// File length, bytes.
+    pub bytes: u64,
+    /// Records in the file.
+    pub records: u64,
+    /// When the file was opened and closed, UTC (ISO 8601).
+    pub opened_utc: String,
+    /// When the file was closed, UTC.
+    pub closed_utc: String,
+    /// Why the file ended: `size`, `time`, `end of run`, `disk full`, `write error`.
+    pub ended_by: String,
+    /// The file holds every record written for it (false: cut short by a full disk or error).
+    pub complete: bool,
+    /// Per-stream ledgers of the records in this file.
+    pub streams: Vec<FileStream>,
+    /// Totals over the streams.
+    pub total: LedgerCounts,
+    /// Invalid records by reason.
+    pub invalid_by_reason: crate::rx::InvalidReasons,
+    /// Records that were not a whole UDP datagram (pcap).
+    pub unreadable: u64,
+    /// Datagrams dropped at a full ring while this file was being filled.
+    pub ring_full: u64,
+    /// Datagrams left out of a raw file because their length was wrong (counted invalid by the
+    /// capture ledger; raw files cannot hold them without losing the framing).
+    pub not_written: u64,
+    /// Socket drops (SO_RXQ_OVFL) while this file was being filled.
+    pub kernel_socket_drops: Option<u64>,
+    /// Writes that took longer than 50 ms.
+    pub write_stalls: u64,
+    /// Longest single write, milliseconds.
+    pub max_write_ms: f64,
+    /// The file was written with O_DIRECT.
+    pub direct_io: bool,
+    /// The wirespeed version that wrote it.
+    pub writer: String,
+}
+
+/// UTC calendar time of a Unix time in nanoseconds: `YYYY-MM-DDTHH:MM:SS.mmmZ`.
+pub fn utc_iso(unix_ns: u64) -> String {
+    let (y, mo, d, h, mi, s) = civil(unix_ns / 1_000_000_000);
+    format!("{y:04}-{mo:02}-{d:02}T{h:02}:{mi:02}:{s:02}.{:03}Z", (unix_ns / 1_000_000) % 1000)
+}
+
+/// Compact UTC time for file names: `YYYYMMDDTHHMMSSZ`.
+pub fn utc_compact(unix_ns: u64) -> String {
+    let (y, mo, d, h, mi, s) = civil(unix_ns / 1_000_000_000);
+    format!("{y:04}{mo:02}{d:02}T{h:02}{mi:02}{s:02}Z")
+}
+
+/// Days since 1970-01-01 to (year, month, day): Howard Hinnant's civil-from-days algorithm.
+fn civil(secs: u64) -> (i64, u32, u32, u32, u32, u32) {
+    let days = (secs / 86400) as i64;
+    let rem = secs % 86400;
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    let y = yoe + era * 400 + if m <= 2 { 1 } else { 0 };
+    (y, m, d, (rem / 3600) as u32, ((rem / 60) % 60) as u32, (rem % 60) as u32)
+}
+
+/// Count a record's invalid reasons as the sidecar shows them.
+pub fn reasons(kinds: &[u64; 3]) -> crate::rx::InvalidReasons {
+    crate::rx::InvalidReasons {
+        length: kinds[Invalid::Length as usize],
+        header: kinds[Invalid::Header as usize],
+        payload: kinds[Invalid::Payload as usize],
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wire::{ByteOrder, Counter};
+
+    #[test]
+    fn civil_dates() {
+        assert_eq!(utc_iso(0), "1970-01-01T00:00:00.000Z");
+        // 2026-11-22 12:34:56.789 UTC
+        assert_eq!(utc_iso(1_795_350_896_789_000_000), "2026-11-22T12:34:56.789Z");
+        assert_eq!(utc_compact(951_782_400_000_000_000), "20000229T000000Z");
+    }
+
+    #[test]
+    fn pcap_header_parses_back() {
+        let src = SocketAddrV4::new(Ipv4Addr::new(198, 18, 0, 1), 4000);
+        let dst = SocketAddrV4::new(Ipv4Addr::new(198, 18, 0, 2), 7148);
+        let h = pcap_record_header(1_700_000_000_123_456_789, src, dst, 1080);
+        let mut rec = h.to_vec();
+        rec.extend(std::iter::repeat_n(0xabu8, 1080));
+        let info = parse_pcap_global(&pcap_global_header()).unwrap();
+        assert_eq!(info, PcapInfo { nanos: true, big_endian: false, linktype: 101 });
+        let (s, p) = parse_pcap_packet(&info, &rec[16..], 1108);
+        assert_eq!(s, Some(SocketAddr::V4(src)));
+        assert_eq!(p.unwrap().len(), 1080);
+        // The IPv4 header checksum verifies (sums to 0xffff).
+        let mut sum = 0u32;
+        for w in rec[16..36].chunks_exact(2) {
+            sum += u16::from_be_bytes([w[0], w[1]]) as u32;
+        }
+        while sum > 0xffff {
+            sum = (sum & 0xffff) + (sum >> 16);
+        }
+        assert_eq!(sum, 0xffff);
+    }
+
+    #[test]
+    fn walker_handles_records_cut_anywhere() {
+        let fmt: Arc<dyn Format> = Arc::new(Counter::new(64, ByteOrder::Be).unwrap());
+        for ff in [FileFormat::Raw, FileFormat::Pcap] {
+            let layout = ReadLayout::for_stream(&fmt, ff).unwrap();
+            let mut file = Vec::new();
+            if ff == FileFormat::Pcap {
+                file.extend_from_slice(&pcap_global_header());
+            }
+            let src = SocketAddrV4::new(Ipv4Addr::new(198, 18, 0, 1), 4000);
+            let mut buf = [0u8; 64];
+            for seq in (0..50u64).filter(|s| *s != 17) {
+                fmt.emit(0, seq, &mut buf);
+                if ff == FileFormat::Pcap {
+                    file.extend_from_slice(&pcap_record_header(seq * 1000, src, src, 64));
+                }
+                file.extend_from_slice(&buf);
+            }
+            for piece in [1usize, 7, 16, 63, 64, 65, 1000, 100_000] {
+                let mut w = RecordWalker::new(layout.clone());
+                let mut l = FileLedger::new(layout.reader.clone(), 1024);
+                for c in file.chunks(piece) {
+                    w.feed(c, &mut l);
+                }
+                let (streams, total) = l.finish();
+                assert_eq!(total.received, 49, "{ff:?} piece {piece}");
+                assert_eq!(total.lost, 1);
+                assert_eq!(streams[0].gaps[0].first, 17);
+                assert_eq!(w.complete_bytes, file.len() as u64);
+                assert_eq!(w.pending(), 0);
+            }
+        }
+    }
+}
