@@ -9,15 +9,19 @@
 pub mod counter;
 pub mod crc;
 pub mod fill;
+pub mod mark5b;
 pub mod seqfield;
 pub mod spec;
+pub mod stream;
 pub mod vdif;
 
 use std::fmt;
 
 pub use counter::Counter;
 pub use fill::Fill;
+pub use mark5b::{Mark5b, Mark5bConfig};
 pub use seqfield::SeqField;
+pub use stream::UNSEQUENCED;
 pub use vdif::{Vdif, VdifConfig, Vtp};
 
 /// Byte order of multi-byte fields that a format lets the user choose.
