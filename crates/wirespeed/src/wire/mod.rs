@@ -11,6 +11,7 @@ pub mod crc;
 pub mod fill;
 pub mod mark5b;
 pub mod seqfield;
+pub mod spead;
 pub mod spec;
 pub mod stream;
 pub mod vdif;
@@ -21,6 +22,7 @@ pub use counter::Counter;
 pub use fill::Fill;
 pub use mark5b::{Mark5b, Mark5bConfig};
 pub use seqfield::SeqField;
+pub use spead::{Spead, SpeadConfig};
 pub use stream::UNSEQUENCED;
 pub use vdif::{Vdif, VdifConfig, Vtp};
 

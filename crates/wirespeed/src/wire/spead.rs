@@ -1,0 +1,369 @@
+//! SPEAD (formats.md section 4), the packet format of CASPER/MeerKAT-style instruments, in its
+//! 64-bit flavours: SPEAD-64-48 (header `53 04 02 06`, MeerKAT) and SPEAD-64-40 (`53 04 03 05`).
+//!
+//! A heap of `heap` payload bytes is sent as `ceil(heap / payload)` packets. Every emitted packet
+//! carries the same seven item pointers, as MeerKAT's FPGA engines do: heap counter (0x1), heap
+//! size (0x2), heap offset (0x3), payload length (0x4), a timestamp (0x1600, immediate), the
+//! sender's stream number (0x4101, immediate) and the data item (0x4300, at heap address 0).
+//!
+//! Stream and sequence number: SPEAD has no stream id of its own, so every datagram is stream 0
+//! of its source. Heap counters start at `first` and step by `step` (spead2 senders may use any
+//! start and step); `seq = (counter - first) / step * packets_per_heap + packet`, where the
+//! packet index is `ceil(offset / payload)`. Rounding up also numbers heaps split the way spead2
+//! splits them (a first packet shortened by extra item pointers, then full packets).
+//!
+//! Independent senders (spead2): stream-control heaps (item 0x6, start/stop) and heaps that
+//! carry item descriptors (0x5) are valid but hold no data: they are reported on
+//! [`UNSEQUENCED`], never counted as loss or as invalid. Limitation: such heaps use up a heap
+//! counter value, so one sent *between* data heaps (spead2 resending descriptors mid-stream)
+//! shows as a gap of `packets_per_heap` numbers on the data stream; descriptors at the start and
+//! a stop heap at the end do not. Data heaps must have the configured heap size; check payload
+//! bytes with fill `any` when they are real data.
+
+use super::fill::{At, Fill};
+use super::stream::UNSEQUENCED;
+use super::{Format, Invalid, PacketInfo};
+
+/// SPEAD magic number (byte 0).
+pub const MAGIC: u8 = 0x53;
+/// SPEAD version (byte 1).
+pub const VERSION: u8 = 4;
+/// Item: heap counter.
+pub const HEAP_CNT: u64 = 0x1;
+/// Item: heap size in bytes.
+pub const HEAP_SIZE: u64 = 0x2;
+/// Item: offset of this packet's payload in the heap.
+pub const HEAP_OFFSET: u64 = 0x3;
+/// Item: payload bytes in this packet.
+pub const PAYLOAD_LENGTH: u64 = 0x4;
+/// Item: an item descriptor (heap holds metadata, no data).
+pub const ITEM_DESCRIPTOR: u64 = 0x5;
+/// Item: stream control (0 start, 2 stop).
+pub const STREAM_CONTROL: u64 = 0x6;
+/// Item pointers in every emitted packet.
+const ITEMS: usize = 7;
+
+/// Settings of a SPEAD stream. `Default`: SPEAD-64-48, 64 KiB heaps in 8 KiB packets, heap
+/// counters 1, 2, 3, ..., counter payload.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SpeadConfig {
+    /// Payload bytes per heap (every data heap has this size).
+    pub heap: u64,
+    /// Payload bytes per packet (the largest; `heap` must be a multiple of it).
+    pub payload: usize,
+    /// Heap counter of the first heap (sequence numbers 0..packets_per_heap).
+    pub first: u64,
+    /// Step between consecutive heap counters (1 or more).
+    pub step: u64,
+    /// Heap address width in bits: 48 (SPEAD-64-48) or 40 (SPEAD-64-40).
+    pub addr_bits: u32,
+    /// Payload fill, positioned at `heap_index * heap + offset`.
+    pub fill: Fill,
+}
+
+impl Default for SpeadConfig {
+    fn default() -> Self {
+        SpeadConfig { heap: 65_536, payload: 8192, first: 1, step: 1, addr_bits: 48, fill: Fill::Counter }
+    }
+}
+
+/// SPEAD heaps over UDP (see the module doc).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Spead {
+    cfg: SpeadConfig,
+    per_heap: u64,
+    mask: u64,
+}
+
+impl Spead {
+    /// A SPEAD format.
+    pub fn new(cfg: SpeadConfig) -> Result<Self, String> {
+        if cfg.addr_bits != 48 && cfg.addr_bits != 40 {
+            return Err(format!(
+                "SPEAD heap address width {} must be 48 (SPEAD-64-48) or 40 (SPEAD-64-40)",
+                cfg.addr_bits
+            ));
+        }
+        let mask = (1u64 << cfg.addr_bits) - 1;
+        if cfg.payload == 0 || 8 + 8 * ITEMS + cfg.payload > 65_507 {
+            return Err(format!(
+                "SPEAD payload per packet {} must be 1 to {} bytes (a UDP datagram holds 65507 with the {}-byte header)",
+                cfg.payload,
+                65_507 - 8 - 8 * ITEMS,
+                8 + 8 * ITEMS
+            ));
+        }
+        if cfg.heap == 0 || cfg.heap > mask || cfg.heap % cfg.payload as u64 != 0 {
+            return Err(format!(
+                "SPEAD heap size {} must be a non-zero multiple of the payload per packet ({})",
+                cfg.heap, cfg.payload
+            ));
+        }
+        if cfg.step == 0 || cfg.step > mask || cfg.first > mask {
+            return Err(format!(
+                "SPEAD heap counter first {} and step {} must fit {} bits, step at least 1",
+                cfg.first, cfg.step, cfg.addr_bits
+            ));
+        }
+        Ok(Spead { cfg, per_heap: cfg.heap / cfg.payload as u64, mask })
+    }
+
+    /// The settings.
+    pub fn config(&self) -> &SpeadConfig {
+        &self.cfg
+    }
+
+    /// Packets per heap.
+    pub fn packets_per_heap(&self) -> u64 {
+        self.per_heap
+    }
+
+    #[inline]
+    fn pointer(&self, immediate: bool, id: u64, value: u64) -> [u8; 8] {
+        (u64::from(immediate) << 63 | id << self.cfg.addr_bits | (value & self.mask)).to_be_bytes()
+    }
+}
+
+impl Format for Spead {
+    fn name(&self) -> String {
+        format!("spead-64-{}/{}", self.cfg.addr_bits, self.cfg.payload)
+    }
+
+    fn packet_len(&self) -> usize {
+        8 + 8 * ITEMS + self.cfg.payload
+    }
+
+    fn spec(&self) -> String {
+        let c = &self.cfg;
+        format!(
+            "spead,heap={},payload={},first={},step={},addr={},fill={}",
+            c.heap, c.payload, c.first, c.step, c.addr_bits, c.fill
+        )
+    }
+
+    fn emit(&self, stream: u32, seq: u64, buf: &mut [u8]) {
+        if buf.len() < self.packet_len() {
+            return; // a caller bug; never panic on the send path
+        }
+        let (idx, pkt) = (seq / self.per_heap, seq % self.per_heap);
+        let cnt = self.cfg.first.wrapping_add(idx.wrapping_mul(self.cfg.step)) & self.mask;
+        let off = pkt * self.cfg.payload as u64;
+        let a = (self.cfg.addr_bits / 8) as u8;
+        buf[..8].copy_from_slice(&[MAGIC, VERSION, 8 - a, a, 0, 0, 0, ITEMS as u8]);
+        let items = [
+            self.pointer(true, HEAP_CNT, cnt),
+            self.pointer(true, HEAP_SIZE, self.cfg.heap),
+            self.pointer(true, HEAP_OFFSET, off),
+            self.pointer(true, PAYLOAD_LENGTH, self.cfg.payload as u64),
+            self.pointer(true, 0x1600, idx.wrapping_mul(self.cfg.heap)),
+            self.pointer(true, 0x4101, u64::from(stream)),
+            self.pointer(false, 0x4300, 0),
+        ];
+        for (c, item) in buf[8..8 + 8 * ITEMS].chunks_exact_mut(8).zip(items) {
+            c.copy_from_slice(&item);
+        }
+        let pos = idx.wrapping_mul(self.cfg.heap).wrapping_add(off);
+        let at = At { stream: 0, seq, offset: pos, offset_in_second: pos };
+        self.cfg.fill.emit(&mut buf[8 + 8 * ITEMS..self.packet_len()], &at);
+    }
+
+    fn check(&self, buf: &[u8]) -> Result<PacketInfo, Invalid> {
+        if buf.len() < 8 {
+            return Err(Invalid::Length);
+        }
+        let a = (self.cfg.addr_bits / 8) as u8;
+        if buf[0] != MAGIC || buf[1] != VERSION || buf[2] != 8 - a || buf[3] != a {
+            return Err(Invalid::Header);
+        }
+        let n = usize::from(u16::from_be_bytes([buf[6], buf[7]]));
+        if n == 0 {
+            return Err(Invalid::Header);
+        }
+        let hdr = 8 + 8 * n;
+        if buf.len() < hdr {
+            return Err(Invalid::Length);
+        }
+        let id_mask = (1u64 << (63 - self.cfg.addr_bits)) - 1;
+        let (mut cnt, mut size, mut off, mut plen) = (None, None, None, None);
+        let mut no_data = false;
+        let mut max_addr = 0u64;
+        for c in buf[8..hdr].chunks_exact(8) {
+            let p = u64::from_be_bytes(c.try_into().map_err(|_| Invalid::Length)?);
+            let immediate = p >> 63 != 0;
+            let id = (p >> self.cfg.addr_bits) & id_mask;
+            let value = p & self.mask;
+            let slot = match id {
+                HEAP_CNT => &mut cnt,
+                HEAP_SIZE => &mut size,
+                HEAP_OFFSET => &mut off,
+                PAYLOAD_LENGTH => &mut plen,
+                ITEM_DESCRIPTOR | STREAM_CONTROL => {
+                    no_data = true;
+                    continue;
+                }
+                _ => {
+                    if !immediate {
+                        max_addr = max_addr.max(value);
+                    }
+                    continue;
+                }
+            };
+            if !immediate || slot.is_some_and(|v| v != value) {
+                return Err(Invalid::Header);
+            }
+            *slot = Some(value);
+        }
+        let (Some(cnt), Some(off), Some(plen)) = (cnt, off, plen) else {
+            return Err(Invalid::Header);
+        };
+        if plen != (buf.len() - hdr) as u64 {
+            return Err(Invalid::Length);
+        }
+        let heap = size.unwrap_or(self.cfg.heap);
+        if off.checked_add(plen).is_none_or(|end| end > heap) || max_addr > heap {
+            return Err(Invalid::Header);
+        }
+        if no_data {
+            return Ok(PacketInfo { stream: UNSEQUENCED, seq: 0 });
+        }
+        let ppp = self.cfg.payload as u64;
+        let pkt = off.div_ceil(ppp);
+        let rel = cnt.wrapping_sub(self.cfg.first) & self.mask;
+        if heap != self.cfg.heap || plen > ppp || pkt >= self.per_heap || rel % self.cfg.step != 0 {
+            return Err(Invalid::Header);
+        }
+        let idx = rel / self.cfg.step;
+        let seq = idx.wrapping_mul(self.per_heap).wrapping_add(pkt);
+        if self.cfg.fill != Fill::Any {
+            let pos = idx.wrapping_mul(self.cfg.heap).wrapping_add(off);
+            if !self.cfg.fill.check(&buf[hdr..], &At { stream: 0, seq, offset: pos, offset_in_second: pos }) {
+                return Err(Invalid::Payload);
+            }
+        }
+        Ok(PacketInfo { stream: 0, seq })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn small() -> SpeadConfig {
+        SpeadConfig { heap: 4096, payload: 1024, ..SpeadConfig::default() }
+    }
+
+    /// A packet the way an independent sender may lay it out.
+    fn packet(addr_bits: u32, items: &[(bool, u64, u64)], payload: &[u8]) -> Vec<u8> {
+        let a = (addr_bits / 8) as u8;
+        let mut b = vec![MAGIC, VERSION, 8 - a, a, 0, 0];
+        b.extend_from_slice(&(items.len() as u16).to_be_bytes());
+        for &(imm, id, v) in items {
+            b.extend_from_slice(&(u64::from(imm) << 63 | id << addr_bits | v).to_be_bytes());
+        }
+        b.extend_from_slice(payload);
+        b
+    }
+
+    #[test]
+    fn layout_is_spead_64_48() {
+        let s = Spead::new(small()).unwrap();
+        let mut b = vec![0u8; s.packet_len()];
+        s.emit(0, 4 * 10 + 2, &mut b); // heap 10 (counter 11), third packet
+        assert_eq!(&b[..8], &[0x53, 0x04, 0x02, 0x06, 0, 0, 0, 7]);
+        assert_eq!(&b[8..16], &[0x80, 0x01, 0, 0, 0, 0, 0, 11], "heap counter 11, immediate");
+        assert_eq!(&b[16..24], &[0x80, 0x02, 0, 0, 0, 0, 0x10, 0x00], "heap size 4096");
+        assert_eq!(&b[24..32], &[0x80, 0x03, 0, 0, 0, 0, 0x08, 0x00], "heap offset 2048");
+        assert_eq!(&b[32..40], &[0x80, 0x04, 0, 0, 0, 0, 0x04, 0x00], "payload length 1024");
+        assert_eq!(&b[56..64], &[0x43, 0x00, 0, 0, 0, 0, 0, 0], "data item at address 0");
+        assert_eq!(b.len(), 8 + 56 + 1024);
+        assert_eq!(s.check(&b), Ok(PacketInfo { stream: 0, seq: 42 }));
+        let s40 = Spead::new(SpeadConfig { addr_bits: 40, ..small() }).unwrap();
+        s40.emit(0, 42, &mut b);
+        assert_eq!(&b[..4], &[0x53, 0x04, 0x03, 0x05]);
+        assert_eq!(s40.check(&b).unwrap().seq, 42);
+        assert_eq!(s.check(&b), Err(Invalid::Header), "flavours are not mixed up");
+    }
+
+    #[test]
+    fn round_trips_with_counter_steps_and_wrap() {
+        for fill in [Fill::Any, Fill::Zeros, Fill::Counter, Fill::Tvg, Fill::Random(1)] {
+            for (first, step) in [(1u64, 1u64), (0, 8), ((1 << 48) - 3, 1)] {
+                let s = Spead::new(SpeadConfig { fill, first, step, ..small() }).unwrap();
+                let mut b = vec![0u8; s.packet_len()];
+                for seq in [0u64, 1, 3, 4, 5, 4 * 5 + 3, 1 << 40] {
+                    s.emit(0, seq, &mut b);
+                    assert_eq!(s.check(&b), Ok(PacketInfo { stream: 0, seq }), "{} seq {seq}", s.spec());
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn spead2_style_heaps() {
+        // Heap counter 5, 4096-byte heap, first packet shortened by two extra item pointers,
+        // then full 1024-byte packets, as spead2 splits a heap.
+        let s = Spead::new(SpeadConfig { fill: Fill::Any, first: 1, ..small() }).unwrap();
+        let std = |off: u64, len: u64| vec![(true, 1, 5), (true, 2, 4096), (true, 3, off), (true, 4, len)];
+        let mut first = std(0, 1008);
+        first.push((false, 0x1000, 0));
+        first.push((true, 0x1001, 77));
+        assert_eq!(s.check(&packet(48, &first, &[0; 1008])), Ok(PacketInfo { stream: 0, seq: 16 }));
+        for (k, off) in [1008u64, 2032, 3056].into_iter().enumerate() {
+            let len = (4096 - off).min(1024);
+            let p = packet(48, &std(off, len), &vec![0; len as usize]);
+            assert_eq!(s.check(&p), Ok(PacketInfo { stream: 0, seq: 16 + 1 + k as u64 }));
+        }
+        // Stream control (start, stop) and descriptor heaps: valid, no data.
+        let stop = packet(48, &[(true, 1, 9), (true, 2, 0), (true, 3, 0), (true, 4, 0), (true, 6, 2)], &[]);
+        assert_eq!(s.check(&stop), Ok(PacketInfo { stream: UNSEQUENCED, seq: 0 }));
+        let desc = packet(48, &[(true, 1, 2), (true, 2, 64), (true, 3, 0), (true, 4, 64), (false, 5, 0)], &[0; 64]);
+        assert_eq!(s.check(&desc), Ok(PacketInfo { stream: UNSEQUENCED, seq: 0 }));
+        // A data heap of another size, or a counter off the step, is a header fault.
+        let odd = packet(48, &[(true, 1, 5), (true, 2, 2048), (true, 3, 0), (true, 4, 1024)], &[0; 1024]);
+        assert_eq!(s.check(&odd), Err(Invalid::Header));
+        let s8 = Spead::new(SpeadConfig { fill: Fill::Any, first: 0, step: 8, ..small() }).unwrap();
+        let off_step = packet(48, &std(0, 1024), &[0; 1024]);
+        assert_eq!(s8.check(&off_step), Err(Invalid::Header), "counter 5 with step 8");
+    }
+
+    #[test]
+    fn malformed_packets() {
+        let s = Spead::new(small()).unwrap();
+        let mut good = vec![0u8; s.packet_len()];
+        s.emit(0, 9, &mut good);
+        for n in 0..good.len() {
+            assert!(s.check(&good[..n]).is_err(), "truncated to {n}");
+        }
+        for n in 0..64 {
+            assert_eq!(s.check(&good[..n]), Err(Invalid::Length), "truncated header {n}");
+        }
+        let with = |i: usize, v: u8| {
+            let mut b = good.clone();
+            b[i] = v;
+            s.check(&b)
+        };
+        assert_eq!(with(0, 0x54), Err(Invalid::Header), "magic");
+        assert_eq!(with(1, 3), Err(Invalid::Header), "version");
+        assert_eq!(with(2, 3), Err(Invalid::Header), "widths");
+        assert_eq!(with(7, 0), Err(Invalid::Header), "no items");
+        assert_eq!(with(7, 0xFF), Err(Invalid::Length), "more items than bytes");
+        assert_eq!(with(6, 0xFF), Err(Invalid::Length), "absurd item count");
+        assert_eq!(with(38, 0xFF), Err(Invalid::Length), "payload length vs datagram");
+        assert_eq!(with(30, 0x10), Err(Invalid::Header), "offset beyond the heap");
+        assert_eq!(with(8, 0x00), Err(Invalid::Header), "heap counter not immediate");
+        assert_eq!(with(9, 0x07), Err(Invalid::Header), "heap counter missing");
+        assert_eq!(with(200, good[200] ^ 1), Err(Invalid::Payload), "payload");
+        assert_eq!(s.check(&vec![0xFF; good.len()]), Err(Invalid::Header));
+        let mut longer = good.clone();
+        longer.push(0);
+        assert_eq!(s.check(&longer), Err(Invalid::Length));
+    }
+
+    #[test]
+    fn settings_refused() {
+        assert!(Spead::new(SpeadConfig { heap: 5000, ..small() }).unwrap_err().contains("multiple"));
+        assert!(Spead::new(SpeadConfig { addr_bits: 32, ..small() }).is_err());
+        assert!(Spead::new(SpeadConfig { step: 0, ..small() }).is_err());
+        assert!(Spead::new(SpeadConfig { payload: 70000, heap: 70000, ..small() }).is_err());
+    }
+}
