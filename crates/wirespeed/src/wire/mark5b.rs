@@ -448,7 +448,8 @@ mod tests {
             let w2 = u32::from_le_bytes(h[8..12].try_into().unwrap());
             assert_eq!(w2, 0, "MJD%1000 = 000, second 0");
             // Frames before the start count backwards (modulo 2^64); PSN modes carry the PSN.
-            if !m.cfg.psn && !(m.cfg.halves && m.cfg.fill != Fill::Counter) {
+            let numbered = !m.cfg.halves || m.cfg.fill == Fill::Counter;
+            if !m.cfg.psn && numbered {
                 m.emit(0, (-(per as i64)) as u64, &mut b);
                 assert_eq!(m.check(&b).unwrap().seq, (-(per as i64)) as u64, "{}", m.spec());
             }

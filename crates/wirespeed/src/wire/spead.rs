@@ -220,7 +220,7 @@ impl Format for Spead {
             return Err(Invalid::Length);
         }
         let heap = size.unwrap_or(self.cfg.heap);
-        if off.checked_add(plen).is_none_or(|end| end > heap) || max_addr > heap {
+        if off.checked_add(plen).map_or(true, |end| end > heap) || max_addr > heap {
             return Err(Invalid::Header);
         }
         if no_data {

@@ -61,7 +61,7 @@ pub fn fps_for_rate(frame_len: usize, header: usize, rate_bps: u64) -> Result<u3
     u32::try_from(rate_bps / payload_bits).map_err(|_| "frame rate too high".to_string())
 }
 
-/// Settings of a VDIF stream. `Default` is a 512 Mb/s, 2-bit, 4-channel, one-thread stream of
+/// Settings of a VDIF stream. `Default` is a 2048 Mb/s, 2-bit, 4-channel, one-thread stream of
 /// 8032-byte frames with a counter payload.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct VdifConfig {
@@ -97,7 +97,7 @@ impl Default for VdifConfig {
             bits: 2,
             log2_chans: 2,
             complex: false,
-            fps: 8000,
+            fps: 32_000,
             epoch: None,
             start: None,
             fill: Fill::Counter,
