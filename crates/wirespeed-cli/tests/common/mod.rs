@@ -29,6 +29,11 @@ pub struct Receiver {
 /// Start `wirespeed recv 127.0.0.1:0 ARGS...` (or with a prefix command such as
 /// `ip netns exec NS`) and wait until it says which port it bound.
 pub fn spawn_recv_with(prefix: &[&str], listen: &str, args: &[&str]) -> Receiver {
+    spawn_cmd_with(prefix, "recv", listen, args)
+}
+
+/// Start `wirespeed SUB LISTEN ARGS...` (recv or record) and wait for its port.
+pub fn spawn_cmd_with(prefix: &[&str], sub: &str, listen: &str, args: &[&str]) -> Receiver {
     let mut cmd = if prefix.is_empty() {
         Command::new(bin())
     } else {
@@ -37,7 +42,7 @@ pub fn spawn_recv_with(prefix: &[&str], listen: &str, args: &[&str]) -> Receiver
         c
     };
     let mut child = cmd
-        .arg("recv")
+        .arg(sub)
         .arg(listen)
         .args(args)
         .stdout(Stdio::piped())

@@ -112,10 +112,11 @@ pub fn collect(paths: &[PathBuf]) -> Result<Vec<PathBuf>> {
 
 fn sidecar_of(path: &Path) -> Option<(PathBuf, Result<Sidecar>)> {
     let name = path.file_name()?.to_str()?;
-    if name.ends_with(PART_SUFFIX) {
-        return None;
-    }
-    let sp = path.with_file_name(format!("{name}.json"));
+    // A file still being written (or left by a killed recorder) has a provisional sidecar.
+    let sp = match name.strip_suffix(PART_SUFFIX) {
+        Some(base) => path.with_file_name(format!(".{base}.json{PART_SUFFIX}")),
+        None => path.with_file_name(format!("{name}.json")),
+    };
     if !sp.exists() {
         return None;
     }
@@ -165,7 +166,7 @@ fn layout_for(
         return from_side(s);
     }
     Err(Error::Usage(format!(
-        "cannot tell what {} holds: it has no sidecar; give --format (e.g. --format counter --size 8800)",
+        "cannot tell what {} holds: it has no sidecar; give --format (e.g. --format counter,size=8800)",
         path.display()
     )))
 }
@@ -250,7 +251,7 @@ pub fn verify(files: &[PathBuf], opts: &VerifyOptions) -> Result<VerifyReport> {
         }
         let (streams, total) = ledger.finish();
         let name = path.display().to_string();
-        let complete = side.as_ref().is_some_and(|s| s.complete);
+        let complete = side.as_ref().is_some_and(|s| s.complete) && !path.to_string_lossy().ends_with(PART_SUFFIX);
         let mut v = FileVerdict {
             path: name,
             sidecar: side_path.map(|p| p.display().to_string()),
@@ -275,12 +276,13 @@ pub fn verify(files: &[PathBuf], opts: &VerifyOptions) -> Result<VerifyReport> {
                 v.trailing_bytes
             ));
         }
+        let part = path.to_string_lossy().ends_with(PART_SUFFIX);
         match &side {
-            Some(s) => compare(&mut v, s),
-            None if path.to_string_lossy().ends_with(PART_SUFFIX) => v.problems.push(
+            Some(s) if !part => compare(&mut v, s),
+            _ if part => v.problems.push(
                 "incomplete: the recorder never finished this file (killed?); it is readable up to its last whole record, the ledger above says what it holds".into(),
             ),
-            None => {}
+            _ => {}
         }
         if v.total.invalid > 0 {
             v.problems.push(format!("{} records fail the format's checks", v.total.invalid));

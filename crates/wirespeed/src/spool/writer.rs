@@ -242,6 +242,9 @@ impl RingSink {
         let end = self.ring.position();
         let next = end.div_ceil(ALIGN) * ALIGN;
         let header = if self.file_format == FileFormat::Pcap { super::PCAP_GLOBAL_LEN as u64 } else { 0 };
+        if end - self.file_start <= header {
+            return true; // nothing in this file yet: keep it rather than leave an empty one
+        }
         if !self.ring.room(next - end + header) {
             return false; // try again at the next record
         }
@@ -478,6 +481,12 @@ impl Writer {
         let side_file = File::create(&side_part).ok();
         if let Some(f) = &side_file {
             let _ = sys::preallocate(f.as_raw_fd(), 0, SIDECAR_RESERVE);
+            // A provisional sidecar: if the recorder is killed, `verify` still knows how to read
+            // the .part file. Replaced by the real one when the file is finished.
+            let provisional = self.sidecar(&name, start, unix_ns, "recording (not finished)", false);
+            if let Ok(json) = serde_json::to_vec_pretty(&provisional) {
+                let _ = f.write_all_at(&json, 0);
+            }
         }
         let layout = self.cfg.layout.clone();
         Ok(OpenFile {
@@ -497,6 +506,34 @@ impl Writer {
             stalls: 0,
             max_write_ns: 0,
         })
+    }
+
+    fn sidecar(&self, name: &str, _start: u64, opened_ns: u64, ended_by: &str, complete: bool) -> Sidecar {
+        Sidecar {
+            schema: SIDECAR_SCHEMA.into(),
+            file: name.into(),
+            file_format: self.cfg.layout.file_format,
+            format: self.cfg.format_spec.clone(),
+            reader_format: self.cfg.layout.reader.spec(),
+            record_len: (self.cfg.layout.file_format == FileFormat::Raw).then_some(self.cfg.layout.record_len),
+            bytes: 0,
+            records: 0,
+            opened_utc: utc_iso(opened_ns),
+            closed_utc: String::new(),
+            ended_by: ended_by.into(),
+            complete,
+            streams: Vec::new(),
+            total: Default::default(),
+            invalid_by_reason: Default::default(),
+            unreadable: 0,
+            ring_full: 0,
+            not_written: 0,
+            kernel_socket_drops: None,
+            write_stalls: 0,
+            max_write_ms: 0.0,
+            direct_io: self.report.direct_io,
+            writer: format!("wirespeed {}", env!("CARGO_PKG_VERSION")),
+        }
     }
 
     /// Write `[f.start + f.written, upto)` from the ring; with `all`, also the unaligned tail.
@@ -552,31 +589,19 @@ impl Writer {
         let final_path = self.cfg.dir.join(&f.name);
         std::fs::rename(&f.part, &final_path)?;
         let (streams, total) = f.ledger.finish();
-        let sidecar = Sidecar {
-            schema: SIDECAR_SCHEMA.into(),
-            file: f.name.clone(),
-            file_format: self.cfg.layout.file_format,
-            format: self.cfg.format_spec.clone(),
-            reader_format: self.cfg.layout.reader.spec(),
-            record_len: (self.cfg.layout.file_format == FileFormat::Raw).then_some(self.cfg.layout.record_len),
-            bytes: keep,
-            records: f.ledger.records,
-            opened_utc: utc_iso(f.opened_ns),
-            closed_utc: utc_iso(end.unix_ns),
-            ended_by: ended_by.into(),
-            complete,
-            streams,
-            total,
-            invalid_by_reason: reasons(&f.ledger.invalid_kinds),
-            unreadable: f.ledger.unreadable,
-            ring_full: end.ring_full.saturating_sub(f.base.ring_full),
-            not_written: end.not_written.saturating_sub(f.base.not_written),
-            kernel_socket_drops: Some(end.socket_drops.saturating_sub(f.base.socket_drops)),
-            write_stalls: f.stalls,
-            max_write_ms: f.max_write_ns as f64 / 1e6,
-            direct_io: self.report.direct_io,
-            writer: format!("wirespeed {}", env!("CARGO_PKG_VERSION")),
-        };
+        let mut sidecar = self.sidecar(&f.name, f.start, f.opened_ns, ended_by, complete);
+        sidecar.bytes = keep;
+        sidecar.records = f.ledger.records;
+        sidecar.closed_utc = utc_iso(end.unix_ns);
+        sidecar.streams = streams;
+        sidecar.total = total;
+        sidecar.invalid_by_reason = reasons(&f.ledger.invalid_kinds);
+        sidecar.unreadable = f.ledger.unreadable;
+        sidecar.ring_full = end.ring_full.saturating_sub(f.base.ring_full);
+        sidecar.not_written = end.not_written.saturating_sub(f.base.not_written);
+        sidecar.kernel_socket_drops = Some(end.socket_drops.saturating_sub(f.base.socket_drops));
+        sidecar.write_stalls = f.stalls;
+        sidecar.max_write_ms = f.max_write_ns as f64 / 1e6;
         let json = serde_json::to_vec_pretty(&sidecar).map_err(io::Error::other)?;
         let side_path = self.cfg.dir.join(format!("{}.json", f.name));
         let side_file = match f.side_file.take() {
@@ -713,5 +738,44 @@ impl Writer {
 pub fn remove_if_empty(path: &Path) {
     if std::fs::metadata(path).map(|m| m.len() == 0).unwrap_or(false) {
         let _ = std::fs::remove_file(path);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wire::{ByteOrder, Counter, Format};
+
+    #[test]
+    fn sink_counts_ring_full_and_cuts_files_by_size() {
+        let fmt: Arc<dyn Format> = Arc::new(Counter::new(1024, ByteOrder::Be).unwrap());
+        let layout = ReadLayout::for_stream(&fmt, FileFormat::Raw).unwrap();
+        let (prod, mut cons) = sys::byte_ring(16384, false).unwrap();
+        let shared = Arc::new(Shared::default());
+        let rot = Rotation { max_bytes: Some(4096), period: None };
+        let mut sink = RingSink::new(prod, shared.clone(), &layout, 0, "127.0.0.1:9".parse().unwrap(), rot);
+        let mut buf = [0u8; 1024];
+        let ok = Ok(PacketInfo { stream: 0, seq: 0 });
+        let mut kept = 0;
+        for seq in 0..20u64 {
+            fmt.emit(0, seq, &mut buf);
+            if sink.accept(&buf, None, &ok, 0) {
+                kept += 1;
+            }
+        }
+        // 16 KiB hold 16 records; nothing is released, so the rest are refused and counted.
+        assert_eq!(kept, 16);
+        assert_eq!(sink.ring_full, 4);
+        // A datagram of the wrong length is not written to a raw file, and not ring-full.
+        assert!(sink.accept(&buf[..512], None, &ok, 0));
+        assert_eq!(sink.not_written, 1);
+        // Files of at most 4 KiB: a break after every 4 records, each next file aligned.
+        let b = shared.peek().expect("a file break");
+        assert_eq!((b.end, b.next_start, b.cut), (4096, 4096, Cut::Size as u8));
+        sink.end_batch(0, Some(7));
+        assert_eq!(cons.slice(0, usize::MAX).len(), 16384);
+        cons.release(4096);
+        fmt.emit(0, 99, &mut buf);
+        assert!(sink.accept(&buf, None, &ok, 0), "room again after the writer released a file");
     }
 }
