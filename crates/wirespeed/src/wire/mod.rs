@@ -9,6 +9,7 @@
 pub mod counter;
 pub mod crc;
 pub mod fill;
+pub mod fuzz;
 pub mod mark5b;
 pub mod seqfield;
 pub mod spead;

@@ -204,15 +204,30 @@ impl Vdif {
         let fps = i64::from(self.cfg.fps);
         let s = seq as i64;
         let (t, frame) = (s.div_euclid(fps), s.rem_euclid(fps) as u32);
-        let secs = (i64::from(self.start).wrapping_add(t) as u32) & 0x3FFF_FFFF;
+        let mut epoch = self.epoch;
+        let mut secs = i64::from(self.start).wrapping_add(t);
+        if !(0..1 << 30).contains(&secs) {
+            // Before the reference epoch (or past its 2^30 seconds): write the frame against the
+            // epoch that holds its instant, as a writer starting then would have.
+            let abs = (self.base as i64).wrapping_add(t);
+            if let Some(k) = (0u8..64).rev().find(|&k| epoch_start(k) as i64 <= abs) {
+                epoch = k;
+                secs = abs - epoch_start(k) as i64;
+            }
+        }
+        let secs = secs as u32 & 0x3FFF_FFFF;
         let thread = stream & 0x3FF;
-        let words = [secs, (u32::from(self.epoch) << 24) | frame, self.word2, self.word3 | (thread << 16), 0, 0, 0, 0];
+        let words = [secs, (u32::from(epoch) << 24) | frame, self.word2, self.word3 | (thread << 16), 0, 0, 0, 0];
         let Some((hdr, payload)) = buf.get_mut(..self.cfg.frame_len).map(|b| b.split_at_mut(32)) else {
             return; // a caller bug; never panic on the send path
         };
         for (c, w) in hdr.chunks_exact_mut(4).zip(words) {
             c.copy_from_slice(&w.to_le_bytes());
         }
+        // The number `check` will read back: `seq` itself unless the time does not fit the
+        // header (beyond 2^30 seconds of the last epoch); the fill follows what is readable.
+        let t = (epoch_start(epoch) + u64::from(secs)).wrapping_sub(self.base);
+        let seq = t.wrapping_mul(u64::from(self.cfg.fps)).wrapping_add(u64::from(frame));
         let p = payload.len() as u64;
         let at = At { stream: thread, seq, offset: seq.wrapping_mul(p), offset_in_second: u64::from(frame) * p };
         self.cfg.fill.emit(payload, &at);
@@ -401,6 +416,12 @@ mod tests {
                 }
             }
             // Frames before the start second are numbered backwards (modulo 2^64).
+            // Before the reference epoch began: written against the previous epoch.
+            let before = (-1001 * 1000i64) as u64;
+            v.emit(0, before, &mut b);
+            assert_eq!(words(&b)[1] >> 24, 39);
+            assert_eq!(u64::from(words(&b)[0]), epoch_start(40) - epoch_start(39) - 1);
+            assert_eq!(v.check(&b).unwrap().seq, before);
             v.emit(0, (-1i64) as u64, &mut b);
             assert_eq!(words(&b)[0], 999);
             assert_eq!(words(&b)[1] & 0xFFFFFF, 999);
