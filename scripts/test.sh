@@ -9,11 +9,13 @@ command -v ip >/dev/null 2>&1 || need+=(iproute2)
 command -v nft >/dev/null 2>&1 || need+=(nftables)
 command -v setpriv >/dev/null 2>&1 || need+=(util-linux)
 command -v cc >/dev/null 2>&1 || need+=(gcc)
+command -v tshark >/dev/null 2>&1 || need+=(tshark)
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ]; then
     echo "test.sh: installing ${need[*]}"
     apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null ||
+      echo "test.sh: could not install ${need[*]}; tests that need them say so" >&2
   else
     echo "test.sh: missing ${need[*]}; root-only tests will not run (sudo apt-get install ${need[*]})" >&2
   fi

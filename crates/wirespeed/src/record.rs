@@ -172,6 +172,10 @@ pub fn disk_test(dir: &Path, bytes: u64, chunk: usize, direct: bool) -> Result<D
             }
         }
         file.sync_data()?;
+        if off > doff && deciles.len() < 10 {
+            let now = sys::monotonic_ns();
+            deciles.push((off - doff) as f64 / ((now - dt0) as f64 / 1e9));
+        }
         let dt = (sys::monotonic_ns() - t0) as f64 / 1e9;
         Ok((off as f64 / dt, max_ns, deciles))
     })();
