@@ -93,7 +93,11 @@ impl Fill {
     pub fn check(&self, buf: &[u8], at: &At) -> bool {
         match *self {
             Fill::Any => true,
-            Fill::Zeros => buf.iter().fold(0u8, |a, &b| a | b) == 0,
+            Fill::Zeros => {
+                let mut words = buf.chunks_exact(8);
+                let acc = (&mut words).fold(0u64, |a, c| a | u64::from_ne_bytes(c.try_into().unwrap_or([1; 8])));
+                acc == 0 && words.remainder().iter().all(|&b| b == 0)
+            }
             Fill::Counter => {
                 if at.offset % 8 == 0 {
                     let whole = buf.len() / 8 * 8;
@@ -210,6 +214,8 @@ pub struct TvgTable {
     pub words: Box<[u32]>,
     /// Phase of each low half-word; `u16::MAX` for values the generator never produces.
     phase: Box<[u16]>,
+    /// The words as little-endian bytes, so that runs are copied and compared as memory.
+    bytes: Box<[u8]>,
 }
 
 /// The next generator word after `c` (formats.md section 3).
@@ -236,7 +242,8 @@ pub fn tvg_table() -> &'static TvgTable {
             phase[(w & 0xFFFF) as usize] = i as u16;
             w = tvg_next(w);
         }
-        TvgTable { words: words.into_boxed_slice(), phase: phase.into_boxed_slice() }
+        let bytes = words.iter().flat_map(|w| w.to_le_bytes()).collect::<Vec<u8>>().into_boxed_slice();
+        TvgTable { words: words.into_boxed_slice(), phase: phase.into_boxed_slice(), bytes }
     })
 }
 
@@ -261,40 +268,29 @@ impl TvgTable {
 
 fn tvg_emit(buf: &mut [u8], pos: u64) {
     let t = tvg_table();
-    if pos % 4 != 0 {
-        return emit_gen::<4>(buf, pos, |k| t.word(k).to_le_bytes());
+    let mut i = ((pos % (4 * TVG_PERIOD as u64)) as usize).min(t.bytes.len());
+    let mut rest = buf;
+    while !rest.is_empty() {
+        let n = (t.bytes.len() - i).min(rest.len());
+        rest[..n].copy_from_slice(&t.bytes[i..i + n]);
+        rest = &mut rest[n..];
+        i = 0;
     }
-    let mut i = ((pos / 4) % TVG_PERIOD as u64) as usize;
-    let mut chunks = buf.chunks_exact_mut(4);
-    for c in &mut chunks {
-        c.copy_from_slice(&t.words[i].to_le_bytes());
-        i += 1;
-        if i == TVG_PERIOD {
-            i = 0;
-        }
-    }
-    let tail = chunks.into_remainder();
-    let n = tail.len();
-    tail.copy_from_slice(&t.words[i].to_le_bytes()[..n]);
 }
 
 fn tvg_check(buf: &[u8], pos: u64) -> bool {
     let t = tvg_table();
-    if pos % 4 != 0 {
-        return check_gen::<4>(buf, pos, |k| t.word(k).to_le_bytes());
-    }
-    let mut i = ((pos / 4) % TVG_PERIOD as u64) as usize;
-    let mut diff = 0u32;
-    let mut chunks = buf.chunks_exact(4);
-    for c in &mut chunks {
-        diff |= u32::from_le_bytes([c[0], c[1], c[2], c[3]]) ^ t.words[i];
-        i += 1;
-        if i == TVG_PERIOD {
-            i = 0;
+    let mut i = ((pos % (4 * TVG_PERIOD as u64)) as usize).min(t.bytes.len());
+    let mut rest = buf;
+    while !rest.is_empty() {
+        let n = (t.bytes.len() - i).min(rest.len());
+        if rest[..n] != t.bytes[i..i + n] {
+            return false;
         }
+        rest = &rest[n..];
+        i = 0;
     }
-    let tail = chunks.remainder();
-    diff == 0 && *tail == t.words[i].to_le_bytes()[..tail.len()]
+    true
 }
 
 /// For a payload of TVG words at an unknown position (a Mark5B half frame without header): the
