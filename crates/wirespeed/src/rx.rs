@@ -13,7 +13,7 @@ use crate::kernel::{self, KernelCounters};
 use crate::ledger::{GapRange, LedgerConfig, LedgerCounts, Segment, SenderEnd, StreamLedger};
 use crate::sys;
 use crate::units;
-use crate::wire::{Format, Invalid, PacketInfo};
+use crate::wire::{Format, Invalid, PacketInfo, UNSEQUENCED};
 use serde::Serialize;
 use std::io;
 use std::net::{Ipv4Addr, SocketAddr, UdpSocket};
@@ -305,6 +305,7 @@ struct Capture<'a, S: Sink> {
     fmt: &'a dyn Format,
     sink: S,
     ring_full: u64,
+    unsequenced: u64,
     slots: Vec<Slot>,
     active: usize,
     last: usize,
@@ -357,6 +358,15 @@ impl<'a, S: Sink> Capture<'a, S> {
         self.last_ns = self.now;
         let checked = self.fmt.check(data);
         let stream = checked.map(|i| i.stream).unwrap_or(0);
+        if stream == UNSEQUENCED {
+            // Valid but without a place in any sequence (SPEAD control heaps, headerless Mark5B
+            // halves): kept, counted apart, kept out of every ledger.
+            self.unsequenced += 1;
+            if !self.sink.accept(data, src, &checked, self.now) {
+                self.ring_full += 1;
+            }
+            return;
+        }
         let Some(i) = self.slot(src, stream) else {
             self.untracked += 1;
             return;
@@ -518,6 +528,9 @@ pub struct RecvReport {
     pub truncated: u64,
     /// Datagrams received but dropped at a full recording ring (`record` only; among `lost`).
     pub ring_full: u64,
+    /// Valid datagrams that carry no sequence position (SPEAD stream control and descriptor
+    /// heaps, headerless Mark5B halves): in no ledger.
+    pub unsequenced: u64,
     /// Per-stream ledgers.
     pub streams: Vec<StreamReport>,
     /// The kernel's counters.
@@ -693,6 +706,7 @@ pub fn capture_with<S: Sink>(
                     fmt,
                     sink,
                     ring_full: 0,
+                    unsequenced: 0,
                     slots,
                     active: 0,
                     last: 0,
@@ -979,6 +993,7 @@ fn build_report<S: Sink>(
         untracked: cap.untracked,
         truncated,
         ring_full: cap.ring_full,
+        unsequenced: cap.unsequenced,
         streams,
         kernel,
         diagnosis: Vec::new(),
@@ -1128,6 +1143,13 @@ impl RecvReport {
                 s.source,
                 shown.join(", "),
                 if more > 0 { format!(" (+{more} more ranges; --json lists them)") } else { String::new() }
+            );
+        }
+        if self.unsequenced > 0 {
+            let _ = writeln!(
+                o,
+                "  unsequenced: {} valid datagrams with no sequence position (e.g. SPEAD stream-control heaps), in no ledger",
+                units::thousands(self.unsequenced)
             );
         }
         let k = &self.kernel;

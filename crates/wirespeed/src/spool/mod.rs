@@ -12,7 +12,7 @@ pub mod verify;
 pub mod writer;
 
 use crate::ledger::{GapRange, LedgerConfig, LedgerCounts, Segment, StreamLedger};
-use crate::wire::{Format, Invalid};
+use crate::wire::{Format, Invalid, UNSEQUENCED};
 use serde::{Deserialize, Serialize};
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::sync::Arc;
@@ -261,6 +261,8 @@ pub struct FileLedger {
     pub records: u64,
     /// Records too short to check, or not UDP (pcap).
     pub unreadable: u64,
+    /// Valid records without a sequence position (e.g. SPEAD control heaps).
+    pub unsequenced: u64,
     /// Records with each kind of invalid payload: length, header, payload.
     pub invalid_kinds: [u64; 3],
     /// Time stamp of the first and last record (pcap), ns since the Unix epoch.
@@ -278,6 +280,7 @@ impl FileLedger {
             last: 0,
             records: 0,
             unreadable: 0,
+            unsequenced: 0,
             invalid_kinds: [0; 3],
             time_ns: None,
         }
@@ -305,6 +308,7 @@ impl FileLedger {
     pub fn add(&mut self, src: Option<SocketAddr>, payload: &[u8]) {
         self.records += 1;
         match self.reader.check(payload) {
+            Ok(info) if info.stream == UNSEQUENCED => self.unsequenced += 1,
             Ok(info) => {
                 let i = self.slot(src, info.stream);
                 self.streams[i].2.record(info.seq);
