@@ -14,7 +14,7 @@ use wirespeed::rx::{self, Listener, RecvConfig, RecvReport};
 use wirespeed::testbed::{self, topology};
 use wirespeed::tx::{self, SendConfig, SendReport};
 use wirespeed::units::{self, Rate};
-use wirespeed::wire::{ByteOrder, Counter, Format};
+use wirespeed::wire::{spec, ByteOrder, Counter, Format};
 use wirespeed::{sys, Error};
 
 /// Exit code when --expect-zero-loss was given and packets were lost.
@@ -72,6 +72,8 @@ enum Cmd {
     Verify(record_cmd::VerifyArgs),
     /// Measure the sustained write rate of a disk with the recorder's own I/O pattern.
     DiskTest(record_cmd::DiskTestArgs),
+    /// List the payload formats, their spec keys, and the instrument presets.
+    Formats,
     /// Sender and receiver on loopback for a few seconds, then the ledger: a first look.
     Demo(DemoArgs),
     /// Divide this host into isolated partitions (namespaces + CPU sets + veth mesh), like mkpart.
@@ -93,13 +95,25 @@ enum Cmd {
 
 #[derive(Args, Clone)]
 struct FormatArgs {
-    /// Payload format. `counter`: each datagram is W consecutive 64-bit words of one running
-    /// counter (packet k carries k*W .. k*W+W-1), as CASPER FPGA test designs send.
-    #[arg(long, default_value = "counter", value_parser = ["counter"])]
+    /// Payload format: `counter` (CASPER: each datagram W consecutive 64-bit words of one running
+    /// counter), a preset (mark5b, mark5c, casper, vdif, vtp, spead, seq64), or a full spec such
+    /// as `vdif,frame=8032,threads=4,fps=32000` or `mark5b,fps=25600,halves=1,psn=1`.
+    /// `wirespeed formats` lists them all with their keys.
+    #[arg(long, default_value = "counter", value_name = "FORMAT|PRESET|SPEC")]
     format: String,
     /// Byte order of the counter words: be (FPGA default) or le.
     #[arg(long, default_value = "be", value_parser = ByteOrder::parse)]
     byte_order: ByteOrder,
+    /// Generic instrument header: the sequence number is the field at this byte offset (with
+    /// --seq-width and --seq-endian); the rest of the datagram is not checked.
+    #[arg(long, value_name = "BYTES")]
+    seq_offset: Option<usize>,
+    /// Width of the sequence field in bytes, 1..8.
+    #[arg(long, default_value_t = 8, value_name = "BYTES")]
+    seq_width: u8,
+    /// Byte order of the sequence field.
+    #[arg(long, default_value = "be", value_parser = ByteOrder::parse)]
+    seq_endian: ByteOrder,
 }
 
 #[derive(Args)]
@@ -107,12 +121,19 @@ struct SendArgs {
     /// Receiver address, HOST:PORT (a multicast group works too).
     target: String,
     /// UDP payload bytes per datagram (1..65507; the counter format needs a multiple of 8).
-    /// 8800 suits a 9000-byte MTU; use 1472 or less on a 1500-byte MTU to avoid IP fragments.
-    #[arg(long, default_value = "8800", value_parser = parse_size)]
-    size: u64,
+    /// Default 8800 (suits a 9000-byte MTU; use 1472 or less on a 1500-byte MTU to avoid IP
+    /// fragments); formats with their own frame size (vdif, mark5b, ...) set it themselves.
+    #[arg(long, value_parser = parse_size)]
+    size: Option<u64>,
     /// Total rate over all streams: payload bits/s (942M, 9.5G), datagrams/s (500kpps) or max.
-    #[arg(long, default_value = "1G", value_parser = Rate::parse)]
-    rate: Rate,
+    /// Default 1G, or the preset's rate.
+    #[arg(long, value_parser = Rate::parse)]
+    rate: Option<Rate>,
+    /// Replay an instrument: a preset sets --format, the datagram size and the default rate
+    /// (e.g. `--preset mark5b` is Mark5B at 2048 Mb/s in whole 10016-byte frames, as seed 002;
+    /// `--preset casper --size 8192 --rate 500kpps` is seed 004's FPGA). See `wirespeed formats`.
+    #[arg(long, conflicts_with = "format")]
+    preset: Option<String>,
     /// How long to send (5, 2.5s, 250ms, 2m). Default 10 s unless --count is given.
     #[arg(long, value_parser = units::parse_duration)]
     duration: Option<Duration>,
@@ -135,9 +156,10 @@ struct SendArgs {
     /// Leave out the sequence numbers A..B (inclusive); may be repeated.
     #[arg(long, value_name = "A..B", value_parser = parse_range)]
     skip: Vec<(u64, u64)>,
-    /// First sequence number of every stream.
-    #[arg(long, default_value_t = 0)]
-    start_seq: u64,
+    /// First sequence number of every stream. Default 0, or for time-stamped formats (VDIF,
+    /// Mark5B) the frame of the current time, so the frames carry the real time.
+    #[arg(long)]
+    start_seq: Option<u64>,
     /// Pin sender threads to these CPUs, round-robin (e.g. 1 or 0,1).
     #[arg(long, value_delimiter = ',')]
     cpu: Vec<usize>,
@@ -260,6 +282,51 @@ fn parse_range(s: &str) -> Result<(u64, u64), String> {
     Ok((a, b))
 }
 
+/// The format named by --format/--preset and the seq-field options, with the size the user gave
+/// (`None`: the format's own, or for the counter receiver, any multiple of 8; `send` passes its
+/// default). Returns the preset too, for its default rate.
+fn resolve_format(
+    f: &FormatArgs,
+    preset: Option<&str>,
+    size: Option<u64>,
+) -> Result<(Arc<dyn Format>, Option<&'static spec::Preset>), Error> {
+    if let Some(off) = f.seq_offset {
+        let mut s = format!("seqfield,offset={off},width={},order={}", f.seq_width, f.seq_endian);
+        if let Some(n) = size {
+            s.push_str(&format!(",size={n}"));
+        }
+        return Ok((spec::parse(&s).map_err(Error::Usage)?, None));
+    }
+    let name = preset.unwrap_or(&f.format);
+    let found = spec::presets().iter().find(|p| p.name == name);
+    if preset.is_some() && found.is_none() {
+        let names: Vec<&str> = spec::presets().iter().map(|p| p.name).collect();
+        return Err(Error::Usage(format!("unknown preset '{name}': use one of {}", names.join(", "))));
+    }
+    if name == "counter" {
+        return match size {
+            Some(n) => Ok((counter_format(n, f)?, None)),
+            None => Ok((Arc::new(Counter::any_len(f.byte_order)), None)),
+        };
+    }
+    let fmt = match found {
+        Some(p) if p.spec.starts_with("counter") && size.is_some() => {
+            (counter_format(size.unwrap_or(p.size as u64), f)?, Some(p))
+        }
+        Some(p) => (spec::parse(p.spec).map_err(Error::Usage)?, Some(p)),
+        None => (spec::parse(name).map_err(|e| Error::Usage(format!("--format: {e}")))?, None),
+    };
+    if let (Some(n), Some(len)) = (size, fmt.0.fixed_len()) {
+        if n as usize != len {
+            return Err(Error::Usage(format!(
+                "--size {n} does not match {}, whose datagrams are {len} bytes: leave --size out",
+                fmt.0.name()
+            )));
+        }
+    }
+    Ok(fmt)
+}
+
 fn counter_format(size: u64, f: &FormatArgs) -> Result<Arc<dyn Format>, Error> {
     if size == 0 || size > units::MAX_UDP_PAYLOAD as u64 {
         return Err(Error::Usage(format!(
@@ -274,7 +341,7 @@ fn send_config(a: &SendArgs) -> Result<SendConfig, Error> {
     let dest = resolve(&a.target)?;
     let mut c = SendConfig::new(dest);
     c.bind = a.bind;
-    c.rate = a.rate;
+    c.rate = a.rate.unwrap_or(Rate::Bits(1e9));
     c.count = a.count;
     c.duration = match (a.duration, a.count) {
         (None, None) => Some(Duration::from_secs(10)),
@@ -285,7 +352,7 @@ fn send_config(a: &SendArgs) -> Result<SendConfig, Error> {
     c.burst = a.burst;
     c.skip_every = a.skip_every;
     c.skip_ranges = a.skip.clone();
-    c.start_seq = a.start_seq;
+    c.start_seq = a.start_seq.unwrap_or(0);
     c.cpus = a.cpu.clone();
     if a.catch_up_factor.is_nan() || a.catch_up_factor < 1.0 {
         return Err(Error::Usage("--catch-up-factor must be at least 1 (1 = never faster than the rate)".into()));
@@ -303,8 +370,27 @@ fn print_json<T: serde::Serialize>(v: &T) -> Result<(), Error> {
 }
 
 fn cmd_send(a: SendArgs) -> Result<u8, Error> {
-    let fmt = counter_format(a.size, &a.fmt)?;
-    let cfg = send_config(&a)?;
+    let size = match (a.size, a.preset.as_deref(), a.fmt.format.as_str(), a.fmt.seq_offset) {
+        (Some(n), ..) => Some(n),
+        (None, None, "counter", _) | (None, _, _, Some(_)) => Some(8800),
+        _ => None,
+    };
+    let (fmt, preset) = resolve_format(&a.fmt, a.preset.as_deref(), size)?;
+    if fmt.fixed_len().is_none() {
+        return Err(Error::Usage(format!("{} needs a datagram size to send: give --size", fmt.name())));
+    }
+    let mut cfg = send_config(&a)?;
+    if a.start_seq.is_none() {
+        // Start one second ahead: the sender's set-up then never puts its first frame in the past.
+        if let Some(seq) = fmt.seq_at(sys::realtime_ns() + 1_000_000_000) {
+            cfg.start_seq = seq;
+        }
+    }
+    if a.rate.is_none() {
+        if let Some(p) = preset {
+            cfg.rate = Rate::parse(p.rate).map_err(Error::Usage)?;
+        }
+    }
     let stop = sys::install_stop_handler();
     let report = tx::run(&cfg, fmt, stop)?;
     if a.json {
@@ -346,10 +432,7 @@ fn recv_config(a: &RecvArgs) -> Result<RecvConfig, Error> {
 }
 
 fn recv_format(a: &RecvArgs) -> Result<Arc<dyn Format>, Error> {
-    match a.size {
-        Some(s) => counter_format(s, &a.fmt),
-        None => Ok(Arc::new(Counter::any_len(a.fmt.byte_order))),
-    }
+    resolve_format(&a.fmt, None, a.size).map(|(f, _)| f)
 }
 
 fn loss_verdict(r: &RecvReport, expect_zero: bool) -> u8 {
@@ -523,7 +606,14 @@ fn cmd_demo(a: DemoArgs) -> Result<u8, Error> {
     if !a.loopback && testbed::require_net_admin("demo").is_ok() {
         return demo_in_partitions(&a);
     }
-    let fmt = counter_format(a.size, &FormatArgs { format: "counter".into(), byte_order: ByteOrder::Be })?;
+    let fa = FormatArgs {
+        format: "counter".into(),
+        byte_order: ByteOrder::Be,
+        seq_offset: None,
+        seq_width: 8,
+        seq_endian: ByteOrder::Be,
+    };
+    let fmt = counter_format(a.size, &fa)?;
     let mut rcfg = RecvConfig::new("127.0.0.1:0".parse().expect("static address"));
     rcfg.once = true;
     rcfg.duration = Some(a.duration + Duration::from_secs(5));
@@ -558,6 +648,20 @@ fn cmd_demo(a: DemoArgs) -> Result<u8, Error> {
     Ok(0)
 }
 
+fn cmd_formats() -> Result<u8, Error> {
+    println!("Formats (--format NAME or a spec NAME,KEY=VALUE,...):");
+    for (name, line) in spec::formats_help() {
+        println!("  {name:<9} {line}");
+    }
+    println!("\nPresets (send --preset NAME; --format NAME on recv, record and verify):");
+    for p in spec::presets() {
+        println!("  {:<8} {:>6} B at {:<9} {}", p.name, p.size, p.rate, p.description);
+        println!("  {:<8} spec: {}", "", p.spec);
+    }
+    println!("\nGeneric instrument header: --seq-offset BYTES --seq-width 1..8 --seq-endian be|le (with --size).");
+    Ok(0)
+}
+
 fn main() -> ExitCode {
     let matches = Cli::command().get_matches();
     let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
@@ -573,6 +677,7 @@ fn main() -> ExitCode {
         Cmd::Record(a) => record_cmd::cmd_record(a),
         Cmd::Verify(a) => record_cmd::cmd_verify(a),
         Cmd::DiskTest(a) => record_cmd::cmd_disk_test(a),
+        Cmd::Formats => cmd_formats(),
         Cmd::Demo(a) => cmd_demo(a),
         Cmd::Partition(a) => cmd_partition(a),
     };

@@ -279,8 +279,8 @@ fn kill_9_leaves_a_readable_part_file_and_verify_says_so() {
     // Every whole record in it is intact and continuous.
     assert_eq!(u(&f["total"], "invalid"), 0);
     assert_eq!(u(&f["total"], "lost"), 0);
-    assert_eq!(u(&f, "records"), len / 1024);
-    assert_eq!(u(&f, "trailing_bytes"), len % 1024);
+    assert_eq!(u(f, "records"), len / 1024);
+    assert_eq!(u(f, "trailing_bytes"), len % 1024);
 }
 
 #[test]
@@ -412,7 +412,7 @@ fn full_disk_stops_cleanly_and_keeps_files_valid() {
     let fl = v["files"].as_array().unwrap();
     assert!(fl.len() >= 2, "{v}");
     for f in fl {
-        assert_eq!(u(&f, "trailing_bytes"), 0, "every file ends on a whole record: {f}");
+        assert_eq!(u(f, "trailing_bytes"), 0, "every file ends on a whole record: {f}");
         assert_eq!(u(&f["total"], "invalid"), 0);
         assert!(f["sidecar"].is_string(), "every file has its sidecar: {f}");
         let problems = f["problems"].as_array().unwrap();

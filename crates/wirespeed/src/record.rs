@@ -305,7 +305,7 @@ pub fn run(
     let capacity = prod.capacity();
     let shared = Arc::new(Shared::default());
     let local = listener.local_addr().unwrap_or(rcfg.listen);
-    let sink = RingSink::new(prod, shared.clone(), &layout, fmt.raw_strip(), local, cfg.rotation);
+    let sink = RingSink::new(prod, shared.clone(), &layout, &fmt, local, cfg.rotation);
     let ext = match cfg.file_format {
         FileFormat::Pcap => "pcap".to_string(),
         FileFormat::Raw => fmt.file_extension().to_string(),

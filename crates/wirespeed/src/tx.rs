@@ -306,6 +306,8 @@ struct StreamCtx<'a> {
 }
 
 fn run_stream(ctx: &StreamCtx<'_>, index: u32, sock: UdpSocket) -> Result<StreamSent> {
+    // The format's own stream id for this sender stream (a VDIF thread).
+    let fstream = index % ctx.fmt.stream_count().max(1);
     let cfg = ctx.cfg;
     let plan = ctx.plan;
     if !cfg.cpus.is_empty() {
@@ -361,7 +363,7 @@ fn run_stream(ctx: &StreamCtx<'_>, index: u32, sock: UdpSocket) -> Result<Stream
                 continue;
             }
             let off = in_msg * plan.pkt_len;
-            ctx.fmt.emit(0, seq, &mut batch.buf_mut(msg)[off..off + plan.pkt_len]);
+            ctx.fmt.emit(fstream, seq, &mut batch.buf_mut(msg)[off..off + plan.pkt_len]);
             in_msg += 1;
             batch_sent += 1;
             if in_msg == plan.segs {
@@ -406,7 +408,7 @@ fn run_stream(ctx: &StreamCtx<'_>, index: u32, sock: UdpSocket) -> Result<Stream
         session: ctx.session,
         stream_index: index,
         stream_count: cfg.streams as u32,
-        format_stream: 0,
+        format_stream: fstream,
         first_seq: cfg.start_seq,
         last_seq: cfg.start_seq.wrapping_add(idx).wrapping_sub(1),
         sent,

@@ -223,8 +223,16 @@ impl ReadLayout {
                         fmt.name()
                     ));
                 }
-                let reader = fmt.raw_reader().unwrap_or_else(|| fmt.clone());
-                Ok(ReadLayout { file_format, reader, record_len: len - strip })
+                // A reader of its own (VTP -> VDIF, Mark5B halves -> whole frames) says how long a
+                // record of the file is; datagrams then fill records in order.
+                let (reader, record_len) = match fmt.raw_reader() {
+                    Some(r) => {
+                        let n = r.fixed_len().unwrap_or(len - strip);
+                        (r, n)
+                    }
+                    None => (fmt.clone(), len - strip),
+                };
+                Ok(ReadLayout { file_format, reader, record_len })
             }
         }
     }

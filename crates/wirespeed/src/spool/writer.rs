@@ -33,6 +33,20 @@ use std::time::Duration;
 const ALIGN: u64 = RING_ALIGN as u64;
 const BREAKS: usize = 256;
 
+/// Mark5 fill pattern words (0x11223344, little-endian), written where part of a frame is missing.
+static FILL_PATTERN: [u8; 4096] = {
+    let mut b = [0u8; 4096];
+    let mut i = 0;
+    while i < 4096 {
+        b[i] = 0x44;
+        b[i + 1] = 0x33;
+        b[i + 2] = 0x22;
+        b[i + 3] = 0x11;
+        i += 4;
+    }
+    b
+};
+
 /// Why a file ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(u8)]
@@ -174,6 +188,11 @@ pub struct RingSink {
     shared: Arc<Shared>,
     file_format: FileFormat,
     fixed_len: usize,
+    record_len: u64,
+    /// Datagrams per file record (2 for Mark5B halves), and which part comes next.
+    parts: u64,
+    next_part: u64,
+    part_of: Option<Arc<dyn crate::wire::Format>>,
     strip: usize,
     dst: SocketAddrV4,
     rt_offset: u64,
@@ -188,12 +207,13 @@ pub struct RingSink {
 }
 
 impl RingSink {
-    /// A sink writing `layout` records for datagrams sent to `dst` (pcap headers name it).
+    /// A sink writing `layout` records of datagrams of the stream format `fmt` (raw files: its
+    /// fixed length less its transport prefix), sent to `dst` (pcap headers name it).
     pub fn new(
         ring: RingProducer,
         shared: Arc<Shared>,
         layout: &ReadLayout,
-        strip: usize,
+        fmt: &Arc<dyn crate::wire::Format>,
         dst: SocketAddr,
         rotation: Rotation,
     ) -> Self {
@@ -207,8 +227,12 @@ impl RingSink {
             ring,
             shared,
             file_format: layout.file_format,
-            fixed_len: layout.record_len + strip,
-            strip,
+            fixed_len: 0,
+            record_len: layout.record_len as u64,
+            parts: 1,
+            next_part: 0,
+            part_of: None,
+            strip: 0,
             dst,
             rt_offset: unix.wrapping_sub(mono),
             rotation,
@@ -220,6 +244,14 @@ impl RingSink {
             high_water: 0,
             now: mono,
         };
+        let (datagram_len, strip) = (fmt.fixed_len().unwrap_or(0), fmt.raw_strip());
+        s.fixed_len = datagram_len;
+        s.strip = strip;
+        let piece = datagram_len.saturating_sub(strip).max(1) as u64;
+        if layout.file_format == FileFormat::Raw && s.record_len > piece && s.record_len % piece == 0 {
+            s.parts = s.record_len / piece;
+            s.part_of = Some(fmt.clone());
+        }
         s.next_time_cut = s.next_cut_after(unix);
         if s.file_format == FileFormat::Pcap {
             let written = s.ring.write(&[&pcap_global_header()]);
@@ -245,6 +277,9 @@ impl RingSink {
         if end - self.file_start <= header {
             return true; // nothing in this file yet: keep it rather than leave an empty one
         }
+        if self.file_format == FileFormat::Raw && (end - self.file_start) % self.record_len != 0 {
+            return false; // inside a record made of several datagrams: cut after it
+        }
         if !self.ring.room(next - end + header) {
             return false; // try again at the next record
         }
@@ -265,6 +300,48 @@ impl RingSink {
             self.ring.write(&[&pcap_global_header()]);
         }
         self.file_start = next;
+        true
+    }
+
+    /// A datagram that is one part of a file record (a Mark5B half): keep records whole when a
+    /// part is lost, so that the file stays frame-aligned for VLBI software. A record whose
+    /// later parts are missing is completed with the Mark5 fill pattern (0x11223344 words,
+    /// which readers recognise as no data); a part whose record's first part is missing is
+    /// left out (counted as not written).
+    fn accept_part(&mut self, datagram: &[u8], rec: &[u8]) -> bool {
+        let part = match self.part_of.as_ref().and_then(|f| f.raw_part(datagram)) {
+            Some(p) => p.min(self.parts - 1),
+            None => self.next_part, // the format cannot tell: keep it where it would go
+        };
+        if part != self.next_part {
+            if part > self.next_part && self.next_part == 0 {
+                self.not_written += 1; // the record's head is missing: no use without it
+                return true;
+            }
+            // Complete the open record with fill, then place this part.
+            let missing = (self.parts - self.next_part) as usize * rec.len();
+            if !self.ring.room((missing + rec.len()) as u64) {
+                return false;
+            }
+            let mut left = missing;
+            while left > 0 {
+                let n = left.min(FILL_PATTERN.len());
+                self.ring.write(&[&FILL_PATTERN[..n]]);
+                left -= n;
+            }
+            self.next_part = 0;
+            if part != 0 {
+                self.not_written += 1;
+                return true;
+            }
+        }
+        if part == 0 {
+            self.size_cut(self.record_len as usize);
+        }
+        if !self.ring.write(&[rec]) {
+            return false;
+        }
+        self.next_part = (part + 1) % self.parts;
         true
     }
 
@@ -298,6 +375,9 @@ impl Sink for RingSink {
                     return true;
                 }
                 let rec = &data[self.strip..];
+                if self.parts > 1 {
+                    return self.accept_part(data, rec);
+                }
                 self.size_cut(rec.len());
                 self.ring.write(&[rec])
             }
@@ -753,7 +833,7 @@ mod tests {
         let (prod, mut cons) = sys::byte_ring(16384, false).unwrap();
         let shared = Arc::new(Shared::default());
         let rot = Rotation { max_bytes: Some(4096), period: None };
-        let mut sink = RingSink::new(prod, shared.clone(), &layout, 0, "127.0.0.1:9".parse().unwrap(), rot);
+        let mut sink = RingSink::new(prod, shared.clone(), &layout, &fmt, "127.0.0.1:9".parse().unwrap(), rot);
         let mut buf = [0u8; 1024];
         let ok = Ok(PacketInfo { stream: 0, seq: 0 });
         let mut kept = 0;

@@ -120,9 +120,12 @@ impl Mark5b {
         if cfg.sec.is_some_and(|s| s >= 86_400) {
             return Err("Mark5B start second of day must be below 86400".into());
         }
-        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
-        let mjd = cfg.mjd.unwrap_or((40_587 + now / 86_400) as u32);
-        let sec = cfg.sec.unwrap_or(if cfg.mjd.is_none() { (now % 86_400) as u32 } else { 0 });
+        // Unless told otherwise, number frames from midnight of an MJD = 500 (mod 1000): the
+        // header's MJD % 1000 then maps onto -500..499 days monotonically, so every sender and
+        // receiver agrees on the numbers whenever it was started (until the 1000-day wrap, one
+        // resync), and a sender starts at the real time through `seq_at`.
+        let mjd = cfg.mjd.unwrap_or(500);
+        let sec = cfg.sec.unwrap_or(0);
         if cfg.fill == Fill::Tvg {
             super::fill::tvg_table();
         }
@@ -308,6 +311,26 @@ impl Format for Mark5b {
             Arc::new(Mark5b { cfg: Mark5bConfig { halves: false, psn: false, ..self.cfg }, ..self.clone() })
                 as Arc<dyn Format>
         })
+    }
+
+    fn raw_part(&self, datagram: &[u8]) -> Option<u64> {
+        // A first half starts with the sync word (after any PSN); a second half has no header.
+        let body = datagram.get(self.prefix()..self.prefix() + 4)?;
+        self.cfg.halves.then(|| u64::from(u32::from_le_bytes([body[0], body[1], body[2], body[3]]) != SYNC))
+    }
+
+    fn seq_at(&self, unix_ns: u64) -> Option<u64> {
+        let s = (unix_ns / 1_000_000_000) as i64;
+        let fps = i64::from(self.cfg.fps);
+        let mjd = 40_587 + s.div_euclid(DAY);
+        let sod = s.rem_euclid(DAY);
+        let frame = ((unix_ns % 1_000_000_000) as u128 * fps as u128).div_ceil(1_000_000_000) as i64;
+        let mut days = (mjd - i64::from(self.mjd)).rem_euclid(1000);
+        if days >= 500 {
+            days -= 1000;
+        }
+        let f = ((days * DAY + sod - i64::from(self.sec)) * fps).wrapping_add(frame);
+        Some(if self.cfg.halves { f.wrapping_mul(2) } else { f } as u64)
     }
 
     fn emit(&self, _stream: u32, seq: u64, buf: &mut [u8]) {

@@ -124,6 +124,23 @@ pub trait Format: Send + Sync + fmt::Debug {
     fn emit(&self, stream: u32, seq: u64, buf: &mut [u8]);
     /// Identify and check a received datagram.
     fn check(&self, buf: &[u8]) -> Result<PacketInfo, Invalid>;
+    /// For time-stamped formats (VDIF, Mark5B): the sequence number of the first frame at or
+    /// after `unix_ns`, so that a sender's frames carry the real time. `None` for formats whose
+    /// numbers are plain counters.
+    fn seq_at(&self, _unix_ns: u64) -> Option<u64> {
+        None
+    }
+    /// When datagrams are parts of a larger record in raw files (Mark5B halves make whole
+    /// frames): which part this datagram is (0 = the record's first), from its own bytes.
+    /// `None`: each datagram is a whole record.
+    fn raw_part(&self, _datagram: &[u8]) -> Option<u64> {
+        None
+    }
+    /// How many format streams a sender can produce (VDIF threads); sender stream `i` sends
+    /// format stream `i % stream_count()`, so `send --streams 4` gives four VDIF threads.
+    fn stream_count(&self) -> u32 {
+        1
+    }
     /// The length every valid datagram has, when there is one. Raw recordings (payloads back to
     /// back, no framing) can only be split again when this is `Some`.
     fn fixed_len(&self) -> Option<usize> {

@@ -146,9 +146,11 @@ impl Vdif {
         if cfg.start.is_some_and(|s| s >= 1 << 30) {
             return Err("VDIF start second must be below 2^30".into());
         }
-        let (now_epoch, now_start) = epoch_now();
-        let epoch = cfg.epoch.unwrap_or(now_epoch);
-        let start = cfg.start.unwrap_or(if cfg.epoch.is_none() { now_start } else { 0 });
+        // Unless told otherwise, number frames from 2000-01-01 (epoch 0, second 0): every sender
+        // and receiver then agrees on the numbers whenever it was started, and a sender starts at
+        // the real time through `seq_at`.
+        let epoch = cfg.epoch.unwrap_or(0);
+        let start = cfg.start.unwrap_or(0);
         let word3 = (u32::from(cfg.complex) << 31) | (u32::from(cfg.bits - 1) << 26) | u32::from(cfg.station);
         let word2 = (u32::from(cfg.log2_chans) << 24) | (l / 8) as u32;
         Ok(Vdif {
@@ -159,6 +161,15 @@ impl Vdif {
             word3,
             word2,
         })
+    }
+
+    /// Sequence number of the first frame at or after `unix_ns`.
+    pub fn seq_at_time(&self, unix_ns: u64) -> Option<u64> {
+        const Y2000: u64 = 946_684_800;
+        let secs = (unix_ns / 1_000_000_000).checked_sub(Y2000)?;
+        let fps = u64::from(self.cfg.fps);
+        let frame = ((unix_ns % 1_000_000_000) as u128 * fps as u128).div_ceil(1_000_000_000) as u64;
+        Some(secs.wrapping_sub(self.base).wrapping_mul(fps).wrapping_add(frame))
     }
 
     /// The settings, with epoch and start resolved.
@@ -280,6 +291,12 @@ impl Format for Vdif {
     fn spec(&self) -> String {
         format!("vdif,{}", self.spec_keys())
     }
+    fn stream_count(&self) -> u32 {
+        self.cfg.threads
+    }
+    fn seq_at(&self, unix_ns: u64) -> Option<u64> {
+        self.seq_at_time(unix_ns)
+    }
     fn file_extension(&self) -> &'static str {
         "vdif"
     }
@@ -333,6 +350,12 @@ impl Format for Vtp {
     }
     fn spec(&self) -> String {
         format!("vtp,psn={},{}", if self.psn32 { 32 } else { 64 }, self.vdif.spec_keys())
+    }
+    fn stream_count(&self) -> u32 {
+        self.vdif.cfg.threads
+    }
+    fn seq_at(&self, unix_ns: u64) -> Option<u64> {
+        self.vdif.seq_at_time(unix_ns)
     }
     fn file_extension(&self) -> &'static str {
         "vdif"
