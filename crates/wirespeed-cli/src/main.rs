@@ -381,8 +381,8 @@ fn cmd_send(a: SendArgs) -> Result<u8, Error> {
     }
     let mut cfg = send_config(&a)?;
     if a.start_seq.is_none() {
-        // Start one second ahead: the sender's set-up then never puts its first frame in the past.
-        if let Some(seq) = fmt.seq_at(sys::realtime_ns() + 1_000_000_000) {
+        // The frame of the current time: frames carry the real time, as an instrument's do.
+        if let Some(seq) = fmt.seq_at(sys::realtime_ns()) {
             cfg.start_seq = seq;
         }
     }

@@ -40,20 +40,25 @@ def read_vdif(path, fps):
                 problems.append(f"frame number {h['frame_nr']} >= {fps} frames/s")
             if fr.valid is False:
                 problems.append("a frame is marked invalid")
-    # The stream reader checks header consistency across the whole file as well.
+    # The stream reader checks header consistency across the whole file as well. It expects
+    # the threads of one frame number together (a frame set); independent senders interleave
+    # threads as they arrive, so it is used on single-thread files only.
     nthreads = max(len(threads), 1)
-    with vdif.open(path, "rs", sample_rate=None if False else _vdif_rate(path, fps)) as sh:
-        start, stop = sh.start_time, sh.stop_time
-        data = sh.read()
+    start = stop = None
+    samples = None
+    if nthreads == 1:
+        with vdif.open(path, "rs", sample_rate=_vdif_rate(path, fps)) as sh:
+            start, stop = sh.start_time.isot, sh.stop_time.isot
+            samples = int(sh.read().shape[0])
     return {
         "kind": "vdif",
         "frames": frames,
         "threads": sorted(threads),
         "first": first.isot if first is not None else None,
         "last": last.isot if last is not None else None,
-        "stream_start": start.isot,
-        "stream_stop": stop.isot,
-        "samples": int(data.shape[0]),
+        "stream_start": start,
+        "stream_stop": stop,
+        "samples": samples,
         "frames_per_thread": frames // nthreads,
         "problems": problems,
     }

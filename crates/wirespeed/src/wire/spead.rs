@@ -229,6 +229,12 @@ impl Format for Spead {
         let ppp = self.cfg.payload as u64;
         let pkt = off.div_ceil(ppp);
         let rel = cnt.wrapping_sub(self.cfg.first) & self.mask;
+        if pkt == self.per_heap && off % ppp != 0 && off + plen == heap && heap == self.cfg.heap {
+            // The short last packet of a heap whose first packet was shortened by extra item
+            // pointers (as spead2 sends): valid, but the heap's numbers are all taken by then,
+            // so it is counted apart (its loss would not show).
+            return Ok(PacketInfo { stream: UNSEQUENCED, seq: 0 });
+        }
         if heap != self.cfg.heap || plen > ppp || pkt >= self.per_heap || rel % self.cfg.step != 0 {
             return Err(Invalid::Header);
         }

@@ -1,0 +1,208 @@
+//! Interoperability with independent implementations from PyPI (installed by scripts/test.sh):
+//! the `baseband` package must read wirespeed's raw VDIF and Mark5B recordings, and `spead2`
+//! must receive wirespeed's SPEAD stream while wirespeed receives spead2's.
+
+mod common;
+
+use common::*;
+use serde_json::Value;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+fn script(name: &str) -> String {
+    format!("{}/tests/interop/{name}", env!("CARGO_MANIFEST_DIR"))
+}
+
+/// python3 with the module, or a failure that says how to get it.
+fn python_with(module: &str) -> &'static str {
+    let ok =
+        Command::new("python3").args(["-c", &format!("import {module}")]).output().is_ok_and(|o| o.status.success());
+    assert!(ok, "python3 cannot import {module}: run ./scripts/test.sh (it installs baseband and spead2) or `pip install {module}`");
+    "python3"
+}
+
+struct Dir(PathBuf);
+impl Dir {
+    fn new(tag: &str) -> Dir {
+        let p = std::env::temp_dir().join(format!("wst-interop-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&p);
+        std::fs::create_dir_all(&p).unwrap();
+        Dir(p)
+    }
+    fn s(&self) -> &str {
+        self.0.to_str().unwrap()
+    }
+    fn only(&self, ext: &str) -> String {
+        let v: Vec<PathBuf> = std::fs::read_dir(&self.0)
+            .unwrap()
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|e| e == ext))
+            .collect();
+        assert_eq!(v.len(), 1, "one .{ext} file expected in {:?}", self.0);
+        v[0].to_str().unwrap().to_string()
+    }
+}
+impl Drop for Dir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Record `count` datagrams per stream of `format` into a raw file and return the record report.
+fn record(dir: &Dir, format: &str, streams: u32, count: u64, rate: &str) -> Value {
+    let r = spawn_cmd_with(
+        &[],
+        "record",
+        "127.0.0.1:0",
+        &[
+            "--format",
+            format,
+            "-o",
+            dir.s(),
+            "--once",
+            "--json",
+            "--buffer",
+            "64M",
+            "--block",
+            "1M",
+            "--duration",
+            "60",
+        ],
+    );
+    let target = format!("127.0.0.1:{}", r.port);
+    let out = run(&[
+        "send",
+        &target,
+        "--format",
+        format,
+        "--streams",
+        &streams.to_string(),
+        "--count",
+        &count.to_string(),
+        "--rate",
+        rate,
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let (code, stdout, stderr) = finish(r, Duration::from_secs(60));
+    assert_eq!(code, Some(0), "{stderr}");
+    let rep = json(&stdout);
+    assert_eq!(u(&rep["capture"]["total"], "lost"), 0, "{stdout}");
+    rep
+}
+
+fn baseband(args: &[&str]) -> Value {
+    let py = python_with("baseband");
+    let out = Command::new(py).arg(script("read_baseband.py")).args(args).output().unwrap();
+    let s = String::from_utf8_lossy(&out.stdout);
+    let v = json(s.lines().last().unwrap_or(""));
+    assert!(out.status.success(), "baseband complained: {v} {}", String::from_utf8_lossy(&out.stderr));
+    v
+}
+
+fn iso_to_unix(s: &str) -> f64 {
+    // baseband prints UTC ISO times: compare with now through python-free parsing of HH:MM:SS.
+    let t = s.split('T').nth(1).unwrap();
+    let p: Vec<f64> = t.split(':').map(|x| x.parse().unwrap()).collect();
+    p[0] * 3600.0 + p[1] * 60.0 + p[2]
+}
+
+fn now_sod() -> f64 {
+    let d = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs_f64();
+    d % 86400.0
+}
+
+#[test]
+fn baseband_reads_vdif_recordings() {
+    let d = Dir::new("vdif");
+    let rep = record(&d, "vdif,frame=8032,threads=1,fps=1000", 1, 1500, "1000pps");
+    assert_eq!(u(&rep["writer"], "records"), 1500);
+    let f = d.only("vdif");
+    let v = baseband(&["vdif", &f, "1000"]);
+    assert_eq!(v["frames"], 1500);
+    assert_eq!(v["threads"], serde_json::json!([0]));
+    assert!(v["samples"].as_u64().unwrap() == 1500 * 8000 * 8 / 2 / 4, "2-bit samples over 4 channels: {v}");
+    // The frames carry the real time: the first is within seconds of now.
+    let lag = now_sod() - iso_to_unix(v["first"].as_str().unwrap());
+    assert!((-5.0..30.0).contains(&lag), "first frame {} is not about now ({lag} s)", v["first"]);
+    // Several threads: every frame readable, numbering continuous per thread.
+    let d2 = Dir::new("vdif2");
+    record(&d2, "vdif,frame=1032,threads=4,fps=2000", 4, 1000, "8000pps");
+    let v = baseband(&["vdif", &d2.only("vdif"), "2000"]);
+    assert_eq!(v["frames"], 4000);
+    assert_eq!(v["threads"], serde_json::json!([0, 1, 2, 3]));
+}
+
+#[test]
+fn baseband_reads_mark5b_recordings() {
+    let d = Dir::new("m5b");
+    record(&d, "mark5b,fps=1000", 1, 1200, "1000pps");
+    let v = baseband(&["mark5b", &d.only("m5b"), "1000", "8", "2"]);
+    assert_eq!(v["frames"], 1200, "{v}");
+    assert_eq!(v["samples"], 1200 * 5000);
+    let lag = now_sod() - iso_to_unix(v["first"].as_str().unwrap());
+    assert!((-5.0..30.0).contains(&lag), "first frame {} is not about now", v["first"]);
+    // Mark5C-style halves after a PSN are recorded as whole frames.
+    let d2 = Dir::new("m5c");
+    record(&d2, "mark5b,fps=1000,halves=1,psn=1", 1, 2000, "2000pps");
+    let v = baseband(&["mark5b", &d2.only("m5b"), "1000", "8", "2"]);
+    assert_eq!(v["frames"], 1000, "{v}");
+}
+
+#[test]
+fn spead2_receives_wirespeed_and_wirespeed_receives_spead2() {
+    let py = python_with("spead2");
+    // spead2 -> wirespeed: 64 KiB heaps in 8 KiB packets (spead2 shortens the first packet of a
+    // heap by its extra item pointer, so each heap is 9 packets: 8 numbered + 1 counted apart).
+    let r =
+        spawn_recv(&["--format", "spead,heap=65536,payload=8192,first=1,step=1,fill=any", "--json", "--duration", "5"]);
+    let out = Command::new(py)
+        .arg(script("spead2_peer.py"))
+        .args(["send", &r.port.to_string(), "300", "65536", "8232"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let (code, stdout, stderr) = finish(r, Duration::from_secs(30));
+    assert_eq!(code, Some(0), "{stderr}");
+    let rep = json(&stdout);
+    assert_eq!(u(&rep["total"], "received"), 300 * 8, "{stdout}");
+    assert_eq!(u(&rep["total"], "lost"), 0);
+    assert_eq!(u(&rep["total"], "invalid"), 0);
+    assert_eq!(u(&rep, "unsequenced"), 300 + 1, "heap tails and the stop heap");
+    assert_eq!(u(&rep["streams"][0], "last_seq"), 300 * 8 - 1);
+
+    // wirespeed -> spead2: the same heaps, reassembled by spead2.
+    let port = {
+        let s = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        s.local_addr().unwrap().port()
+    };
+    let mut peer = Command::new(py)
+        .arg(script("spead2_peer.py"))
+        .args(["recv", &port.to_string(), "3"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    std::io::BufRead::read_line(&mut std::io::BufReader::new(peer.stdout.as_mut().unwrap()), &mut first).unwrap();
+    assert!(first.contains("listening"), "{first}");
+    let target = format!("127.0.0.1:{port}");
+    let out = run(&[
+        "send",
+        &target,
+        "--format",
+        "spead,heap=65536,payload=8192,first=1,step=1",
+        "--count",
+        "2400",
+        "--rate",
+        "20kpps",
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let o = peer.wait_with_output().unwrap();
+    let last = String::from_utf8_lossy(&o.stdout).lines().last().unwrap_or("").to_string();
+    let v = json(&last);
+    assert_eq!(v["heaps"], 300, "spead2 reassembled every heap: {v}");
+    assert_eq!(v["distinct"], 300);
+    assert_eq!((v["first"].as_u64(), v["last"].as_u64()), (Some(1), Some(300)));
+    assert_eq!(v["incomplete"], 0);
+}
