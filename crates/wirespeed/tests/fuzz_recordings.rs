@@ -56,6 +56,9 @@ fn walkers_survive_any_bytes() {
             for _ in 0..3000 {
                 let mut b = clean.clone();
                 for _ in 0..=rng.below(8) {
+                    if b.is_empty() {
+                        break;
+                    }
                     match rng.below(5) {
                         0 => {
                             let i = rng.below(b.len() as u64) as usize;
