@@ -113,17 +113,20 @@ pub fn cmd_record(a: RecordArgs) -> Result<u8, Error> {
         }
     }
     let stop = sys::install_stop_handler();
-    let listener = Listener::bind(&rcfg)?;
-    if let Some(addr) = listener.local_addr() {
-        eprintln!(
-            "wirespeed record: listening on {addr} ({}), {} -> {}; Ctrl-C stops, drains the buffer and finishes the files",
-            fmt.name(),
-            if null_sink { "keeping nothing".to_string() } else { format!("{} ring", units::bytes(cfg.buffer as u64)) },
-            if null_sink { "-".to_string() } else { dir.display().to_string() },
-        );
-    }
+    let bind = || -> Result<Listener, Error> {
+        let listener = Listener::bind(&rcfg)?;
+        if let Some(addr) = listener.local_addr() {
+            eprintln!(
+                "wirespeed record: listening on {addr} ({}), {} -> {}; Ctrl-C stops, drains the buffer and finishes the files",
+                fmt.name(),
+                if null_sink { "keeping nothing".to_string() } else { format!("{} ring", units::bytes(cfg.buffer as u64)) },
+                if null_sink { "-".to_string() } else { dir.display().to_string() },
+            );
+        }
+        Ok(listener)
+    };
     let progress = |line: &str| eprintln!("{line}");
-    let report = record::run(&rcfg, &cfg, listener, fmt, stop, a.recv.interval, &progress, warnings)?;
+    let report = record::run(&rcfg, &cfg, &bind, fmt.clone(), stop, a.recv.interval, &progress, warnings)?;
     if a.recv.json {
         print_json(&report)?;
     } else {

@@ -247,12 +247,13 @@ impl RecordLive {
 }
 
 /// Record until the receive settings end the run (duration, count, end of stream, signal) or the
-/// disk fails. `progress` gets a ready-made line every `interval`.
+/// disk fails. `bind` opens the socket (and may say so): it is called once the ring is ready.
+/// `progress` gets a ready-made line every `interval`.
 #[allow(clippy::too_many_arguments)]
 pub fn run(
     rcfg: &RecvConfig,
     cfg: &RecordConfig,
-    listener: Listener,
+    bind: &dyn Fn() -> Result<Listener>,
     fmt: Arc<dyn Format>,
     stop: &AtomicBool,
     interval: Option<Duration>,
@@ -261,6 +262,7 @@ pub fn run(
 ) -> Result<RecordReport> {
     if cfg.null_sink {
         let live = RecordLive { shared: None, capacity: 1, last_written: 0.into(), last_t: 0.into() };
+        let listener = bind()?;
         let report = rx::capture(rcfg, listener, fmt.as_ref(), stop, interval, &|p| progress(&live.line(p)))?;
         return Ok(RecordReport {
             schema: RECORD_SCHEMA,
@@ -303,6 +305,9 @@ pub fn run(
         warnings.push("the ring could not be locked in RAM (RLIMIT_MEMLOCK): it may be paged out under memory pressure; run as root or raise `ulimit -l`".into());
     }
     let capacity = prod.capacity();
+    // Only now, with the ring faulted in and locked, open the socket: a sender that starts when
+    // the recorder says it is listening must not meet a socket nobody drains.
+    let listener = bind()?;
     let shared = Arc::new(Shared::default());
     let local = listener.local_addr().unwrap_or(rcfg.listen);
     let sink = RingSink::new(prod, shared.clone(), &layout, &fmt, local, cfg.rotation);
