@@ -195,7 +195,7 @@ fn spead2_receives_wirespeed_and_wirespeed_receives_spead2() {
         "--count",
         "2400",
         "--rate",
-        "20kpps",
+        "8kpps",
     ]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let o = peer.wait_with_output().unwrap();

@@ -34,8 +34,12 @@ def send(port, heaps, heap_bytes, packet_bytes):
 
 def recv(port, seconds):
     pool = spead2.ThreadPool()
-    stream = spead2.recv.Stream(pool, spead2.recv.StreamConfig(max_heaps=8))
-    stream.add_udp_reader(port, max_size=65536, buffer_size=32 << 20, bind_hostname="127.0.0.1")
+    # A ring that holds every heap of a test run: the Python loop below may be slow on a busy
+    # machine, and a full ring would drop heaps inside spead2 (not on the wire).
+    stream = spead2.recv.Stream(
+        pool, spead2.recv.StreamConfig(max_heaps=16), spead2.recv.RingStreamConfig(heaps=1024)
+    )
+    stream.add_udp_reader(port, max_size=65536, buffer_size=64 << 20, bind_hostname="127.0.0.1")
     print(json.dumps({"listening": port}), flush=True)
     counters, sizes, incomplete = [], set(), 0
     last = time.time()
@@ -43,7 +47,7 @@ def recv(port, seconds):
         try:
             heap = stream.get_nowait()
         except spead2.Empty:
-            time.sleep(0.005)
+            time.sleep(0.001)
             continue
         except spead2.Stopped:
             break
