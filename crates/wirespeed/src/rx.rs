@@ -1076,6 +1076,61 @@ pub fn diagnose(r: &RecvReport) -> Vec<String> {
     d
 }
 
+/// The ledger table that `recv`, `record` and `verify` print alike: one row per stream (name,
+/// counts, gap ranges), a total row when there are several, then where the holes are.
+pub fn ledger_table(
+    o: &mut String,
+    rows: &[(String, &LedgerCounts, &[GapRange])],
+    total: &LedgerCounts,
+    show_gaps: usize,
+) {
+    use std::fmt::Write;
+    let _ = writeln!(
+        o,
+        "  {:<24} {:>12} {:>10} {:>8} {:>8} {:>8} {:>7} {:>6} {:>10}",
+        "stream", "received", "lost", "late", "dup", "invalid", "stale", "resync", "drops/M"
+    );
+    let row = |o: &mut String, name: &str, c: &LedgerCounts| {
+        let _ = writeln!(
+            o,
+            "  {:<24} {:>12} {:>10} {:>8} {:>8} {:>8} {:>7} {:>6} {:>10.2}",
+            name,
+            units::thousands(c.received),
+            units::thousands(c.lost),
+            units::thousands(c.late),
+            units::thousands(c.duplicate),
+            units::thousands(c.invalid + c.stray),
+            units::thousands(c.stale),
+            c.resync,
+            c.drops_per_million()
+        );
+    };
+    for (name, c, _) in rows {
+        row(o, name, c);
+    }
+    if rows.len() > 1 {
+        row(o, "total", total);
+    }
+    for (name, c, gaps) in rows {
+        if gaps.is_empty() {
+            continue;
+        }
+        let shown: Vec<String> = gaps
+            .iter()
+            .take(show_gaps)
+            .map(|g| if g.first == g.last { format!("{}", g.first) } else { format!("{}..{}", g.first, g.last) })
+            .collect();
+        let more = gaps.len().saturating_sub(show_gaps) as u64 + c.ranges_dropped;
+        let _ = writeln!(
+            o,
+            "  gaps {}: {}{}",
+            name,
+            shown.join(", "),
+            if more > 0 { format!(" (+{more} more ranges; --json lists them)") } else { String::new() }
+        );
+    }
+}
+
 impl RecvReport {
     /// The human summary printed at the end of `wirespeed recv`.
     pub fn human(&self, show_gaps: usize) -> String {
@@ -1099,52 +1154,15 @@ impl RecvReport {
             units::bits(self.bps),
             units::pps(self.pps)
         );
-        let _ = writeln!(
-            o,
-            "  {:<24} {:>12} {:>10} {:>8} {:>8} {:>8} {:>7} {:>6} {:>10}",
-            "stream", "received", "lost", "late", "dup", "invalid", "stale", "resync", "drops/M"
-        );
-        let row = |o: &mut String, name: &str, c: &LedgerCounts| {
-            let _ = writeln!(
-                o,
-                "  {:<24} {:>12} {:>10} {:>8} {:>8} {:>8} {:>7} {:>6} {:>10.2}",
-                name,
-                units::thousands(c.received),
-                units::thousands(c.lost),
-                units::thousands(c.late),
-                units::thousands(c.duplicate),
-                units::thousands(c.invalid + c.stray),
-                units::thousands(c.stale),
-                c.resync,
-                c.drops_per_million()
-            );
-        };
-        for s in &self.streams {
-            let name = if s.stream == 0 { s.source.clone() } else { format!("{}#{}", s.source, s.stream) };
-            row(&mut o, &name, &s.counts);
-        }
-        if self.streams.len() > 1 {
-            row(&mut o, "total", &self.total);
-        }
-        for s in &self.streams {
-            if s.gaps.is_empty() {
-                continue;
-            }
-            let shown: Vec<String> = s
-                .gaps
-                .iter()
-                .take(show_gaps)
-                .map(|g| if g.first == g.last { format!("{}", g.first) } else { format!("{}..{}", g.first, g.last) })
-                .collect();
-            let more = s.gaps.len().saturating_sub(show_gaps) as u64 + s.counts.ranges_dropped;
-            let _ = writeln!(
-                o,
-                "  gaps {}: {}{}",
-                s.source,
-                shown.join(", "),
-                if more > 0 { format!(" (+{more} more ranges; --json lists them)") } else { String::new() }
-            );
-        }
+        let rows: Vec<(String, &LedgerCounts, &[GapRange])> = self
+            .streams
+            .iter()
+            .map(|s| {
+                let name = if s.stream == 0 { s.source.clone() } else { format!("{}#{}", s.source, s.stream) };
+                (name, &s.counts, s.gaps.as_slice())
+            })
+            .collect();
+        ledger_table(&mut o, &rows, &self.total, show_gaps);
         if self.unsequenced > 0 {
             let _ = writeln!(
                 o,

@@ -329,56 +329,19 @@ impl VerifyReport {
                 let _ = writeln!(o, "  !! {p}");
             }
         }
-        let _ = writeln!(
-            o,
-            "  {:<24} {:>12} {:>10} {:>8} {:>8} {:>8} {:>7} {:>6} {:>10}",
-            "stream", "received", "lost", "late", "dup", "invalid", "stale", "resync", "drops/M"
-        );
-        let row = |o: &mut String, name: &str, c: &LedgerCounts| {
-            let _ = writeln!(
-                o,
-                "  {:<24} {:>12} {:>10} {:>8} {:>8} {:>8} {:>7} {:>6} {:>10.2}",
-                name,
-                units::thousands(c.received),
-                units::thousands(c.lost),
-                units::thousands(c.late),
-                units::thousands(c.duplicate),
-                units::thousands(c.invalid + c.stray),
-                units::thousands(c.stale),
-                c.resync,
-                c.drops_per_million()
-            );
-        };
-        for s in &self.streams {
-            let name = match &s.source {
-                Some(src) if s.stream == 0 => src.clone(),
-                Some(src) => format!("{src}#{}", s.stream),
-                None => format!("stream {}", s.stream),
-            };
-            row(&mut o, &name, &s.counts);
-        }
-        if self.streams.len() > 1 {
-            row(&mut o, "total", &self.total);
-        }
-        for s in &self.streams {
-            if s.gaps.is_empty() {
-                continue;
-            }
-            let shown: Vec<String> = s
-                .gaps
-                .iter()
-                .take(show_gaps)
-                .map(|g| if g.first == g.last { format!("{}", g.first) } else { format!("{}..{}", g.first, g.last) })
-                .collect();
-            let more = s.gaps.len().saturating_sub(show_gaps);
-            let _ = writeln!(
-                o,
-                "  gaps stream {}: {}{}",
-                s.stream,
-                shown.join(", "),
-                if more > 0 { format!(" (+{more} more; --json lists them)") } else { String::new() }
-            );
-        }
+        let rows: Vec<(String, &LedgerCounts, &[crate::ledger::GapRange])> = self
+            .streams
+            .iter()
+            .map(|s| {
+                let name = match &s.source {
+                    Some(src) if s.stream == 0 => src.clone(),
+                    Some(src) => format!("{src}#{}", s.stream),
+                    None => format!("stream {}", s.stream),
+                };
+                (name, &s.counts, s.gaps.as_slice())
+            })
+            .collect();
+        crate::rx::ledger_table(&mut o, &rows, &self.total, show_gaps);
         let _ = writeln!(
             o,
             "  => {}",

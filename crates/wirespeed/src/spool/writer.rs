@@ -223,16 +223,25 @@ impl RingSink {
         };
         let mono = sys::monotonic_ns();
         let unix = sys::realtime_ns();
+        let (fixed_len, strip) = (fmt.fixed_len().unwrap_or(0), fmt.raw_strip());
+        // Datagrams per file record: more than one for Mark5B halves recorded as whole frames.
+        let piece = fixed_len.saturating_sub(strip).max(1) as u64;
+        let record_len = layout.record_len as u64;
+        let parts = if layout.file_format == FileFormat::Raw && record_len > piece && record_len % piece == 0 {
+            record_len / piece
+        } else {
+            1
+        };
         let mut s = RingSink {
             ring,
             shared,
             file_format: layout.file_format,
-            fixed_len: 0,
-            record_len: layout.record_len as u64,
-            parts: 1,
+            fixed_len,
+            record_len,
+            parts,
             next_part: 0,
-            part_of: None,
-            strip: 0,
+            part_of: (parts > 1).then(|| fmt.clone()),
+            strip,
             dst,
             rt_offset: unix.wrapping_sub(mono),
             rotation,
@@ -244,14 +253,6 @@ impl RingSink {
             high_water: 0,
             now: mono,
         };
-        let (datagram_len, strip) = (fmt.fixed_len().unwrap_or(0), fmt.raw_strip());
-        s.fixed_len = datagram_len;
-        s.strip = strip;
-        let piece = datagram_len.saturating_sub(strip).max(1) as u64;
-        if layout.file_format == FileFormat::Raw && s.record_len > piece && s.record_len % piece == 0 {
-            s.parts = s.record_len / piece;
-            s.part_of = Some(fmt.clone());
-        }
         s.next_time_cut = s.next_cut_after(unix);
         if s.file_format == FileFormat::Pcap {
             let written = s.ring.write(&[&pcap_global_header()]);
@@ -563,7 +564,7 @@ impl Writer {
             let _ = sys::preallocate(f.as_raw_fd(), 0, SIDECAR_RESERVE);
             // A provisional sidecar: if the recorder is killed, `verify` still knows how to read
             // the .part file. Replaced by the real one when the file is finished.
-            let provisional = self.sidecar(&name, start, unix_ns, "recording (not finished)", false);
+            let provisional = self.sidecar(&name, unix_ns, "recording (not finished)", false);
             if let Ok(json) = serde_json::to_vec_pretty(&provisional) {
                 let _ = f.write_all_at(&json, 0);
             }
@@ -588,7 +589,7 @@ impl Writer {
         })
     }
 
-    fn sidecar(&self, name: &str, _start: u64, opened_ns: u64, ended_by: &str, complete: bool) -> Sidecar {
+    fn sidecar(&self, name: &str, opened_ns: u64, ended_by: &str, complete: bool) -> Sidecar {
         Sidecar {
             schema: SIDECAR_SCHEMA.into(),
             file: name.into(),
@@ -669,7 +670,7 @@ impl Writer {
         let final_path = self.cfg.dir.join(&f.name);
         std::fs::rename(&f.part, &final_path)?;
         let (streams, total) = f.ledger.finish();
-        let mut sidecar = self.sidecar(&f.name, f.start, f.opened_ns, ended_by, complete);
+        let mut sidecar = self.sidecar(&f.name, f.opened_ns, ended_by, complete);
         sidecar.bytes = keep;
         sidecar.records = f.ledger.records;
         sidecar.closed_utc = utc_iso(end.unix_ns);
