@@ -4,26 +4,7 @@
 mod common;
 
 use common::*;
-use std::path::PathBuf;
 use std::time::Duration;
-
-struct Dir(PathBuf);
-impl Dir {
-    fn new(tag: &str) -> Dir {
-        let p = std::env::temp_dir().join(format!("wst-fmt-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&p);
-        std::fs::create_dir_all(&p).unwrap();
-        Dir(p)
-    }
-    fn s(&self) -> &str {
-        self.0.to_str().unwrap()
-    }
-}
-impl Drop for Dir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 /// (format spec, datagrams per file record)
 const FORMATS: &[(&str, u64)] = &[
@@ -41,7 +22,7 @@ const FORMATS: &[(&str, u64)] = &[
 fn every_format_is_sent_received_recorded_and_verified_exactly() {
     for &(spec, parts) in FORMATS {
         for file_format in ["raw", "pcap"] {
-            let d = Dir::new(&format!("{}-{file_format}", spec.split(',').next().unwrap()));
+            let d = TempDir::new(&format!("fmt-{}-{file_format}", spec.split(',').next().unwrap()));
             let r = spawn_cmd_with(
                 &[],
                 "record",
@@ -52,7 +33,7 @@ fn every_format_is_sent_received_recorded_and_verified_exactly() {
                     "--file-format",
                     file_format,
                     "-o",
-                    d.s(),
+                    d.path(),
                     "--once",
                     "--json",
                     "--buffer",
@@ -96,7 +77,7 @@ fn every_format_is_sent_received_recorded_and_verified_exactly() {
             for s in cap["streams"].as_array().unwrap() {
                 assert_eq!(gap_list(s), vec![(100, 101), (1000, 1009)], "{spec}");
             }
-            let out = run(&["verify", d.s(), "--json"]);
+            let out = run(&["verify", d.path(), "--json"]);
             let v = json(&String::from_utf8_lossy(&out.stdout));
             assert_eq!(out.status.code(), Some(0), "{spec} {file_format}: {v}");
             let per = if file_format == "raw" { parts } else { 1 };

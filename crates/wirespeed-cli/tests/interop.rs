@@ -6,7 +6,6 @@ mod common;
 
 use common::*;
 use serde_json::Value;
-use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
@@ -22,35 +21,8 @@ fn python_with(module: &str) -> &'static str {
     "python3"
 }
 
-struct Dir(PathBuf);
-impl Dir {
-    fn new(tag: &str) -> Dir {
-        let p = std::env::temp_dir().join(format!("wst-interop-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&p);
-        std::fs::create_dir_all(&p).unwrap();
-        Dir(p)
-    }
-    fn s(&self) -> &str {
-        self.0.to_str().unwrap()
-    }
-    fn only(&self, ext: &str) -> String {
-        let v: Vec<PathBuf> = std::fs::read_dir(&self.0)
-            .unwrap()
-            .filter_map(|e| e.ok().map(|e| e.path()))
-            .filter(|p| p.extension().is_some_and(|e| e == ext))
-            .collect();
-        assert_eq!(v.len(), 1, "one .{ext} file expected in {:?}", self.0);
-        v[0].to_str().unwrap().to_string()
-    }
-}
-impl Drop for Dir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
 /// Record `count` datagrams per stream of `format` into a raw file and return the record report.
-fn record(dir: &Dir, format: &str, streams: u32, count: u64, rate: &str) -> Value {
+fn record(dir: &TempDir, format: &str, streams: u32, count: u64, rate: &str) -> Value {
     let r = spawn_cmd_with(
         &[],
         "record",
@@ -59,7 +31,7 @@ fn record(dir: &Dir, format: &str, streams: u32, count: u64, rate: &str) -> Valu
             "--format",
             format,
             "-o",
-            dir.s(),
+            dir.path(),
             "--once",
             "--json",
             "--buffer",
@@ -114,7 +86,7 @@ fn now_sod() -> f64 {
 
 #[test]
 fn baseband_reads_vdif_recordings() {
-    let d = Dir::new("vdif");
+    let d = TempDir::new("interop-vdif");
     let rep = record(&d, "vdif,frame=8032,threads=1,fps=1000", 1, 1500, "1000pps");
     assert_eq!(u(&rep["writer"], "records"), 1500);
     let f = d.only("vdif");
@@ -126,7 +98,7 @@ fn baseband_reads_vdif_recordings() {
     let lag = now_sod() - iso_to_unix(v["first"].as_str().unwrap());
     assert!((-5.0..30.0).contains(&lag), "first frame {} is not about now ({lag} s)", v["first"]);
     // Several threads: every frame readable, numbering continuous per thread.
-    let d2 = Dir::new("vdif2");
+    let d2 = TempDir::new("interop-vdif2");
     record(&d2, "vdif,frame=1032,threads=4,fps=2000", 4, 1000, "8000pps");
     let v = baseband(&["vdif", &d2.only("vdif"), "2000"]);
     assert_eq!(v["frames"], 4000);
@@ -135,7 +107,7 @@ fn baseband_reads_vdif_recordings() {
 
 #[test]
 fn baseband_reads_mark5b_recordings() {
-    let d = Dir::new("m5b");
+    let d = TempDir::new("interop-m5b");
     record(&d, "mark5b,fps=1000", 1, 1200, "1000pps");
     let v = baseband(&["mark5b", &d.only("m5b"), "1000", "8", "2"]);
     assert_eq!(v["frames"], 1200, "{v}");
@@ -143,7 +115,7 @@ fn baseband_reads_mark5b_recordings() {
     let lag = now_sod() - iso_to_unix(v["first"].as_str().unwrap());
     assert!((-5.0..30.0).contains(&lag), "first frame {} is not about now", v["first"]);
     // Mark5C-style halves after a PSN are recorded as whole frames.
-    let d2 = Dir::new("m5c");
+    let d2 = TempDir::new("interop-m5c");
     record(&d2, "mark5b,fps=1000,halves=1,psn=1", 1, 2000, "2000pps");
     let v = baseband(&["mark5b", &d2.only("m5b"), "1000", "8", "2"]);
     assert_eq!(v["frames"], 1000, "{v}");

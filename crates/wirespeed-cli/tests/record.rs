@@ -9,31 +9,6 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-/// A fresh directory under the target dir, removed on drop.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(tag: &str) -> TempDir {
-        let base = std::env::temp_dir();
-        let p = base.join(format!("wst-rec-{tag}-{}-{}", std::process::id(), rand_suffix()));
-        std::fs::create_dir_all(&p).expect("create temp dir");
-        TempDir(p)
-    }
-    fn path(&self) -> &str {
-        self.0.to_str().expect("utf-8 path")
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-fn rand_suffix() -> u64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.subsec_nanos() as u64).unwrap_or(0)
-}
-
 fn files(dir: &Path, ext: &str) -> Vec<PathBuf> {
     let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
         .expect("list dir")
@@ -60,7 +35,7 @@ fn verify_json(dir: &str) -> (Option<i32>, Value) {
 
 #[test]
 fn raw_recording_with_loss_and_rotation_verifies_exactly() {
-    let d = TempDir::new("raw");
+    let d = TempDir::new("rec-raw");
     let r = spawn_cmd_with(
         &[],
         "record",
@@ -123,7 +98,7 @@ fn raw_recording_with_loss_and_rotation_verifies_exactly() {
 
 #[test]
 fn damaged_file_is_caught_by_verify() {
-    let d = TempDir::new("damage");
+    let d = TempDir::new("rec-damage");
     let r = spawn_cmd_with(
         &[],
         "record",
@@ -153,7 +128,7 @@ fn damaged_file_is_caught_by_verify() {
 
 #[test]
 fn pcap_recording_reads_back_in_independent_readers() {
-    let d = TempDir::new("pcap");
+    let d = TempDir::new("rec-pcap");
     let r = spawn_cmd_with(
         &[],
         "record",
@@ -222,7 +197,7 @@ fn pcap_recording_reads_back_in_independent_readers() {
 
 #[test]
 fn sigterm_mid_run_drains_and_finishes_files() {
-    let d = TempDir::new("term");
+    let d = TempDir::new("rec-term");
     let r = spawn_cmd_with(
         &[],
         "record",
@@ -252,7 +227,7 @@ fn sigterm_mid_run_drains_and_finishes_files() {
 
 #[test]
 fn kill_9_leaves_a_readable_part_file_and_verify_says_so() {
-    let d = TempDir::new("kill");
+    let d = TempDir::new("rec-kill");
     let r = spawn_cmd_with(
         &[],
         "record",
@@ -296,7 +271,7 @@ fn null_sink_keeps_nothing_and_still_accounts() {
 
 #[test]
 fn bad_record_and_verify_input_gets_one_clear_line() {
-    let d = TempDir::new("bad");
+    let d = TempDir::new("rec-bad");
     let cases: Vec<(Vec<String>, i32, &str)> = vec![
         (
             vec!["record".into(), "0".into(), "-o".into(), "/nonexistent/dir".into(), "--size".into(), "1024".into()],
@@ -360,7 +335,7 @@ struct SmallFs(TempDir);
 
 impl SmallFs {
     fn new(size: &str) -> SmallFs {
-        let d = TempDir::new("full");
+        let d = TempDir::new("rec-full");
         sh(&["mount", "-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs", d.path()]);
         SmallFs(d)
     }
@@ -441,7 +416,7 @@ fn record_across_namespaces_attributes_injected_loss() {
     b.exec(&["ip", "link", "set", &vb, "mtu", "9000", "up"]);
     b.exec(&["nft", "add", "table", "inet", "t"]);
     b.exec(&["nft", "add", "chain", "inet", "t", "in", "{ type filter hook input priority 0 ; }"]);
-    let d = TempDir::new("ns");
+    let d = TempDir::new("rec-ns");
     let r = spawn_cmd_with(
         &b.prefix(),
         "record",

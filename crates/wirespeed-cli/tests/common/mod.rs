@@ -160,3 +160,42 @@ pub fn sh(cmd: &[&str]) {
     let out = Command::new(cmd[0]).args(&cmd[1..]).output().expect("run command");
     assert!(out.status.success(), "{cmd:?} failed: {}", String::from_utf8_lossy(&out.stderr));
 }
+
+static DIR_SEQ: AtomicU32 = AtomicU32::new(0);
+
+/// A fresh directory under the system temp dir for one test, removed on drop.
+pub struct TempDir(pub std::path::PathBuf);
+
+impl TempDir {
+    pub fn new(tag: &str) -> TempDir {
+        let p = std::env::temp_dir().join(format!(
+            "wst-{tag}-{}-{}",
+            std::process::id(),
+            DIR_SEQ.fetch_add(1, Ordering::Relaxed)
+        ));
+        let _ = std::fs::remove_dir_all(&p);
+        std::fs::create_dir_all(&p).expect("create temp dir");
+        TempDir(p)
+    }
+
+    pub fn path(&self) -> &str {
+        self.0.to_str().expect("utf-8 path")
+    }
+
+    /// The one file with extension `ext` in the directory.
+    pub fn only(&self, ext: &str) -> String {
+        let v: Vec<std::path::PathBuf> = std::fs::read_dir(&self.0)
+            .expect("list dir")
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|e| e == ext))
+            .collect();
+        assert_eq!(v.len(), 1, "one .{ext} file expected in {:?}", self.0);
+        v[0].to_str().expect("utf-8 path").to_string()
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
