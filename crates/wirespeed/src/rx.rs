@@ -342,6 +342,21 @@ impl<'a, S: Sink> Capture<'a, S> {
         Some(i)
     }
 
+    /// Hand a datagram to the sink; false (and counted) when the ring had no room for it.
+    #[inline]
+    fn keep(
+        &mut self,
+        data: &[u8],
+        src: Option<SocketAddr>,
+        checked: &std::result::Result<PacketInfo, Invalid>,
+    ) -> bool {
+        let kept = self.sink.accept(data, src, checked, self.now);
+        if !kept {
+            self.ring_full += 1;
+        }
+        kept
+    }
+
     #[inline]
     fn handle(&mut self, data: &[u8], src: Option<SocketAddr>) {
         if data.len() == END_LEN {
@@ -362,22 +377,21 @@ impl<'a, S: Sink> Capture<'a, S> {
             // Valid but without a place in any sequence (SPEAD control heaps, headerless Mark5B
             // halves): kept, counted apart, kept out of every ledger.
             self.unsequenced += 1;
-            if !self.sink.accept(data, src, &checked, self.now) {
-                self.ring_full += 1;
-            }
+            self.keep(data, src, &checked);
             return;
         }
         let Some(i) = self.slot(src, stream) else {
+            // Beyond --max-streams: in no ledger (the report says so), but still recorded.
             self.untracked += 1;
+            self.keep(data, src, &checked);
             return;
         };
-        let now = self.now;
-        let s = &mut self.slots[i];
-        if !self.sink.accept(data, src, &checked, now) {
-            s.ring_full += 1;
-            self.ring_full += 1;
+        if !self.keep(data, src, &checked) {
+            self.slots[i].ring_full += 1;
             return;
         }
+        let now = self.now;
+        let s = &mut self.slots[i];
         let result = checked.map(|i| i.seq);
         s.datagrams += 1;
         s.bytes += data.len() as u64;
