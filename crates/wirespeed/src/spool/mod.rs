@@ -427,41 +427,35 @@ impl RecordWalker {
         }
         // Finish a record carried over from the previous piece.
         while !self.carry.is_empty() && !data.is_empty() {
-            let carry = std::mem::take(&mut self.carry);
-            let need = self.record_len(&carry).unwrap_or(16);
-            self.carry = carry;
-            if self.corrupt {
+            let Ok(need) = self.record_len(&self.carry) else {
+                self.corrupt = true;
                 return;
-            }
+            };
+            let need = need.unwrap_or(16); // at least the record header, to learn the length
             let take = need.saturating_sub(self.carry.len()).min(data.len());
             self.carry.extend_from_slice(&data[..take]);
             data = &data[take..];
-            let carry = std::mem::take(&mut self.carry);
-            if self.record_len(&carry) == Some(carry.len()) {
-                self.one(&carry, ledger);
-                self.carry = carry;
+            if self.record_len(&self.carry) == Ok(Some(self.carry.len())) {
+                let rec = std::mem::take(&mut self.carry);
+                self.one(&rec, ledger);
+                self.carry = rec; // keep the allocation
                 self.carry.clear();
-            } else {
-                self.carry = carry;
             }
         }
         if !self.carry.is_empty() {
             return;
         }
         while !data.is_empty() {
-            if self.corrupt {
-                return;
-            }
             match self.record_len(data) {
-                Some(n) if n <= data.len() => {
-                    if n == 0 {
-                        self.corrupt = true;
-                        return;
-                    }
+                Err(()) => {
+                    self.corrupt = true;
+                    return;
+                }
+                Ok(Some(n)) if n <= data.len() => {
                     self.one(&data[..n], ledger);
                     data = &data[n..];
                 }
-                _ => {
+                Ok(_) => {
                     self.carry.extend_from_slice(data);
                     return;
                 }
@@ -469,21 +463,19 @@ impl RecordWalker {
         }
     }
 
-    /// Length of the record starting at `b`, when its header is there to say.
-    fn record_len(&mut self, b: &[u8]) -> Option<usize> {
+    /// Length of the record starting at `b`, when its header is there to say (`Ok(None)`: not
+    /// enough bytes yet); `Err` when the header is impossible and the rest cannot be framed.
+    fn record_len(&self, b: &[u8]) -> Result<Option<usize>, ()> {
         match self.layout.file_format {
-            FileFormat::Raw => Some(self.layout.record_len),
+            FileFormat::Raw if self.layout.record_len == 0 => Err(()),
+            FileFormat::Raw => Ok(Some(self.layout.record_len)),
             FileFormat::Pcap => {
-                if b.len() < 16 {
-                    return None;
-                }
-                let p = self.pcap?;
+                let (Some(p), true) = (self.pcap, b.len() >= 16) else { return Ok(None) };
                 let caplen = self.u32(&p, &b[8..12]) as usize;
                 if caplen > 262_144 {
-                    self.corrupt = true;
-                    return None;
+                    return Err(());
                 }
-                Some(16 + caplen)
+                Ok(Some(16 + caplen))
             }
         }
     }
