@@ -13,6 +13,7 @@ pub mod error;
 pub mod kernel;
 pub mod ledger;
 pub mod pace;
+pub mod plot;
 pub mod record;
 pub mod rx;
 pub mod spool;
