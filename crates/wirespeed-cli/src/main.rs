@@ -1,5 +1,6 @@
 //! The `wirespeed` command: argument parsing and printing only; the work is in the library.
 
+mod latency_cmd;
 mod partition_cmd;
 mod record_cmd;
 
@@ -18,7 +19,7 @@ use wirespeed::wire::{spec, ByteOrder, Counter, Format};
 use wirespeed::{sys, Error};
 
 /// Exit code when --expect-zero-loss was given and packets were lost.
-const EXIT_LOSS: u8 = 3;
+pub(crate) const EXIT_LOSS: u8 = 3;
 
 #[derive(Parser)]
 #[command(
@@ -72,6 +73,23 @@ enum Cmd {
     Verify(record_cmd::VerifyArgs),
     /// Measure the sustained write rate of a disk with the recorder's own I/O pattern.
     DiskTest(record_cmd::DiskTestArgs),
+    /// Send every datagram straight back to its sender (the far end of `wirespeed ping`).
+    Reflect(latency_cmd::ReflectArgs),
+    /// Round-trip latency at fixed packet rates: percentiles, HdrHistogram logs and heat maps.
+    #[command(long_about = "Round-trip latency at fixed packet rates, as seed 003 measured it.\n\n\
+        Probes leave on a fixed schedule (open loop: ping never waits for a reply before sending \
+        the next), a reflector sends each back at the application layer, and the round trip is \
+        taken from one clock. Each rate gives the percentile table (min, p50, p90, p99, p99.9, \
+        p99.99, max; one-way = RTT/2), lost, late and duplicate replies from the ledger, an \
+        HdrHistogram interval log (ns; readable by the standard HdrHistogram tools) and a heat map \
+        (PNG and SVG): time on x, latency on y, colour = packets per cell on a log scale.\n\n\
+        Try:  wirespeed ping --pps 10000,20000,30000,40000      (seed 003's four rates, self-contained)\n      \
+        wirespeed reflect 7149                                (on the far host)\n      \
+        wirespeed ping FARHOST:7149 --pps 10000 --duration 60\n\n\
+        Exit codes: 0 success, 1 runtime failure, 2 bad usage, 3 replies lost with --expect-zero-loss.")]
+    Ping(latency_cmd::PingArgs),
+    /// Frames per second on the wire for a link speed and packet size (preamble, IFG, headers).
+    Linerate(latency_cmd::LinerateArgs),
     /// List the payload formats, their spec keys, and the instrument presets.
     Formats,
     /// Sender and receiver on loopback for a few seconds, then the ledger: a first look.
@@ -677,6 +695,9 @@ fn main() -> ExitCode {
         Cmd::Record(a) => record_cmd::cmd_record(a),
         Cmd::Verify(a) => record_cmd::cmd_verify(a),
         Cmd::DiskTest(a) => record_cmd::cmd_disk_test(a),
+        Cmd::Reflect(a) => latency_cmd::cmd_reflect(a),
+        Cmd::Ping(a) => latency_cmd::cmd_ping(a),
+        Cmd::Linerate(a) => latency_cmd::cmd_linerate(a),
         Cmd::Formats => cmd_formats(),
         Cmd::Demo(a) => cmd_demo(a),
         Cmd::Partition(a) => cmd_partition(a),

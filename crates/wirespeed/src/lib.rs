@@ -11,6 +11,7 @@
 pub mod control;
 pub mod error;
 pub mod kernel;
+pub mod latency;
 pub mod ledger;
 pub mod pace;
 pub mod plot;

@@ -608,3 +608,95 @@ pub fn free_space(path: &std::path::Path) -> io::Result<u64> {
     cvt(unsafe { libc::statvfs(c.as_ptr(), &mut s) })?;
     Ok(s.f_bavail as u64 * s.f_frsize as u64)
 }
+
+/// A receive batch that can send each datagram straight back to where it came from, for the
+/// latency reflector: `sendmmsg` reuses the received bytes and source addresses in place, so a
+/// reflection costs one receive and one send system call per batch and copies nothing.
+pub struct EchoBatch {
+    rx: RecvBatch,
+    out_iov: Vec<libc::iovec>,
+    out_hdrs: Vec<libc::mmsghdr>,
+}
+
+// SAFETY: as for RecvBatch, the raw pointers point only into the batch's own heap buffers.
+unsafe impl Send for EchoBatch {}
+
+impl EchoBatch {
+    /// `count` datagrams of up to `buf_size` bytes per call.
+    pub fn new(count: usize, buf_size: usize) -> Self {
+        let rx = RecvBatch::new(count, buf_size);
+        let count = rx.capacity();
+        let mut b = EchoBatch {
+            rx,
+            out_iov: vec![libc::iovec { iov_base: std::ptr::null_mut(), iov_len: 0 }; count],
+            // SAFETY: mmsghdr is plain old data for which all-zero is valid.
+            out_hdrs: vec![unsafe { zeroed() }; count],
+        };
+        for i in 0..count {
+            b.out_iov[i].iov_base = b.rx.iovecs[i].iov_base;
+            let h = &mut b.out_hdrs[i].msg_hdr;
+            h.msg_iov = &mut b.out_iov[i];
+            h.msg_iovlen = 1;
+            h.msg_name = (&mut b.rx.names[i] as *mut libc::sockaddr_storage).cast();
+        }
+        b
+    }
+
+    /// Receive like [`RecvBatch::recv`].
+    pub fn recv(&mut self, fd: RawFd, nonblocking: bool) -> io::Result<usize> {
+        self.rx.recv(fd, nonblocking)
+    }
+
+    /// Length and source of datagram `i` of the last `recv`.
+    pub fn meta(&self, i: usize) -> RecvMeta {
+        self.rx.meta(i)
+    }
+
+    /// Send datagrams `from..n` of the last `recv` back to their sources (on an unconnected
+    /// socket); returns how many the kernel took. An error concerns datagram `from`.
+    pub fn echo(&mut self, fd: RawFd, from: usize, n: usize) -> io::Result<usize> {
+        let n = n.min(self.out_hdrs.len());
+        if from >= n {
+            return Ok(0);
+        }
+        for i in from..n {
+            self.out_iov[i].iov_len = (self.rx.hdrs[i].msg_len as usize).min(self.rx.buf_size);
+            self.out_hdrs[i].msg_hdr.msg_namelen = self.rx.hdrs[i].msg_hdr.msg_namelen;
+        }
+        // SAFETY: headers `from..n` lie inside `out_hdrs`; each points at an iovec over the
+        // batch's own receive buffer with the received length, and at the source address the
+        // kernel stored for that datagram with the length it reported. Nothing else is referenced.
+        let ret = unsafe { libc::sendmmsg(fd, self.out_hdrs.as_mut_ptr().add(from), (n - from) as libc::c_uint, 0) };
+        cvt(ret).map(|r| r as usize)
+    }
+}
+
+/// Wait until `fd` is readable or `timeout_ns` has passed (None: no limit). Returns whether it
+/// is readable; EINTR returns `Ok(false)` so the caller re-checks its stop flag.
+pub fn poll_readable(fd: RawFd, timeout_ns: Option<u64>) -> io::Result<bool> {
+    let mut p = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
+    let ts = timeout_ns.map(|t| libc::timespec {
+        tv_sec: (t / 1_000_000_000) as libc::time_t,
+        tv_nsec: (t % 1_000_000_000) as libc::c_long,
+    });
+    let tsp = ts.as_ref().map_or(std::ptr::null(), |t| t as *const libc::timespec);
+    // SAFETY: `p` is one valid pollfd; `tsp` is null or points at `ts`, alive for the call; a
+    // null signal mask leaves the mask unchanged.
+    let r = unsafe { libc::ppoll(&mut p, 1, tsp, std::ptr::null()) };
+    if r < 0 {
+        let e = io::Error::last_os_error();
+        return if e.kind() == io::ErrorKind::Interrupted { Ok(false) } else { Err(e) };
+    }
+    Ok(r > 0 && p.revents & (libc::POLLIN | libc::POLLERR) != 0)
+}
+
+/// Set the calling thread's timer slack: Linux may otherwise defer a timed wake-up by 50 us
+/// to batch timers, which would smear a latency probe schedule.
+pub fn set_timer_slack_ns(ns: u64) -> io::Result<()> {
+    // SAFETY: PR_SET_TIMERSLACK takes one integer argument; the unused ones are zero.
+    let r = unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, ns as libc::c_ulong, 0, 0, 0) };
+    cvt(r).map(|_| ())
+}
+
+/// SIGTERM, for asking a child process to finish cleanly.
+pub const SIGTERM: i32 = libc::SIGTERM;

@@ -1,0 +1,526 @@
+//! `wirespeed reflect`, `wirespeed ping` and `wirespeed linerate`: round-trip latency at fixed
+//! packet rates (seed 003), its heat maps and percentile tables, and the Ethernet arithmetic
+//! that sizes such a test.
+
+use crate::print_json;
+use clap::Args;
+use std::io::{BufRead, Read};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+use wirespeed::error::{parse_listen, resolve};
+use wirespeed::latency::linerate::{self, Layer};
+use wirespeed::latency::ping::{self, PingConfig, PingReport};
+use wirespeed::latency::reflect::{ReflectConfig, Reflector};
+use wirespeed::latency::report::{self, Row};
+use wirespeed::testbed::{self, topology};
+use wirespeed::units::{self, Rate};
+use wirespeed::{plot, sys, Error};
+
+/// Port the self-contained run's reflector listens on inside its partition.
+const PARTITION_PORT: u16 = 7149;
+
+#[derive(Args)]
+pub struct ReflectArgs {
+    /// Where to listen: PORT or ADDR:PORT.
+    listen: String,
+    /// Stop after this long (default: until Ctrl-C or SIGTERM).
+    #[arg(long, value_parser = units::parse_duration)]
+    duration: Option<Duration>,
+    /// Stop after reflecting this many datagrams.
+    #[arg(long, value_parser = units::parse_count)]
+    count: Option<u64>,
+    /// Pin the reflecting thread to this CPU.
+    #[arg(long)]
+    cpu: Option<usize>,
+    /// Poll without sleeping: lowest latency, but one core at 100 %.
+    #[arg(long)]
+    spin: bool,
+    /// Datagrams per receive (and send) call.
+    #[arg(long, default_value_t = 64)]
+    batch: usize,
+    /// Print one JSON document (schema wirespeed.reflect/1) instead of the summary.
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn cmd_reflect(a: ReflectArgs) -> Result<u8, Error> {
+    let listen = parse_listen(&a.listen)?;
+    if a.batch == 0 || a.batch > 1024 {
+        return Err(Error::Usage("--batch must be 1..1024".into()));
+    }
+    let mut cfg = ReflectConfig::new(listen);
+    cfg.duration = a.duration;
+    cfg.count = a.count;
+    cfg.cpu = a.cpu;
+    cfg.spin = a.spin;
+    cfg.batch = a.batch;
+    let r = Reflector::bind(&cfg)?;
+    let addr = r.local_addr().map(|a| a.to_string()).unwrap_or_else(|| listen.to_string());
+    eprintln!("wirespeed reflect: listening on {addr} (every datagram goes back to its sender); Ctrl-C stops");
+    let stop = sys::install_stop_handler();
+    let rep = r.run(&cfg, stop, None)?;
+    if a.json {
+        print_json(&rep)?;
+    } else {
+        print!("{}", rep.human());
+    }
+    Ok(0)
+}
+
+#[derive(Args, Clone)]
+pub struct PingArgs {
+    /// The reflector, HOST:PORT (`wirespeed reflect PORT` there, or any UDP echo service).
+    /// Without it, ping starts its own reflector: across two partitions joined by a veth link
+    /// when it has CAP_NET_ADMIN (created and removed again), otherwise on loopback.
+    target: Option<String>,
+    /// Probes per second; a comma list runs one after the other, as seed 003 did with
+    /// 10000,20000,30000,40000, and writes a heat map per rate and one percentile table.
+    #[arg(long, default_value = "10000", value_delimiter = ',', value_parser = parse_pps)]
+    pps: Vec<f64>,
+    /// UDP payload bytes per probe (24..65507; the probe header is 24 bytes).
+    #[arg(long, default_value_t = 64)]
+    size: usize,
+    /// How long to probe at each rate (5, 30s, 2m).
+    #[arg(long, default_value = "10s", value_parser = units::parse_duration)]
+    duration: Duration,
+    /// Probes per rate instead of a duration.
+    #[arg(long, value_parser = units::parse_count)]
+    count: Option<u64>,
+    /// Histogram interval: one log entry and one progress line per interval (seed 003 used 2 s).
+    #[arg(long, default_value = "2s", value_parser = units::parse_duration)]
+    interval: Duration,
+    /// How long to wait for the last replies; later ones count as lost.
+    #[arg(long, default_value = "1s", value_parser = units::parse_duration)]
+    linger: Duration,
+    /// Pause between the rates of a sweep, so one rate's queues do not spill into the next.
+    #[arg(long, default_value = "1s", value_parser = units::parse_duration)]
+    pause: Duration,
+    /// Pin the ping thread to this CPU.
+    #[arg(long)]
+    cpu: Option<usize>,
+    /// Poll without sleeping (ping and, when ping starts it, the reflector): lower and steadier
+    /// latency, but each uses a whole core.
+    #[arg(long)]
+    spin: bool,
+    /// Directory for the heat maps (PNG and SVG), HdrHistogram logs and tables.
+    /// Default: ./wirespeed-ping-<UTC time>.
+    #[arg(short = 'o', long)]
+    out: Option<PathBuf>,
+    /// Write no files; print the table only.
+    #[arg(long, conflicts_with = "out")]
+    no_files: bool,
+    /// Without TARGET: stay on loopback even when partitions could be made.
+    #[arg(long)]
+    loopback: bool,
+    /// Name of the path in titles (default: loopback, partition link, or the target).
+    #[arg(long)]
+    label: Option<String>,
+    /// Exit with code 3 if any reply was lost.
+    #[arg(long)]
+    expect_zero_loss: bool,
+    /// Print one JSON document (schema wirespeed.latency/1) instead of the tables.
+    #[arg(long)]
+    json: bool,
+}
+
+fn parse_pps(s: &str) -> Result<f64, String> {
+    let r = Rate::parse(s).ok();
+    let v = match r {
+        Some(Rate::Packets(p)) => p,
+        _ => s
+            .replace('_', "")
+            .parse::<f64>()
+            .map_err(|_| format!("'{s}' is not a probe rate: give probes per second, e.g. 10000 or 10kpps"))?,
+    };
+    if !(v.is_finite() && v > 0.0 && v <= 10_000_000.0) {
+        return Err(format!("{s} probes/s is out of range: use 1..10000000"));
+    }
+    Ok(v)
+}
+
+/// Everything one `ping` invocation produced.
+#[derive(serde::Serialize)]
+struct LatencyDoc {
+    schema: &'static str,
+    path: String,
+    runs: Vec<PingReport>,
+    table: Vec<Row>,
+    files: Vec<String>,
+}
+
+pub fn cmd_ping(a: PingArgs) -> Result<u8, Error> {
+    if a.size < wirespeed::latency::probe::MIN_SIZE || a.size > 65507 {
+        return Err(Error::Usage(format!(
+            "--size {} cannot carry a probe: use 24..65507 (the probe header is 24 bytes)",
+            a.size
+        )));
+    }
+    if a.duration.is_zero() && a.count.is_none() {
+        return Err(Error::Usage("--duration must be more than 0".into()));
+    }
+    match &a.target {
+        Some(t) => {
+            let target = resolve(t)?;
+            let label = a.label.clone().unwrap_or_else(|| target.to_string());
+            ping_sweep(&a, target, &label)
+        }
+        None if !a.loopback && testbed::require_net_admin("ping").is_ok() => ping_in_partitions(&a),
+        None => ping_loopback(&a),
+    }
+}
+
+fn out_dir(a: &PingArgs) -> Result<Option<PathBuf>, Error> {
+    if a.no_files {
+        return Ok(None);
+    }
+    let dir = a.out.clone().unwrap_or_else(|| {
+        PathBuf::from(format!("wirespeed-ping-{}", wirespeed::spool::utc_compact(sys::realtime_ns())))
+    });
+    std::fs::create_dir_all(&dir)
+        .map_err(|e| Error::Runtime(format!("cannot create the output directory {}: {e}", dir.display())))?;
+    Ok(Some(dir))
+}
+
+/// Run every rate against `target`, write the files, print the table.
+fn ping_sweep(a: &PingArgs, target: SocketAddr, label: &str) -> Result<u8, Error> {
+    let dir = out_dir(a)?;
+    let stop = sys::install_stop_handler();
+    let mut runs = Vec::new();
+    let mut files = Vec::new();
+    for (k, &pps) in a.pps.iter().enumerate() {
+        if stop.load(Ordering::Relaxed) {
+            break;
+        }
+        if k > 0 {
+            std::thread::sleep(a.pause);
+        }
+        let mut cfg = PingConfig::new(target);
+        cfg.pps = pps;
+        cfg.size = a.size;
+        cfg.duration = Some(a.duration);
+        cfg.count = a.count;
+        cfg.interval = a.interval;
+        cfg.linger = a.linger;
+        cfg.cpu = a.cpu;
+        cfg.spin = a.spin;
+        cfg.progress = !a.json;
+        let tag = format!("{}pps", pps.round() as u64);
+        cfg.hlog = dir.as_ref().map(|d| d.join(format!("rtt-{tag}.hlog")));
+        if !a.json {
+            eprintln!(
+                "wirespeed ping: {} probes/s of {} B to {target} for {}{}",
+                units::thousands(pps.round() as u64),
+                a.size,
+                match a.count {
+                    Some(n) => format!("{n} probes"),
+                    None => units::nanos(a.duration.as_nanos() as f64),
+                },
+                if a.pps.len() > 1 { format!(" (rate {} of {})", k + 1, a.pps.len()) } else { String::new() }
+            );
+        }
+        let run = ping::run(&cfg, stop)?;
+        if let Some(d) = &dir {
+            let (png, svg) = plot::heatmap_files(&report::heatmap(&run, label), &d.join(format!("heatmap-{tag}")))?;
+            files.extend([png, svg].iter().map(|p| p.display().to_string()));
+            if let Some(h) = &cfg.hlog {
+                files.push(h.display().to_string());
+            }
+        }
+        if !a.json {
+            print!("{}", run.report.human());
+            println!();
+        }
+        runs.push(run.report);
+    }
+    let rows: Vec<Row> = runs.iter().map(Row::of).collect();
+    let heading = format!(
+        "Round-trip time (us) of {}-byte probes over {label}, open loop, {} per rate{}",
+        a.size,
+        match a.count {
+            Some(n) => format!("{n} probes"),
+            None => units::nanos(a.duration.as_nanos() as f64),
+        },
+        if stop.load(Ordering::Relaxed) { " (stopped early)" } else { "" }
+    );
+    let text = report::table_text(&rows, &heading);
+    if let Some(d) = &dir {
+        let doc = LatencyDoc {
+            schema: "wirespeed.latency/1",
+            path: label.to_string(),
+            runs: runs.clone(),
+            table: rows.clone(),
+            files: files.clone(),
+        };
+        let json =
+            serde_json::to_string_pretty(&doc).map_err(|e| Error::Runtime(format!("cannot encode JSON: {e}")))?;
+        for (name, body) in
+            [("latency.txt", text.as_str()), ("latency.csv", &report::table_csv(&rows)), ("latency.json", &json)]
+        {
+            let p = d.join(name);
+            std::fs::write(&p, body).map_err(|e| Error::Runtime(format!("cannot write {}: {e}", p.display())))?;
+            files.push(p.display().to_string());
+        }
+    }
+    let lost: u64 = runs.iter().map(|r| r.replies.lost).sum();
+    if a.json {
+        print_json(&LatencyDoc { schema: "wirespeed.latency/1", path: label.to_string(), runs, table: rows, files })?;
+    } else {
+        print!("{text}");
+        if let Some(d) = &dir {
+            println!("heat maps, HdrHistogram logs (ns) and latency.{{txt,csv,json}} in {}", d.display());
+        }
+    }
+    if a.expect_zero_loss && lost > 0 {
+        return Ok(crate::EXIT_LOSS);
+    }
+    Ok(0)
+}
+
+/// No target, no privilege (or --loopback): a reflector thread on 127.0.0.1, on the other core.
+fn ping_loopback(a: &PingArgs) -> Result<u8, Error> {
+    let mut cfg = ReflectConfig::new("127.0.0.1:0".parse().expect("static address"));
+    cfg.spin = a.spin;
+    let ncpu = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+    let mut args = a.clone();
+    if ncpu >= 2 {
+        cfg.cpu = Some(ncpu - 1);
+        args.cpu = args.cpu.or(Some(0));
+    }
+    let reflector = Reflector::bind(&cfg)?;
+    let target = reflector.local_addr().ok_or_else(|| Error::Runtime("cannot read the reflector's port".into()))?;
+    if !a.json {
+        eprintln!(
+            "wirespeed ping: no target given, so a reflector runs here on loopback ({target}{}); give HOST:PORT to measure a real path",
+            cfg.cpu.map(|c| format!(", CPU {c}; ping on CPU {}", args.cpu.unwrap_or(0))).unwrap_or_default()
+        );
+    }
+    let done = AtomicBool::new(false);
+    let label = a.label.clone().unwrap_or_else(|| "loopback".into());
+    std::thread::scope(|s| {
+        let h = s.spawn(|| reflector.run(&cfg, &done, None));
+        let r = ping_sweep(&args, target, &label);
+        done.store(true, Ordering::Relaxed);
+        let refl = h.join().map_err(|_| Error::Runtime("the reflector thread failed".into()))??;
+        if !a.json {
+            eprintln!("reflector: {}", refl.human().lines().next().unwrap_or_default());
+        }
+        r
+    })
+}
+
+impl PingArgs {
+    /// The same request as arguments for a child `wirespeed ping TARGET`.
+    fn child_args(&self, target: &str, out: Option<&Path>, label: &str) -> Vec<String> {
+        let mut v = vec![
+            "ping".to_string(),
+            target.to_string(),
+            "--pps".into(),
+            self.pps.iter().map(|p| format!("{p}")).collect::<Vec<_>>().join(","),
+            "--size".into(),
+            self.size.to_string(),
+            "--duration".into(),
+            format!("{}ms", self.duration.as_millis()),
+            "--interval".into(),
+            format!("{}ms", self.interval.as_millis()),
+            "--linger".into(),
+            format!("{}ms", self.linger.as_millis()),
+            "--pause".into(),
+            format!("{}ms", self.pause.as_millis()),
+            "--label".into(),
+            label.to_string(),
+        ];
+        if let Some(n) = self.count {
+            v.extend(["--count".into(), n.to_string()]);
+        }
+        for (on, flag) in [(self.spin, "--spin"), (self.json, "--json"), (self.expect_zero_loss, "--expect-zero-loss")]
+        {
+            if on {
+                v.push(flag.into());
+            }
+        }
+        match out {
+            Some(d) => v.extend(["-o".into(), d.display().to_string()]),
+            None => v.push("--no-files".into()),
+        }
+        v
+    }
+}
+
+/// Removes the run's partitions however it ends.
+struct Partitions(String);
+
+impl Drop for Partitions {
+    fn drop(&mut self) {
+        let _ = testbed::init(&self.0);
+    }
+}
+
+/// No target, with privilege: reflector in partition 2, ping in partition 1, a veth link between.
+fn ping_in_partitions(a: &PingArgs) -> Result<u8, Error> {
+    let dir = match out_dir(a)? {
+        Some(d) => Some(
+            std::fs::canonicalize(&d)
+                .map_err(|e| Error::Runtime(format!("cannot resolve the output directory {}: {e}", d.display())))?,
+        ),
+        None => None,
+    };
+    let prefix = format!("wslat{}x", std::process::id() % 1_000_000);
+    let topo = topology::Topology::read_host()?;
+    let cpus: Vec<std::collections::BTreeSet<usize>> = if topo.cores.len() >= 2 {
+        vec![topo.cores[0].clone(), topo.cores[1].clone()]
+    } else {
+        vec![topo.online.clone(), topo.online.clone()]
+    };
+    let layout = testbed::Layout {
+        prefix: prefix.clone(),
+        partitions: cpus
+            .iter()
+            .enumerate()
+            .map(|(i, c)| topology::PartSpec { id: i as u32 + 1, cpus: c.clone() })
+            .collect(),
+        mtu: 9000,
+        mem: None,
+        share_cpus: topo.cores.len() < 2,
+    };
+    let exe = std::env::current_exe().map_err(|e| Error::Runtime(format!("cannot find this program's path: {e}")))?;
+    let stop = sys::install_stop_handler();
+    let _guard = Partitions(prefix.clone());
+    testbed::create(&topo, layout, &testbed::CreateOptions { force: false, hb: Default::default(), daemon_exe: None })?;
+    let target = format!("{}:{PARTITION_PORT}", testbed::partition_addr(2));
+    let label = a.label.clone().unwrap_or_else(|| "a partition link (veth)".into());
+    if !a.json {
+        eprintln!(
+            "wirespeed ping: no target given, so partitions '{prefix}' are made: ping in partition 1 (CPUs {:?}), reflector in partition 2 (CPUs {:?}) at {target}, over a veth link; removed at the end (--loopback skips them)",
+            cpus[0], cpus[1]
+        );
+    }
+    let exe_s = exe.to_string_lossy().to_string();
+    let in_part = |id: &str, args: Vec<String>| {
+        let mut c = Command::new(&exe);
+        c.args(["partition", "--prefix", &prefix, "exec", id, "--", &exe_s]).args(args);
+        c
+    };
+    let mut refl_args = vec!["reflect".to_string(), target.clone(), "--json".into()];
+    if a.spin {
+        refl_args.push("--spin".into());
+    }
+    let mut refl = in_part("2", refl_args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| Error::Runtime(format!("cannot start the reflector: {e}")))?;
+    let err = refl.stderr.take().ok_or_else(|| Error::Runtime("the reflector has no stderr".into()))?;
+    let mut lines = std::io::BufReader::new(err);
+    let mut first = String::new();
+    let _ = lines.read_line(&mut first);
+    if !first.contains("listening on") {
+        let _ = refl.kill();
+        let _ = refl.wait();
+        return Err(Error::Runtime(format!("the reflector did not start: {}", first.trim())));
+    }
+    let drain = std::thread::spawn(move || {
+        let mut rest = String::new();
+        let _ = lines.read_to_string(&mut rest);
+        rest
+    });
+    let status = in_part("1", a.child_args(&target, dir.as_deref(), &label))
+        .status()
+        .map_err(|e| Error::Runtime(format!("cannot start ping in partition 1: {e}")));
+    let _ = sys::send_signal(refl.id(), sys::SIGTERM);
+    let out = refl.wait_with_output().map_err(|e| Error::Runtime(format!("the reflector failed: {e}")))?;
+    let rest = drain.join().unwrap_or_default();
+    let status = status?;
+    if !a.json {
+        match serde_json::from_slice::<serde_json::Value>(&out.stdout) {
+            Ok(v) => eprintln!(
+                "reflector in partition 2: reflected {} datagrams, {:.0} ns CPU each",
+                v["reflected"],
+                v["cpu_ns_per_datagram"].as_f64().unwrap_or(0.0)
+            ),
+            Err(_) => eprintln!("reflector in partition 2 reported nothing: {}", rest.trim()),
+        }
+    }
+    if stop.load(Ordering::Relaxed) {
+        eprintln!("wirespeed ping: stopped; partitions '{prefix}' removed");
+    }
+    Ok(status.code().map(|c| c as u8).unwrap_or(1))
+}
+
+#[derive(Args)]
+pub struct LinerateArgs {
+    /// Link speed in bits/s: 1G, 10G, 25G, 100G...
+    #[arg(long, default_value = "1G", value_parser = parse_link)]
+    link: f64,
+    /// Packet sizes (comma list). By default the IP packet, which is what an MTU counts
+    /// (seed 003's 1500); see --layer.
+    #[arg(long, default_value = "1500", value_delimiter = ',', value_parser = units::parse_count)]
+    size: Vec<u64>,
+    /// What --size counts: ip (the IP packet), udp (the UDP payload, as `send --size`), or
+    /// frame (the Ethernet frame, header to FCS).
+    #[arg(long, default_value = "ip", value_parser = parse_layer)]
+    layer: Layer,
+    /// IPv6 (a 40-byte IP header instead of 20).
+    #[arg(long)]
+    ipv6: bool,
+    /// Add an 802.1Q VLAN tag (4 bytes).
+    #[arg(long)]
+    vlan: bool,
+    /// Print JSON instead of the table.
+    #[arg(long)]
+    json: bool,
+}
+
+fn parse_link(s: &str) -> Result<f64, String> {
+    match Rate::parse(s) {
+        Ok(Rate::Bits(b)) if b > 0.0 => Ok(b),
+        _ => Err(format!("'{s}' is not a link speed: write bits/s like 1G, 10G or 100G")),
+    }
+}
+
+fn parse_layer(s: &str) -> Result<Layer, String> {
+    match s {
+        "ip" => Ok(Layer::Ip),
+        "udp" => Ok(Layer::Udp),
+        "frame" => Ok(Layer::Frame),
+        _ => Err(format!("'{s}' is not a layer: use ip, udp or frame")),
+    }
+}
+
+pub fn cmd_linerate(a: LinerateArgs) -> Result<u8, Error> {
+    let ip_header = if a.ipv6 { 40 } else { 20 };
+    let rows = a
+        .size
+        .iter()
+        .map(|&s| linerate::compute(a.link, s, a.layer, ip_header, a.vlan).map_err(Error::Usage))
+        .collect::<Result<Vec<_>, Error>>()?;
+    if a.json {
+        return print_json(&serde_json::json!({"schema": "wirespeed.linerate/1", "rows": rows})).map(|_| 0);
+    }
+    println!(
+        "Line rate of a {} Ethernet link{}{}: frame + preamble/SFD 8 B + inter-frame gap 12 B (96 bit times)",
+        units::bits(a.link),
+        if a.vlan { ", 802.1Q tag" } else { "" },
+        if a.ipv6 { ", IPv6" } else { ", IPv4" }
+    );
+    println!(
+        "{:>9} {:>9} {:>7} {:>7} {:>14} {:>11} {:>13} {:>12}",
+        "UDP data", "IP packet", "frame", "on wire", "frames/s", "frame time", "UDP goodput", "IP rate"
+    );
+    for r in &rows {
+        println!(
+            "{:>9} {:>9} {:>7} {:>7} {:>14} {:>11} {:>13} {:>12}",
+            r.udp_payload.map_or("-".into(), |u| u.to_string()),
+            r.ip_packet,
+            r.frame,
+            r.wire,
+            units::thousands(r.frames_per_s.floor() as u64),
+            units::nanos(r.frame_time_ns),
+            units::bits(r.udp_goodput_bps),
+            units::bits(r.ip_bps)
+        );
+    }
+    Ok(0)
+}
