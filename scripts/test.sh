@@ -21,10 +21,10 @@ if [ ${#need[@]} -gt 0 ]; then
   fi
 fi
 # Interoperability tests read and exchange data with independent implementations from PyPI.
-if ! python3 -c "import baseband, spead2" >/dev/null 2>&1; then
-  echo "test.sh: installing the Python packages baseband and spead2 (interoperability tests)"
-  python3 -m pip install --quiet --disable-pip-version-check baseband spead2 ||
-    echo "test.sh: could not install baseband/spead2; the interoperability tests will fail and say so" >&2
+if ! python3 -c "import baseband, spead2, hdrh" >/dev/null 2>&1; then
+  echo "test.sh: installing the Python packages baseband, spead2 and hdrhistogram (interoperability tests)"
+  python3 -m pip install --quiet --disable-pip-version-check baseband spead2 hdrhistogram ||
+    echo "test.sh: could not install baseband/spead2/hdrhistogram; the interoperability tests will fail and say so" >&2
 fi
 if ! command -v cargo >/dev/null 2>&1; then
   echo "test.sh: cargo not found: install Rust stable (rustup) first" >&2

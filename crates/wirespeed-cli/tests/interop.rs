@@ -1,6 +1,7 @@
 //! Interoperability with independent implementations from PyPI (installed by scripts/test.sh):
 //! the `baseband` package must read wirespeed's raw VDIF and Mark5B recordings, and `spead2`
-//! must receive wirespeed's SPEAD stream while wirespeed receives spead2's.
+//! must receive wirespeed's SPEAD stream while wirespeed receives spead2's, and the reference
+//! Python HdrHistogram package must read the latency logs of `ping`.
 
 mod common;
 
@@ -177,4 +178,28 @@ fn spead2_receives_wirespeed_and_wirespeed_receives_spead2() {
     assert_eq!(v["distinct"], 300);
     assert_eq!((v["first"].as_u64(), v["last"].as_u64()), (Some(1), Some(300)));
     assert_eq!(v["incomplete"], 0);
+}
+
+#[test]
+fn hdrhistogram_python_reads_the_ping_log() {
+    // The interval log is the standard HdrHistogram log: the reference Python implementation
+    // must read it back to the very percentiles ping reported.
+    let py = python_with("hdrh");
+    let dir = TempDir::new("hlog");
+    let out = run(&["ping", "--loopback", "--pps", "5000", "--count", "5000", "--interval", "200ms", "-o", dir.path()]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let doc = json(&std::fs::read_to_string(format!("{}/latency.json", dir.path())).expect("latency.json"));
+    let rtt = &doc["runs"][0]["rtt"];
+    let read = Command::new(py)
+        .arg(script("read_hlog.py"))
+        .arg(format!("{}/rtt-5000pps.hlog", dir.path()))
+        .output()
+        .expect("run read_hlog.py");
+    assert!(read.status.success(), "{}", String::from_utf8_lossy(&read.stderr));
+    let v = json(&String::from_utf8_lossy(&read.stdout));
+    assert_eq!(u(&v, "count"), 5000);
+    assert!(u(&v, "intervals") >= 5, "{v}");
+    for (theirs, ours) in [("p50", "p50"), ("p99", "p99"), ("max", "max"), ("min", "min")] {
+        assert_eq!(u(&v, theirs), u(rtt, ours), "{theirs}: hdrh {v} vs ping {rtt}");
+    }
 }
