@@ -101,6 +101,11 @@ pub struct PingArgs {
     /// Pin the ping thread to this CPU.
     #[arg(long)]
     cpu: Option<usize>,
+    /// Closed loop, the way sockperf ping-pong measures: each probe waits for the previous reply.
+    /// Probes that could not leave on time are skipped and counted; the open loop (the default)
+    /// shows what happens to them, so use this only to compare with closed-loop tools.
+    #[arg(long)]
+    closed_loop: bool,
     /// Poll without sleeping (ping and, when ping starts it, the reflector): lower and steadier
     /// latency, but each uses a whole core.
     #[arg(long)]
@@ -206,6 +211,7 @@ fn ping_sweep(a: &PingArgs, target: SocketAddr, label: &str) -> Result<u8, Error
         cfg.linger = a.linger;
         cfg.cpu = a.cpu;
         cfg.spin = a.spin;
+        cfg.closed_loop = a.closed_loop;
         cfg.progress = !a.json;
         let tag = format!("{}pps", pps.round() as u64);
         cfg.hlog = dir.as_ref().map(|d| d.join(format!("rtt-{tag}.hlog")));
@@ -335,8 +341,12 @@ impl PingArgs {
         if let Some(n) = self.count {
             v.extend(["--count".into(), n.to_string()]);
         }
-        for (on, flag) in [(self.spin, "--spin"), (self.json, "--json"), (self.expect_zero_loss, "--expect-zero-loss")]
-        {
+        for (on, flag) in [
+            (self.spin, "--spin"),
+            (self.json, "--json"),
+            (self.expect_zero_loss, "--expect-zero-loss"),
+            (self.closed_loop, "--closed-loop"),
+        ] {
             if on {
                 v.push(flag.into());
             }

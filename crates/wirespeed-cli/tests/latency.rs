@@ -227,3 +227,51 @@ fn self_contained_run_across_partitions() {
 fn out_pid_hint(err: &str) -> String {
     err.split("partitions 'wslat").nth(1).and_then(|r| r.split('x').next()).unwrap_or("?").to_string()
 }
+
+#[test]
+fn closed_loop_counts_what_it_did_not_send() {
+    // A closed loop against an echo that answers only the first 300 probes and then swallows
+    // the rest: after that each probe waits out --linger for its reply, and the slots passed
+    // meanwhile are skipped and counted (coordinated omission made visible), not hidden.
+    let sock = std::net::UdpSocket::bind("127.0.0.1:0").expect("bind");
+    let target = format!("127.0.0.1:{}", sock.local_addr().expect("addr").port());
+    sock.set_read_timeout(Some(Duration::from_millis(1500))).expect("timeout");
+    let echo = std::thread::spawn(move || {
+        let mut buf = [0u8; 2048];
+        let mut n = 0;
+        while let Ok((len, from)) = sock.recv_from(&mut buf) {
+            n += 1;
+            if n <= 300 {
+                sock.send_to(&buf[..len], from).expect("echo");
+            }
+        }
+        n
+    });
+    let out = run(&[
+        "ping",
+        &target,
+        "--pps",
+        "1000",
+        "--duration",
+        "1s",
+        "--closed-loop",
+        "--linger",
+        "100ms",
+        "--json",
+        "--no-files",
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let doc = json(&String::from_utf8_lossy(&out.stdout));
+    let run0 = &doc["runs"][0];
+    let sched = &run0["schedule"];
+    assert_eq!(sched["closed_loop"], true);
+    let sent = u(run0, "sent");
+    let skipped = u(sched, "skipped");
+    assert_eq!(u(&run0["replies"], "received"), 300, "{run0}");
+    assert_eq!(u(&run0["replies"], "lost"), sent - 300, "{run0}");
+    // About 0.3 s of answered probes, then one probe per 100 ms linger for the other 0.7 s,
+    // each followed by about 100 skipped slots: the slots add up to the second's 1000.
+    assert!((303..=315).contains(&sent), "{run0}");
+    assert!((990..=1002).contains(&(sent + skipped)), "{run0}");
+    assert_eq!(echo.join().expect("echo thread"), sent);
+}

@@ -64,6 +64,10 @@ pub struct PingConfig {
     pub hlog: Option<PathBuf>,
     /// Print a line per interval on stderr.
     pub progress: bool,
+    /// Closed loop, as sockperf's ping-pong: a probe leaves only after the previous reply came
+    /// back (or `linger` passed). Slots missed while waiting are skipped and counted, because
+    /// their latency is exactly what a closed loop cannot see (coordinated omission).
+    pub closed_loop: bool,
 }
 
 impl PingConfig {
@@ -81,6 +85,7 @@ impl PingConfig {
             spin: false,
             hlog: None,
             progress: false,
+            closed_loop: false,
         }
     }
 
@@ -183,6 +188,10 @@ pub struct Schedule {
     pub late_p99_ns: u64,
     /// Worst lateness, ns.
     pub late_max_ns: u64,
+    /// Closed loop (send after the previous reply) instead of open loop.
+    pub closed_loop: bool,
+    /// Closed loop only: scheduled probes not sent because a reply was still outstanding.
+    pub skipped: u64,
 }
 
 /// Everything a ping run measured.
@@ -231,8 +240,9 @@ impl PingReport {
         let r = &self.rtt;
         let c = &self.replies;
         let mut s = format!(
-            "ping {}: {} probes of {} B at {} (achieved {}; send lateness p99 {}), CPU {} ns/probe{}\n",
+            "ping {}{}: {} probes of {} B at {} (achieved {}; send lateness p99 {}), CPU {} ns/probe{}\n",
             self.target,
+            if self.schedule.closed_loop { " (closed loop)" } else { "" },
             units::thousands(self.sent),
             self.size,
             units::pps(self.schedule.pps_asked),
@@ -251,6 +261,13 @@ impl PingReport {
             if self.strays > 0 { format!("  strays {}", self.strays) } else { String::new() },
             if self.send_errors > 0 { format!("  send errors {}", self.send_errors) } else { String::new() },
         );
+        if self.schedule.closed_loop && self.schedule.skipped > 0 {
+            s += &format!(
+                "  closed loop: {} scheduled probes were not sent while a reply was outstanding; what they \
+                 would have measured is not in these percentiles (coordinated omission: drop --closed-loop)\n",
+                units::thousands(self.schedule.skipped)
+            );
+        }
         if !self.lost_ranges.is_empty() {
             let shown: Vec<String> = self
                 .lost_ranges
@@ -424,17 +441,61 @@ fn probe_loop(
     let mut interval_start = 0u64;
     let mut sending = true;
     let mut reply_deadline = u64::MAX;
+    let closed = cfg.closed_loop;
+    let linger_ns = cfg.linger.as_nanos() as u64;
+    let end_by = cfg.duration.filter(|_| cfg.count.is_none()).map(|d| start + d.as_nanos() as u64);
+    // Closed loop: the probe awaiting its reply, and when it left.
+    let mut outstanding: Option<(u64, u64)> = None;
+    let mut skipped = 0u64;
     let cpu0 = sys::thread_cpu_ns();
 
     loop {
         let now = sys::monotonic_ns();
-        if sending && (stop.load(Ordering::Relaxed) || planned.is_some_and(|p| slot >= p)) {
+        let done = if closed {
+            cfg.count.is_some_and(|c| seq >= c) || end_by.is_some_and(|e| now >= e)
+        } else {
+            planned.is_some_and(|p| slot >= p)
+        };
+        if sending && (stop.load(Ordering::Relaxed) || done) {
             sending = false;
+            if closed && cfg.count.is_none() {
+                // Slots that came due while the last reply was outstanding were skipped too.
+                let due_by_now = ((now.saturating_sub(start)) as f64 / period_ns).floor() as u64 + 1;
+                skipped += due_by_now.saturating_sub(slot);
+            }
             let wait =
                 if stop.load(Ordering::Relaxed) { cfg.linger.min(Duration::from_millis(200)) } else { cfg.linger };
             reply_deadline = now + wait.as_nanos() as u64;
         }
-        if sending && now >= due(slot) {
+        if closed && outstanding.is_some_and(|(_, t)| now >= t + linger_ns) {
+            outstanding = None; // given up: the ledger counts it lost unless it still comes
+        }
+        if sending && closed && outstanding.is_none() && now >= due(slot) {
+            let t = sys::monotonic_ns();
+            probe::stamp(&mut buf, seq, t);
+            match sys::send_one(fd, &buf) {
+                Ok(_) => {
+                    if seq == 0 {
+                        first_tx = t;
+                    }
+                    last_tx = t;
+                    let _ = lateness.record((t - due(slot)).max(1));
+                    outstanding = Some((seq, t));
+                    seq += 1;
+                }
+                Err(e) if e.raw_os_error() == Some(libc::ECONNREFUSED) && ledger.counts().received == 0 => {
+                    return Err(probe_error(target, &e));
+                }
+                Err(_) => send_errors += 1,
+            }
+            // The next probe takes the next slot after now; the ones passed are skipped.
+            let next = ((t - start) as f64 / period_ns).floor() as u64 + 1;
+            skipped += next.saturating_sub(slot + 1);
+            slot = next.max(slot + 1);
+            live.sent.store(seq, Ordering::Relaxed);
+            continue;
+        }
+        if sending && !closed && now >= due(slot) {
             let mut k = 0;
             while k < MAX_BURST && planned.map_or(true, |p| slot < p) {
                 let t = sys::monotonic_ns();
@@ -475,7 +536,12 @@ fn probe_loop(
             }
         }
         let next_interval = start + interval_start + interval_ns;
-        let deadline = if sending { due(slot) } else { reply_deadline }.min(next_interval);
+        let deadline = match outstanding {
+            Some((_, t)) if sending => t + linger_ns,
+            _ if sending => due(slot),
+            _ => reply_deadline,
+        }
+        .min(next_interval);
         let readable = if cfg.spin {
             true
         } else {
@@ -523,6 +589,9 @@ fn probe_loop(
                 Outcome::Duplicate | Outcome::Stale | Outcome::Suspect => continue,
                 _ => {}
             }
+            if outstanding.is_some_and(|(q, _)| q == p.seq) {
+                outstanding = None;
+            }
             let rtt = (rx - p.sent_ns).max(1);
             cur.saturating_record(rtt);
             grid.add(p.sent_ns - start, rtt);
@@ -549,6 +618,8 @@ fn probe_loop(
             late_p50_ns: lateness.value_at_quantile(0.5),
             late_p99_ns: lateness.value_at_quantile(0.99),
             late_max_ns: lateness.max(),
+            closed_loop: closed,
+            skipped,
         },
         sent: seq,
         send_errors,
