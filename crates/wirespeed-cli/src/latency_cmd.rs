@@ -436,9 +436,24 @@ fn ping_in_partitions(a: &PingArgs) -> Result<u8, Error> {
         let _ = lines.read_to_string(&mut rest);
         rest
     });
+    // A Ctrl-C in the terminal reaches the children too; a signal sent to this process alone
+    // (kill, timeout) is passed on, so ping ends its run, reports, and the partitions go.
     let status = in_part("1", a.child_args(&target, dir.as_deref(), &label))
-        .status()
-        .map_err(|e| Error::Runtime(format!("cannot start ping in partition 1: {e}")));
+        .spawn()
+        .map_err(|e| Error::Runtime(format!("cannot start ping in partition 1: {e}")))
+        .and_then(|mut child| {
+            let mut forwarded = false;
+            loop {
+                if let Some(st) = child.try_wait().map_err(|e| Error::Runtime(format!("ping failed: {e}")))? {
+                    return Ok(st);
+                }
+                if stop.load(Ordering::Relaxed) && !forwarded {
+                    let _ = sys::send_signal(child.id(), sys::SIGTERM);
+                    forwarded = true;
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        });
     let _ = sys::send_signal(refl.id(), sys::SIGTERM);
     let out = refl.wait_with_output().map_err(|e| Error::Runtime(format!("the reflector failed: {e}")))?;
     let rest = drain.join().unwrap_or_default();
