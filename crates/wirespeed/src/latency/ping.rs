@@ -427,7 +427,11 @@ fn probe_loop(
     probe::init(&mut buf, session);
     let mut batch = sys::RecvBatch::new(64, cfg.size.max(2048) + 1);
     let mut ledger = StreamLedger::new(&LedgerConfig::default());
-    let mut grid = Grid::new(grid::column_for(cfg.duration.map_or(60_000_000_000, |d| d.as_nanos() as u64)));
+    let expected_ns = match planned {
+        Some(n) => (n as f64 / cfg.pps * 1e9) as u64,
+        None => 60_000_000_000,
+    };
+    let mut grid = Grid::new(grid::column_for(expected_ns));
     let mut lateness = Histogram::<u64>::new_with_bounds(1, MAX_TRACKED_NS, 2).expect("static bounds");
     let mut cur = new_hist();
     let interval_ns = cfg.interval.as_nanos() as u64;
