@@ -37,7 +37,7 @@ cargo clippy --all-targets --release -- -D warnings
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 set +e
-cargo test --release 2>&1 | tee "$log"
+cargo test --release --no-fail-fast 2>&1 | tee "$log"
 status=${PIPESTATUS[0]}
 set -e
 # One closing line over every test binary (cargo's own last line is the doc-test summary).
