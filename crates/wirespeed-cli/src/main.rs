@@ -1,8 +1,10 @@
 //! The `wirespeed` command: argument parsing and printing only; the work is in the library.
 
+mod bench_cmd;
 mod latency_cmd;
 mod partition_cmd;
 mod record_cmd;
+mod ttcp_cmd;
 
 use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 use partition_cmd::{check_pairing, cmd_partition, PartitionArgs};
@@ -90,6 +92,10 @@ enum Cmd {
     Ping(latency_cmd::PingArgs),
     /// Frames per second on the wire for a link speed and packet size (preamble, IFG, headers).
     Linerate(latency_cmd::LinerateArgs),
+    /// ttcp in the classic style: TCP or UDP bulk transfer, MB/s and (UDP) % dropped.
+    Ttcp(ttcp_cmd::TtcpArgs),
+    /// Benchmark reports like the seeds': zero-loss rate search, rate tables, ttcp tables.
+    Bench(bench_cmd::BenchArgs),
     /// List the payload formats, their spec keys, and the instrument presets.
     Formats,
     /// Sender and receiver on loopback for a few seconds, then the ledger: a first look.
@@ -698,6 +704,8 @@ fn main() -> ExitCode {
         Cmd::Reflect(a) => latency_cmd::cmd_reflect(a),
         Cmd::Ping(a) => latency_cmd::cmd_ping(a),
         Cmd::Linerate(a) => latency_cmd::cmd_linerate(a),
+        Cmd::Ttcp(a) => ttcp_cmd::cmd_ttcp(a),
+        Cmd::Bench(a) => bench_cmd::cmd_bench(a),
         Cmd::Formats => cmd_formats(),
         Cmd::Demo(a) => cmd_demo(a),
         Cmd::Partition(a) => cmd_partition(a),

@@ -8,6 +8,7 @@
 
 #![warn(missing_docs)]
 
+pub mod bench;
 pub mod control;
 pub mod error;
 pub mod kernel;
@@ -20,6 +21,7 @@ pub mod rx;
 pub mod spool;
 pub mod sys;
 pub mod testbed;
+pub mod ttcp;
 pub mod tx;
 pub mod units;
 pub mod wire;
