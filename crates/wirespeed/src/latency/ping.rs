@@ -463,9 +463,11 @@ fn probe_loop(
         if sending && (stop.load(Ordering::Relaxed) || done) {
             sending = false;
             if closed && cfg.count.is_none() {
-                // Slots that came due while the last reply was outstanding were skipped too.
-                let due_by_now = ((now.saturating_sub(start)) as f64 / period_ns).floor() as u64 + 1;
-                skipped += due_by_now.saturating_sub(slot);
+                // Slots that came due (before the end) while the last reply was outstanding were
+                // skipped too.
+                let horizon = end_by.map_or(now, |e| e.min(now));
+                let due_before = (horizon.saturating_sub(start) as f64 / period_ns).ceil() as u64;
+                skipped += due_before.saturating_sub(slot);
             }
             let wait =
                 if stop.load(Ordering::Relaxed) { cfg.linger.min(Duration::from_millis(200)) } else { cfg.linger };
@@ -541,7 +543,7 @@ fn probe_loop(
         }
         let next_interval = start + interval_start + interval_ns;
         let deadline = match outstanding {
-            Some((_, t)) if sending => t + linger_ns,
+            Some((_, t)) if sending => (t + linger_ns).min(end_by.unwrap_or(u64::MAX)),
             _ if sending => due(slot),
             _ => reply_deadline,
         }
