@@ -7,7 +7,7 @@ use clap::Args;
 use std::io::{BufRead, Read};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 use wirespeed::error::{parse_listen, resolve};
@@ -15,7 +15,7 @@ use wirespeed::latency::linerate::{self, Layer};
 use wirespeed::latency::ping::{self, PingConfig, PingReport};
 use wirespeed::latency::reflect::{ReflectConfig, Reflector};
 use wirespeed::latency::report::{self, Row};
-use wirespeed::testbed::{self, topology};
+use wirespeed::testbed::{self, pair::Pair};
 use wirespeed::units::{self, Rate};
 use wirespeed::{plot, sys, Error};
 
@@ -359,15 +359,6 @@ impl PingArgs {
     }
 }
 
-/// Removes the run's partitions however it ends.
-struct Partitions(String);
-
-impl Drop for Partitions {
-    fn drop(&mut self) {
-        let _ = testbed::init(&self.0);
-    }
-}
-
 /// No target, with privilege: reflector in partition 2, ping in partition 1, a veth link between.
 fn ping_in_partitions(a: &PingArgs) -> Result<u8, Error> {
     let dir = match out_dir(a)? {
@@ -377,28 +368,9 @@ fn ping_in_partitions(a: &PingArgs) -> Result<u8, Error> {
         ),
         None => None,
     };
-    let prefix = format!("wslat{}x", std::process::id() % 1_000_000);
-    let topo = topology::Topology::read_host()?;
-    let cpus: Vec<std::collections::BTreeSet<usize>> = if topo.cores.len() >= 2 {
-        vec![topo.cores[0].clone(), topo.cores[1].clone()]
-    } else {
-        vec![topo.online.clone(), topo.online.clone()]
-    };
-    let layout = testbed::Layout {
-        prefix: prefix.clone(),
-        partitions: cpus
-            .iter()
-            .enumerate()
-            .map(|(i, c)| topology::PartSpec { id: i as u32 + 1, cpus: c.clone() })
-            .collect(),
-        mtu: 9000,
-        mem: None,
-        share_cpus: topo.cores.len() < 2,
-    };
-    let exe = std::env::current_exe().map_err(|e| Error::Runtime(format!("cannot find this program's path: {e}")))?;
     let stop = sys::install_stop_handler();
-    let _guard = Partitions(prefix.clone());
-    testbed::create(&topo, layout, &testbed::CreateOptions { force: false, hb: Default::default(), daemon_exe: None })?;
+    let pair = Pair::create("wslat")?;
+    let (prefix, cpus) = (&pair.prefix, &pair.cpus);
     let target = format!("{}:{PARTITION_PORT}", testbed::partition_addr(2));
     let label = a.label.clone().unwrap_or_else(|| "a partition link (veth)".into());
     if !a.json {
@@ -407,17 +379,12 @@ fn ping_in_partitions(a: &PingArgs) -> Result<u8, Error> {
             cpus[0], cpus[1]
         );
     }
-    let exe_s = exe.to_string_lossy().to_string();
-    let in_part = |id: &str, args: Vec<String>| {
-        let mut c = Command::new(&exe);
-        c.args(["partition", "--prefix", &prefix, "exec", id, "--", &exe_s]).args(args);
-        c
-    };
     let mut refl_args = vec!["reflect".to_string(), target.clone(), "--json".into()];
     if a.spin {
         refl_args.push("--spin".into());
     }
-    let mut refl = in_part("2", refl_args)
+    let mut refl = pair
+        .command(2, &refl_args)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -438,7 +405,8 @@ fn ping_in_partitions(a: &PingArgs) -> Result<u8, Error> {
     });
     // A Ctrl-C in the terminal reaches the children too; a signal sent to this process alone
     // (kill, timeout) is passed on, so ping ends its run, reports, and the partitions go.
-    let status = in_part("1", a.child_args(&target, dir.as_deref(), &label))
+    let status = pair
+        .command(1, &a.child_args(&target, dir.as_deref(), &label))
         .spawn()
         .map_err(|e| Error::Runtime(format!("cannot start ping in partition 1: {e}")))
         .and_then(|mut child| {

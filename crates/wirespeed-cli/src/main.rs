@@ -14,7 +14,7 @@ use std::time::Duration;
 use wirespeed::error::{parse_listen, resolve};
 use wirespeed::ledger::LedgerConfig;
 use wirespeed::rx::{self, Listener, RecvConfig, RecvReport};
-use wirespeed::testbed::{self, topology};
+use wirespeed::testbed;
 use wirespeed::tx::{self, SendConfig, SendReport};
 use wirespeed::units::{self, Rate};
 use wirespeed::wire::{spec, ByteOrder, Counter, Format};
@@ -498,42 +498,14 @@ struct DemoReport<'a> {
     recv: &'a RecvReport,
 }
 
-/// Removes the demo's partitions however the demo ends.
-struct DemoPartitions(String);
-
-impl Drop for DemoPartitions {
-    fn drop(&mut self) {
-        let _ = testbed::init(&self.0);
-    }
-}
-
 /// The demo across two partitions: sender in partition 1, receiver in partition 2, each a
 /// `wirespeed` process started through `partition exec`, so the traffic crosses a real veth link.
 fn demo_in_partitions(a: &DemoArgs) -> Result<u8, Error> {
-    let prefix = format!("wsdemo{}x", std::process::id() % 1_000_000);
-    let topo = topology::Topology::read_host()?;
-    let cpus: Vec<std::collections::BTreeSet<usize>> = if topo.cores.len() >= 2 {
-        vec![topo.cores[0].clone(), topo.cores[1].clone()]
-    } else {
-        vec![topo.online.clone(), topo.online.clone()]
-    };
-    let layout = testbed::Layout {
-        prefix: prefix.clone(),
-        partitions: cpus
-            .iter()
-            .enumerate()
-            .map(|(i, c)| topology::PartSpec { id: i as u32 + 1, cpus: c.clone() })
-            .collect(),
-        mtu: 9000,
-        mem: None,
-        share_cpus: topo.cores.len() < 2,
-    };
-    let exe = std::env::current_exe().map_err(|e| Error::Runtime(format!("cannot find this program's path: {e}")))?;
     // Ctrl-C reaches the children too (same process group); this process must live on to
     // remove the partitions, so it only notes the signal.
     let _ = sys::install_stop_handler();
-    let _guard = DemoPartitions(prefix.clone());
-    testbed::create(&topo, layout, &testbed::CreateOptions { force: false, hb: Default::default(), daemon_exe: None })?;
+    let pair = testbed::pair::Pair::create("wsdemo")?;
+    let (prefix, cpus) = (&pair.prefix, &pair.cpus);
     let dest = format!("{}:7148", testbed::partition_addr(2));
     if !a.json {
         eprintln!(
@@ -545,12 +517,6 @@ fn demo_in_partitions(a: &DemoArgs) -> Result<u8, Error> {
             cpus[1]
         );
     }
-    let exe_s = exe.to_string_lossy().to_string();
-    let in_part = |id: &str, args: Vec<String>| {
-        let mut c = std::process::Command::new(&exe);
-        c.args(["partition", "--prefix", &prefix, "exec", id, "--", &exe_s]).args(args);
-        c
-    };
     let json = |mut v: Vec<String>| {
         if a.json {
             v.push("--json".into());
@@ -564,7 +530,8 @@ fn demo_in_partitions(a: &DemoArgs) -> Result<u8, Error> {
         "--duration".into(),
         format!("{}", a.duration.as_secs_f64() + 10.0),
     ]);
-    let mut recv = in_part("2", recv_args)
+    let mut recv = pair
+        .command(2, &recv_args)
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
@@ -602,7 +569,8 @@ fn demo_in_partitions(a: &DemoArgs) -> Result<u8, Error> {
     if let Some(n) = a.skip_every {
         send_args.extend(["--skip-every".into(), n.to_string()]);
     }
-    let sent = in_part("1", send_args).output().map_err(|e| Error::Runtime(format!("cannot start the sender: {e}")))?;
+    let sent =
+        pair.command(1, &send_args).output().map_err(|e| Error::Runtime(format!("cannot start the sender: {e}")))?;
     let recvd = recv.wait_with_output().map_err(|e| Error::Runtime(format!("receiver failed: {e}")))?;
     if !sent.status.success() || !recvd.status.success() {
         return Err(Error::Runtime(format!(

@@ -13,6 +13,7 @@
 //! is undone by [`init`]. The rules a layout must satisfy are in [`topology`], pure and tested.
 
 pub mod heartbeat;
+pub mod pair;
 pub mod topology;
 
 use crate::{sys, Error, Result};

@@ -1,0 +1,68 @@
+//! Two partitions joined by a veth link, made for one run and removed after it: the setting in
+//! which `demo`, `ping` and the benchmarks run end to end on one host when they have the
+//! privilege. One place, so every self-contained run builds the same pair the same way.
+
+use super::{partition_addr, topology, CreateOptions, Layout};
+use crate::error::{Error, Result};
+use std::collections::BTreeSet;
+use std::net::Ipv4Addr;
+use std::path::PathBuf;
+use std::process::Command;
+
+/// A partition pair that exists while this value lives.
+pub struct Pair {
+    /// The namespace prefix (partition N is namespace PREFIX<N>).
+    pub prefix: String,
+    /// CPUs of partition 1 and of partition 2.
+    pub cpus: [BTreeSet<usize>; 2],
+    exe: PathBuf,
+}
+
+impl Pair {
+    /// Make partitions 1 and 2 with one core each (both share the CPUs on a one-core host),
+    /// MTU 9000, no memory limit. `tag` starts the prefix; the process id makes it unique.
+    pub fn create(tag: &str) -> Result<Pair> {
+        let prefix = format!("{tag}{}x", std::process::id() % 1_000_000);
+        let topo = topology::Topology::read_host()?;
+        let cpus: [BTreeSet<usize>; 2] = if topo.cores.len() >= 2 {
+            [topo.cores[0].clone(), topo.cores[1].clone()]
+        } else {
+            [topo.online.clone(), topo.online.clone()]
+        };
+        let layout = Layout {
+            prefix: prefix.clone(),
+            partitions: cpus
+                .iter()
+                .enumerate()
+                .map(|(i, c)| topology::PartSpec { id: i as u32 + 1, cpus: c.clone() })
+                .collect(),
+            mtu: 9000,
+            mem: None,
+            share_cpus: topo.cores.len() < 2,
+        };
+        let exe =
+            std::env::current_exe().map_err(|e| Error::Runtime(format!("cannot find this program's path: {e}")))?;
+        // From here on the guard removes whatever `create` managed to build.
+        let pair = Pair { prefix, cpus, exe };
+        super::create(&topo, layout, &CreateOptions { force: false, hb: Default::default(), daemon_exe: None })?;
+        Ok(pair)
+    }
+
+    /// The stable address of partition `id` (1 or 2).
+    pub fn addr(&self, id: u32) -> Ipv4Addr {
+        partition_addr(id)
+    }
+
+    /// `wirespeed ARGS...` to run inside partition `id` (its namespace, cgroups and CPUs).
+    pub fn command<S: AsRef<std::ffi::OsStr>>(&self, id: u32, args: &[S]) -> Command {
+        let mut c = Command::new(&self.exe);
+        c.args(["partition", "--prefix", &self.prefix, "exec", &id.to_string(), "--"]).arg(&self.exe).args(args);
+        c
+    }
+}
+
+impl Drop for Pair {
+    fn drop(&mut self) {
+        let _ = super::init(&self.prefix);
+    }
+}
