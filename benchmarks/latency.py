@@ -44,6 +44,7 @@ PREFIX = "wsbl%dx" % (os.getpid() % 100000)
 PORT_WS = 7149
 PORT_SP = 11111
 TOOLS = ("ws-closed", "sp-pp", "ws-open", "sp-ul")
+ALL_TOOLS = TOOLS + ("ws-open-spin",)
 KEYS = ("min", "p50", "p90", "p99", "p999", "p9999", "max")
 
 
@@ -138,11 +139,11 @@ def sockperf_percentiles(text):
     return us, sent, recvd, valid, int(drop.group(1)) if drop else 0
 
 
-def one_wirespeed(path, args, closed=False):
+def one_wirespeed(path, args, closed=False, spin=False):
     far = "127.0.0.1" if path == "loopback" else "198.19.0.2"
-    srv_cmd = [WS, "reflect", "%s:%d" % (far, PORT_WS), "--json"]
+    srv_cmd = [WS, "reflect", "%s:%d" % (far, PORT_WS), "--json"] + (["--spin"] if spin else [])
     cli_cmd = [WS, "ping", "%s:%d" % (far, PORT_WS), "--pps", str(args.pps), "--size", str(args.size),
-               "--duration", "%ds" % args.duration, "--json", "--no-files"] + (["--closed-loop"] if closed else [])
+               "--duration", "%ds" % args.duration, "--json", "--no-files"] + (["--closed-loop"] if closed else []) + (["--spin"] if spin else [])
     srv = start_server(wrap(path, 2, srv_cmd), ready="listening on")
     try:
         code, out, err, cpu = with_rusage(wrap(path, 1, cli_cmd))
@@ -152,7 +153,7 @@ def one_wirespeed(path, args, closed=False):
         raise SystemExit("wirespeed ping failed: %s" % err)
     run = json.loads(out)["runs"][0]
     us = {k: run["rtt"][k] / 1e3 for k in KEYS}
-    return {"tool": "ws-closed" if closed else "ws-open", "path": path, "rtt_us": us, "sent": run["sent"],
+    return {"tool": "ws-closed" if closed else ("ws-open-spin" if spin else "ws-open"), "path": path, "rtt_us": us, "sent": run["sent"],
             "skipped": run["schedule"]["skipped"],
             "replies": run["replies"]["received"], "lost": run["replies"]["lost"],
             "client_cpu_ns_per_msg": cpu * 1e9 / max(run["sent"], 1),
@@ -190,6 +191,8 @@ def main():
     ap.add_argument("--duration", type=int, default=10, help="seconds per run")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--paths", default="loopback,partition")
+    ap.add_argument("--tools", default=",".join(TOOLS),
+                    help="which of %s to run (ws-open-spin: ping and reflector both --spin)" % ",".join(ALL_TOOLS))
     ap.add_argument("--out", default=os.path.join(HERE, "results"))
     args = ap.parse_args()
     if not shutil.which("sockperf"):
@@ -197,6 +200,10 @@ def main():
     if not os.path.exists(WS):
         raise SystemExit("build first: cargo build --release")
     paths = args.paths.split(",")
+    tools = args.tools.split(",")
+    for t in tools:
+        if t not in ALL_TOOLS:
+            raise SystemExit("unknown tool %r: choose from %s" % (t, ",".join(ALL_TOOLS)))
     results = []
     made = False
     try:
@@ -206,8 +213,14 @@ def main():
                                 "1", "--no-daemons"], check=True, capture_output=True)
                 made = True
             for rep in range(args.repeat):
-                order = [lambda: one_wirespeed(path, args), lambda: one_wirespeed(path, args, closed=True),
-                         lambda: one_sockperf(path, args), lambda: one_sockperf(path, args, "under-load")]
+                run_of = {
+                    "ws-open": lambda: one_wirespeed(path, args),
+                    "ws-closed": lambda: one_wirespeed(path, args, closed=True),
+                    "ws-open-spin": lambda: one_wirespeed(path, args, spin=True),
+                    "sp-pp": lambda: one_sockperf(path, args),
+                    "sp-ul": lambda: one_sockperf(path, args, "under-load"),
+                }
+                order = [run_of[t] for t in tools]
                 if rep % 2 == 1:
                     order.reverse()
                 for f in order:
@@ -226,7 +239,7 @@ def main():
             subprocess.run([WS, "partition", "--prefix", PREFIX, "init"], capture_output=True)
     summary = {}
     for path in paths:
-        for tool in TOOLS:
+        for tool in tools:
             rs = [r for r in results if r["path"] == path and r["tool"] == tool]
             summary.setdefault(path, {})[tool] = {
                 k: statistics.median(r["rtt_us"][k] for r in rs) for k in KEYS
@@ -235,11 +248,13 @@ def main():
     print("| path | tool | min | p50 | p90 | p99 | p99.9 | p99.99 | max | client CPU/msg | lost |")
     print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for path in paths:
-        for tool in TOOLS:
+        for tool in tools:
             s = summary[path][tool]
             print("| %s | %s | %s | %.0f ns | %d |" % (path, tool, " | ".join("%.1f" % s[k] for k in KEYS),
                                                       s["cpu_ns_per_msg"], s["lost"]))
-        for a, b in (("ws-closed", "sp-pp"), ("ws-open", "sp-ul")):
+        for a, b in (("ws-closed", "sp-pp"), ("ws-open", "sp-ul"), ("ws-open-spin", "sp-ul")):
+            if a not in tools or b not in tools:
+                continue
             w, p = summary[path][a], summary[path][b]
             print("| %s | ratio %s / %s | | %.2f | %.2f | %.2f | %.2f | %.2f | | | |" % (
                 path, a, b, w["p50"] / p["p50"], w["p90"] / p["p90"], w["p99"] / p["p99"], w["p999"] / p["p999"],
