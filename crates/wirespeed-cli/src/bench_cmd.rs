@@ -1,7 +1,18 @@
-//! `wirespeed bench`: benchmark reports like the seeds' (issue #7). Being built.
+//! `wirespeed bench`: benchmark reports like the seeds' (issue #7). `max` searches for the
+//! highest zero-loss rate, `rates` reproduces seed 002's table; `ttcp` is in ttcp_cmd.
+//!
+//! Options are read as text and checked here, so a bad value is one line and exit code 2.
 
+use crate::print_json;
 use clap::{Args, Subcommand};
-use wirespeed::Error;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+use wirespeed::bench::max::{self, MaxConfig, Progress};
+use wirespeed::bench::point::Runner;
+use wirespeed::bench::rates::{self, RatesConfig};
+use wirespeed::bench::search::SearchConfig;
+use wirespeed::units::{self, Rate};
+use wirespeed::{sys, Error};
 
 #[derive(Args)]
 pub struct BenchArgs {
@@ -19,16 +30,329 @@ enum BenchCmd {
     Ttcp(crate::ttcp_cmd::BenchTtcpArgs),
 }
 
+/// Where the probes run, shared by `max` and `rates`.
 #[derive(Args)]
-pub struct MaxArgs {}
+struct PlaceArgs {
+    /// Stay on loopback (receiver on the second CPU, sender on the first) even when partitions
+    /// could be made. Without it, as root, the sender and receiver run in two partitions joined by
+    /// a veth link (made for the run, removed at the end).
+    #[arg(long)]
+    loopback: bool,
+    /// Receive buffer the receiver asks for (16M = 16 MiB).
+    #[arg(long, default_value = "32M", value_name = "BYTES")]
+    rcvbuf: String,
+    /// Use UDP segmentation offload on the sender (one system call carries many datagrams: a
+    /// higher flat-out rate from one core).
+    #[arg(long)]
+    gso: bool,
+    /// Write the report files into this directory (created if needed).
+    #[arg(short = 'o', long, value_name = "DIR")]
+    out: Option<PathBuf>,
+    /// Print one JSON document instead of the table (progress lines go to stderr).
+    #[arg(long)]
+    json: bool,
+}
 
 #[derive(Args)]
-pub struct RatesArgs {}
+#[command(long_about = "The highest rate at which a sender and a receiver lose nothing, found by \
+    binary search as RFC 2544's throughput test and spead2's benchmark do.\n\n\
+    The first probe sends flat out (--rate max, or --hi): if even that loses nothing, the \
+    receiver was never the limit and the result is '>= X (sender-bound)'. Otherwise each probe \
+    sends for --duration at the geometric middle of the bracket; a probe that loses anything \
+    (a ledger gap, an invalid datagram, or no end-of-stream message, so tail loss cannot hide) \
+    lowers the top, a clean one raises the bottom, until top/bottom - 1 < --precision.\n\n\
+    Zero loss is judged at the rate the sender ACHIEVED, not the rate it was asked for: a \
+    sender asked for 8 Gb/s that manages 5 and loses nothing has shown zero loss at 5 only. The \
+    result is the highest achieved rate of a clean probe; the 'loss at' figure is the lowest \
+    achieved rate of a lossy one.\n\n\
+    --repeat runs independent searches and reports each and their median: one unlucky probe \
+    (something else woke up on the host) can pull one search down, not the median.\n\n\
+    Every probe is printed as it finishes: asked, achieved and received rates, packets sent, \
+    lost (ledger), the receiving socket's kernel drop counter, the sender's real time, verdict.\n\n\
+    Try:  wirespeed bench max                                   (8800-byte datagrams, 5 s probes, 3 searches)\n      \
+    wirespeed bench max --gso --size 1472 --precision 5%\n      \
+    wirespeed bench max --loopback --duration 1 --repeat 1 --hi 2G --json\n\n\
+    Exit codes: 0 done (also when stopped by Ctrl-C: what was measured is reported), 1 runtime \
+    failure, 2 bad usage.")]
+pub struct MaxArgs {
+    /// UDP payload bytes per datagram (a multiple of 8; 8800 suits a 9000-byte MTU).
+    #[arg(long, default_value = "8800", value_name = "BYTES")]
+    size: String,
+    /// Sending time of each probe. Shorter probes miss slow leaks (a buffer that fills in 3 s).
+    #[arg(long, default_value = "5s")]
+    duration: String,
+    /// Stop when the bracket's top/bottom - 1 is below this (0.1%..50%; 2% or 0.02).
+    #[arg(long, default_value = "2%")]
+    precision: String,
+    /// Independent searches; each is reported, and their median is the result.
+    #[arg(long, default_value = "3")]
+    repeat: String,
+    /// Bottom of the range, payload bits/s.
+    #[arg(long, default_value = "10M", value_name = "RATE")]
+    lo: String,
+    /// Top of the range, payload bits/s. Default: the sender flat out (max).
+    #[arg(long, value_name = "RATE")]
+    hi: Option<String>,
+    #[command(flatten)]
+    place: PlaceArgs,
+}
+
+#[derive(Args)]
+#[command(long_about = "Seed 002's table (Haystack, 'Burst Mode Benchmarking', 2010): a packet \
+    emulator sent 8800-byte Mark5B packets for 1 s at 1024..8192 Mb/s to a capture host, timed \
+    with the shell's `time`, and the table gave per rate the packets the receiving kernel \
+    captured and lost. It found loss from 5120 Mb/s and concluded the receiver keeps up to at \
+    least 4.5 Gb/s.\n\n\
+    Here each rate is one point: a fresh receiver (wirespeed recv --once) and a sender \
+    (wirespeed send --rate R --duration T), in two partitions joined by a veth link when root, \
+    on loopback otherwise. Columns:\n  \
+    -t (s)            seconds to send (--duration)\n  \
+    -r (Mb/s)         the rate asked for, 10^6 bits/s of UDP payload\n  \
+    time (s)          the sender's real execution time, start to exit (the seed's `time`)\n  \
+    achieved (Mb/s)   what the sender really sent per second: below -r, the sender was the limit\n  \
+    sent              datagrams the sender sent (its own count)\n  \
+    packets captured  unique sequence numbers received (the ledger)\n  \
+    lost (ledger)     sequence numbers that never arrived, exact, tail included\n  \
+    lost (kernel)     the receiving socket's own drop counter (SO_RXQ_OVFL): loss the kernel \
+    admits at the socket, i.e. the receiver did not keep up. Ledger loss the kernel did not \
+    count happened before the socket (sender, link, stack).\n  \
+    drops/M           lost per million sent\n\n\
+    Try:  wirespeed bench rates                                  (the seed's rates, 1 s, 8800 B)\n      \
+    wirespeed bench rates --rates 500M,1G,2G --duration 5 --repeat 3 -o results/\n\n\
+    Exit codes: 0 done (loss is a result, not a failure), 1 runtime failure, 2 bad usage.")]
+pub struct RatesArgs {
+    /// Offered rates, comma-separated: payload bits/s (1024M = 1.024 * 10^9 b/s), datagrams/s
+    /// (500kpps) or max.
+    #[arg(long, default_value = rates::SEED_RATES)]
+    rates: String,
+    /// Seconds to send at each rate (the seed's -t).
+    #[arg(long, default_value = "1")]
+    duration: String,
+    /// UDP payload bytes per datagram (a multiple of 8).
+    #[arg(long, default_value = "8800", value_name = "BYTES")]
+    size: String,
+    /// Run the whole list this many times.
+    #[arg(long, default_value = "1")]
+    repeat: String,
+    #[command(flatten)]
+    place: PlaceArgs,
+}
 
 pub fn cmd_bench(a: BenchArgs) -> Result<u8, Error> {
     match a.cmd {
-        BenchCmd::Max(_) => Err(Error::Runtime("bench max is not built yet (issue #7)".into())),
-        BenchCmd::Rates(_) => Err(Error::Runtime("bench rates is not built yet (issue #7)".into())),
+        BenchCmd::Max(m) => cmd_max(m),
+        BenchCmd::Rates(r) => cmd_rates(r),
         BenchCmd::Ttcp(t) => crate::ttcp_cmd::cmd_bench_ttcp(t),
     }
+}
+
+fn usage(s: String) -> Error {
+    Error::Usage(s)
+}
+
+fn parse_size(s: &str) -> Result<usize, Error> {
+    let n = units::parse_bytes(s).map_err(|e| usage(format!("--size: {e}")))?;
+    if !(8..=units::MAX_UDP_PAYLOAD as u64).contains(&n) || n % 8 != 0 {
+        return Err(usage(format!(
+            "--size {n} is not a counter datagram: use a multiple of 8 from 8 to {} (8800 suits a 9000-byte MTU)",
+            units::MAX_UDP_PAYLOAD - units::MAX_UDP_PAYLOAD % 8
+        )));
+    }
+    Ok(n as usize)
+}
+
+fn parse_duration(s: &str) -> Result<Duration, Error> {
+    let d = units::parse_duration(s).map_err(|e| usage(format!("--duration: {e}")))?;
+    if d < Duration::from_millis(10) {
+        return Err(usage(format!("--duration {s} is too short to measure: give at least 10ms (the seed used 1 s)")));
+    }
+    if d > Duration::from_secs(3600) {
+        return Err(usage(format!("--duration {s} is more than an hour per point: give at most 1h")));
+    }
+    Ok(d)
+}
+
+fn parse_repeat(s: &str) -> Result<u32, Error> {
+    match s.trim().parse::<u32>() {
+        Ok(n) if (1..=100).contains(&n) => Ok(n),
+        _ => Err(usage(format!("--repeat '{s}' must be a whole number from 1 to 100"))),
+    }
+}
+
+fn parse_rcvbuf(s: &str) -> Result<u64, Error> {
+    let n = units::parse_bytes(s).map_err(|e| usage(format!("--rcvbuf: {e}")))?;
+    if n == 0 || n > (1 << 31) {
+        return Err(usage(format!("--rcvbuf {s} is out of range: give 1 byte to 2G")));
+    }
+    Ok(n)
+}
+
+fn parse_bits(flag: &str, s: &str) -> Result<f64, Error> {
+    match Rate::parse(s) {
+        Ok(Rate::Bits(b)) => Ok(b),
+        Ok(_) => Err(usage(format!("{flag} {s}: give payload bits/s here, like 100M or 9.5G"))),
+        Err(e) => Err(usage(format!("{flag}: {e}"))),
+    }
+}
+
+fn parse_precision(s: &str) -> Result<f64, Error> {
+    let t = s.trim();
+    let v = match t.strip_suffix('%') {
+        Some(p) => p.trim().parse::<f64>().map(|v| v / 100.0),
+        None => t.parse::<f64>(),
+    }
+    .map_err(|_| usage(format!("--precision '{s}' is not a fraction: write 2% or 0.02")))?;
+    if !(v.is_finite() && (0.001..=0.5).contains(&v)) {
+        return Err(usage(format!("--precision {s} is out of range: use 0.1% to 50%")));
+    }
+    Ok(v)
+}
+
+fn parse_rates(s: &str) -> Result<Vec<Rate>, Error> {
+    let v: Vec<Rate> = s
+        .split(',')
+        .map(str::trim)
+        .filter(|p| !p.is_empty())
+        .map(|p| Rate::parse(p).map_err(|e| usage(format!("--rates: {e}"))))
+        .collect::<Result<_, _>>()?;
+    if v.is_empty() {
+        return Err(usage("--rates is empty: give rates like 1024M,2048M".into()));
+    }
+    Ok(v)
+}
+
+/// Create the output directory before any traffic, so a bad path fails at once.
+fn out_dir(p: &Option<PathBuf>) -> Result<Option<PathBuf>, Error> {
+    match p {
+        None => Ok(None),
+        Some(d) => {
+            std::fs::create_dir_all(d)
+                .map_err(|e| Error::Runtime(format!("cannot create the output directory {}: {e}", d.display())))?;
+            Ok(Some(d.clone()))
+        }
+    }
+}
+
+fn write_files(dir: &Path, files: &[(&str, &str)]) -> Result<(), Error> {
+    for (name, body) in files {
+        let p = dir.join(name);
+        std::fs::write(&p, body).map_err(|e| Error::Runtime(format!("cannot write {}: {e}", p.display())))?;
+    }
+    Ok(())
+}
+
+fn to_json<T: serde::Serialize>(v: &T) -> Result<String, Error> {
+    serde_json::to_string_pretty(v).map_err(|e| Error::Runtime(format!("cannot encode JSON: {e}")))
+}
+
+fn cmd_max(a: MaxArgs) -> Result<u8, Error> {
+    let hi = match a.hi.as_deref() {
+        None => None,
+        Some(h) if h.trim().eq_ignore_ascii_case("max") => None,
+        Some(h) => Some(parse_bits("--hi", h)?),
+    };
+    let cfg = MaxConfig {
+        search: SearchConfig {
+            lo: parse_bits("--lo", &a.lo)?,
+            hi,
+            precision: parse_precision(&a.precision)?,
+            max_probes: 40,
+        },
+        size: parse_size(&a.size)?,
+        duration: parse_duration(&a.duration)?,
+        gso: a.place.gso,
+        rcvbuf: parse_rcvbuf(&a.place.rcvbuf)?,
+        repeat: parse_repeat(&a.repeat)?,
+    };
+    cfg.search.validate().map_err(Error::Usage)?;
+    let dir = out_dir(&a.place.out)?;
+    // Ctrl-C reaches the children too; this process lives on to report and remove partitions.
+    let stop = sys::install_stop_handler();
+    let runner = Runner::auto(a.place.loopback, stop)?;
+    let json = a.place.json;
+    let head = max::header(&cfg, &runner.placement());
+    let say = |l: &str| if json { eprintln!("{l}") } else { println!("{l}") };
+    say(&head);
+    let mut text = format!("{head}\n");
+    let doc = max::run(&runner, &cfg, &mut |p| match p {
+        Progress::Probe { search, n, point } => {
+            let l = max::probe_line(search, n, point);
+            say(&l);
+            text.push_str(&l);
+            text.push('\n');
+        }
+        Progress::Done { search, result } => {
+            let l = max::search_line(search, result);
+            say(&l);
+            text.push_str(&l);
+            text.push('\n');
+        }
+    })?;
+    drop(runner);
+    let summary = max::summary(&doc);
+    text.push('\n');
+    text.push_str(&summary);
+    if let Some(d) = &dir {
+        write_files(d, &[("max.txt", &text), ("max.json", &to_json(&doc)?)])?;
+    }
+    if json {
+        print_json(&doc)?;
+    } else {
+        println!();
+        print!("{summary}");
+        if let Some(d) = &dir {
+            println!("max.txt and max.json in {}", d.display());
+        }
+    }
+    Ok(0)
+}
+
+fn cmd_rates(a: RatesArgs) -> Result<u8, Error> {
+    let cfg = RatesConfig {
+        rates: parse_rates(&a.rates)?,
+        size: parse_size(&a.size)?,
+        duration: parse_duration(&a.duration)?,
+        gso: a.place.gso,
+        rcvbuf: parse_rcvbuf(&a.place.rcvbuf)?,
+        repeat: parse_repeat(&a.repeat)?,
+    };
+    let dir = out_dir(&a.place.out)?;
+    let stop = sys::install_stop_handler();
+    let runner = Runner::auto(a.place.loopback, stop)?;
+    let json = a.place.json;
+    let head = rates::header(cfg.size, cfg.duration, &runner.placement());
+    if json {
+        eprint!("{head}");
+    } else {
+        print!("{head}");
+    }
+    let doc = rates::run(&runner, &cfg, &mut |r| {
+        let l = rates::line(r);
+        if json {
+            eprintln!("{l}");
+        } else {
+            println!("{l}");
+        }
+    })?;
+    drop(runner);
+    if let Some(d) = &dir {
+        write_files(
+            d,
+            &[("rates.txt", &rates::text(&doc)), ("rates.csv", &rates::csv(&doc)), ("rates.json", &to_json(&doc)?)],
+        )?;
+    }
+    if json {
+        print_json(&doc)?;
+    } else {
+        if doc.stopped {
+            println!("(stopped early)");
+        }
+        for l in &doc.summary {
+            println!("=> {l}");
+        }
+        if let Some(d) = &dir {
+            println!("rates.txt, rates.csv and rates.json in {}", d.display());
+        }
+    }
+    Ok(0)
 }

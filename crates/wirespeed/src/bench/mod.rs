@@ -1,2 +1,12 @@
-//! Benchmark runs like the seeds' reports (issue #7): one probe of a send/receive pair, the
-//! search for the highest zero-loss rate, and rate tables. Being built.
+//! Benchmark runs like the seeds' reports (issue #7): one probe of a send/receive pair
+//! ([`point`]), the search for the highest zero-loss rate ([`search`], pure, and [`max`] around
+//! real probes), and seed 002's table of rates ([`rates`]).
+//!
+//! Every figure comes from a real sender and a real receiver (child processes of this binary,
+//! on loopback or in two partitions), never from a model; the search logic is kept apart from
+//! the traffic so it can be proven against fake links whose capacity is known.
+
+pub mod max;
+pub mod point;
+pub mod rates;
+pub mod search;

@@ -1,0 +1,679 @@
+//! One measurement point: a receiver and a sender, each a child process of this same binary
+//! (`wirespeed recv --once --json` and `wirespeed send --json`), on loopback or in two
+//! partitions joined by a veth link, and the two reports read back into one row.
+//!
+//! Child processes rather than threads, so a point measures exactly what a user running the two
+//! commands would see: separate processes, their own CPUs, in partitions their own network
+//! stacks. The receiver binds port 0 and the sender starts only once the receiver has said
+//! where it listens, so no datagram is sent to a socket that is not there yet.
+
+use super::search::Verdict;
+use crate::testbed::{self, pair::Pair, topology};
+use crate::units::{self, Rate};
+use crate::{sys, Error, Result};
+use serde::{Deserialize, Serialize};
+use std::io::{BufRead, BufReader, Read};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// How long the receiver waits for the sender's end-of-stream message after the sender has
+/// exited before it is told to stop; a point whose receiver had to be stopped counts as lossy.
+const END_GRACE: Duration = Duration::from_secs(2);
+
+/// The receiver's own time limit beyond the point's duration: a last resort if this process dies.
+const RECV_SLACK: Duration = Duration::from_secs(30);
+
+/// Longest a warm-up point runs.
+const WARM_UP: Duration = Duration::from_secs(1);
+
+/// What to send in one point.
+#[derive(Clone, Debug)]
+pub struct PointConfig {
+    /// Offered rate (payload bits/s, datagrams/s, or flat out).
+    pub rate: Rate,
+    /// UDP payload bytes per datagram (the counter format: a multiple of 8).
+    pub size: usize,
+    /// How long the sender sends.
+    pub duration: Duration,
+    /// UDP segmentation offload on the sender.
+    pub gso: bool,
+    /// Receive buffer the receiver asks for, bytes.
+    pub rcvbuf: u64,
+}
+
+/// One point's result: the sender's and the receiver's reports side by side, so a reader sees
+/// what was asked, what the sender managed, what arrived, and which layer lost the rest.
+#[derive(Clone, Debug, Serialize)]
+pub struct Point {
+    /// The offered rate as asked (e.g. "1.02 Gb/s", "max (unpaced)").
+    pub asked: String,
+    /// The offered payload rate, bits/s; `None` when flat out.
+    pub asked_bps: Option<f64>,
+    /// UDP payload bytes per datagram.
+    pub size: usize,
+    /// The sender's `--duration`, seconds.
+    pub duration_s: f64,
+    /// Payload bits/s the sender achieved (its sent datagrams over its sending time).
+    pub achieved_bps: f64,
+    /// Datagrams/s the sender achieved.
+    pub achieved_pps: f64,
+    /// Payload bits/s of the unique datagrams received, over the sender's sending time.
+    pub received_bps: f64,
+    /// Datagrams the sender sent (its own count).
+    pub sent: u64,
+    /// Unique sequence numbers received (the ledger's "received").
+    pub received: u64,
+    /// Sequence numbers the ledger settled as lost.
+    pub lost: u64,
+    /// Arrived out of order (counted as received, not lost).
+    pub late: u64,
+    /// Arrived twice.
+    pub duplicate: u64,
+    /// Wrong length or payload.
+    pub invalid: u64,
+    /// Sent but not received: `sent - received`, which also covers tail loss the ledger could not
+    /// see when the end-of-stream message did not arrive.
+    pub missing: u64,
+    /// Whether the receiver got the sender's end-of-stream message (without it, tail loss is
+    /// invisible to the ledger and the point counts as lossy).
+    pub end_of_stream: bool,
+    /// The receiving socket's own drop counter (SO_RXQ_OVFL, else /proc/net/udp).
+    pub kernel_socket_drops: Option<u64>,
+    /// UDP RcvbufErrors in the receiver's namespace during the point (namespace-wide).
+    pub kernel_rcvbuf_errors: u64,
+    /// UDP InErrors in the receiver's namespace during the point (namespace-wide).
+    pub kernel_in_errors: u64,
+    /// softnet backlog drops during the point (host-wide per-CPU counters).
+    pub softnet_dropped: u64,
+    /// Missing per million sent.
+    pub drops_per_million: f64,
+    /// The verdict: anything lost, any invalid datagram, or no end-of-stream message.
+    pub lossy: bool,
+    /// Sender CPU time per datagram sent, ns (pacing waits included).
+    pub send_cpu_ns_per_packet: f64,
+    /// Receiver capture-thread CPU time per datagram, ns.
+    pub recv_cpu_ns_per_packet: f64,
+    /// CPUs the sender may run on (pinned on loopback, the partition's set otherwise).
+    pub send_cpus: Vec<usize>,
+    /// CPU the receiver's capture thread ended on.
+    pub recv_cpu: Option<usize>,
+    /// Real time of the sender process, start to exit, seconds (seed 002's `time`).
+    pub send_wall_s: f64,
+    /// The sender's own sending time, seconds.
+    pub send_elapsed_s: f64,
+    /// Whether the sender used UDP GSO.
+    pub gso_used: bool,
+    /// Receive buffer the kernel granted, bytes.
+    pub rcvbuf_granted: u64,
+    /// Why the receiver stopped ("end of stream" normally).
+    pub receiver_stopped_by: String,
+    /// The receiver's diagnosis lines (which layer lost what).
+    pub diagnosis: Vec<String>,
+}
+
+impl Verdict for Point {
+    fn achieved_bps(&self) -> f64 {
+        self.achieved_bps
+    }
+    fn lossy(&self) -> bool {
+        self.lossy
+    }
+}
+
+/// Where the points run, as reports show it.
+#[derive(Clone, Debug, Serialize)]
+pub struct Placement {
+    /// "loopback" or "partitions".
+    pub kind: &'static str,
+    /// The partitions' namespace prefix, when partitions.
+    pub prefix: Option<String>,
+    /// CPUs the sender runs on.
+    pub send_cpus: Vec<usize>,
+    /// CPUs the receiver runs on.
+    pub recv_cpus: Vec<usize>,
+    /// One phrase for headings.
+    pub description: String,
+}
+
+enum Where {
+    Loopback { send_cpu: Option<usize>, recv_cpu: Option<usize> },
+    Partitions(Pair),
+}
+
+/// Runs points, one after another, in one placement (partitions made once and removed when the
+/// runner is dropped).
+pub struct Runner {
+    exe: PathBuf,
+    place: Where,
+    stop: &'static AtomicBool,
+}
+
+/// The CPUs this process may run on (`Cpus_allowed_list`), so loopback pins inside them.
+fn allowed_cpus() -> Vec<usize> {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines().find_map(|l| l.strip_prefix("Cpus_allowed_list:")).and_then(|v| topology::parse_cpu_list(v).ok())
+        })
+        .map(|set| set.into_iter().collect())
+        .unwrap_or_default()
+}
+
+impl Runner {
+    /// Partitions when this process has CAP_NET_ADMIN and `loopback` is false, else loopback.
+    pub fn auto(loopback: bool, stop: &'static AtomicBool) -> Result<Runner> {
+        if !loopback && testbed::require_net_admin("bench").is_ok() {
+            Runner::partitions(stop)
+        } else {
+            Runner::loopback(stop)
+        }
+    }
+
+    /// Both ends on 127.0.0.1: the receiver on the second allowed CPU, the sender on the first,
+    /// when there are two (otherwise unpinned, sharing).
+    pub fn loopback(stop: &'static AtomicBool) -> Result<Runner> {
+        let cpus = allowed_cpus();
+        let (send_cpu, recv_cpu) = if cpus.len() >= 2 { (Some(cpus[0]), Some(cpus[1])) } else { (None, None) };
+        Ok(Runner { exe: current_exe()?, place: Where::Loopback { send_cpu, recv_cpu }, stop })
+    }
+
+    /// Two partitions joined by a veth link (MTU 9000), one core each: the sender in partition
+    /// 1, the receiver in partition 2. Needs CAP_NET_ADMIN; removed when the runner is dropped.
+    pub fn partitions(stop: &'static AtomicBool) -> Result<Runner> {
+        let pair = Pair::create("wsbench")?;
+        Ok(Runner { exe: current_exe()?, place: Where::Partitions(pair), stop })
+    }
+
+    /// Where the points run.
+    pub fn placement(&self) -> Placement {
+        match &self.place {
+            Where::Loopback { send_cpu, recv_cpu } => Placement {
+                kind: "loopback",
+                prefix: None,
+                send_cpus: send_cpu.iter().copied().collect(),
+                recv_cpus: recv_cpu.iter().copied().collect(),
+                description: match (send_cpu, recv_cpu) {
+                    (Some(s), Some(r)) => format!("loopback, sender on CPU {s}, receiver on CPU {r}"),
+                    _ => "loopback, sender and receiver unpinned (one CPU)".into(),
+                },
+            },
+            Where::Partitions(p) => Placement {
+                kind: "partitions",
+                prefix: Some(p.prefix.clone()),
+                send_cpus: p.cpus[0].iter().copied().collect(),
+                recv_cpus: p.cpus[1].iter().copied().collect(),
+                description: format!(
+                    "partitions '{}' over a veth link (MTU 9000), sender in partition 1 (CPUs {}), receiver in partition 2 (CPUs {})",
+                    p.prefix,
+                    topology::format_cpu_list(&p.cpus[0]),
+                    topology::format_cpu_list(&p.cpus[1])
+                ),
+            },
+        }
+    }
+
+    fn command(&self, partition: u32, args: &[String]) -> Command {
+        match &self.place {
+            Where::Loopback { .. } => {
+                let mut c = Command::new(&self.exe);
+                c.args(args);
+                c
+            }
+            Where::Partitions(p) => p.command(partition, args),
+        }
+    }
+
+    /// A short unrecorded point (at most 1 s) at the series' first rate, so caches, page tables,
+    /// CPU frequency and the link are warm before anything is recorded.
+    pub fn warm_up(&self, cfg: &PointConfig) -> Result<()> {
+        let mut c = cfg.clone();
+        c.duration = c.duration.min(WARM_UP);
+        self.run(&c).map(|_| ())
+    }
+
+    /// Run one point. `Ok(None)` when the stop flag was raised (Ctrl-C): the interrupted point
+    /// is not a measurement and is not returned.
+    pub fn run(&self, cfg: &PointConfig) -> Result<Option<Point>> {
+        if self.stop.load(Ordering::Relaxed) {
+            return Ok(None);
+        }
+        let (listen, send_cpus, recv_cpu_arg, send_cpu_arg) = match &self.place {
+            Where::Loopback { send_cpu, recv_cpu } => {
+                ("127.0.0.1:0".to_string(), send_cpu.iter().copied().collect(), *recv_cpu, *send_cpu)
+            }
+            Where::Partitions(p) => {
+                (format!("{}:0", testbed::partition_addr(2)), p.cpus[0].iter().copied().collect(), None, None)
+            }
+        };
+        let mut rargs: Vec<String> = vec![
+            "recv".into(),
+            listen,
+            "--once".into(),
+            "--json".into(),
+            "--size".into(),
+            cfg.size.to_string(),
+            "--rcvbuf".into(),
+            cfg.rcvbuf.to_string(),
+            "--duration".into(),
+            format!("{}ms", (cfg.duration + RECV_SLACK).as_millis()),
+        ];
+        if let Some(c) = recv_cpu_arg {
+            rargs.extend(["--cpu".into(), c.to_string()]);
+        }
+        let mut recv = Kid::spawn(self.command(2, &rargs), "the receiver")?;
+        let err = recv.stderr().ok_or_else(|| Error::Runtime("the receiver has no stderr".into()))?;
+        let mut err = BufReader::new(err);
+        let mut said = String::new();
+        let addr: SocketAddr = loop {
+            let mut line = String::new();
+            let n = err.read_line(&mut line).unwrap_or(0);
+            if n == 0 {
+                if self.stop.load(Ordering::Relaxed) {
+                    return Ok(None);
+                }
+                let why = said.lines().last().unwrap_or("it exited without a word").trim().to_string();
+                return Err(Error::Runtime(format!("the receiver did not start: {why}")));
+            }
+            if let Some(rest) = line.split("listening on ").nth(1) {
+                let a = rest.split_whitespace().next().unwrap_or_default();
+                break a.parse().map_err(|_| {
+                    Error::Runtime(format!("the receiver said it listens on '{a}', which is not an address"))
+                })?;
+            }
+            said.push_str(&line);
+        };
+        let recv_err = drain(err);
+        let recv_out = drain(recv.stdout().ok_or_else(|| Error::Runtime("the receiver has no stdout".into()))?);
+
+        let mut sargs: Vec<String> = vec![
+            "send".into(),
+            addr.to_string(),
+            "--rate".into(),
+            rate_arg(cfg.rate),
+            "--size".into(),
+            cfg.size.to_string(),
+            "--duration".into(),
+            format!("{}s", cfg.duration.as_secs_f64()),
+            "--json".into(),
+        ];
+        if cfg.gso {
+            sargs.push("--gso".into());
+        }
+        if let Some(c) = send_cpu_arg {
+            sargs.extend(["--cpu".into(), c.to_string()]);
+        }
+        let (send_status, wall, send_out, send_err) = self.run_sender(self.command(1, &sargs), cfg.duration, &recv)?;
+
+        // The receiver ends on the sender's end-of-stream message; if that never came, it is
+        // told to stop, and the point counts as lossy.
+        let rstatus = recv.finish(END_GRACE)?;
+        let rout = recv_out.join().unwrap_or_default();
+        let rerr = recv_err.join().unwrap_or_default();
+        if self.stop.load(Ordering::Relaxed) {
+            return Ok(None);
+        }
+        if !send_status.success() {
+            return Err(Error::Runtime(format!("the sender failed: {}", last_line(&send_err, &send_status))));
+        }
+        if !rstatus.success() {
+            return Err(Error::Runtime(format!("the receiver failed: {}", last_line(&rerr, &rstatus))));
+        }
+        let s: SendDoc = parse_doc(&send_out, "wirespeed.send/1", "sender")?;
+        let r: RecvDoc = parse_doc(&rout, "wirespeed.recv/1", "receiver")?;
+        Ok(Some(Point::from_reports(cfg, &s, &r, wall, send_cpus)))
+    }
+
+    /// Start the sender, time it from spawn to exit, and pass a stop request on to both ends
+    /// (a signal sent to this process alone, not to the terminal's process group).
+    fn run_sender(
+        &self,
+        cmd: Command,
+        duration: Duration,
+        recv: &Kid,
+    ) -> Result<(ExitStatus, Duration, String, String)> {
+        let t0 = Instant::now();
+        let mut send = Kid::spawn(cmd, "the sender")?;
+        let out = drain(send.stdout().ok_or_else(|| Error::Runtime("the sender has no stdout".into()))?);
+        let err = drain(send.stderr().ok_or_else(|| Error::Runtime("the sender has no stderr".into()))?);
+        let mut child = send.child.take().ok_or_else(|| Error::Runtime("the sender was already reaped".into()))?;
+        let pid = child.id();
+        let (tx, rx) = mpsc::channel();
+        // A thread waits, so the sender's exit is timed to the moment, not to a polling step.
+        std::thread::spawn(move || {
+            let st = child.wait();
+            let _ = tx.send((st, Instant::now()));
+        });
+        let limit = t0 + duration + RECV_SLACK;
+        let mut forwarded = false;
+        let (st, t1) = loop {
+            match rx.recv_timeout(Duration::from_millis(20)) {
+                Ok(v) => break v,
+                Err(mpsc::RecvTimeoutError::Timeout) => {
+                    if self.stop.load(Ordering::Relaxed) && !forwarded {
+                        let _ = sys::send_signal(pid, sys::SIGTERM);
+                        if let Some(r) = recv.id() {
+                            let _ = sys::send_signal(r, sys::SIGTERM);
+                        }
+                        forwarded = true;
+                    }
+                    if Instant::now() > limit {
+                        let _ = sys::send_signal(pid, libc::SIGKILL);
+                        return Err(Error::Runtime(format!(
+                            "the sender did not finish {} s after its {} s: killed",
+                            RECV_SLACK.as_secs(),
+                            duration.as_secs_f64()
+                        )));
+                    }
+                }
+                Err(mpsc::RecvTimeoutError::Disconnected) => {
+                    return Err(Error::Runtime("lost track of the sender process".into()))
+                }
+            }
+        };
+        let st = st.map_err(|e| Error::Runtime(format!("cannot wait for the sender: {e}")))?;
+        Ok((st, t1 - t0, out.join().unwrap_or_default(), err.join().unwrap_or_default()))
+    }
+}
+
+fn current_exe() -> Result<PathBuf> {
+    std::env::current_exe().map_err(|e| Error::Runtime(format!("cannot find this program's path: {e}")))
+}
+
+/// The `--rate` argument a child `send` reads back as the same rate.
+fn rate_arg(r: Rate) -> String {
+    match r {
+        Rate::Bits(b) => format!("{b}"),
+        Rate::Packets(p) => format!("{p}pps"),
+        Rate::Max => "max".into(),
+    }
+}
+
+fn drain<R: Read + Send + 'static>(mut r: R) -> JoinHandle<String> {
+    std::thread::spawn(move || {
+        let mut b = Vec::new();
+        let _ = r.read_to_end(&mut b);
+        String::from_utf8_lossy(&b).into_owned()
+    })
+}
+
+fn last_line(stderr: &str, st: &ExitStatus) -> String {
+    stderr
+        .lines()
+        .rev()
+        .find(|l| !l.trim().is_empty())
+        .map(|l| l.trim().trim_start_matches("wirespeed: ").to_string())
+        .unwrap_or_else(|| format!("it exited with {st}"))
+}
+
+fn parse_doc<T: for<'de> Deserialize<'de>>(text: &str, schema: &str, who: &str) -> Result<T> {
+    let v: serde_json::Value =
+        serde_json::from_str(text).map_err(|e| Error::Runtime(format!("the {who} printed no JSON report ({e})")))?;
+    if v["schema"] != schema {
+        return Err(Error::Runtime(format!("the {who}'s report is not {schema}: {}", v["schema"])));
+    }
+    serde_json::from_value(v).map_err(|e| Error::Runtime(format!("the {who}'s report cannot be read: {e}")))
+}
+
+/// A child process that is killed and reaped if it is dropped while still running, so no error
+/// path leaves a sender or receiver behind.
+struct Kid {
+    child: Option<Child>,
+}
+
+impl Kid {
+    fn spawn(mut cmd: Command, who: &str) -> Result<Kid> {
+        let child = cmd
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|e| Error::Runtime(format!("cannot start {who}: {e}")))?;
+        Ok(Kid { child: Some(child) })
+    }
+
+    fn id(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
+    fn stdout(&mut self) -> Option<std::process::ChildStdout> {
+        self.child.as_mut().and_then(|c| c.stdout.take())
+    }
+
+    fn stderr(&mut self) -> Option<std::process::ChildStderr> {
+        self.child.as_mut().and_then(|c| c.stderr.take())
+    }
+
+    /// Wait up to `grace` for the child to exit by itself, then ask it to stop (SIGTERM: it still
+    /// reports), then, if it still runs 10 s later, give up (Drop kills it).
+    fn finish(&mut self, grace: Duration) -> Result<ExitStatus> {
+        let Some(child) = self.child.as_mut() else {
+            return Err(Error::Runtime("the receiver was already reaped".into()));
+        };
+        let t = Instant::now();
+        let mut termed: Option<Instant> = None;
+        loop {
+            if let Some(st) = child.try_wait().map_err(|e| Error::Runtime(format!("cannot wait: {e}")))? {
+                self.child = None;
+                return Ok(st);
+            }
+            match termed {
+                None if t.elapsed() >= grace => {
+                    let _ = sys::send_signal(child.id(), sys::SIGTERM);
+                    termed = Some(Instant::now());
+                }
+                Some(at) if at.elapsed() >= Duration::from_secs(10) => {
+                    return Err(Error::Runtime("the receiver did not stop when asked: killed".into()));
+                }
+                _ => {}
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+}
+
+impl Drop for Kid {
+    fn drop(&mut self) {
+        if let Some(c) = self.child.as_mut() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+#[derive(Deserialize)]
+struct SendDoc {
+    sent: u64,
+    elapsed_s: f64,
+    achieved_pps: f64,
+    achieved_bps: f64,
+    cpu_ns_per_packet: f64,
+    gso_used: bool,
+}
+
+#[derive(Deserialize)]
+struct Totals {
+    received: u64,
+    lost: u64,
+    late: u64,
+    duplicate: u64,
+    invalid: u64,
+}
+
+#[derive(Deserialize)]
+struct NsDelta {
+    rcvbuf_errors: u64,
+    in_errors: u64,
+    softnet_dropped: u64,
+}
+
+#[derive(Deserialize)]
+struct Kernel {
+    socket_drops_rxq_ovfl: Option<u64>,
+    socket_drops_proc: Option<u64>,
+    namespace_delta: NsDelta,
+    rcvbuf_granted: u64,
+}
+
+#[derive(Deserialize)]
+struct RecvDoc {
+    total: Totals,
+    streams_without_end: usize,
+    kernel: Kernel,
+    capture_cpu: Option<usize>,
+    cpu_ns_per_packet: f64,
+    stopped_by: String,
+    diagnosis: Vec<String>,
+}
+
+impl Point {
+    fn from_reports(cfg: &PointConfig, s: &SendDoc, r: &RecvDoc, wall: Duration, send_cpus: Vec<usize>) -> Point {
+        let t = &r.total;
+        let end_of_stream = r.stopped_by == "end of stream" && r.streams_without_end == 0;
+        let missing = s.sent.saturating_sub(t.received);
+        let asked_bps = match cfg.rate {
+            Rate::Bits(b) => Some(b),
+            Rate::Packets(p) => Some(p * cfg.size as f64 * 8.0),
+            Rate::Max => None,
+        };
+        let received_bps =
+            if s.elapsed_s > 0.0 { t.received as f64 * cfg.size as f64 * 8.0 / s.elapsed_s } else { 0.0 };
+        Point {
+            asked: match cfg.rate {
+                Rate::Max => "max".into(),
+                r => r.to_string(),
+            },
+            asked_bps,
+            size: cfg.size,
+            duration_s: cfg.duration.as_secs_f64(),
+            achieved_bps: s.achieved_bps,
+            achieved_pps: s.achieved_pps,
+            received_bps,
+            sent: s.sent,
+            received: t.received,
+            lost: t.lost,
+            late: t.late,
+            duplicate: t.duplicate,
+            invalid: t.invalid,
+            missing,
+            end_of_stream,
+            kernel_socket_drops: r.kernel.socket_drops_rxq_ovfl.or(r.kernel.socket_drops_proc),
+            kernel_rcvbuf_errors: r.kernel.namespace_delta.rcvbuf_errors,
+            kernel_in_errors: r.kernel.namespace_delta.in_errors,
+            softnet_dropped: r.kernel.namespace_delta.softnet_dropped,
+            drops_per_million: if s.sent > 0 { missing as f64 * 1e6 / s.sent as f64 } else { 0.0 },
+            lossy: !end_of_stream || t.lost > 0 || missing > 0 || t.invalid > 0 || s.sent == 0,
+            send_cpu_ns_per_packet: s.cpu_ns_per_packet,
+            recv_cpu_ns_per_packet: r.cpu_ns_per_packet,
+            send_cpus,
+            recv_cpu: r.capture_cpu,
+            send_wall_s: wall.as_secs_f64(),
+            send_elapsed_s: s.elapsed_s,
+            gso_used: s.gso_used,
+            rcvbuf_granted: r.kernel.rcvbuf_granted,
+            receiver_stopped_by: r.stopped_by.clone(),
+            diagnosis: r.diagnosis.clone(),
+        }
+    }
+
+    /// One word for progress lines and tables.
+    pub fn verdict(&self) -> &'static str {
+        match (self.lossy, self.end_of_stream) {
+            (false, _) => "zero loss",
+            (true, false) => "LOSS (no end-of-stream message)",
+            (true, true) => "LOSS",
+        }
+    }
+
+    /// The probe on one line: asked, achieved, received, lost, kernel drops, verdict.
+    pub fn line(&self) -> String {
+        format!(
+            "asked {:>13}  achieved {:>12}  received {:>12}  sent {:>11}  lost {:>9}  kernel drops {:>9}  {:>7}  -> {}{}",
+            match self.asked_bps {
+                Some(b) => units::bits(b),
+                None => "max".into(),
+            },
+            units::bits(self.achieved_bps),
+            units::bits(self.received_bps),
+            units::thousands(self.sent),
+            units::thousands(self.lost),
+            self.kernel_socket_drops.map_or("-".into(), units::thousands),
+            format!("{:.2} s", self.send_wall_s),
+            self.verdict(),
+            if self.missing != self.lost {
+                format!(" ({} sent but never received)", units::thousands(self.missing))
+            } else {
+                String::new()
+            }
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn docs(sent: u64, received: u64, lost: u64, stopped_by: &str, without_end: usize) -> (SendDoc, RecvDoc) {
+        (
+            SendDoc {
+                sent,
+                elapsed_s: 1.0,
+                achieved_pps: sent as f64,
+                achieved_bps: sent as f64 * 8800.0 * 8.0,
+                cpu_ns_per_packet: 1000.0,
+                gso_used: false,
+            },
+            RecvDoc {
+                total: Totals { received, lost, late: 0, duplicate: 0, invalid: 0 },
+                streams_without_end: without_end,
+                kernel: Kernel {
+                    socket_drops_rxq_ovfl: Some(lost),
+                    socket_drops_proc: None,
+                    namespace_delta: NsDelta { rcvbuf_errors: lost, in_errors: lost, softnet_dropped: 0 },
+                    rcvbuf_granted: 1 << 25,
+                },
+                capture_cpu: Some(1),
+                cpu_ns_per_packet: 900.0,
+                stopped_by: stopped_by.into(),
+                diagnosis: vec![],
+            },
+        )
+    }
+
+    fn point(d: (SendDoc, RecvDoc)) -> Point {
+        let cfg =
+            PointConfig { rate: Rate::Bits(1e9), size: 8800, duration: Duration::from_secs(1), gso: false, rcvbuf: 0 };
+        Point::from_reports(&cfg, &d.0, &d.1, Duration::from_millis(1050), vec![0])
+    }
+
+    #[test]
+    fn verdicts() {
+        let p = point(docs(14205, 14205, 0, "end of stream", 0));
+        assert!(!p.lossy && p.end_of_stream && p.missing == 0 && p.drops_per_million == 0.0);
+        assert_eq!(p.verdict(), "zero loss");
+        let p = point(docs(14205, 14000, 205, "end of stream", 0));
+        assert!(p.lossy && p.missing == 205 && p.kernel_socket_drops == Some(205));
+        assert!((p.drops_per_million - 205e6 / 14205.0).abs() < 1e-6);
+        // No end message: the tail was invisible to the ledger, so lossy even with lost = 0 and
+        // every counted packet present.
+        let p = point(docs(14205, 14205, 0, "signal 15", 0));
+        assert!(p.lossy && !p.end_of_stream);
+        assert_eq!(p.verdict(), "LOSS (no end-of-stream message)");
+        let p = point(docs(14205, 14205, 0, "end of stream", 1));
+        assert!(p.lossy);
+        // Tail loss the ledger never saw still shows as missing.
+        let p = point(docs(14205, 14100, 0, "signal 15", 0));
+        assert!(p.lossy && p.missing == 105);
+    }
+
+    #[test]
+    fn rates_round_trip_through_the_child_argument() {
+        for r in [Rate::Bits(1024e6), Rate::Bits(4472135954.999579), Rate::Packets(500e3), Rate::Max] {
+            assert_eq!(Rate::parse(&rate_arg(r)).unwrap(), r);
+        }
+    }
+}
