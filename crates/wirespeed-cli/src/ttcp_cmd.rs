@@ -152,15 +152,6 @@ pub fn cmd_ttcp(a: TtcpArgs) -> Result<u8, Error> {
                 format!("{host}:{}", a.port)
             };
             let dest = resolve(&target)?;
-            if !a.json {
-                eprintln!(
-                    "wirespeed ttcp-t: {} to {dest}: {} x {} bytes, {}",
-                    proto.name(),
-                    cfg.nbuf,
-                    cfg.buflen,
-                    cfg.rate
-                );
-            }
             ttcp::transmit(&cfg, dest, stop)?
         }
         Role::Receive => {
@@ -538,15 +529,22 @@ pub fn cmd_bench_ttcp(a: BenchTtcpArgs) -> Result<u8, Error> {
         }
     }
     let (mut rows, mut t3) = (Vec::new(), Vec::new());
+    let stopped = |done: usize| {
+        Error::Runtime(format!(
+            "stopped by a signal after {done} of {} runs{}",
+            plan.len(),
+            if place.pair.is_some() { "; the partitions are removed" } else { "" }
+        ))
+    };
     for (i, &(is_t3, p, b, l, n)) in plan.iter().enumerate() {
         if stop.load(Ordering::Relaxed) {
-            return Err(Error::Runtime(format!(
-                "stopped after {i} of {} runs{}",
-                plan.len(),
-                if place.pair.is_some() { "; the partitions are removed" } else { "" }
-            )));
+            return Err(stopped(i));
         }
         let row = run_pair(&place, p, b, l, n, stop)?;
+        if stop.load(Ordering::Relaxed) {
+            // Cut short by the signal: not a measurement.
+            return Err(stopped(i));
+        }
         let what = if is_t3 {
             format!("table 3, -l {l}")
         } else {

@@ -1116,6 +1116,8 @@ mod tests {
         cfg.buflen = 1000;
         cfg.nbuf = 500;
         cfg.rate = Rate::Packets(20_000.0);
+        // Room for the whole transfer, so a receiver thread starved by parallel tests loses nothing.
+        cfg.sockbuf = Some(4 << 20);
         let (t, r) = loopback_pair(&cfg);
         assert_eq!(t.datagrams, Some(500));
         assert_eq!(r.datagrams, Some(500));
