@@ -14,6 +14,53 @@ use wirespeed::bench::search::SearchConfig;
 use wirespeed::units::{self, Rate};
 use wirespeed::{sys, Error};
 
+const MAX_HELP: &str = "The highest rate at which a sender and a receiver lose nothing, found by \
+    binary search as RFC 2544's throughput test and spead2's benchmark do.\n\n\
+    The first probe sends flat out (--rate max, or --hi): if even that loses nothing, the \
+    receiver was never the limit and the result is '>= X (sender-bound)'. Otherwise each probe \
+    sends for --duration at the geometric middle of the bracket; a probe that loses anything \
+    (a ledger gap, an invalid datagram, or no end-of-stream message, so tail loss cannot hide) \
+    lowers the top, a clean one raises the bottom, until top/bottom - 1 < --precision.\n\n\
+    Zero loss is judged at the rate the sender ACHIEVED, not the rate it was asked for: a \
+    sender asked for 8 Gb/s that manages 5 and loses nothing has shown zero loss at 5 only. The \
+    result is the highest achieved rate of a clean probe below every lossy one (a clean probe \
+    above a lossy one shows intermittent loss, not a safe rate, and a note says so); the 'loss \
+    at' figure is the lowest achieved rate of a lossy probe.\n\n\
+    --repeat runs independent searches and reports each and their median: one unlucky probe \
+    (something else woke up on the host) can pull one search down, not the median.\n\n\
+    Every probe is printed as it finishes: asked, achieved and received rates, packets sent, \
+    lost (ledger), the receiving socket's kernel drop counter, the sender's real time, verdict.\n\n\
+    Try:  wirespeed bench max                  (8800-byte datagrams, 5 s probes, 3 searches)\n      \
+    wirespeed bench max --gso --size 1472 --precision 5%\n      \
+    wirespeed bench max --loopback --duration 1 --repeat 1 --hi 2G --json\n\n\
+    Exit codes: 0 done (also when stopped by Ctrl-C: what was measured is reported), 1 runtime \
+    failure, 2 bad usage.";
+
+const RATES_HELP: &str = "Seed 002's table (Haystack, 'Burst Mode Benchmarking', 2010): a packet \
+    emulator sent 8800-byte Mark5B packets for 1 s at 1024..8192 Mb/s to a capture host, timed \
+    with the shell's `time`, and the table gave per rate the packets the receiving kernel \
+    captured and lost. It found loss from 5120 Mb/s and concluded the receiver keeps up to at \
+    least 4.5 Gb/s.\n\n\
+    Here each rate is one point: a fresh receiver (wirespeed recv --once) and a sender \
+    (wirespeed send --rate R --duration T), in two partitions joined by a veth link when root, \
+    on loopback otherwise. Columns:\n  \
+    -t (s)            seconds to send (--duration)\n  \
+    -r (Mb/s)         the rate asked for, 10^6 bits/s of UDP payload\n  \
+    time (s)          the sender's real execution time, start to exit (the seed's `time`)\n  \
+    achieved (Mb/s)   what the sender really sent per second: below -r, the sender was the limit\n  \
+    sent              datagrams the sender sent (its own count)\n  \
+    packets captured  unique sequence numbers received (the ledger)\n  \
+    lost (ledger)     sequence numbers that never arrived, exact, tail included\n  \
+    lost (kernel)     the receiving socket's own drop counter (SO_RXQ_OVFL)\n  \
+    drops/M           lost per million sent\n\n\
+    Reading it: loss the kernel counted at the socket means the receiver did not keep up (its \
+    buffer overflowed); ledger loss the kernel did not count happened before the socket \
+    (sender, link, stack); an achieved rate below -r means the sender was the limit. The lines \
+    after the table say this per lossy rate.\n\n\
+    Try:  wirespeed bench rates              (the seed's rates, 1 s each, 8800-byte datagrams)\n      \
+    wirespeed bench rates --rates 500M,1G,2G --duration 5 --repeat 3 -o results/\n\n\
+    Exit codes: 0 done (loss is a result, not a failure), 1 runtime failure, 2 bad usage.";
+
 #[derive(Args)]
 pub struct BenchArgs {
     #[command(subcommand)]
@@ -23,8 +70,10 @@ pub struct BenchArgs {
 #[derive(Subcommand)]
 enum BenchCmd {
     /// The highest zero-loss rate, by binary search (RFC 2544 style).
+    #[command(long_about = MAX_HELP)]
     Max(MaxArgs),
     /// Seed 002's table: per offered rate, packets captured and lost (ledger and kernel).
+    #[command(long_about = RATES_HELP)]
     Rates(RatesArgs),
     /// Seed 000's ttcp tables: TCP and UDP by socket buffer size, and read/write sizes.
     Ttcp(crate::ttcp_cmd::BenchTtcpArgs),
@@ -54,26 +103,6 @@ struct PlaceArgs {
 }
 
 #[derive(Args)]
-#[command(long_about = "The highest rate at which a sender and a receiver lose nothing, found by \
-    binary search as RFC 2544's throughput test and spead2's benchmark do.\n\n\
-    The first probe sends flat out (--rate max, or --hi): if even that loses nothing, the \
-    receiver was never the limit and the result is '>= X (sender-bound)'. Otherwise each probe \
-    sends for --duration at the geometric middle of the bracket; a probe that loses anything \
-    (a ledger gap, an invalid datagram, or no end-of-stream message, so tail loss cannot hide) \
-    lowers the top, a clean one raises the bottom, until top/bottom - 1 < --precision.\n\n\
-    Zero loss is judged at the rate the sender ACHIEVED, not the rate it was asked for: a \
-    sender asked for 8 Gb/s that manages 5 and loses nothing has shown zero loss at 5 only. The \
-    result is the highest achieved rate of a clean probe; the 'loss at' figure is the lowest \
-    achieved rate of a lossy one.\n\n\
-    --repeat runs independent searches and reports each and their median: one unlucky probe \
-    (something else woke up on the host) can pull one search down, not the median.\n\n\
-    Every probe is printed as it finishes: asked, achieved and received rates, packets sent, \
-    lost (ledger), the receiving socket's kernel drop counter, the sender's real time, verdict.\n\n\
-    Try:  wirespeed bench max                                   (8800-byte datagrams, 5 s probes, 3 searches)\n      \
-    wirespeed bench max --gso --size 1472 --precision 5%\n      \
-    wirespeed bench max --loopback --duration 1 --repeat 1 --hi 2G --json\n\n\
-    Exit codes: 0 done (also when stopped by Ctrl-C: what was measured is reported), 1 runtime \
-    failure, 2 bad usage.")]
 pub struct MaxArgs {
     /// UDP payload bytes per datagram (a multiple of 8; 8800 suits a 9000-byte MTU).
     #[arg(long, default_value = "8800", value_name = "BYTES")]
@@ -98,28 +127,6 @@ pub struct MaxArgs {
 }
 
 #[derive(Args)]
-#[command(long_about = "Seed 002's table (Haystack, 'Burst Mode Benchmarking', 2010): a packet \
-    emulator sent 8800-byte Mark5B packets for 1 s at 1024..8192 Mb/s to a capture host, timed \
-    with the shell's `time`, and the table gave per rate the packets the receiving kernel \
-    captured and lost. It found loss from 5120 Mb/s and concluded the receiver keeps up to at \
-    least 4.5 Gb/s.\n\n\
-    Here each rate is one point: a fresh receiver (wirespeed recv --once) and a sender \
-    (wirespeed send --rate R --duration T), in two partitions joined by a veth link when root, \
-    on loopback otherwise. Columns:\n  \
-    -t (s)            seconds to send (--duration)\n  \
-    -r (Mb/s)         the rate asked for, 10^6 bits/s of UDP payload\n  \
-    time (s)          the sender's real execution time, start to exit (the seed's `time`)\n  \
-    achieved (Mb/s)   what the sender really sent per second: below -r, the sender was the limit\n  \
-    sent              datagrams the sender sent (its own count)\n  \
-    packets captured  unique sequence numbers received (the ledger)\n  \
-    lost (ledger)     sequence numbers that never arrived, exact, tail included\n  \
-    lost (kernel)     the receiving socket's own drop counter (SO_RXQ_OVFL): loss the kernel \
-    admits at the socket, i.e. the receiver did not keep up. Ledger loss the kernel did not \
-    count happened before the socket (sender, link, stack).\n  \
-    drops/M           lost per million sent\n\n\
-    Try:  wirespeed bench rates                                  (the seed's rates, 1 s, 8800 B)\n      \
-    wirespeed bench rates --rates 500M,1G,2G --duration 5 --repeat 3 -o results/\n\n\
-    Exit codes: 0 done (loss is a result, not a failure), 1 runtime failure, 2 bad usage.")]
 pub struct RatesArgs {
     /// Offered rates, comma-separated: payload bits/s (1024M = 1.024 * 10^9 b/s), datagrams/s
     /// (500kpps) or max.

@@ -183,15 +183,35 @@ pub fn line(r: &Row) -> String {
 /// Which layer lost what, in words, and the highest rate that lost nothing.
 pub fn summarize(rows: &[Row]) -> Vec<String> {
     let mut out = Vec::new();
-    let clean: Vec<&Row> = rows.iter().filter(|r| !r.point.lossy).collect();
-    match clean.iter().map(|r| r.point.achieved_bps).fold(None, |m: Option<f64>, a| Some(m.map_or(a, |m| m.max(a)))) {
-        Some(best) => out.push(format!(
-            "highest rate with zero loss: {} Mb/s achieved ({})",
-            mbps(best),
-            units::pps(best / (rows[0].point.size as f64 * 8.0))
+    // As the seed concluded ("intact up to at least 4.5 Gbps"): the highest clean rate below
+    // every lossy one; a clean row above a lossy one shows intermittent loss, not a safe rate.
+    let lowest_lossy =
+        rows.iter().filter(|r| r.point.lossy).map(|r| r.point.achieved_bps).fold(f64::INFINITY, f64::min);
+    let best = rows
+        .iter()
+        .filter(|r| !r.point.lossy && r.point.achieved_bps < lowest_lossy)
+        .max_by(|a, b| a.point.achieved_bps.total_cmp(&b.point.achieved_bps));
+    let asked = |p: &Point| p.asked_bps.map_or("max".to_string(), |b| format!("{} Mb/s", mbps(b)));
+    match best {
+        Some(r) => out.push(format!(
+            "highest rate with zero loss: -r {} (achieved {} Mb/s, {}){}",
+            asked(&r.point),
+            mbps(r.point.achieved_bps),
+            units::pps(r.point.achieved_pps),
+            if lowest_lossy.is_finite() {
+                format!("; loss from {} Mb/s achieved", mbps(lowest_lossy))
+            } else {
+                String::new()
+            }
         )),
-        None if !rows.is_empty() => out.push("every rate lost packets".into()),
+        None if !rows.is_empty() => out.push("no rate was free of loss below every lossy one".into()),
         None => {}
+    }
+    let above = rows.iter().filter(|r| !r.point.lossy && r.point.achieved_bps >= lowest_lossy).count();
+    if above > 0 {
+        out.push(format!(
+            "{above} rate(s) above the lowest lossy one lost nothing: the loss is intermittent (--repeat and a longer --duration show how often)"
+        ));
     }
     for r in rows.iter().filter(|r| r.point.lossy) {
         let p = &r.point;
@@ -269,4 +289,124 @@ pub fn csv(doc: &RatesDoc) -> String {
         ));
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A point at `mbps` (asked = achieved unless `achieved` says otherwise) with `lost` lost,
+    /// `kernel` of them counted by the kernel at the socket.
+    fn row(mbps: f64, achieved: f64, lost: u64, kernel: u64) -> Row {
+        let size = 8800usize;
+        let sent = (achieved * 1e6 / (size as f64 * 8.0)).round() as u64;
+        Row {
+            pass: 1,
+            point: Point {
+                asked: format!("{mbps} Mb/s"),
+                asked_bps: Some(mbps * 1e6),
+                size,
+                duration_s: 1.0,
+                achieved_bps: achieved * 1e6,
+                achieved_pps: sent as f64,
+                received_bps: (sent - lost) as f64 * size as f64 * 8.0,
+                sent,
+                received: sent - lost,
+                lost,
+                late: 0,
+                duplicate: 0,
+                invalid: 0,
+                missing: lost,
+                end_of_stream: true,
+                kernel_socket_drops: Some(kernel),
+                kernel_rcvbuf_errors: kernel,
+                kernel_in_errors: kernel,
+                softnet_dropped: 0,
+                drops_per_million: lost as f64 * 1e6 / sent as f64,
+                lossy: lost > 0,
+                send_cpu_ns_per_packet: 1000.0,
+                recv_cpu_ns_per_packet: 1000.0,
+                send_cpus: vec![0],
+                recv_cpu: Some(1),
+                send_wall_s: 1.01,
+                send_elapsed_s: 1.0,
+                gso_used: false,
+                rcvbuf_granted: 1 << 25,
+                receiver_stopped_by: "end of stream".into(),
+                diagnosis: vec![],
+            },
+        }
+    }
+
+    #[test]
+    fn the_seeds_table_reads_as_the_seed_concluded() {
+        // Seed 002's figures: clean to 4608, kernel loss from 5120.
+        let rows = vec![
+            row(1024.0, 1024.0, 0, 0),
+            row(4096.0, 4096.0, 0, 0),
+            row(4608.0, 4608.0, 0, 0),
+            row(5120.0, 5120.0, 129, 129),
+            row(5632.0, 5632.0, 5221, 5221),
+        ];
+        let s = summarize(&rows);
+        assert!(s[0].starts_with("highest rate with zero loss: -r 4608 Mb/s (achieved 4608 Mb/s"), "{s:?}");
+        assert!(s[0].ends_with("loss from 5120 Mb/s achieved"), "{s:?}");
+        assert!(s[1].starts_with("5120 Mb/s: 129 lost") && s[1].contains("the receiver did not keep up"), "{s:?}");
+        assert_eq!(s.len(), 3, "{s:?}");
+    }
+
+    #[test]
+    fn which_layer_lost_what() {
+        let s = summarize(&[row(1000.0, 1000.0, 50, 0), row(2000.0, 2000.0, 100, 40)]);
+        assert!(s[0].starts_with("no rate was free of loss"), "{s:?}");
+        assert!(s[1].contains("lost before it"), "{s:?}");
+        assert!(
+            s[2].contains("40 overflowed the receiving socket") && s[2].contains("60 were lost before it"),
+            "{s:?}"
+        );
+    }
+
+    #[test]
+    fn a_clean_rate_above_a_lossy_one_is_not_claimed() {
+        // 2048 lost once, 4096 did not: the claim stops below 2048 and the note says why.
+        let s = summarize(&[row(1024.0, 1024.0, 0, 0), row(2048.0, 2048.0, 3, 3), row(4096.0, 4096.0, 0, 0)]);
+        assert!(s[0].contains("-r 1024 Mb/s"), "{s:?}");
+        assert!(s.iter().any(|l| l.contains("intermittent")), "{s:?}");
+        // A sender short of -r: the claim names both the asked and the achieved rate.
+        let s = summarize(&[row(8192.0, 6100.0, 0, 0)]);
+        assert!(s[0].contains("-r 8192 Mb/s (achieved 6100 Mb/s"), "{s:?}");
+    }
+
+    #[test]
+    fn table_lines_and_csv_carry_the_seeds_columns() {
+        let r = row(1024.0, 1024.0, 0, 0);
+        let l = line(&r);
+        let cells: Vec<&str> = l.split_whitespace().collect();
+        assert_eq!(&cells[..8], &["1", "1024", "1.010", "1024", "14,545", "14,545", "0", "0"], "{l}");
+        let short = line(&row(8192.0, 6100.0, 0, 0));
+        assert!(short.contains("sender reached 74% of -r"), "{short}");
+        let doc = RatesDoc {
+            schema: SCHEMA,
+            placement: Placement {
+                kind: "loopback",
+                prefix: None,
+                send_cpus: vec![0],
+                recv_cpus: vec![1],
+                description: "loopback".into(),
+            },
+            size: 8800,
+            duration_s: 1.0,
+            gso: false,
+            rcvbuf: 1 << 25,
+            repeat: 1,
+            rows: vec![r],
+            stopped: false,
+            summary: vec![],
+        };
+        let csv = csv(&doc);
+        let lines: Vec<&str> = csv.lines().collect();
+        assert_eq!(lines.len(), 2);
+        assert_eq!(lines[0].split(',').count(), lines[1].split(',').count());
+        assert!(lines[1].starts_with("1,1,1024.000,1.010,1024.000,14545,14545,0,0,"), "{}", lines[1]);
+    }
 }
