@@ -565,13 +565,15 @@ pub fn cmd_bench_ttcp(a: BenchTtcpArgs) -> Result<u8, Error> {
         }
     }
     let (l, n) = (a.buflen.to_string(), a.nbuf.to_string());
-    let mut text = format!(
-        "wirespeed bench ttcp {}\n-l {} -n {}: {} bytes per run\n",
-        place.description,
-        a.buflen,
-        a.nbuf,
-        units::thousands(a.buflen.saturating_mul(a.nbuf))
-    );
+    let mut text = format!("wirespeed bench ttcp {}\n", place.description);
+    if !protos.is_empty() {
+        text.push_str(&format!(
+            "Tables 4 and 5: -l {} -n {}, {} bytes per run\n",
+            a.buflen,
+            a.nbuf,
+            units::thousands(a.buflen.saturating_mul(a.nbuf))
+        ));
+    }
     let mut commands = serde_json::Map::new();
     for &p in &protos {
         let [r, s] =

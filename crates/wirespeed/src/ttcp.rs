@@ -692,26 +692,37 @@ fn receive_udp(cfg: &Config, sock: UdpSocket, rep: &mut Report, stop: &AtomicBoo
     rep.peer = peer.map(|p| p.to_string()).unwrap_or_default();
     rep.datagrams = Some(datagrams);
     rep.stray = Some(stray);
-    let (sd, sb, from) = match (end, plan) {
-        (Some((d, b)), _) => (d, b, "transmitter's end marker".to_string()),
+    let sent = match (end, plan) {
+        (Some((d, b)), _) => Some((d, b, "transmitter's end marker".to_string())),
         (None, Some((d, b))) => {
             rep.notes.push("the end marker was lost: the sent counts are the transmitter's plan".into());
-            (d, b, "start marker (the transmitter's plan)".to_string())
+            Some((d, b, "start marker (the transmitter's plan)".to_string()))
+        }
+        // Stopped before anything came: there is no transfer to judge, so no share dropped.
+        (None, None) if datagrams == 0 => {
+            rep.notes.push("nothing arrived".into());
+            None
         }
         (None, None) => {
             rep.notes.push(format!(
                 "no marker arrived: the sent counts are this receiver's -n x -l ({} x {})",
                 cfg.nbuf, cfg.buflen
             ));
-            (cfg.nbuf, cfg.nbuf.saturating_mul(cfg.buflen as u64), "receiver's -n x -l (no marker arrived)".into())
+            Some((
+                cfg.nbuf,
+                cfg.nbuf.saturating_mul(cfg.buflen as u64),
+                "receiver's -n x -l (no marker arrived)".into(),
+            ))
         }
     };
-    rep.sent_datagrams = Some(sd);
-    rep.sent_bytes = Some(sb);
-    rep.sent_from = Some(from);
-    rep.dropped_pct = Some(dropped_pct(sb, rep.bytes));
-    if rep.bytes > sb {
-        rep.notes.push("more bytes arrived than were sent: was another transmitter using this port?".into());
+    if let Some((sd, sb, from)) = sent {
+        rep.sent_datagrams = Some(sd);
+        rep.sent_bytes = Some(sb);
+        rep.sent_from = Some(from);
+        rep.dropped_pct = Some(dropped_pct(sb, rep.bytes));
+        if rep.bytes > sb {
+            rep.notes.push("more bytes arrived than were sent: was another transmitter using this port?".into());
+        }
     }
     let (t0, cpu0) = start.unwrap_or((0, cpu_end));
     let real = last_data.map(|l| l.saturating_sub(t0)).unwrap_or(0);
