@@ -215,7 +215,9 @@ pub fn cmd_ttcp(a: TtcpArgs) -> Result<u8, Error> {
         the same 1000 writes go over a TCP stream and the receiver reads with the same size.\n\n\
         Try:  wirespeed bench ttcp                                  (Tables 4 and 5)\n      \
         wirespeed bench ttcp --table3 --proto none            (Table 3 alone)\n      \
-        wirespeed bench ttcp --buffers 64K,1M -n 5000 -o out  (ttcp.txt, ttcp.csv, ttcp.json)"
+        wirespeed bench ttcp --buffers 64K,1M -n 5000 -o out  (ttcp.txt, ttcp.csv, ttcp.json)\n\n\
+        Exit codes: 0 done (UDP loss is a result, not a failure), 1 runtime failure or stopped by a \
+        signal (Ctrl-C: the rows measured are still reported, and partitions are removed), 2 bad usage."
 )]
 pub struct BenchTtcpArgs {
     /// Which socket-buffer tables to run: tcp (Table 4), udp (Table 5), both (default) or none
@@ -365,7 +367,8 @@ fn last_line(s: &str) -> &str {
     s.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("(no message)").trim()
 }
 
-/// Run one receiver/transmitter pair and return its row.
+/// Run one receiver/transmitter pair and return its row; `None` when a stop request cut it
+/// short (the children may then have died of the signal: not a failure, not a measurement).
 fn run_pair(
     place: &Place,
     proto: Proto,
@@ -373,7 +376,7 @@ fn run_pair(
     buflen: u64,
     nbuf: u64,
     stop: &AtomicBool,
-) -> Result<BenchRow, Error> {
+) -> Result<Option<BenchRow>, Error> {
     let b = sockbuf.map(|b| b.to_string());
     let (l, n) = (buflen.to_string(), nbuf.to_string());
     let spec = Spec { proto, buflen: &l, sockbuf: b.as_deref(), nbuf: &n };
@@ -397,6 +400,9 @@ fn run_pair(
     let Some(port) = port else {
         let _ = rx.kill();
         let _ = rx.wait();
+        if stop.load(Ordering::Relaxed) {
+            return Ok(None);
+        }
         let rest = read_all(Some(err));
         return Err(Error::Runtime(format!("the ttcp receiver did not start: {}", last_line(&(first + &rest)))));
     };
@@ -418,6 +424,9 @@ fn run_pair(
     let rx_st = wait_child(&mut rx, stop, Some(ttcp::DEFAULT_UDP_TIMEOUT + Duration::from_secs(10)))?;
     let rx_stdout = read_all(rx.stdout.take());
     let rx_stderr = rx_err.join().unwrap_or_default();
+    if stop.load(Ordering::Relaxed) {
+        return Ok(None);
+    }
     let (tx_st, tx_stdout, tx_stderr) = tx_out?;
     if !tx_st.success() {
         return Err(Error::Runtime(format!("the ttcp transmitter failed: {}", last_line(&tx_stderr))));
@@ -429,7 +438,7 @@ fn run_pair(
         serde_json::from_str::<Report>(out)
             .map_err(|e| Error::Runtime(format!("the ttcp {who} printed no report ({e}): {}", last_line(err))))
     };
-    Ok(BenchRow {
+    Ok(Some(BenchRow {
         proto,
         sockbuf,
         buflen: buflen as usize,
@@ -438,7 +447,7 @@ fn run_pair(
         receiver_cmd: rx_args,
         transmit: parse("transmitter", &tx_stdout, &tx_stderr)?,
         receive: parse("receiver", &rx_stdout, &rx_stderr)?,
-    })
+    }))
 }
 
 fn open_place(a: &BenchTtcpArgs) -> Result<Place, Error> {
@@ -529,22 +538,17 @@ pub fn cmd_bench_ttcp(a: BenchTtcpArgs) -> Result<u8, Error> {
         }
     }
     let (mut rows, mut t3) = (Vec::new(), Vec::new());
-    let stopped = |done: usize| {
-        Error::Runtime(format!(
-            "stopped by a signal after {done} of {} runs{}",
-            plan.len(),
-            if place.pair.is_some() { "; the partitions are removed" } else { "" }
-        ))
-    };
+    let mut done = 0;
     for (i, &(is_t3, p, b, l, n)) in plan.iter().enumerate() {
         if stop.load(Ordering::Relaxed) {
-            return Err(stopped(i));
+            break;
         }
-        let row = run_pair(&place, p, b, l, n, stop)?;
+        let Some(row) = run_pair(&place, p, b, l, n, stop)? else { break };
         if stop.load(Ordering::Relaxed) {
             // Cut short by the signal: not a measurement.
-            return Err(stopped(i));
+            break;
         }
+        done += 1;
         let what = if is_t3 {
             format!("table 3, -l {l}")
         } else {
@@ -605,6 +609,7 @@ pub fn cmd_bench_ttcp(a: BenchTtcpArgs) -> Result<u8, Error> {
         "tcp": by(Proto::Tcp),
         "udp": by(Proto::Udp),
         "table3": t3,
+        "stopped": done < plan.len(),
     });
     if let Some(d) = &a.out {
         write_out(d, "ttcp.txt", &text)?;
@@ -617,7 +622,13 @@ pub fn cmd_bench_ttcp(a: BenchTtcpArgs) -> Result<u8, Error> {
     } else {
         print!("{text}");
     }
-    drop(place);
+    if done < plan.len() {
+        return Err(Error::Runtime(format!(
+            "stopped by a signal after {done} of {} runs; the tables above are partial{}",
+            plan.len(),
+            if place.pair.is_some() { " (the partitions are removed)" } else { "" }
+        )));
+    }
     Ok(0)
 }
 
