@@ -33,8 +33,8 @@ const MAX_HELP: &str = "The highest rate at which a sender and a receiver lose n
     Try:  wirespeed bench max                  (8800-byte datagrams, 5 s probes, 3 searches)\n      \
     wirespeed bench max --gso --size 1472 --precision 5%\n      \
     wirespeed bench max --loopback --duration 1 --repeat 1 --hi 2G --json\n\n\
-    Exit codes: 0 done (also when stopped by Ctrl-C: what was measured is reported), 1 runtime \
-    failure, 2 bad usage.";
+    Exit codes: 0 done, 1 runtime failure or stopped by a signal (Ctrl-C: what was measured is \
+    still reported, and partitions are removed), 2 bad usage.";
 
 const RATES_HELP: &str = "Seed 002's table (Haystack, 'Burst Mode Benchmarking', 2010): a packet \
     emulator sent 8800-byte Mark5B packets for 1 s at 1024..8192 Mb/s to a capture host, timed \
@@ -59,7 +59,8 @@ const RATES_HELP: &str = "Seed 002's table (Haystack, 'Burst Mode Benchmarking',
     after the table say this per lossy rate.\n\n\
     Try:  wirespeed bench rates              (the seed's rates, 1 s each, 8800-byte datagrams)\n      \
     wirespeed bench rates --rates 500M,1G,2G --duration 5 --repeat 3 -o results/\n\n\
-    Exit codes: 0 done (loss is a result, not a failure), 1 runtime failure, 2 bad usage.";
+    Exit codes: 0 done (loss is a result, not a failure), 1 runtime failure or stopped by a \
+    signal (Ctrl-C: the rows measured are still reported, and partitions are removed), 2 bad usage.";
 
 #[derive(Args)]
 pub struct BenchArgs {
@@ -311,6 +312,10 @@ fn cmd_max(a: MaxArgs) -> Result<u8, Error> {
             println!("max.txt and max.json in {}", d.display());
         }
     }
+    if doc.stopped {
+        let n: usize = doc.searches.iter().map(|s| s.probes.len()).sum();
+        return Err(Error::Runtime(format!("stopped by a signal after {n} probe(s); the results above are partial")));
+    }
     Ok(0)
 }
 
@@ -351,15 +356,19 @@ fn cmd_rates(a: RatesArgs) -> Result<u8, Error> {
     if json {
         print_json(&doc)?;
     } else {
-        if doc.stopped {
-            println!("(stopped early)");
-        }
         for l in &doc.summary {
             println!("=> {l}");
         }
         if let Some(d) = &dir {
             println!("rates.txt, rates.csv and rates.json in {}", d.display());
         }
+    }
+    if doc.stopped {
+        return Err(Error::Runtime(format!(
+            "stopped by a signal after {} of {} points; the rows above are partial",
+            doc.rows.len(),
+            cfg.rates.len() * cfg.repeat as usize
+        )));
     }
     Ok(0)
 }

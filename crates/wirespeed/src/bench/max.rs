@@ -63,6 +63,8 @@ pub struct MaxDoc {
     pub median_outcome: Option<Outcome>,
     /// The result in one sentence.
     pub verdict: String,
+    /// Notes on the whole run (a receive buffer capped by the kernel).
+    pub notes: Vec<String>,
     /// Whether Ctrl-C ended the run early.
     pub stopped: bool,
 }
@@ -160,6 +162,10 @@ pub fn finish(cfg: &MaxConfig, placement: Placement, searches: Vec<SearchResult<
                 .to_string()
         }
     };
+    let notes: Vec<String> =
+        super::point::rcvbuf_note(cfg.rcvbuf, searches.iter().flat_map(|s| s.probes.iter().map(|p| &p.point)))
+            .into_iter()
+            .collect();
     MaxDoc {
         schema: SCHEMA,
         placement,
@@ -175,6 +181,7 @@ pub fn finish(cfg: &MaxConfig, placement: Placement, searches: Vec<SearchResult<
         median_bps,
         median_outcome,
         verdict,
+        notes,
         stopped,
     }
 }
@@ -227,6 +234,9 @@ pub fn summary(doc: &MaxDoc) -> String {
         }
     }
     let n = doc.searches.iter().filter(|r| r.outcome != Outcome::Stopped).count();
+    for n in &doc.notes {
+        s.push_str(&format!("note: {n}\n"));
+    }
     if doc.stopped {
         s.push_str("(stopped early)\n");
     }

@@ -116,6 +116,13 @@ pub struct Point {
     pub diagnosis: Vec<String>,
 }
 
+/// The note to show when the kernel capped the receive buffer below what was asked (the kernel
+/// reports twice the usable size): a capped buffer is a common reason for loss at high rates.
+pub fn rcvbuf_note<'a>(asked: u64, points: impl IntoIterator<Item = &'a Point>) -> Option<String> {
+    let granted = points.into_iter().map(|p| p.rcvbuf_granted).min()?;
+    (granted / 2 < asked).then(|| crate::rx::rcvbuf_clamp_note(asked as usize, granted as usize))
+}
+
 impl Verdict for Point {
     fn achieved_bps(&self) -> f64 {
         self.achieved_bps
@@ -185,7 +192,9 @@ impl Runner {
     /// Two partitions joined by a veth link (MTU 9000), one core each: the sender in partition
     /// 1, the receiver in partition 2. Needs CAP_NET_ADMIN; removed when the runner is dropped.
     pub fn partitions(stop: &'static AtomicBool) -> Result<Runner> {
-        let pair = Pair::create("wsbench")?;
+        let pair = Pair::create("wsbench").map_err(|e| {
+            Error::Runtime(format!("cannot make the two partitions ({e}); --loopback runs the benchmark on loopback"))
+        })?;
         Ok(Runner { exe: current_exe()?, place: Where::Partitions(pair), stop })
     }
 
@@ -668,6 +677,18 @@ mod tests {
         // Tail loss the ledger never saw still shows as missing.
         let p = point(docs(14205, 14100, 0, "signal 15", 0));
         assert!(p.lossy && p.missing == 105);
+    }
+
+    #[test]
+    fn a_capped_receive_buffer_is_noted() {
+        let mut p = point(docs(10, 10, 0, "end of stream", 0));
+        // The kernel reports twice the usable size: 64 MiB granted for 32 MiB asked is no cap.
+        p.rcvbuf_granted = 64 << 20;
+        assert_eq!(rcvbuf_note(32 << 20, [&p]), None);
+        p.rcvbuf_granted = 8 << 20;
+        let n = rcvbuf_note(32 << 20, [&p]).expect("a note");
+        assert!(n.contains("net.core.rmem_max=33554432"), "{n}");
+        assert_eq!(rcvbuf_note(32 << 20, []), None);
     }
 
     #[test]

@@ -95,7 +95,8 @@ pub fn run(runner: &Runner, cfg: &RatesConfig, row: &mut dyn FnMut(&Row)) -> Res
             }
         }
     }
-    let summary = summarize(&rows);
+    let mut summary = summarize(&rows);
+    summary.extend(super::point::rcvbuf_note(cfg.rcvbuf, rows.iter().map(|r| &r.point)));
     Ok(RatesDoc {
         schema: SCHEMA,
         placement: runner.placement(),
