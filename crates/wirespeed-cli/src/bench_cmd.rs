@@ -78,6 +78,8 @@ enum BenchCmd {
     Rates(RatesArgs),
     /// Seed 000's ttcp tables: TCP and UDP by socket buffer size, and read/write sizes.
     Ttcp(crate::ttcp_cmd::BenchTtcpArgs),
+    /// A long zero-loss run with a record per minute (seed 001's 24- and 30-minute runs).
+    Soak(crate::soak_cmd::SoakArgs),
 }
 
 /// Where the probes run, shared by `max` and `rates`.
@@ -151,6 +153,7 @@ pub fn cmd_bench(a: BenchArgs) -> Result<u8, Error> {
         BenchCmd::Max(m) => cmd_max(m),
         BenchCmd::Rates(r) => cmd_rates(r),
         BenchCmd::Ttcp(t) => crate::ttcp_cmd::cmd_bench_ttcp(t),
+        BenchCmd::Soak(s) => crate::soak_cmd::cmd_soak(s),
     }
 }
 

@@ -4,6 +4,7 @@ mod bench_cmd;
 mod latency_cmd;
 mod partition_cmd;
 mod record_cmd;
+mod soak_cmd;
 mod ttcp_cmd;
 
 use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};

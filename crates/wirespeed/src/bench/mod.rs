@@ -7,6 +7,9 @@
 //! the traffic so it can be proven against fake links whose capacity is known.
 
 pub mod max;
+pub mod peer;
 pub mod point;
 pub mod rates;
 pub mod search;
+pub mod soak;
+pub mod sweep;

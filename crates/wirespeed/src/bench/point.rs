@@ -226,7 +226,9 @@ impl Runner {
         }
     }
 
-    fn command(&self, partition: u32, args: &[String]) -> Command {
+    /// A command for `args` run by this binary in partition `partition` (1 sends, 2 receives),
+    /// or plainly on loopback; peers' commands go through [`Runner::tool_command`].
+    pub(crate) fn command(&self, partition: u32, args: &[String]) -> Command {
         match &self.place {
             Where::Loopback { .. } => {
                 let mut c = Command::new(&self.exe);
@@ -235,6 +237,49 @@ impl Runner {
             }
             Where::Partitions(p) => p.command(partition, args),
         }
+    }
+
+    /// A command for another program (`iperf3`, `sockperf`, ...) placed like this binary's own
+    /// children: in partition `partition` (1 sends, 2 receives) through `partition exec`, or on
+    /// loopback pinned with `taskset` to the CPU that side's own child would get, so a peer is
+    /// measured on the same cores as wirespeed.
+    pub(crate) fn tool_command(&self, partition: u32, program: &str, args: &[String]) -> Command {
+        match &self.place {
+            Where::Loopback { send_cpu, recv_cpu } => {
+                let cpu = if partition == 1 { *send_cpu } else { *recv_cpu };
+                match cpu {
+                    Some(c) => {
+                        let mut cmd = Command::new("taskset");
+                        cmd.args(["-c", &c.to_string(), program]).args(args);
+                        cmd
+                    }
+                    None => {
+                        let mut cmd = Command::new(program);
+                        cmd.args(args);
+                        cmd
+                    }
+                }
+            }
+            Where::Partitions(p) => {
+                let mut cmd = Command::new(&self.exe);
+                cmd.args(["partition", "--prefix", &p.prefix, "exec", &partition.to_string(), "--", program])
+                    .args(args);
+                cmd
+            }
+        }
+    }
+
+    /// The address the receiving side listens on: 127.0.0.1, or partition 2's address.
+    pub(crate) fn receiver_ip(&self) -> std::net::IpAddr {
+        match &self.place {
+            Where::Loopback { .. } => std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST),
+            Where::Partitions(_) => std::net::IpAddr::V4(testbed::partition_addr(2)),
+        }
+    }
+
+    /// The flag raised by Ctrl-C or SIGTERM: a caller running its own children checks it.
+    pub(crate) fn stop_flag(&self) -> &'static AtomicBool {
+        self.stop
     }
 
     /// A short unrecorded point (at most 1 s) at the series' first rate, so caches, page tables,
@@ -402,7 +447,7 @@ fn rate_arg(r: Rate) -> String {
     }
 }
 
-fn drain<R: Read + Send + 'static>(mut r: R) -> JoinHandle<String> {
+pub(crate) fn drain<R: Read + Send + 'static>(mut r: R) -> JoinHandle<String> {
     std::thread::spawn(move || {
         let mut b = Vec::new();
         let _ = r.read_to_end(&mut b);
@@ -410,7 +455,7 @@ fn drain<R: Read + Send + 'static>(mut r: R) -> JoinHandle<String> {
     })
 }
 
-fn last_line(stderr: &str, st: &ExitStatus) -> String {
+pub(crate) fn last_line(stderr: &str, st: &ExitStatus) -> String {
     stderr
         .lines()
         .rev()
@@ -419,7 +464,7 @@ fn last_line(stderr: &str, st: &ExitStatus) -> String {
         .unwrap_or_else(|| format!("it exited with {st}"))
 }
 
-fn parse_doc<T: for<'de> Deserialize<'de>>(text: &str, schema: &str, who: &str) -> Result<T> {
+pub(crate) fn parse_doc<T: for<'de> Deserialize<'de>>(text: &str, schema: &str, who: &str) -> Result<T> {
     let v: serde_json::Value =
         serde_json::from_str(text).map_err(|e| Error::Runtime(format!("the {who} printed no JSON report ({e})")))?;
     if v["schema"] != schema {
@@ -430,12 +475,12 @@ fn parse_doc<T: for<'de> Deserialize<'de>>(text: &str, schema: &str, who: &str) 
 
 /// A child process that is killed and reaped if it is dropped while still running, so no error
 /// path leaves a sender or receiver behind.
-struct Kid {
+pub(crate) struct Kid {
     child: Option<Child>,
 }
 
 impl Kid {
-    fn spawn(mut cmd: Command, who: &str) -> Result<Kid> {
+    pub(crate) fn spawn(mut cmd: Command, who: &str) -> Result<Kid> {
         let child = cmd
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -445,21 +490,21 @@ impl Kid {
         Ok(Kid { child: Some(child) })
     }
 
-    fn id(&self) -> Option<u32> {
+    pub(crate) fn id(&self) -> Option<u32> {
         self.child.as_ref().map(Child::id)
     }
 
-    fn stdout(&mut self) -> Option<std::process::ChildStdout> {
+    pub(crate) fn stdout(&mut self) -> Option<std::process::ChildStdout> {
         self.child.as_mut().and_then(|c| c.stdout.take())
     }
 
-    fn stderr(&mut self) -> Option<std::process::ChildStderr> {
+    pub(crate) fn stderr(&mut self) -> Option<std::process::ChildStderr> {
         self.child.as_mut().and_then(|c| c.stderr.take())
     }
 
     /// Wait up to `grace` for the child to exit by itself, then ask it to stop (SIGTERM: it still
     /// reports), then, if it still runs 10 s later, give up (Drop kills it).
-    fn finish(&mut self, grace: Duration) -> Result<ExitStatus> {
+    pub(crate) fn finish(&mut self, grace: Duration) -> Result<ExitStatus> {
         let Some(child) = self.child.as_mut() else {
             return Err(Error::Runtime("the receiver was already reaped".into()));
         };
