@@ -80,6 +80,8 @@ enum BenchCmd {
     Ttcp(crate::ttcp_cmd::BenchTtcpArgs),
     /// A long zero-loss run with a record per minute (seed 001's 24- and 30-minute runs).
     Soak(crate::soak_cmd::SoakArgs),
+    /// The same points with wirespeed and with iperf3, side by side in one table and one plot.
+    Compare(crate::compare_cmd::CompareArgs),
 }
 
 /// Where the probes run, shared by `max` and `rates`.
@@ -154,6 +156,7 @@ pub fn cmd_bench(a: BenchArgs) -> Result<u8, Error> {
         BenchCmd::Rates(r) => cmd_rates(r),
         BenchCmd::Ttcp(t) => crate::ttcp_cmd::cmd_bench_ttcp(t),
         BenchCmd::Soak(s) => crate::soak_cmd::cmd_soak(s),
+        BenchCmd::Compare(c) => crate::compare_cmd::cmd_compare(c),
     }
 }
 

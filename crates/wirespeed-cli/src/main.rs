@@ -1,6 +1,7 @@
 //! The `wirespeed` command: argument parsing and printing only; the work is in the library.
 
 mod bench_cmd;
+mod compare_cmd;
 mod latency_cmd;
 mod partition_cmd;
 mod record_cmd;

@@ -6,6 +6,7 @@
 //! on loopback or in two partitions), never from a model; the search logic is kept apart from
 //! the traffic so it can be proven against fake links whose capacity is known.
 
+pub mod compare;
 pub mod max;
 pub mod peer;
 pub mod point;

@@ -1,0 +1,1 @@
+//! wirespeed against iperf3 over the same points. Not built yet.
