@@ -1,1 +1,813 @@
-//! wirespeed against iperf3 over the same points. Not built yet.
+//! wirespeed against iperf3 over the same points (`wirespeed bench compare`): at each (rate,
+//! size) point both tools run, one after the other, in the same placement (the same CPUs on
+//! loopback, the same two partitions otherwise), and the results stand side by side in one
+//! table, one CSV, one JSON document and one plot.
+//!
+//! The order alternates from point to point (wirespeed then iperf3, then iperf3 then
+//! wirespeed: A B B A ...), so a slow drift on a shared host (a neighbour waking up, the CPU
+//! clocking down) lands on both tools rather than on whichever always ran second.
+
+use super::peer::{self, Iperf3, PeerPoint};
+use super::point::{Placement, Point, PointConfig, Runner};
+use crate::plot::{LineChart, Series};
+use crate::units::{self, Rate};
+use crate::Result;
+use serde::Serialize;
+use std::time::Duration;
+
+/// Schema name of the JSON document.
+pub const SCHEMA: &str = "wirespeed.bench.compare/1";
+
+/// Most points a rate list may expand to (a range with a tiny step is a typo, not a plan).
+pub const MAX_RATES: usize = 200;
+
+/// The two tools, in the names the tables and the JSON use.
+pub const TOOLS: [&str; 2] = ["wirespeed", "iperf3"];
+
+/// What to compare.
+#[derive(Clone, Debug)]
+pub struct CompareConfig {
+    /// Offered rates, in order.
+    pub rates: Vec<Rate>,
+    /// Payload bytes per datagram, in order.
+    pub sizes: Vec<usize>,
+    /// Sending time per point (whole seconds: iperf3's -t takes no fraction).
+    pub duration: Duration,
+    /// UDP GSO on wirespeed's sender (iperf3 3.12 has none).
+    pub gso: bool,
+    /// Receive buffer asked for.
+    pub rcvbuf: u64,
+    /// Passes over the whole grid.
+    pub repeat: u32,
+}
+
+/// Read a rate list: comma-separated rates (`1G,2G,4G`, `500kpps`, `max`) and ranges
+/// `FROM:TO:STEP` (`1G:9G:1G` is 1, 2, ... 9 Gb/s), so a sweep's grid is one short argument.
+pub fn parse_rates(s: &str) -> std::result::Result<Vec<Rate>, String> {
+    let mut out = Vec::new();
+    for item in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        if item.contains(':') {
+            out.extend(parse_range(item)?);
+        } else {
+            out.push(Rate::parse(item)?);
+        }
+        if out.len() > MAX_RATES {
+            return Err(format!("'{s}' gives more than {MAX_RATES} rates: use a larger step"));
+        }
+    }
+    if out.is_empty() {
+        return Err("no rates given: write rates like 1G,2G,4G or a range like 1G:9G:1G".into());
+    }
+    Ok(out)
+}
+
+fn parse_range(item: &str) -> std::result::Result<Vec<Rate>, String> {
+    let parts: Vec<&str> = item.split(':').map(str::trim).collect();
+    let [a, b, step] = parts[..] else {
+        return Err(format!("range '{item}' is not FROM:TO:STEP: write it like 1G:9G:1G"));
+    };
+    let (a, b, step) = (Rate::parse(a)?, Rate::parse(b)?, Rate::parse(step)?);
+    let (a, b, step, make): (f64, f64, f64, fn(f64) -> Rate) = match (a, b, step) {
+        (Rate::Bits(a), Rate::Bits(b), Rate::Bits(s)) => (a, b, s, Rate::Bits),
+        (Rate::Packets(a), Rate::Packets(b), Rate::Packets(s)) => (a, b, s, Rate::Packets),
+        _ => {
+            return Err(format!(
+                "range '{item}' mixes units: give FROM, TO and STEP all in bits/s (1G:9G:1G) or all in packets/s (100kpps:500kpps:100kpps)"
+            ))
+        }
+    };
+    if b < a {
+        return Err(format!("range '{item}' runs downwards: give FROM below TO"));
+    }
+    // The tolerance keeps the top when the step divides the span but floating point says not.
+    let n = ((b - a) / step * (1.0 + 1e-9)).floor();
+    if n + 1.0 > MAX_RATES as f64 {
+        return Err(format!("range '{item}' gives more than {MAX_RATES} rates: use a larger step"));
+    }
+    Ok((0..=n as usize).map(|i| make(a + i as f64 * step)).collect())
+}
+
+/// One run of one tool at one point, in the order run.
+#[derive(Clone, Debug, Serialize)]
+pub struct Run {
+    /// 1-based position in the order run (warm-up not counted).
+    pub seq: u32,
+    /// Pass over the grid, 1-based.
+    pub pass: u32,
+    /// "wirespeed" or "iperf3".
+    pub tool: &'static str,
+    /// Index of the rate in the configured list.
+    pub rate_index: usize,
+    /// wirespeed's point, when `tool` is wirespeed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub wirespeed: Option<Point>,
+    /// iperf3's point, when `tool` is iperf3.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub iperf3: Option<PeerPoint>,
+}
+
+/// The figures both tools report, in the same terms, so one table and one plot can hold both.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct Figures {
+    /// The asked rate as text.
+    pub asked: String,
+    /// The asked payload bits/s (`None`: flat out).
+    pub asked_bps: Option<f64>,
+    /// Payload bytes per datagram.
+    pub size: usize,
+    /// Payload bits/s the sender managed.
+    pub achieved_bps: f64,
+    /// Payload bits/s received, over the sender's sending time.
+    pub received_bps: f64,
+    /// Datagrams sent (the sender's count).
+    pub sent: u64,
+    /// Datagrams received (the receiver's count).
+    pub received: u64,
+    /// `(sent - received) / sent`, percent: tail loss included, for both tools alike.
+    pub loss_percent: f64,
+    /// Whether the tool's own verdict is "lost something".
+    pub lossy: bool,
+    /// Sender CPU time per datagram sent, ns.
+    pub send_cpu_ns_per_packet: Option<f64>,
+    /// Receiver CPU time per datagram received, ns (wirespeed: capture thread; iperf3: server
+    /// process).
+    pub recv_cpu_ns_per_packet: Option<f64>,
+}
+
+fn loss_percent(sent: u64, received: u64) -> f64 {
+    if sent == 0 {
+        0.0
+    } else {
+        sent.saturating_sub(received) as f64 * 100.0 / sent as f64
+    }
+}
+
+impl Run {
+    /// The common figures of whichever tool ran.
+    pub fn figures(&self) -> Figures {
+        match (&self.wirespeed, &self.iperf3) {
+            (Some(p), _) => Figures {
+                asked: p.asked.clone(),
+                asked_bps: p.asked_bps,
+                size: p.size,
+                achieved_bps: p.achieved_bps,
+                received_bps: p.received_bps,
+                sent: p.sent,
+                received: p.received,
+                loss_percent: loss_percent(p.sent, p.received),
+                lossy: p.lossy,
+                send_cpu_ns_per_packet: Some(p.send_cpu_ns_per_packet),
+                recv_cpu_ns_per_packet: Some(p.recv_cpu_ns_per_packet),
+            },
+            (None, Some(p)) => Figures {
+                asked: p.asked.clone(),
+                asked_bps: p.asked_bps,
+                size: p.size,
+                achieved_bps: p.achieved_bps,
+                received_bps: p.received_bps,
+                sent: p.sent,
+                received: p.received,
+                loss_percent: loss_percent(p.sent, p.received),
+                lossy: p.lossy,
+                send_cpu_ns_per_packet: p.send_cpu_ns_per_packet,
+                recv_cpu_ns_per_packet: p.recv_cpu_ns_per_packet,
+            },
+            (None, None) => Figures {
+                asked: String::new(),
+                asked_bps: None,
+                size: 0,
+                achieved_bps: 0.0,
+                received_bps: 0.0,
+                sent: 0,
+                received: 0,
+                loss_percent: 0.0,
+                lossy: true,
+                send_cpu_ns_per_packet: None,
+                recv_cpu_ns_per_packet: None,
+            },
+        }
+    }
+}
+
+/// One tool's medians at one point over the passes.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct ToolMedian {
+    /// Runs the medians are over.
+    pub runs: usize,
+    /// Runs the tool itself judged lossy.
+    pub lossy_runs: usize,
+    /// Median achieved payload bits/s.
+    pub achieved_bps: f64,
+    /// Median received payload bits/s.
+    pub received_bps: f64,
+    /// Median loss, percent of sent.
+    pub loss_percent: f64,
+    /// Median sender CPU ns per datagram.
+    pub send_cpu_ns_per_packet: Option<f64>,
+    /// Median receiver CPU ns per datagram.
+    pub recv_cpu_ns_per_packet: Option<f64>,
+}
+
+/// Both tools' medians at one (rate, size) point.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct Cell {
+    /// The asked rate as text.
+    pub asked: String,
+    /// The asked payload bits/s (`None`: flat out).
+    pub asked_bps: Option<f64>,
+    /// Payload bytes per datagram.
+    pub size: usize,
+    /// wirespeed's medians (`None` when it did not run here, e.g. stopped).
+    pub wirespeed: Option<ToolMedian>,
+    /// iperf3's medians.
+    pub iperf3: Option<ToolMedian>,
+    /// wirespeed's median received rate over iperf3's (above 1: wirespeed got more through).
+    pub received_ratio: Option<f64>,
+}
+
+/// Versions of the two tools.
+#[derive(Clone, Debug, Serialize)]
+pub struct Versions {
+    /// This wirespeed.
+    pub wirespeed: String,
+    /// `iperf3 --version`.
+    pub iperf3: String,
+}
+
+/// The whole comparison, as `--json` prints it and compare.json holds it.
+#[derive(Clone, Debug, Serialize)]
+pub struct CompareDoc {
+    /// [`SCHEMA`].
+    pub schema: &'static str,
+    /// Where both tools ran.
+    pub placement: Placement,
+    /// The tools' versions.
+    pub versions: Versions,
+    /// Offered rates as asked.
+    pub rates: Vec<String>,
+    /// Datagram payload sizes.
+    pub sizes: Vec<usize>,
+    /// Sending time per point, seconds.
+    pub duration_s: f64,
+    /// Passes over the grid.
+    pub repeat: u32,
+    /// UDP GSO asked of wirespeed's sender.
+    pub gso: bool,
+    /// Receive buffer asked for (wirespeed's receiver forces it when root).
+    pub rcvbuf: u64,
+    /// iperf3's `-w` (send and receive buffers, both sides), capped by net.core.*mem_max.
+    pub iperf3_socket_buffer: u64,
+    /// Every run of every tool, in the order run.
+    pub runs: Vec<Run>,
+    /// Per (size, rate): both tools' medians over the passes.
+    pub medians: Vec<Cell>,
+    /// Whether Ctrl-C ended the run early.
+    pub stopped: bool,
+    /// How to read the comparison (buffers, CPU measures, sender limits).
+    pub notes: Vec<String>,
+}
+
+/// Run the comparison: one unrecorded warm-up point per tool, then, pass by pass, size by size
+/// and rate by rate, both tools in alternating order; `progress` sees each run as it ends.
+pub fn run(
+    runner: &Runner,
+    iperf3: &Iperf3,
+    cfg: &CompareConfig,
+    progress: &mut dyn FnMut(&Run, usize),
+) -> Result<CompareDoc> {
+    let point_cfg = |rate, size| PointConfig { rate, size, duration: cfg.duration, gso: cfg.gso, rcvbuf: cfg.rcvbuf };
+    let total = cfg.rates.len() * cfg.sizes.len() * cfg.repeat as usize * 2;
+    let mut runs: Vec<Run> = Vec::new();
+    let mut stopped = false;
+    if let (Some(&rate), Some(&size)) = (cfg.rates.first(), cfg.sizes.first()) {
+        runner.warm_up(&point_cfg(rate, size))?;
+        let mut short = point_cfg(rate, size);
+        short.duration = Duration::from_secs(1);
+        stopped = iperf3.run(runner, &short)?.is_none();
+    }
+    let mut k = 0usize;
+    'all: for pass in 1..=cfg.repeat {
+        for &size in &cfg.sizes {
+            for (rate_index, &rate) in cfg.rates.iter().enumerate() {
+                if stopped {
+                    break 'all;
+                }
+                let order = if k % 2 == 0 { TOOLS } else { [TOOLS[1], TOOLS[0]] };
+                k += 1;
+                for tool in order {
+                    let pc = point_cfg(rate, size);
+                    let mut r =
+                        Run { seq: runs.len() as u32 + 1, pass, tool, rate_index, wirespeed: None, iperf3: None };
+                    let done = if tool == TOOLS[0] {
+                        r.wirespeed = runner.run(&pc)?;
+                        r.wirespeed.is_some()
+                    } else {
+                        r.iperf3 = iperf3.run(runner, &pc)?;
+                        r.iperf3.is_some()
+                    };
+                    if !done {
+                        stopped = true;
+                        break 'all;
+                    }
+                    progress(&r, total);
+                    runs.push(r);
+                }
+            }
+        }
+    }
+    let medians = medians(cfg, &runs);
+    let notes = notes(cfg, iperf3, &runner.placement(), &runs, &medians);
+    Ok(CompareDoc {
+        schema: SCHEMA,
+        placement: runner.placement(),
+        versions: Versions { wirespeed: env!("CARGO_PKG_VERSION").to_string(), iperf3: iperf3.version.clone() },
+        rates: cfg.rates.iter().map(|&r| peer::asked_text(r)).collect(),
+        sizes: cfg.sizes.clone(),
+        duration_s: cfg.duration.as_secs_f64(),
+        repeat: cfg.repeat,
+        gso: cfg.gso,
+        rcvbuf: cfg.rcvbuf,
+        iperf3_socket_buffer: iperf3.socket_buffer,
+        runs,
+        medians,
+        stopped,
+        notes,
+    })
+}
+
+fn median(mut v: Vec<f64>) -> Option<f64> {
+    v.retain(|x| x.is_finite());
+    if v.is_empty() {
+        return None;
+    }
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    Some(if n % 2 == 1 { v[n / 2] } else { (v[n / 2 - 1] + v[n / 2]) / 2.0 })
+}
+
+fn tool_median(figs: &[Figures]) -> Option<ToolMedian> {
+    if figs.is_empty() {
+        return None;
+    }
+    let m = |f: &dyn Fn(&Figures) -> f64| median(figs.iter().map(f).collect()).unwrap_or(0.0);
+    let mo = |f: &dyn Fn(&Figures) -> Option<f64>| median(figs.iter().filter_map(f).collect());
+    Some(ToolMedian {
+        runs: figs.len(),
+        lossy_runs: figs.iter().filter(|f| f.lossy).count(),
+        achieved_bps: m(&|f| f.achieved_bps),
+        received_bps: m(&|f| f.received_bps),
+        loss_percent: m(&|f| f.loss_percent),
+        send_cpu_ns_per_packet: mo(&|f| f.send_cpu_ns_per_packet),
+        recv_cpu_ns_per_packet: mo(&|f| f.recv_cpu_ns_per_packet),
+    })
+}
+
+/// Both tools' medians per (size, rate), in the grid's order; points nobody ran are left out.
+pub fn medians(cfg: &CompareConfig, runs: &[Run]) -> Vec<Cell> {
+    let mut out = Vec::new();
+    for &size in &cfg.sizes {
+        for (i, &rate) in cfg.rates.iter().enumerate() {
+            let of = |tool: &str| -> Vec<Figures> {
+                runs.iter()
+                    .filter(|r| r.tool == tool && r.rate_index == i)
+                    .map(Run::figures)
+                    .filter(|f| f.size == size)
+                    .collect()
+            };
+            let (w, p) = (tool_median(&of(TOOLS[0])), tool_median(&of(TOOLS[1])));
+            if w.is_none() && p.is_none() {
+                continue;
+            }
+            let received_ratio = match (&w, &p) {
+                (Some(w), Some(p)) if p.received_bps > 0.0 => Some(w.received_bps / p.received_bps),
+                _ => None,
+            };
+            out.push(Cell {
+                asked: peer::asked_text(rate),
+                asked_bps: peer::asked_bps(rate, size),
+                size,
+                wirespeed: w,
+                iperf3: p,
+                received_ratio,
+            });
+        }
+    }
+    out
+}
+
+fn notes(cfg: &CompareConfig, ip: &Iperf3, pl: &Placement, runs: &[Run], cells: &[Cell]) -> Vec<String> {
+    let mut out = Vec::new();
+    let cpus = |v: &[usize]| {
+        if v.is_empty() {
+            "any CPU".to_string()
+        } else {
+            format!("CPU {}", v.iter().map(|c| c.to_string()).collect::<Vec<_>>().join(","))
+        }
+    };
+    out.push(format!(
+        "both tools ran in the same place: senders (wirespeed send, iperf3 -c) on {}, receivers (wirespeed recv, iperf3 -s) on {}",
+        cpus(&pl.send_cpus),
+        cpus(&pl.recv_cpus)
+    ));
+    if let Some(cap) = ip.capped_by {
+        out.push(format!(
+            "iperf3 got -w {} (net.core.rmem_max/wmem_max cap it, and iperf3 cannot force past the cap) where wirespeed's receiver asked {}: for equal buffers give --rcvbuf {} or raise the caps (sysctl -w net.core.rmem_max={} net.core.wmem_max={})",
+            units::bytes(cap),
+            units::bytes(cfg.rcvbuf),
+            cap,
+            cfg.rcvbuf,
+            cfg.rcvbuf
+        ));
+    }
+    if let Some(n) = super::point::rcvbuf_note(cfg.rcvbuf, runs.iter().filter_map(|r| r.wirespeed.as_ref())) {
+        out.push(format!("wirespeed: {n}"));
+    }
+    if cfg.gso {
+        out.push("--gso applies to wirespeed's sender only: iperf3 3.12 sends one datagram per system call".into());
+    }
+    out.push(
+        "rx ns/pkt: wirespeed's capture thread CPU time per datagram; iperf3's whole server process (its cpu_utilization_percent x test time) per datagram received"
+            .into(),
+    );
+    for c in cells {
+        for (tool, m) in [(TOOLS[0], &c.wirespeed), (TOOLS[1], &c.iperf3)] {
+            if let (Some(m), Some(a)) = (m, c.asked_bps) {
+                if m.achieved_bps < a * 0.95 {
+                    out.push(format!(
+                        "{tool} at {}, {} B: its sender reached {} ({:.0}% of the asked rate): sender-bound there",
+                        units::bits(a),
+                        c.size,
+                        units::bits(m.achieved_bps),
+                        100.0 * m.achieved_bps / a
+                    ));
+                }
+            }
+        }
+    }
+    out
+}
+
+fn mbps(bps: f64) -> String {
+    let v = bps / 1e6;
+    if v >= 100.0 {
+        format!("{v:.0}")
+    } else {
+        format!("{v:.1}")
+    }
+}
+
+fn pct(p: f64) -> String {
+    if p == 0.0 {
+        "0".into()
+    } else if p < 0.001 {
+        format!("{p:.1e}")
+    } else {
+        format!("{p:.3}")
+    }
+}
+
+fn ns(v: Option<f64>) -> String {
+    v.map_or("-".into(), |v| format!("{v:.0}"))
+}
+
+/// The heading of the run lines.
+pub fn header(cfg: &CompareConfig, pl: &Placement, ip: &Iperf3) -> String {
+    format!(
+        "wirespeed bench compare: wirespeed {} and {} (UDP), {} per point, {} pass(es), {}\n",
+        env!("CARGO_PKG_VERSION"),
+        ip.version,
+        units::nanos(cfg.duration.as_nanos() as f64),
+        cfg.repeat,
+        pl.description
+    )
+}
+
+/// One finished run, as progress shows it.
+pub fn run_line(r: &Run, total: usize) -> String {
+    let f = r.figures();
+    let mut extra = Vec::new();
+    if let Some(p) = &r.wirespeed {
+        if !p.end_of_stream {
+            extra.push("no end-of-stream message".to_string());
+        }
+    }
+    if let Some(p) = &r.iperf3 {
+        if p.lost != p.missing {
+            extra.push(format!("iperf3 itself counted {} lost", units::thousands(p.lost)));
+        }
+        if p.out_of_order > 0 {
+            extra.push(format!("{} out of order", units::thousands(p.out_of_order)));
+        }
+    }
+    format!(
+        "[{:>3}/{}] {:<9} asked {:>10} size {:>5}: achieved {:>12}  received {:>12}  sent {:>11}  lost {:>9} ({:>6} %)  CPU ns/pkt tx {:>6} rx {:>6}{}",
+        r.seq,
+        total,
+        r.tool,
+        f.asked_bps.map_or("max".into(), units::bits),
+        f.size,
+        units::bits(f.achieved_bps),
+        units::bits(f.received_bps),
+        units::thousands(f.sent),
+        units::thousands(f.sent.saturating_sub(f.received)),
+        pct(f.loss_percent),
+        ns(f.send_cpu_ns_per_packet),
+        ns(f.recv_cpu_ns_per_packet),
+        if extra.is_empty() { String::new() } else { format!("  ({})", extra.join("; ")) }
+    )
+}
+
+/// The side-by-side table of medians, with its legend and the notes.
+pub fn table(doc: &CompareDoc) -> String {
+    let tool_head = format!("{:>10} {:>10} {:>8} {:>9}", "achieved", "received", "loss %", "rx ns/pkt");
+    let w = tool_head.len();
+    let mut s = format!(
+        "medians over {} pass(es); Mb/s = 10^6 bits/s of UDP payload; loss % = (sent - received) / sent from each tool's own counts\n\
+         {:>10} {:>6} | {:^w$} | {:^w$} | {:>9}\n\
+         {:>10} {:>6} | {tool_head} | {tool_head} | {:>9}\n",
+        doc.repeat,
+        "",
+        "",
+        "wirespeed",
+        "iperf3",
+        "received",
+        "asked Mb/s",
+        "size",
+        "ws/iperf3",
+    );
+    let cols = |m: &Option<ToolMedian>| match m {
+        Some(m) => format!(
+            "{:>10} {:>10} {:>8} {:>9}",
+            mbps(m.achieved_bps),
+            mbps(m.received_bps),
+            pct(m.loss_percent),
+            ns(m.recv_cpu_ns_per_packet)
+        ),
+        None => format!("{:>10} {:>10} {:>8} {:>9}", "-", "-", "-", "-"),
+    };
+    for c in &doc.medians {
+        s.push_str(&format!(
+            "{:>10} {:>6} | {} | {} | {:>9}\n",
+            c.asked_bps.map_or("max".into(), mbps),
+            c.size,
+            cols(&c.wirespeed),
+            cols(&c.iperf3),
+            c.received_ratio.map_or("-".into(), |r| format!("{r:.3}"))
+        ));
+    }
+    if doc.stopped {
+        s.push_str("(stopped early: the medians cover the runs done)\n");
+    }
+    for n in &doc.notes {
+        s.push_str("=> ");
+        s.push_str(n);
+        s.push('\n');
+    }
+    s
+}
+
+/// The whole report as text: heading, every run, the table.
+pub fn text(doc: &CompareDoc, header: &str) -> String {
+    let total = doc.rates.len() * doc.sizes.len() * doc.repeat as usize * 2;
+    let mut s = header.to_string();
+    for r in &doc.runs {
+        s.push_str(&run_line(r, total));
+        s.push('\n');
+    }
+    s.push('\n');
+    s.push_str(&table(doc));
+    s
+}
+
+/// Every run of every tool as CSV, one row each, in the order run.
+pub fn csv(doc: &CompareDoc) -> String {
+    let mut s = String::from(
+        "seq,pass,tool,asked_mbps,size,achieved_mbps,received_mbps,sent,received,missing,loss_percent,\
+         tool_lost,tool_lost_percent,out_of_order,lossy,send_cpu_ns_per_packet,recv_cpu_ns_per_packet\n",
+    );
+    let opt = |v: Option<f64>| v.map_or(String::new(), |v| format!("{v:.1}"));
+    for r in &doc.runs {
+        let f = r.figures();
+        // The tool's own loss figure: wirespeed's ledger, iperf3's sequence-gap count.
+        let (lost, lost_pct, ooo) = match (&r.wirespeed, &r.iperf3) {
+            (Some(p), _) => (p.lost, if p.sent > 0 { p.lost as f64 * 100.0 / p.sent as f64 } else { 0.0 }, p.late),
+            (None, Some(p)) => (p.lost, p.lost_percent, p.out_of_order),
+            (None, None) => (0, 0.0, 0),
+        };
+        s.push_str(&format!(
+            "{},{},{},{},{},{:.3},{:.3},{},{},{},{:.6},{},{:.6},{},{},{},{}\n",
+            r.seq,
+            r.pass,
+            r.tool,
+            f.asked_bps.map_or("max".into(), |b| format!("{:.3}", b / 1e6)),
+            f.size,
+            f.achieved_bps / 1e6,
+            f.received_bps / 1e6,
+            f.sent,
+            f.received,
+            f.sent.saturating_sub(f.received),
+            f.loss_percent,
+            lost,
+            lost_pct,
+            ooo,
+            f.lossy,
+            opt(f.send_cpu_ns_per_packet),
+            opt(f.recv_cpu_ns_per_packet)
+        ));
+    }
+    s
+}
+
+/// The plot: median received against offered payload rate, one line per (tool, size), with
+/// "received = offered" dashed; flat-out points (no offered rate) are left out.
+pub fn chart(doc: &CompareDoc) -> LineChart {
+    let mut series = Vec::new();
+    for tool in TOOLS {
+        for &size in &doc.sizes {
+            let points: Vec<(f64, f64)> = doc
+                .medians
+                .iter()
+                .filter(|c| c.size == size)
+                .filter_map(|c| {
+                    let m = if tool == TOOLS[0] { c.wirespeed.as_ref() } else { c.iperf3.as_ref() }?;
+                    Some((c.asked_bps? / 1e9, m.received_bps / 1e9))
+                })
+                .collect();
+            if !points.is_empty() {
+                series.push(Series { name: format!("{tool}, {size} B"), points });
+            }
+        }
+    }
+    LineChart {
+        title: format!("Received vs offered UDP payload rate ({}; medians of {})", doc.placement.kind, doc.repeat),
+        x_label: "offered payload rate (Gb/s)".into(),
+        y_label: "received payload rate (Gb/s)".into(),
+        series,
+        log_y: false,
+        diagonal: true,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bits(v: &[Rate]) -> Vec<f64> {
+        v.iter()
+            .map(|r| match r {
+                Rate::Bits(b) => *b,
+                other => panic!("not bits: {other:?}"),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn rate_lists_and_ranges() {
+        assert_eq!(bits(&parse_rates("1G:9G:1G").unwrap()), (1..=9).map(|g| g as f64 * 1e9).collect::<Vec<_>>());
+        assert_eq!(bits(&parse_rates("1G,2G,4G").unwrap()), vec![1e9, 2e9, 4e9]);
+        assert_eq!(bits(&parse_rates(" 500M , 1G:2G:0.5G ,4G").unwrap()), vec![500e6, 1e9, 1.5e9, 2e9, 4e9]);
+        // A step that does not divide the span stops below the top.
+        assert_eq!(bits(&parse_rates("1G:2G:400M").unwrap()), vec![1e9, 1.4e9, 1.8e9]);
+        // Steps that floating point cannot hold exactly still reach the top.
+        assert_eq!(parse_rates("0.1G:0.3G:0.1G").unwrap().len(), 3);
+        assert_eq!(parse_rates("3G:3G:1G").unwrap(), vec![Rate::Bits(3e9)]);
+        assert_eq!(parse_rates("100kpps:300kpps:100kpps").unwrap()[2], Rate::Packets(300e3));
+        assert_eq!(parse_rates("max,1G").unwrap()[0], Rate::Max);
+    }
+
+    #[test]
+    fn bad_rate_lists_say_why() {
+        let e = |s: &str| parse_rates(s).unwrap_err();
+        assert!(e("").contains("no rates"), "{}", e(""));
+        assert!(e(",").contains("no rates"));
+        assert!(e("1G:9G").contains("FROM:TO:STEP"));
+        assert!(e("1G:9G:1G:1G").contains("FROM:TO:STEP"));
+        assert!(e("9G:1G:1G").contains("downwards"));
+        assert!(e("1G:9G:100kpps").contains("mixes units"));
+        assert!(e("1G:max:1G").contains("mixes units"));
+        assert!(e("1G:9G:1k").contains("more than 200"));
+        assert!(e("1G:9G:0").contains("greater than zero"));
+        assert!(e("1G,fast").contains("cannot read rate 'fast'"));
+        let many = vec!["1G"; 201].join(",");
+        assert!(e(&many).contains("more than 200"));
+    }
+
+    fn peer(asked: f64, size: usize, sent: u64, received: u64, recv_ns: f64) -> PeerPoint {
+        PeerPoint {
+            tool: "iperf3".into(),
+            version: "iperf 3.12".into(),
+            asked: units::bits(asked),
+            asked_bps: Some(asked),
+            size,
+            duration_s: 1.0,
+            achieved_bps: sent as f64 * size as f64 * 8.0,
+            achieved_pps: sent as f64,
+            send_elapsed_s: 1.0,
+            received_bps: received as f64 * size as f64 * 8.0,
+            received_pps: received as f64,
+            iperf3_received_bps: received as f64 * size as f64 * 8.0,
+            sent,
+            received,
+            lost: sent - received,
+            lost_percent: loss_percent(sent, received),
+            missing: sent - received,
+            out_of_order: 0,
+            send_cpu_percent: 100.0,
+            recv_cpu_percent: 50.0,
+            send_cpu_ns_per_packet: Some(1000.0),
+            recv_cpu_ns_per_packet: Some(recv_ns),
+            send_cpus: vec![0],
+            recv_cpus: vec![1],
+            socket_buffer_asked: 1 << 22,
+            rcvbuf_granted: Some(1 << 23),
+            lossy: sent != received,
+        }
+    }
+
+    fn cfg() -> CompareConfig {
+        CompareConfig {
+            rates: vec![Rate::Bits(1e9), Rate::Bits(2e9)],
+            sizes: vec![8800],
+            duration: Duration::from_secs(1),
+            gso: false,
+            rcvbuf: 1 << 25,
+            repeat: 3,
+        }
+    }
+
+    fn prun(pass: u32, rate_index: usize, p: PeerPoint) -> Run {
+        Run { seq: 0, pass, tool: "iperf3", rate_index, wirespeed: None, iperf3: Some(p) }
+    }
+
+    #[test]
+    fn medians_are_per_point_and_per_tool() {
+        let runs = vec![
+            prun(1, 0, peer(1e9, 8800, 14_200, 14_200, 500.0)),
+            prun(2, 0, peer(1e9, 8800, 14_200, 14_000, 900.0)),
+            prun(3, 0, peer(1e9, 8800, 14_200, 14_100, 700.0)),
+            prun(1, 1, peer(2e9, 8800, 28_400, 28_400, 400.0)),
+        ];
+        let cells = medians(&cfg(), &runs);
+        assert_eq!(cells.len(), 2);
+        let m = cells[0].iperf3.as_ref().expect("iperf3 at 1G");
+        assert_eq!((m.runs, m.lossy_runs), (3, 2));
+        assert_eq!(m.received_bps, 14_100.0 * 8800.0 * 8.0);
+        assert_eq!(m.recv_cpu_ns_per_packet, Some(700.0));
+        assert!((m.loss_percent - 100.0 / 142.0).abs() < 1e-9, "{}", m.loss_percent);
+        assert!(cells[0].wirespeed.is_none() && cells[0].received_ratio.is_none());
+        assert_eq!(cells[1].iperf3.as_ref().map(|m| m.runs), Some(1));
+        assert_eq!(median(vec![4.0, 1.0, 3.0, 2.0]), Some(2.5));
+        assert_eq!(median(vec![]), None);
+    }
+
+    #[test]
+    fn table_csv_and_chart_hold_every_run() {
+        let c = cfg();
+        let runs: Vec<Run> = vec![
+            prun(1, 0, peer(1e9, 8800, 14_200, 14_200, 500.0)),
+            prun(1, 1, peer(2e9, 8800, 28_400, 27_000, 400.0)),
+        ];
+        let doc = CompareDoc {
+            schema: SCHEMA,
+            placement: Placement {
+                kind: "loopback",
+                prefix: None,
+                send_cpus: vec![0],
+                recv_cpus: vec![1],
+                description: "loopback".into(),
+            },
+            versions: Versions { wirespeed: "0".into(), iperf3: "iperf 3.12".into() },
+            rates: vec!["1 Gb/s".into(), "2 Gb/s".into()],
+            sizes: vec![8800],
+            duration_s: 1.0,
+            repeat: 1,
+            gso: false,
+            rcvbuf: 1 << 25,
+            iperf3_socket_buffer: 1 << 22,
+            medians: medians(&c, &runs),
+            runs,
+            stopped: false,
+            notes: vec!["a note".into()],
+        };
+        let csv = csv(&doc);
+        let lines: Vec<&str> = csv.lines().collect();
+        assert_eq!(lines.len(), 3);
+        let head = lines[0].split(',').count();
+        assert!(lines.iter().all(|l| l.split(',').count() == head), "{csv}");
+        assert!(lines[2].starts_with("0,1,iperf3,2000.000,8800,"), "{}", lines[2]);
+        assert!(lines[2].contains(",28400,27000,1400,"), "{}", lines[2]);
+        let t = table(&doc);
+        assert!(t.contains("=> a note"), "{t}");
+        let row = t.lines().find(|l| l.trim_start().starts_with("2000")).expect("2 Gb/s row");
+        let cells: Vec<&str> = row.split('|').map(str::trim).collect();
+        assert_eq!(cells[1].split_whitespace().collect::<Vec<_>>(), ["-"; 4], "no wirespeed run: {row}");
+        // 28,400 x 8800-byte datagrams sent in 1 s, 27,000 received.
+        assert_eq!(cells[2].split_whitespace().collect::<Vec<_>>(), ["1999", "1901", "4.930", "400"], "{row}");
+        assert_eq!(cells[3], "-", "no ratio without both tools: {row}");
+        let ch = chart(&doc);
+        assert!(ch.diagonal);
+        assert_eq!(ch.series.len(), 1);
+        assert_eq!(ch.series[0].name, "iperf3, 8800 B");
+        assert_eq!(ch.series[0].points[0], (1.0, 14_200.0 * 8800.0 * 8.0 / 1e9));
+    }
+}
