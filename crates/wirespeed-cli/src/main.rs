@@ -237,6 +237,11 @@ struct RecvArgs {
     /// Print a progress line every SECS seconds (to stderr).
     #[arg(long, value_name = "SECS", value_parser = units::parse_duration)]
     interval: Option<Duration>,
+    /// With --interval: print each progress line as one JSON object (elapsed_s, pps, bps and
+    /// the cumulative counts) instead of text, so a program following a long run (bench soak)
+    /// reads numbers, not a layout.
+    #[arg(long, requires = "interval")]
+    interval_json: bool,
     /// Exit with code 3 if any packet was lost.
     #[arg(long)]
     expect_zero_loss: bool,
@@ -482,7 +487,11 @@ fn cmd_recv(a: RecvArgs) -> Result<u8, Error> {
     if let Some(addr) = listener.local_addr() {
         eprintln!("wirespeed recv: listening on {addr} ({}); Ctrl-C stops and prints the ledger", fmt.name());
     }
-    let progress = |p: &rx::Progress| eprintln!("{}", p.line());
+    let as_json = a.interval_json;
+    let progress = |p: &rx::Progress| {
+        let j = if as_json { serde_json::to_string(p).ok() } else { None };
+        eprintln!("{}", j.unwrap_or_else(|| p.line()));
+    };
     let report = rx::capture(&cfg, listener, fmt.as_ref(), stop, a.interval, &progress)?;
     if a.json {
         print_json(&report)?;

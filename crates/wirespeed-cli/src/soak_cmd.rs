@@ -1,11 +1,234 @@
-//! `wirespeed bench soak`: not built yet.
+//! `wirespeed bench soak`: one long run at one rate with a record per interval (seed 001).
+//!
+//! Options are read as text and checked here, so a bad value is one line and exit code 2.
 
+use crate::print_json;
 use clap::Args;
-use wirespeed::Error;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+use wirespeed::bench::point::Runner;
+use wirespeed::bench::soak::{self, SoakConfig};
+use wirespeed::units::{self, Rate};
+use wirespeed::{plot, sys, Error};
 
+const SOAK_HELP: &str = "Seed 001 (Sun, 'Cassini UDP performance', 2004) sent 1080-byte UDP \
+    packets for long runs and reported zero loss at 691 Mb/s sustained for 24 minutes, 864 Mb/s \
+    for 30 minutes and 940 Mb/s for 1 to 2 minutes. A short probe (bench max, bench rates) \
+    cannot show that: a buffer that creeps full, or a job that wakes up on the receiving host \
+    every few minutes, only shows over a long run.\n\n\
+    Here one receiver (wirespeed recv --once) and one sender (wirespeed send --rate R \
+    --duration D) run for the whole duration, in two partitions joined by a veth link when \
+    root, on loopback otherwise. The receiver reports its counts every --every, and each row \
+    is what happened in that interval; the last row is closed by the receiver's final report \
+    and holds the tail (numbers after the last one received, known from the sender's \
+    end-of-stream message), so the rows add up to the run's exact totals. Columns:\n  \
+    #                 row number (* = runs to the end and holds the tail)\n  \
+    ended (UTC)       time of day the row ended\n  \
+    t (s)             seconds since the receiver started (just before the sender)\n  \
+    offered (Mb/s)    received + lost in the row: the sequence numbers the sender used\n  \
+    received (Mb/s)   UDP payload received, 10^6 bits/s; received (pps) the same in datagrams/s\n  \
+    datagrams         datagrams received in the row\n  \
+    lost              sequence numbers that never arrived (the ledger; settles ~0.1 s late)\n  \
+    kernel            the receiving socket's own drop counter (SO_RXQ_OVFL)\n  \
+    udp               UDP RcvbufErrors in the receiver's namespace (on loopback: the host's)\n  \
+    lost so far       the ledger's loss since the start\n\n\
+    After the table: sent, received, lost (tail included), kernel drops, drops per million, \
+    the longest clean stretch, the rate the sender achieved, CPU time per packet of sender and \
+    receiver and the CPUs they ran on, and one verdict: 'zero loss for 30 min at 942 Mb/s' or \
+    how much was lost in which minutes. A sender that could not reach the rate is named (it \
+    is then the sender, not the receiver, that failed the test).\n\n\
+    The defaults are the seed's challenge: 1080-byte datagrams at 942 Mb/s (Gigabit \
+    Ethernet's line rate for that size) for 30 minutes, one row a minute. The seed's own runs:\n      \
+    wirespeed bench soak --rate 691M --duration 24m\n      \
+    wirespeed bench soak --rate 864M --duration 30m\n      \
+    wirespeed bench soak --rate 940M --duration 2m\n\n\
+    Try:  wirespeed bench soak -o results/soak    (30 min: soak.txt, .csv, .json, rate and loss charts)\n      \
+    wirespeed bench soak --loopback --rate 200M --duration 20s --every 2s\n\n\
+    Exit codes: 0 done (loss is a result, not a failure), 1 runtime failure or stopped by a \
+    signal (Ctrl-C: the rows measured are still reported, and partitions are removed), 2 bad usage.";
+
+/// The options of `bench soak`; `--help` adds [`SOAK_HELP`].
 #[derive(Args)]
-pub struct SoakArgs {}
+// The variant in bench_cmd.rs sets about and clears long_about, so the teaching text goes after
+// the options (`--help`; `-h` stays short).
+#[command(after_long_help = SOAK_HELP)]
+pub struct SoakArgs {
+    /// Offered rate: payload bits/s (942M = 942 * 10^6 b/s), datagrams/s (100kpps) or max.
+    #[arg(long, default_value = soak::DEFAULT_RATE)]
+    rate: String,
+    /// How long to send (30m, 24m, 90s, 1h; at most 24h).
+    #[arg(long, default_value = soak::DEFAULT_DURATION)]
+    duration: String,
+    /// One row per this much time (1m, 10s; from 100ms, at most --duration).
+    #[arg(long, default_value = soak::DEFAULT_EVERY)]
+    every: String,
+    /// UDP payload bytes per datagram (a multiple of 8; the seed's 1080 fits a 1500-byte MTU).
+    #[arg(long, default_value = "1080", value_name = "BYTES")]
+    size: String,
+    /// Stay on loopback (receiver on the second CPU, sender on the first) even when partitions
+    /// could be made. Without it, as root, the sender and receiver run in two partitions joined by
+    /// a veth link (made for the run, removed at the end).
+    #[arg(long)]
+    loopback: bool,
+    /// Receive buffer the receiver asks for (16M = 16 MiB).
+    #[arg(long, default_value = "32M", value_name = "BYTES")]
+    rcvbuf: String,
+    /// Use UDP segmentation offload on the sender.
+    #[arg(long)]
+    gso: bool,
+    /// Write soak.txt, soak.csv, soak.json and the charts soak-rate and soak-loss (.png, .svg)
+    /// into this directory (created if needed).
+    #[arg(short = 'o', long, value_name = "DIR")]
+    out: Option<PathBuf>,
+    /// Print one JSON document (schema wirespeed.bench.soak/1) instead of the table (the rows
+    /// still go to stderr as they come).
+    #[arg(long)]
+    json: bool,
+    /// Leave out every Nth sequence number at the sender: known loss, to test the record.
+    #[arg(long, value_name = "N", hide = true)]
+    skip_every: Option<String>,
+}
 
-pub fn cmd_soak(_a: SoakArgs) -> Result<u8, Error> {
-    Err(Error::Runtime("bench soak is not built yet".into()))
+fn usage(s: String) -> Error {
+    Error::Usage(s)
+}
+
+fn parse_rate(s: &str) -> Result<Rate, Error> {
+    Rate::parse(s).map_err(|e| usage(format!("--rate: {e}")))
+}
+
+fn parse_size(s: &str) -> Result<usize, Error> {
+    let n = units::parse_bytes(s).map_err(|e| usage(format!("--size: {e}")))?;
+    if !(8..=units::MAX_UDP_PAYLOAD as u64).contains(&n) || n % 8 != 0 {
+        return Err(usage(format!(
+            "--size {n} is not a counter datagram: use a multiple of 8 from 8 to {} (the seed used 1080)",
+            units::MAX_UDP_PAYLOAD - units::MAX_UDP_PAYLOAD % 8
+        )));
+    }
+    Ok(n as usize)
+}
+
+fn parse_duration(s: &str) -> Result<Duration, Error> {
+    let d = units::parse_duration(s).map_err(|e| usage(format!("--duration: {e}")))?;
+    if d < Duration::from_secs(1) {
+        return Err(usage(format!("--duration {s} is too short for a soak: give at least 1s (the seed ran 30m)")));
+    }
+    if d > Duration::from_secs(24 * 3600) {
+        return Err(usage(format!("--duration {s} is more than a day: give at most 24h")));
+    }
+    Ok(d)
+}
+
+fn parse_every(s: &str, duration: Duration) -> Result<Duration, Error> {
+    let d = units::parse_duration(s).map_err(|e| usage(format!("--every: {e}")))?;
+    if d < Duration::from_millis(100) {
+        return Err(usage(format!("--every {s} is too short: give at least 100ms (the default is one row a minute)")));
+    }
+    if d > duration {
+        return Err(usage(format!(
+            "--every {s} is longer than --duration {}: give a shorter --every",
+            soak::human_duration(duration.as_secs_f64())
+        )));
+    }
+    Ok(d)
+}
+
+fn parse_rcvbuf(s: &str) -> Result<u64, Error> {
+    let n = units::parse_bytes(s).map_err(|e| usage(format!("--rcvbuf: {e}")))?;
+    if n == 0 || n > (1 << 31) {
+        return Err(usage(format!("--rcvbuf {s} is out of range: give 1 byte to 2G")));
+    }
+    Ok(n)
+}
+
+fn parse_skip(s: &Option<String>) -> Result<Option<u64>, Error> {
+    match s.as_deref().map(str::trim) {
+        None => Ok(None),
+        Some(t) => match t.parse::<u64>() {
+            Ok(n) if n >= 2 => Ok(Some(n)),
+            _ => Err(usage(format!("--skip-every '{t}' must be a whole number of at least 2"))),
+        },
+    }
+}
+
+/// Create the output directory before any traffic, so a bad path fails at once.
+fn out_dir(p: &Option<PathBuf>) -> Result<Option<PathBuf>, Error> {
+    match p {
+        None => Ok(None),
+        Some(d) => {
+            std::fs::create_dir_all(d)
+                .map_err(|e| Error::Runtime(format!("cannot create the output directory {}: {e}", d.display())))?;
+            Ok(Some(d.clone()))
+        }
+    }
+}
+
+fn write_files(dir: &Path, files: &[(&str, &str)]) -> Result<(), Error> {
+    for (name, body) in files {
+        let p = dir.join(name);
+        std::fs::write(&p, body).map_err(|e| Error::Runtime(format!("cannot write {}: {e}", p.display())))?;
+    }
+    Ok(())
+}
+
+/// Run `bench soak`: header, one row per interval as the receiver reports it, then the last
+/// row (with the tail), the totals and the verdict.
+pub fn cmd_soak(a: SoakArgs) -> Result<u8, Error> {
+    let duration = parse_duration(&a.duration)?;
+    let cfg = SoakConfig {
+        rate: parse_rate(&a.rate)?,
+        size: parse_size(&a.size)?,
+        duration,
+        every: parse_every(&a.every, duration)?,
+        gso: a.gso,
+        rcvbuf: parse_rcvbuf(&a.rcvbuf)?,
+        skip_every: parse_skip(&a.skip_every)?,
+    };
+    let dir = out_dir(&a.out)?;
+    // Ctrl-C reaches the children too; this process lives on to report and remove partitions.
+    let stop = sys::install_stop_handler();
+    let runner = Runner::auto(a.loopback, stop)?;
+    let json = a.json;
+    let say = |l: &str| if json { eprintln!("{l}") } else { println!("{l}") };
+    say(soak::header(&cfg, &runner.placement()).trim_end());
+    let doc = soak::run(&runner, &cfg, &mut |r| say(&soak::line(r)))?;
+    drop(runner);
+    // The last row is closed by the receiver's final report (with the tail): shown once more if
+    // it replaced the last live one.
+    if let Some(r) = doc.intervals.last().filter(|r| r.to_end) {
+        say(&soak::line(r));
+    }
+    if doc.stopped {
+        say("(stopped early)");
+    }
+    if let Some(d) = &dir {
+        let body =
+            serde_json::to_string_pretty(&doc).map_err(|e| Error::Runtime(format!("cannot encode JSON: {e}")))?;
+        write_files(d, &[("soak.txt", &soak::text(&doc)), ("soak.csv", &soak::csv(&doc)), ("soak.json", &body)])?;
+        let (rate, loss) = soak::charts(&doc);
+        plot::line_chart_files(&rate, &d.join("soak-rate"))?;
+        plot::line_chart_files(&loss, &d.join("soak-loss"))?;
+    }
+    if json {
+        print_json(&doc)?;
+    } else {
+        println!();
+        for l in &doc.summary {
+            println!("{l}");
+        }
+        println!("=> {}", doc.verdict);
+        if let Some(d) = &dir {
+            println!("soak.txt, soak.csv, soak.json, soak-rate.png/.svg and soak-loss.png/.svg in {}", d.display());
+        }
+    }
+    if doc.stopped {
+        let upto = doc.intervals.last().map_or(0.0, |r| r.end_s);
+        return Err(Error::Runtime(format!(
+            "stopped by a signal after {} of {} ({} row(s)); the record above is partial",
+            soak::human_duration(upto),
+            soak::human_duration(cfg.duration.as_secs_f64()),
+            doc.intervals.len()
+        )));
+    }
+    Ok(0)
 }

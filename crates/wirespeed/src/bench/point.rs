@@ -293,6 +293,18 @@ impl Runner {
     /// Run one point. `Ok(None)` when the stop flag was raised (Ctrl-C): the interrupted point
     /// is not a measurement and is not returned.
     pub fn run(&self, cfg: &PointConfig) -> Result<Option<Point>> {
+        Ok(self.run_inner(cfg, Stream::default(), false)?.map(|s| s.point))
+    }
+
+    /// Run one point with extra arguments for the two children and the receiver's stderr lines
+    /// handed over as they are printed (`bench soak` follows a long run with `recv --interval`).
+    /// Unlike [`Runner::run`], a point stopped by the stop flag is still returned when both ends
+    /// reported (they do on SIGTERM), marked `stopped`, so a long run stopped late is not lost.
+    pub fn run_streamed(&self, cfg: &PointConfig, stream: Stream) -> Result<Option<Streamed>> {
+        self.run_inner(cfg, stream, true)
+    }
+
+    fn run_inner(&self, cfg: &PointConfig, stream: Stream, partial: bool) -> Result<Option<Streamed>> {
         if self.stop.load(Ordering::Relaxed) {
             return Ok(None);
         }
@@ -319,6 +331,7 @@ impl Runner {
         if let Some(c) = recv_cpu_arg {
             rargs.extend(["--cpu".into(), c.to_string()]);
         }
+        rargs.extend(stream.recv_args.iter().cloned());
         let mut recv = Kid::spawn(self.command(2, &rargs), "the receiver")?;
         let err = recv.stderr().ok_or_else(|| Error::Runtime("the receiver has no stderr".into()))?;
         let mut err = BufReader::new(err);
@@ -341,7 +354,10 @@ impl Runner {
             }
             said.push_str(&line);
         };
-        let recv_err = drain(err);
+        let recv_err = match stream.recv_lines {
+            Some(tx) => drain_lines(err, tx),
+            None => drain(err),
+        };
         let recv_out = drain(recv.stdout().ok_or_else(|| Error::Runtime("the receiver has no stdout".into()))?);
 
         let mut sargs: Vec<String> = vec![
@@ -361,6 +377,7 @@ impl Runner {
         if let Some(c) = send_cpu_arg {
             sargs.extend(["--cpu".into(), c.to_string()]);
         }
+        sargs.extend(stream.send_args.iter().cloned());
         let (send_status, wall, send_out, send_err) = self.run_sender(self.command(1, &sargs), cfg.duration, &recv)?;
 
         // The receiver ends on the sender's end-of-stream message; if that never came, it is
@@ -368,8 +385,28 @@ impl Runner {
         let rstatus = recv.finish(END_GRACE)?;
         let rout = recv_out.join().unwrap_or_default();
         let rerr = recv_err.join().unwrap_or_default();
-        if self.stop.load(Ordering::Relaxed) {
+        let stopped = self.stop.load(Ordering::Relaxed);
+        if stopped && !partial {
             return Ok(None);
+        }
+        if stopped {
+            // Both ends report on SIGTERM; if either did not, there is nothing whole to return.
+            let docs = (
+                parse_doc::<SendDoc>(&send_out, "wirespeed.send/1", "sender"),
+                parse_doc::<RecvDoc>(&rout, "wirespeed.recv/1", "receiver"),
+                parse_doc::<SendExtra>(&send_out, "wirespeed.send/1", "sender"),
+                parse_doc::<RecvExtra>(&rout, "wirespeed.recv/1", "receiver"),
+            );
+            return Ok(match docs {
+                (Ok(s), Ok(r), Ok(se), Ok(re)) => Some(Streamed {
+                    point: Point::from_reports(cfg, &s, &r, wall, send_cpus),
+                    recv_wall_s: re.wall_s,
+                    recv_datagrams: re.datagrams,
+                    send_per_second: se.per_second,
+                    stopped: true,
+                }),
+                _ => None,
+            });
         }
         if !send_status.success() {
             return Err(Error::Runtime(format!("the sender failed: {}", last_line(&send_err, &send_status))));
@@ -379,7 +416,21 @@ impl Runner {
         }
         let s: SendDoc = parse_doc(&send_out, "wirespeed.send/1", "sender")?;
         let r: RecvDoc = parse_doc(&rout, "wirespeed.recv/1", "receiver")?;
-        Ok(Some(Point::from_reports(cfg, &s, &r, wall, send_cpus)))
+        let (se, re) = if partial {
+            (
+                parse_doc::<SendExtra>(&send_out, "wirespeed.send/1", "sender")?,
+                parse_doc::<RecvExtra>(&rout, "wirespeed.recv/1", "receiver")?,
+            )
+        } else {
+            (SendExtra::default(), RecvExtra::default())
+        };
+        Ok(Some(Streamed {
+            point: Point::from_reports(cfg, &s, &r, wall, send_cpus),
+            recv_wall_s: re.wall_s,
+            recv_datagrams: re.datagrams,
+            send_per_second: se.per_second,
+            stopped: false,
+        }))
     }
 
     /// Start the sender, time it from spawn to exit, and pass a stop request on to both ends
@@ -452,6 +503,23 @@ pub(crate) fn drain<R: Read + Send + 'static>(mut r: R) -> JoinHandle<String> {
         let mut b = Vec::new();
         let _ = r.read_to_end(&mut b);
         String::from_utf8_lossy(&b).into_owned()
+    })
+}
+
+/// Like [`drain`], and every line is also handed to `tx` as soon as it is read (a receiver
+/// gone is no reason to stop collecting, so a closed channel is ignored).
+fn drain_lines<R: Read + Send + 'static>(r: R, tx: mpsc::Sender<String>) -> JoinHandle<String> {
+    std::thread::spawn(move || {
+        let mut all = String::new();
+        let mut r = BufReader::new(r);
+        let mut buf = Vec::new();
+        while matches!(r.read_until(b'\n', &mut buf), Ok(n) if n > 0) {
+            let line = String::from_utf8_lossy(&buf).into_owned();
+            let _ = tx.send(line.trim_end().to_string());
+            all.push_str(&line);
+            buf.clear();
+        }
+        all
     })
 }
 
@@ -537,6 +605,48 @@ impl Drop for Kid {
             let _ = c.wait();
         }
     }
+}
+
+/// Extras for [`Runner::run_streamed`]: arguments added to the children's command lines and
+/// where the receiver's stderr lines go.
+#[derive(Default)]
+pub struct Stream {
+    /// Added to the receiver's command line (e.g. `--interval 60s --interval-json`).
+    pub recv_args: Vec<String>,
+    /// Added to the sender's command line.
+    pub send_args: Vec<String>,
+    /// Gets each line the receiver prints on stderr after it said where it listens, as printed.
+    pub recv_lines: Option<mpsc::Sender<String>>,
+}
+
+/// A streamed point with the figures a [`Point`] does not carry that a follower of the
+/// receiver's interval lines needs to close its last interval.
+#[derive(Clone, Debug)]
+pub struct Streamed {
+    /// The point (partial when `stopped`: no end-of-stream message, so it counts as lossy).
+    pub point: Point,
+    /// The receiver's wall time, seconds: the same clock as its interval lines' `elapsed_s`.
+    pub recv_wall_s: f64,
+    /// Datagrams the receiver took in (valid and invalid): the same count as its interval lines'.
+    pub recv_datagrams: u64,
+    /// Sequence numbers the sender sent or skipped in each whole second of its run.
+    pub send_per_second: Vec<u64>,
+    /// Whether the stop flag ended the point early.
+    pub stopped: bool,
+}
+
+#[derive(Deserialize, Default)]
+struct SendExtra {
+    #[serde(default)]
+    per_second: Vec<u64>,
+}
+
+#[derive(Deserialize, Default)]
+struct RecvExtra {
+    #[serde(default)]
+    wall_s: f64,
+    #[serde(default)]
+    datagrams: u64,
 }
 
 #[derive(Deserialize)]
