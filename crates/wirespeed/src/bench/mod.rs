@@ -11,6 +11,7 @@ pub mod max;
 pub mod peer;
 pub mod point;
 pub mod rates;
+pub mod report;
 pub mod search;
 pub mod soak;
 pub mod sweep;

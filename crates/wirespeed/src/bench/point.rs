@@ -48,7 +48,7 @@ pub struct PointConfig {
 
 /// One point's result: the sender's and the receiver's reports side by side, so a reader sees
 /// what was asked, what the sender managed, what arrived, and which layer lost the rest.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Point {
     /// The offered rate as asked (e.g. "1.02 Gb/s", "max (unpaced)").
     pub asked: String,
