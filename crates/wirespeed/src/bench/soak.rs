@@ -486,10 +486,12 @@ pub fn verdict(
     };
     let sent_for = human_duration(p.send_elapsed_s);
     if stopped {
-        return if lost == 0 {
+        // Both ends were stopped by the same signal: datagrams in flight at that moment are not
+        // loss, so only the ledger's gaps count here.
+        return if p.lost == 0 {
             format!("stopped after {sent_for} at {rate}: nothing lost so far (the run did not finish, so its tail is unproven)")
         } else {
-            format!("stopped after {sent_for} at {rate}: {} lost so far, {place}; {clean}", units::thousands(lost))
+            format!("stopped after {sent_for} at {rate}: {} lost so far, {place}; {clean}", units::thousands(p.lost))
         };
     }
     if !p.lossy {
@@ -508,9 +510,22 @@ pub fn verdict(
     format!(
         "LOSS at {rate}: {} of {} lost ({:.1} per million), {place}; {clean}",
         units::thousands(lost),
-        units::thousands(p.sent),
-        p.drops_per_million
+        units::thousands(p.received + lost),
+        per_million(p)
     )
+}
+
+/// Lost per million sequence numbers used: the ledger's loss, or the sender's count of those
+/// never received when the tail was invisible to the ledger (numbers left out on purpose by the
+/// sender are ledger loss the sender's own count does not include).
+fn per_million(p: &Point) -> f64 {
+    let lost = p.lost.max(p.missing);
+    let used = p.received + lost;
+    if used == 0 {
+        0.0
+    } else {
+        lost as f64 * 1e6 / used as f64
+    }
 }
 
 /// The lines after the table: totals, the clean stretch, the sender's rate, CPU per packet.
@@ -520,19 +535,21 @@ fn summarize(cfg: &SoakConfig, rows: &[Interval], point: Option<&Point>, longest
     let Some(p) = point else {
         return out;
     };
+    let stopped = p.receiver_stopped_by != "end of stream";
     out.push(format!(
         "sent {} (sender's count), received {}, lost {} (ledger, tail included){}; kernel drops {} (socket), {} (UDP RcvbufErrors in the receiver's namespace); {:.1} per million",
         units::thousands(p.sent),
         units::thousands(p.received),
         units::thousands(p.lost),
-        if p.missing != p.lost {
-            format!(", {} sent but never received", units::thousands(p.missing))
+        if p.missing > p.lost {
+            let why = if stopped { " (in flight when the receiver stopped)" } else { "" };
+            format!(", {} sent but never received{why}", units::thousands(p.missing - p.lost))
         } else {
             String::new()
         },
         p.kernel_socket_drops.map_or("-".into(), units::thousands),
         units::thousands(p.kernel_rcvbuf_errors),
-        p.drops_per_million
+        if stopped { p.lost as f64 * 1e6 / (p.received + p.lost).max(1) as f64 } else { per_million(p) }
     ));
     out.push(match longest {
         Some(s) => format!(
@@ -565,10 +582,14 @@ fn summarize(cfg: &SoakConfig, rows: &[Interval], point: Option<&Point>, longest
         p.recv_cpu.map_or("?".into(), |c| c.to_string())
     ));
     if rows.last().is_some_and(|r| r.to_end) {
-        out.push(format!(
-            "row {} runs to the receiver's end (marked *): it holds the tail, numbers after the last one received, known from the sender's end-of-stream message",
-            rows.len()
-        ));
+        out.push(if stopped {
+            format!("row {} runs to the moment the receiver was stopped (marked *)", rows.len())
+        } else {
+            format!(
+                "row {} runs to the receiver's end (marked *): it holds the tail, numbers after the last one received, known from the sender's end-of-stream message",
+                rows.len()
+            )
+        });
     }
     out
 }

@@ -1,0 +1,251 @@
+//! `bench soak` end to end through the real binary: a short soak on loopback with exact totals
+//! and a row per interval, known loss injected at the sender found in its rows, the same across
+//! two partitions when root, a stop by signal that reports and leaves nothing behind, bad input.
+
+mod common;
+use common::*;
+use serde_json::Value;
+use std::sync::{Mutex, MutexGuard};
+
+/// The traffic tests take turns: two paced senders on two cores would measure each other.
+static TRAFFIC: Mutex<()> = Mutex::new(());
+
+fn traffic() -> MutexGuard<'static, ()> {
+    TRAFFIC.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn f(v: &Value, key: &str) -> f64 {
+    v[key].as_f64().unwrap_or_else(|| panic!("no number '{key}' in {v}"))
+}
+
+fn soak_json(args: &[&str]) -> (Value, String) {
+    let mut full = vec!["bench", "soak"];
+    full.extend_from_slice(args);
+    full.push("--json");
+    let out = run(&full);
+    let err = String::from_utf8_lossy(&out.stderr).to_string();
+    assert_eq!(out.status.code(), Some(0), "{full:?} failed:\n{err}");
+    assert!(!err.contains("panicked"), "{err}");
+    (json(&String::from_utf8_lossy(&out.stdout)), err)
+}
+
+fn rows(doc: &Value) -> &Vec<Value> {
+    doc["intervals"].as_array().expect("intervals")
+}
+
+/// The rows tile the run (each starts where the last ended), number 1.., and the last one holds
+/// the end; their counts add up to the receiver's totals.
+fn assert_rows_add_up(doc: &Value, secs: f64) {
+    let rows = rows(doc);
+    let p = &doc["point"];
+    // The receiver ticks every second from its own start, a moment before the sender's; the
+    // remainder after its last tick is folded into the last row when under half a row.
+    let end = f(rows.last().expect("a row"), "end_s");
+    let expect = if end - secs < 0.5 { secs as usize } else { secs as usize + 1 };
+    assert_eq!(rows.len(), expect, "rows for a {secs} s run ending at {end} s: {doc}");
+    let mut t = 0.0;
+    let mut cum = 0;
+    for (i, r) in rows.iter().enumerate() {
+        assert_eq!(u(r, "n"), i as u64 + 1);
+        assert_eq!(f(r, "start_s"), t, "row {} starts where the last ended", i + 1);
+        assert!(f(r, "end_s") > t);
+        t = f(r, "end_s");
+        cum += u(r, "lost");
+        assert_eq!(u(r, "cumulative_lost"), cum);
+        assert_eq!(r["to_end"], i + 1 == rows.len());
+        // Offered is received + lost, in the same row.
+        let dt = f(r, "end_s") - f(r, "start_s");
+        let offered = (u(r, "datagrams") + u(r, "lost")) as f64 / dt;
+        assert!((f(r, "offered_pps") / offered - 1.0).abs() < 1e-9, "{r}");
+    }
+    let datagrams: u64 = rows.iter().map(|r| u(r, "datagrams")).sum();
+    assert_eq!(datagrams, u(p, "received"), "the rows' datagrams add up to the ledger's received");
+    assert_eq!(cum, u(p, "lost"), "the rows' loss adds up to the ledger's, tail included");
+}
+
+#[test]
+fn soak_on_loopback_counts_every_packet() {
+    let _turn = traffic();
+    let dir = TempDir::new("soak");
+    let (doc, err) = soak_json(&["--loopback", "--duration", "4s", "--every", "1s", "--rate", "20M", "-o", dir.path()]);
+    assert_eq!(doc["schema"], "wirespeed.bench.soak/1");
+    assert_eq!(doc["placement"]["kind"], "loopback");
+    assert_eq!((u(&doc, "size"), f(&doc, "duration_s"), f(&doc, "every_s")), (1080, 4.0, 1.0));
+    assert_eq!(f(&doc, "asked_bps"), 20e6);
+    assert_eq!((doc["stopped"].clone(), doc["zero_loss"].clone()), (Value::Bool(false), Value::Bool(true)));
+    let p = &doc["point"];
+    assert_eq!(u(p, "sent"), u(p, "received"), "every datagram sent was received: {p}");
+    assert_eq!((u(p, "lost"), u(p, "missing")), (0, 0), "{p}");
+    assert_eq!(p["end_of_stream"], true);
+    assert!(u(p, "sent") > 2315, "about 2,315 datagrams a second for 4 s: {p}");
+    assert_rows_add_up(&doc, 4.0);
+    assert!(rows(&doc).iter().all(|r| u(r, "lost") == 0 && u(r, "kernel_socket_drops") == 0));
+    assert_eq!(doc["lossy_intervals"], Value::Array(vec![]));
+    let stretch = &doc["longest_clean"];
+    assert_eq!((u(stretch, "first"), u(stretch, "last")), (1, rows(&doc).len() as u64));
+    let verdict = doc["verdict"].as_str().expect("verdict");
+    assert!(verdict.starts_with("zero loss for 4 s at 20 Mb/s (1080-byte datagrams"), "{verdict}");
+    // CPU per packet and the CPUs are in the record.
+    assert!(f(p, "send_cpu_ns_per_packet") > 0.0 && f(p, "recv_cpu_ns_per_packet") > 0.0);
+    assert!(doc["summary"].as_array().unwrap().iter().any(|l| l.as_str().unwrap().starts_with("CPU per packet")));
+    // Live rows went to stderr (with --json) as they came: the regular ones at least.
+    let live = err.lines().filter(|l| l.trim_start().starts_with(|c: char| c.is_ascii_digit())).count();
+    assert!(live >= 3, "live rows on stderr:\n{err}");
+    // The files: text, CSV with one line per row, the same JSON, and both charts.
+    let csv = std::fs::read_to_string(dir.0.join("soak.csv")).expect("soak.csv");
+    assert!(csv.starts_with("interval,start_s,end_s,"));
+    assert_eq!(csv.lines().count(), rows(&doc).len() + 1, "{csv}");
+    let file = json(&std::fs::read_to_string(dir.0.join("soak.json")).expect("soak.json"));
+    assert_eq!(file["intervals"], doc["intervals"]);
+    assert_eq!(file["verdict"], doc["verdict"]);
+    let txt = std::fs::read_to_string(dir.0.join("soak.txt")).expect("soak.txt");
+    assert!(txt.contains(&format!("=> {verdict}")) && txt.contains("lost so far"), "{txt}");
+    for f in ["soak-rate.png", "soak-rate.svg", "soak-loss.png", "soak-loss.svg"] {
+        let len = std::fs::metadata(dir.0.join(f)).map(|m| m.len()).unwrap_or(0);
+        assert!(len > 1000, "{f}: {len} bytes");
+    }
+}
+
+#[test]
+fn soak_finds_injected_loss_in_its_rows() {
+    let _turn = traffic();
+    // The sender leaves out every 100th sequence number (99, 199, ...): exactly known loss.
+    let (doc, _) =
+        soak_json(&["--loopback", "--duration", "4s", "--every", "1s", "--rate", "20M", "--skip-every", "100"]);
+    let p = &doc["point"];
+    let (received, lost) = (u(p, "received"), u(p, "lost"));
+    assert_eq!(u(p, "sent"), received, "everything the sender did send arrived: {p}");
+    assert_eq!(lost, (received + lost) / 100, "one in a hundred numbers left out, tail included: {p}");
+    assert_rows_add_up(&doc, 4.0);
+    assert_eq!(doc["zero_loss"], false);
+    let rows = rows(&doc);
+    // Each row between the first and the last lost its hundredth (the ledger settles a gap
+    // once its reorder window has passed, so the first row counts fewer and the last the rest).
+    for r in &rows[1..rows.len() - 1] {
+        let used = u(r, "datagrams") + u(r, "lost");
+        let l = u(r, "lost");
+        assert!(l * 100 + 200 >= used && l * 100 <= used + 200, "row lost {l} of {used} numbers: {r}");
+        assert_eq!(u(r, "kernel_socket_drops"), 0, "left out by the sender, not dropped by the kernel: {r}");
+    }
+    let lossy: Vec<u64> = doc["lossy_intervals"].as_array().unwrap().iter().filter_map(Value::as_u64).collect();
+    assert_eq!(lossy, (1..=rows.len() as u64).collect::<Vec<_>>());
+    let verdict = doc["verdict"].as_str().unwrap();
+    assert!(verdict.starts_with(&format!("LOSS at 20 Mb/s: {lost} of ")), "{verdict}");
+    assert!(verdict.contains(&format!("in seconds 1-{}", rows.len())), "{verdict}");
+}
+
+#[test]
+fn soak_across_partitions() {
+    if !is_root() {
+        eprintln!("soak_across_partitions: needs root (network namespaces); skipped");
+        return;
+    }
+    let _turn = traffic();
+    let (doc, _) = soak_json(&["--duration", "3s", "--every", "1s", "--rate", "100M"]);
+    assert_eq!(doc["placement"]["kind"], "partitions", "{doc}");
+    let prefix = doc["placement"]["prefix"].as_str().expect("prefix").to_string();
+    assert!(prefix.starts_with("wsbench"));
+    let p = &doc["point"];
+    assert_eq!(u(p, "sent"), u(p, "received"), "{p}");
+    assert_eq!((u(p, "lost"), u(p, "missing")), (0, 0), "{p}");
+    assert_eq!(doc["zero_loss"], true);
+    assert_rows_add_up(&doc, 3.0);
+    let recv_cpu = p["recv_cpu"].as_u64().expect("recv cpu");
+    let recv_cpus: Vec<u64> =
+        doc["placement"]["recv_cpus"].as_array().unwrap().iter().filter_map(Value::as_u64).collect();
+    assert!(recv_cpus.contains(&recv_cpu), "receiver on CPU {recv_cpu}, partition 2 has {recv_cpus:?}");
+    let ns = std::process::Command::new("ip").args(["netns", "list"]).output().expect("ip netns list");
+    let ns = String::from_utf8_lossy(&ns.stdout);
+    assert!(!ns.contains(&prefix), "namespaces of {prefix} left behind:\n{ns}");
+    assert!(!std::path::Path::new(&format!("/run/wirespeed/{prefix}.json")).exists());
+}
+
+#[test]
+fn soak_stopped_by_a_signal_reports_and_cleans_up() {
+    let _turn = traffic();
+    // A distinctive receive buffer marks this run's children in the process table.
+    let mut args = vec!["bench", "soak", "--duration", "30s", "--every", "1s", "--rate", "20M", "--rcvbuf", "3145752"];
+    if !is_root() {
+        args.push("--loopback");
+    }
+    let child = std::process::Command::new(bin())
+        .args(&args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start bench soak");
+    std::thread::sleep(std::time::Duration::from_millis(3500));
+    let st = std::process::Command::new("kill").args(["-TERM", &child.id().to_string()]).status().expect("kill");
+    assert!(st.success());
+    let out = child.wait_with_output().expect("wait for bench soak");
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert_eq!(out.status.code(), Some(1), "stdout:\n{stdout}\nstderr:\n{stderr}");
+    assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("stopped by a signal after") && stderr.contains("of 30 s"), "{stderr}");
+    // What was measured is printed: some rows, the totals and a verdict that claims no more.
+    let rows = stdout.lines().filter(|l| l.trim_start().starts_with(|c: char| c.is_ascii_digit())).count();
+    assert!(rows >= 1, "{stdout}");
+    assert!(stdout.contains("(stopped early)") && stdout.contains("=> stopped after"), "{stdout}");
+    assert!(!stdout.contains("zero loss for"), "{stdout}");
+    // No sender or receiver of this run is left, and no partition.
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    for e in std::fs::read_dir("/proc").expect("/proc").flatten() {
+        if let Ok(cmd) = std::fs::read(e.path().join("cmdline")) {
+            let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
+            assert!(!cmd.contains("3145752") || cmd.contains("bench soak"), "left behind: {cmd}");
+        }
+    }
+    if is_root() {
+        let head = stdout.lines().next().unwrap_or_default();
+        let prefix = head.split("partitions '").nth(1).and_then(|r| r.split('\'').next()).expect("a prefix");
+        let ns = std::process::Command::new("ip").args(["netns", "list"]).output().expect("ip netns list");
+        assert!(!String::from_utf8_lossy(&ns.stdout).contains(prefix), "partitions {prefix} left behind");
+    }
+}
+
+fn expect_fail(args: &[&str], code: i32, needle: &str) {
+    let out = run(args);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(code), "{args:?} exit code; stderr: {err}");
+    assert!(err.contains(needle), "{args:?}: expected '{needle}' in stderr:\n{err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: one line expected:\n{err}");
+    assert!(!err.contains("panicked"), "{err}");
+}
+
+#[test]
+fn soak_bad_input_is_one_line_and_exit_2() {
+    expect_fail(&["bench", "soak", "--rate", "fast"], 2, "cannot read rate 'fast'");
+    expect_fail(&["bench", "soak", "--duration", "0"], 2, "too short for a soak");
+    expect_fail(&["bench", "soak", "--duration", "soon"], 2, "cannot read duration");
+    expect_fail(&["bench", "soak", "--duration", "25h"], 2, "more than a day");
+    expect_fail(&["bench", "soak", "--every", "10ms"], 2, "--every 10ms is too short");
+    expect_fail(&["bench", "soak", "--duration", "30s"], 2, "longer than --duration 30 s");
+    expect_fail(&["bench", "soak", "--size", "1081"], 2, "multiple of 8");
+    expect_fail(&["bench", "soak", "--rcvbuf", "lots"], 2, "cannot read size");
+    expect_fail(&["bench", "soak", "--skip-every", "1"], 2, "--skip-every");
+    expect_fail(
+        &["bench", "soak", "--loopback", "--duration", "1s", "--every", "1s", "-o", "/proc/no/such/dir"],
+        1,
+        "cannot create the output directory",
+    );
+    // --interval-json means nothing without --interval.
+    let out = run(&["recv", "127.0.0.1:0", "--interval-json"]);
+    assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+#[test]
+fn soak_help_teaches() {
+    let h = String::from_utf8_lossy(&run(&["bench", "soak", "--help"]).stdout).to_string();
+    for s in [
+        "Seed 001",
+        "1080-byte",
+        "--rate 691M --duration 24m",
+        "--rate 864M --duration 30m",
+        "lost so far",
+        "tail",
+        "Exit codes",
+    ] {
+        assert!(h.contains(s), "bench soak --help lacks '{s}':\n{h}");
+    }
+    assert!(h.contains("[default: 942M]") && h.contains("[default: 30m]") && h.contains("[default: 1m]"), "{h}");
+}
