@@ -1,11 +1,239 @@
-//! `wirespeed bench compare`: not built yet.
+//! `wirespeed bench compare`: wirespeed and iperf3 over the same (rate, size) points, in the
+//! same placement, side by side in one table and one plot.
+//!
+//! Options are read as text and checked here, so a bad value is one line and exit code 2.
 
+use crate::print_json;
 use clap::Args;
-use wirespeed::Error;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+use wirespeed::bench::compare::{self, CompareConfig};
+use wirespeed::bench::peer::{self, Iperf3};
+use wirespeed::bench::point::Runner;
+use wirespeed::units;
+use wirespeed::{plot, sys, Error};
 
+const COMPARE_HELP: &str = "The same sweep with wirespeed and with iperf3, side by side: at every \
+    (rate, size) point a wirespeed receiver and sender (wirespeed recv --once, wirespeed send) \
+    and an iperf3 server and client (iperf3 -s -1 / iperf3 -c -u -b RATE -l SIZE -t SECS -w \
+    BUF -J) run one after the other in the same place: two partitions joined by a veth link \
+    when root (made for the run, removed after it), on loopback otherwise, the senders on the \
+    same CPU and the receivers on the same CPU. The order alternates from point to point \
+    (wirespeed first, then iperf3 first, ...), so drift on a busy host hits both tools. One \
+    unrecorded warm-up point of each tool comes first.\n\n\
+    The table gives per (rate, size) the median over --repeat passes, per tool:\n  \
+    asked Mb/s    the offered UDP payload rate, 10^6 bits/s (iperf3's -b counts payload too)\n  \
+    size          UDP payload bytes per datagram (wirespeed --size, iperf3 -l)\n  \
+    achieved      payload Mb/s the sender really sent (below asked: the sender was the limit)\n  \
+    received      payload Mb/s that arrived, over the sender's sending time\n  \
+    loss %        (sent - received) / sent, from each tool's own counts, tail included\n  \
+    rx ns/pkt     receiver CPU time per datagram: wirespeed's capture thread; iperf3's whole \
+    server process (cpu_utilization_percent x test time / datagrams)\n  \
+    received ws/iperf3  wirespeed's received rate over iperf3's: above 1, wirespeed got more \
+    through\n\n\
+    Every run is printed as it ends and kept in the CSV and JSON, with each tool's own loss \
+    figure too: wirespeed's ledger (exact, tail included: the sender's end-of-stream message \
+    says how many it sent) and iperf3's lost_packets (gaps in the sequence numbers its server \
+    saw: loss after the last datagram that arrived is not counted, so it can read lower).\n\n\
+    Buffers: iperf3's -w sets both sides' socket buffers but cannot pass net.core.rmem_max / \
+    wmem_max, where wirespeed's receiver forces --rcvbuf as root; iperf3 gets --rcvbuf capped \
+    there, and a note says so (give --rcvbuf at the cap, or raise it, for equal buffers). \
+    --gso is wirespeed's alone (iperf3 3.12 sends one datagram per system call).\n\n\
+    sockperf is not compared: its throughput mode has no receiver count that reconciles with \
+    the sender's (the server prints one total only when interrupted, and the sender's count \
+    includes its warm-up messages), so its loss would be a guess. For latency against sockperf \
+    see wirespeed ping.\n\n\
+    Files in -o DIR: compare.txt (runs and table), compare.csv (every run), compare.json \
+    (schema wirespeed.bench.compare/1: placement, every run of both tools, the medians), \
+    compare.png and compare.svg (received vs offered rate, one line per tool and size, the \
+    dashed diagonal is received = offered).\n\n\
+    Try:  wirespeed bench compare                    (1, 2, 4, 6 Gb/s x 1080 and 8800 B, 5 s points)\n      \
+    wirespeed bench compare --rates 1G:9G:1G --sizes 1080,4096,8800 --repeat 3 -o compare/\n      \
+    wirespeed bench compare --loopback --rates 1G,3G --sizes 8800 --duration 2 --json\n\n\
+    Needs iperf3 (apt-get install iperf3). Exit codes: 0 done (loss is a result, not a \
+    failure), 1 runtime failure, iperf3 missing, or stopped by a signal (Ctrl-C: the runs \
+    measured are still reported, and partitions are removed), 2 bad usage.";
+
+/// The options of `bench compare` (long help: [`COMPARE_HELP`]).
 #[derive(Args)]
-pub struct CompareArgs {}
+#[command(long_about = COMPARE_HELP)]
+pub struct CompareArgs {
+    /// Offered rates: payload bits/s (2G), datagrams/s (500kpps), max, and ranges
+    /// FROM:TO:STEP (1G:9G:1G), comma-separated.
+    #[arg(long, default_value = "1G,2G,4G,6G")]
+    rates: String,
+    /// UDP payload bytes per datagram, comma-separated (multiples of 8, at least 16).
+    #[arg(long, default_value = "1080,8800", value_name = "BYTES")]
+    sizes: String,
+    /// Sending time of each point, whole seconds (iperf3's -t takes no fraction).
+    #[arg(long, default_value = "5s")]
+    duration: String,
+    /// Passes over the whole grid; the table shows each point's median.
+    #[arg(long, default_value = "1")]
+    repeat: String,
+    /// Receive buffer (16M = 16 MiB): wirespeed's receiver asks for it, iperf3 gets it as -w,
+    /// capped by net.core.rmem_max and wmem_max.
+    #[arg(long, default_value = "32M", value_name = "BYTES")]
+    rcvbuf: String,
+    /// Use UDP segmentation offload on wirespeed's sender (iperf3 has none).
+    #[arg(long)]
+    gso: bool,
+    /// Stay on loopback (receivers on the second CPU, senders on the first) even when
+    /// partitions could be made.
+    #[arg(long)]
+    loopback: bool,
+    /// Write compare.txt, .csv, .json and the plot compare.png/.svg into this directory.
+    #[arg(short = 'o', long, value_name = "DIR")]
+    out: Option<PathBuf>,
+    /// Print one JSON document instead of the table (progress lines go to stderr).
+    #[arg(long)]
+    json: bool,
+}
 
-pub fn cmd_compare(_a: CompareArgs) -> Result<u8, Error> {
-    Err(Error::Runtime("bench compare is not built yet".into()))
+fn usage(s: String) -> Error {
+    Error::Usage(s)
+}
+
+fn parse_sizes(s: &str) -> Result<Vec<usize>, Error> {
+    let mut out = Vec::new();
+    for p in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let n = units::parse_bytes(p).map_err(|e| usage(format!("--sizes: {e}")))?;
+        let top = units::MAX_UDP_PAYLOAD - units::MAX_UDP_PAYLOAD % 8;
+        if n < peer::IPERF3_MIN_SIZE as u64 || n > top as u64 || n % 8 != 0 {
+            return Err(usage(format!(
+                "--sizes {n} does not suit both tools: use multiples of 8 from {} to {top} (wirespeed's counter datagrams, iperf3's -l)",
+                peer::IPERF3_MIN_SIZE
+            )));
+        }
+        if !out.contains(&(n as usize)) {
+            out.push(n as usize);
+        }
+    }
+    if out.is_empty() {
+        return Err(usage("--sizes is empty: give sizes like 1080,8800".into()));
+    }
+    Ok(out)
+}
+
+fn parse_duration(s: &str) -> Result<Duration, Error> {
+    let d = units::parse_duration(s).map_err(|e| usage(format!("--duration: {e}")))?;
+    if d < Duration::from_secs(1) || d.subsec_nanos() != 0 {
+        return Err(usage(format!(
+            "--duration {s} is not whole seconds: give 1s or more, like 5 (iperf3's -t takes whole seconds)"
+        )));
+    }
+    if d > Duration::from_secs(3600) {
+        return Err(usage(format!("--duration {s} is more than an hour per point: give at most 1h")));
+    }
+    Ok(d)
+}
+
+fn parse_repeat(s: &str) -> Result<u32, Error> {
+    match s.trim().parse::<u32>() {
+        Ok(n) if (1..=100).contains(&n) => Ok(n),
+        _ => Err(usage(format!("--repeat '{s}' must be a whole number from 1 to 100"))),
+    }
+}
+
+fn parse_rcvbuf(s: &str) -> Result<u64, Error> {
+    let n = units::parse_bytes(s).map_err(|e| usage(format!("--rcvbuf: {e}")))?;
+    if n == 0 || n > (1 << 31) {
+        return Err(usage(format!("--rcvbuf {s} is out of range: give 1 byte to 2G")));
+    }
+    Ok(n)
+}
+
+/// Create the output directory before any traffic, so a bad path fails at once.
+fn out_dir(p: &Option<PathBuf>) -> Result<Option<PathBuf>, Error> {
+    match p {
+        None => Ok(None),
+        Some(d) => {
+            std::fs::create_dir_all(d)
+                .map_err(|e| Error::Runtime(format!("cannot create the output directory {}: {e}", d.display())))?;
+            Ok(Some(d.clone()))
+        }
+    }
+}
+
+fn write_files(dir: &Path, files: &[(&str, &str)]) -> Result<(), Error> {
+    for (name, body) in files {
+        let p = dir.join(name);
+        std::fs::write(&p, body).map_err(|e| Error::Runtime(format!("cannot write {}: {e}", p.display())))?;
+    }
+    Ok(())
+}
+
+pub fn cmd_compare(a: CompareArgs) -> Result<u8, Error> {
+    let cfg = CompareConfig {
+        rates: compare::parse_rates(&a.rates).map_err(|e| usage(format!("--rates: {e}")))?,
+        sizes: parse_sizes(&a.sizes)?,
+        duration: parse_duration(&a.duration)?,
+        gso: a.gso,
+        rcvbuf: parse_rcvbuf(&a.rcvbuf)?,
+        repeat: parse_repeat(&a.repeat)?,
+    };
+    // iperf3 first: without it there is nothing to compare, and no partition is made.
+    peer::iperf3_version()?;
+    let dir = out_dir(&a.out)?;
+    // Ctrl-C reaches the children too; this process lives on to report and remove partitions.
+    let stop = sys::install_stop_handler();
+    let runner = Runner::auto(a.loopback, stop)?;
+    let iperf3 = Iperf3::prepare(&runner, cfg.rcvbuf)?;
+    let json = a.json;
+    let head = compare::header(&cfg, &runner.placement(), &iperf3);
+    if json {
+        eprint!("{head}");
+    } else {
+        print!("{head}");
+    }
+    let doc = compare::run(&runner, &iperf3, &cfg, &mut |r, total| {
+        let l = compare::run_line(r, total);
+        if json {
+            eprintln!("{l}");
+        } else {
+            println!("{l}");
+        }
+    })?;
+    drop(runner);
+    let table = compare::table(&doc);
+    let mut plotted = false;
+    if let Some(d) = &dir {
+        let body =
+            serde_json::to_string_pretty(&doc).map_err(|e| Error::Runtime(format!("cannot encode JSON: {e}")))?;
+        write_files(
+            d,
+            &[
+                ("compare.txt", &compare::text(&doc, &head)),
+                ("compare.csv", &compare::csv(&doc)),
+                ("compare.json", &body),
+            ],
+        )?;
+        let chart = compare::chart(&doc);
+        if !chart.series.is_empty() {
+            plot::line_chart_files(&chart, &d.join("compare"))?;
+            plotted = true;
+        }
+    }
+    if json {
+        print_json(&doc)?;
+    } else {
+        println!();
+        print!("{table}");
+        if let Some(d) = &dir {
+            let files = if plotted {
+                "compare.txt, .csv, .json, .png and .svg"
+            } else {
+                "compare.txt, .csv and .json (no plot: no offered rate to draw against)"
+            };
+            println!("{files} in {}", d.display());
+        }
+    }
+    if doc.stopped {
+        return Err(Error::Runtime(format!(
+            "stopped by a signal after {} of {} runs; the results above are partial",
+            doc.runs.len(),
+            cfg.rates.len() * cfg.sizes.len() * cfg.repeat as usize * 2
+        )));
+    }
+    Ok(0)
 }

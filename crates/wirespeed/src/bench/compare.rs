@@ -639,7 +639,11 @@ pub fn chart(doc: &CompareDoc) -> LineChart {
         }
     }
     LineChart {
-        title: format!("Received vs offered UDP payload rate ({}; medians of {})", doc.placement.kind, doc.repeat),
+        title: format!(
+            "Received vs offered UDP payload rate ({}; {})",
+            doc.placement.kind,
+            if doc.repeat == 1 { "1 pass".to_string() } else { format!("median of {} passes", doc.repeat) }
+        ),
         x_label: "offered payload rate (Gb/s)".into(),
         y_label: "received payload rate (Gb/s)".into(),
         series,

@@ -357,21 +357,24 @@ impl Iperf3 {
             "-J".into(),
         ];
         let t0 = Instant::now();
-        let (cout, cerr, cst) = loop {
+        let (cout, cerr, cst, cerror) = loop {
             let Some((out, err, st)) = run_client(runner.tool_command(1, "iperf3", &cargs), secs, stop)? else {
                 return Ok(None);
             };
+            // iperf3 3.12 with -J exits 0 even when it failed: its report's "error" says so.
+            let error = serde_json::from_str::<Doc>(&out).ok().and_then(|d| d.error);
             // The server may not listen yet: a refused connection is retried for a while.
-            if !st.success() && out.contains("Connection refused") && t0.elapsed() < CONNECT_WAIT {
+            if error.as_deref().is_some_and(|e| e.contains("Connection refused")) && t0.elapsed() < CONNECT_WAIT {
                 std::thread::sleep(Duration::from_millis(50));
                 continue;
             }
-            break (out, err, st);
+            break (out, err, st, error);
         };
+        if let Some(e) = cerror {
+            return Err(Error::Runtime(format!("iperf3 (client) failed: {e}")));
+        }
         if !cst.success() {
-            let why =
-                serde_json::from_str::<Doc>(&cout).ok().and_then(|d| d.error).unwrap_or_else(|| last_line(&cerr, &cst));
-            return Err(Error::Runtime(format!("iperf3 (client) failed: {why}")));
+            return Err(Error::Runtime(format!("iperf3 (client) failed: {}", last_line(&cerr, &cst))));
         }
         let sst = server.finish(Duration::from_secs(5))?;
         let sout = server_out.join().unwrap_or_default();
