@@ -10,6 +10,7 @@ command -v nft >/dev/null 2>&1 || need+=(nftables)
 command -v setpriv >/dev/null 2>&1 || need+=(util-linux)
 command -v cc >/dev/null 2>&1 || need+=(gcc)
 command -v tshark >/dev/null 2>&1 || need+=(tshark)
+command -v iperf3 >/dev/null 2>&1 || need+=(iperf3)
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ]; then
     echo "test.sh: installing ${need[*]}"

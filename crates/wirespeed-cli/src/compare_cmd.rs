@@ -27,14 +27,14 @@ const COMPARE_HELP: &str = "The same sweep with wirespeed and with iperf3, side 
     achieved      payload Mb/s the sender really sent (below asked: the sender was the limit)\n  \
     received      payload Mb/s that arrived, over the sender's sending time\n  \
     loss %        (sent - received) / sent, from each tool's own counts, tail included\n  \
-    rx ns/pkt     receiver CPU time per datagram: wirespeed's capture thread; iperf3's whole \
-    server process (cpu_utilization_percent x test time / datagrams)\n  \
+    rx ns/pkt     receiver CPU per datagram (wirespeed: capture thread; iperf3: server process)\n  \
     received ws/iperf3  wirespeed's received rate over iperf3's: above 1, wirespeed got more \
     through\n\n\
     Every run is printed as it ends and kept in the CSV and JSON, with each tool's own loss \
     figure too: wirespeed's ledger (exact, tail included: the sender's end-of-stream message \
     says how many it sent) and iperf3's lost_packets (gaps in the sequence numbers its server \
-    saw: loss after the last datagram that arrived is not counted, so it can read lower).\n\n\
+    saw: loss after the last datagram that arrived is not counted, so it can read lower). \
+    iperf3's CPU figure is its process's cpu_utilization_percent x test time / datagrams.\n\n\
     Buffers: iperf3's -w sets both sides' socket buffers but cannot pass net.core.rmem_max / \
     wmem_max, where wirespeed's receiver forces --rcvbuf as root; iperf3 gets --rcvbuf capped \
     there, and a note says so (give --rcvbuf at the cap, or raise it, for equal buffers). \
@@ -54,9 +54,10 @@ const COMPARE_HELP: &str = "The same sweep with wirespeed and with iperf3, side 
     failure), 1 runtime failure, iperf3 missing, or stopped by a signal (Ctrl-C: the runs \
     measured are still reported, and partitions are removed), 2 bad usage.";
 
-/// The options of `bench compare` (long help: [`COMPARE_HELP`]).
+/// The options of `bench compare`; [`COMPARE_HELP`] follows them in `--help` (after the options,
+/// since the subcommand's one-line doc in bench_cmd.rs sets the about text).
 #[derive(Args)]
-#[command(long_about = COMPARE_HELP)]
+#[command(after_long_help = COMPARE_HELP)]
 pub struct CompareArgs {
     /// Offered rates: payload bits/s (2G), datagrams/s (500kpps), max, and ranges
     /// FROM:TO:STEP (1G:9G:1G), comma-separated.
