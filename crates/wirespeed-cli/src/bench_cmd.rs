@@ -145,6 +145,7 @@ enum BenchCmd {
     #[command(long_about = SWEEP_HELP)]
     Sweep(SweepArgs),
     /// A long zero-loss run with a record per minute (seed 001's 24- and 30-minute runs).
+    #[command(long_about = crate::soak_cmd::SOAK_HELP)]
     Soak(crate::soak_cmd::SoakArgs),
     /// The same points with wirespeed and with iperf3, side by side in one table and one plot.
     Compare(crate::compare_cmd::CompareArgs),

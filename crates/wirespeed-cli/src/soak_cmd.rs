@@ -11,7 +11,7 @@ use wirespeed::bench::soak::{self, SoakConfig};
 use wirespeed::units::{self, Rate};
 use wirespeed::{plot, sys, Error};
 
-const SOAK_HELP: &str = "Seed 001 (Sun, 'Cassini UDP performance', 2004) sent 1080-byte UDP \
+pub(crate) const SOAK_HELP: &str = "Seed 001 (Sun, 'Cassini UDP performance', 2004) sent 1080-byte UDP \
     packets for long runs and reported zero loss at 691 Mb/s sustained for 24 minutes, 864 Mb/s \
     for 30 minutes and 940 Mb/s for 1 to 2 minutes. A short probe (bench max, bench rates) \
     cannot show that: a buffer that creeps full, or a job that wakes up on the receiving host \
@@ -47,11 +47,9 @@ const SOAK_HELP: &str = "Seed 001 (Sun, 'Cassini UDP performance', 2004) sent 10
     Exit codes: 0 done (loss is a result, not a failure), 1 runtime failure or stopped by a \
     signal (Ctrl-C: the rows measured are still reported, and partitions are removed), 2 bad usage.";
 
-/// The options of `bench soak`; `--help` adds [`SOAK_HELP`].
+/// The options of `bench soak`; `--help` opens with [`SOAK_HELP`] (set on the variant in
+/// bench_cmd.rs, as for max and rates).
 #[derive(Args)]
-// The variant in bench_cmd.rs sets about and clears long_about, so the teaching text goes after
-// the options (`--help`; `-h` stays short).
-#[command(after_long_help = SOAK_HELP)]
 pub struct SoakArgs {
     /// Offered rate: payload bits/s (942M = 942 * 10^6 b/s), datagrams/s (100kpps) or max.
     #[arg(long, default_value = soak::DEFAULT_RATE)]

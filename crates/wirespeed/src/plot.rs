@@ -1146,6 +1146,10 @@ fn axis_span_opt(values: impl Iterator<Item = f64>) -> Option<(f64, f64)> {
 fn padded_linear(span: Option<(f64, f64)>) -> (f64, f64) {
     let Some((lo, hi)) = span else { return (0.0, 1.0) };
     if lo >= hi {
+        // All zero (a loss curve of a clean sweep): 0..1, not ticks around -0.5..0.5.
+        if lo == 0.0 {
+            return (0.0, 1.0);
+        }
         return axis_span([lo, hi].into_iter());
     }
     let lo = if lo >= 0.0 && lo <= 0.3 * hi { 0.0 } else { lo };
