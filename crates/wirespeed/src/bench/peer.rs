@@ -361,6 +361,11 @@ impl Iperf3 {
             let Some((out, err, st)) = run_client(runner.tool_command(1, "iperf3", &cargs), secs, stop)? else {
                 return Ok(None);
             };
+            // Ctrl-C reaches iperf3 too (the terminal signals the whole group): it then reports
+            // an "interrupt" error, which is a stop, not a failure.
+            if stop.load(Ordering::Relaxed) {
+                return Ok(None);
+            }
             // iperf3 3.12 with -J exits 0 even when it failed: its report's "error" says so.
             let error = serde_json::from_str::<Doc>(&out).ok().and_then(|d| d.error);
             // The server may not listen yet: a refused connection is retried for a while.
