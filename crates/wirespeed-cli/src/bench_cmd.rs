@@ -148,6 +148,7 @@ enum BenchCmd {
     #[command(long_about = crate::soak_cmd::SOAK_HELP)]
     Soak(crate::soak_cmd::SoakArgs),
     /// The same points with wirespeed and with iperf3, side by side in one table and one plot.
+    #[command(long_about = crate::compare_cmd::COMPARE_HELP)]
     Compare(crate::compare_cmd::CompareArgs),
 }
 

@@ -13,7 +13,7 @@ use wirespeed::bench::point::Runner;
 use wirespeed::units;
 use wirespeed::{plot, sys, Error};
 
-const COMPARE_HELP: &str = "The same sweep with wirespeed and with iperf3, side by side: at every \
+pub(crate) const COMPARE_HELP: &str = "The same sweep with wirespeed and with iperf3, side by side: at every \
     (rate, size) point a wirespeed receiver and sender (wirespeed recv --once, wirespeed send) \
     and an iperf3 server and client (iperf3 -s -1 / iperf3 -c -u -b RATE -l SIZE -t SECS -w \
     BUF -J) run one after the other in the same place: two partitions joined by a veth link \
@@ -35,9 +35,9 @@ const COMPARE_HELP: &str = "The same sweep with wirespeed and with iperf3, side 
     says how many it sent) and iperf3's lost_packets (gaps in the sequence numbers its server \
     saw: loss after the last datagram that arrived is not counted, so it can read lower). \
     iperf3's CPU figure is its process's cpu_utilization_percent x test time / datagrams.\n\n\
-    Buffers: iperf3's -w sets both sides' socket buffers but cannot pass net.core.rmem_max / \
-    wmem_max, where wirespeed's receiver forces --rcvbuf as root; iperf3 gets --rcvbuf capped \
-    there, and a note says so (give --rcvbuf at the cap, or raise it, for equal buffers). \
+    Buffers: both tools get the same socket buffer. iperf3's -w sets both sides' buffers but \
+    cannot pass net.core.rmem_max / wmem_max, so when --rcvbuf is above them both tools get the \
+    cap, and a note says so (raise the sysctls for larger buffers). \
     --gso is wirespeed's alone (iperf3 3.12 sends one datagram per system call).\n\n\
     sockperf is not compared: its throughput mode has no receiver count that reconciles with \
     the sender's (the server prints one total only when interrupted, and the sender's count \
@@ -54,10 +54,9 @@ const COMPARE_HELP: &str = "The same sweep with wirespeed and with iperf3, side 
     failure), 1 runtime failure, iperf3 missing, or stopped by a signal (Ctrl-C: the runs \
     measured are still reported, and partitions are removed), 2 bad usage.";
 
-/// The options of `bench compare`; [`COMPARE_HELP`] follows them in `--help` (after the options,
-/// since the subcommand's one-line doc in bench_cmd.rs sets the about text).
+/// The options of `bench compare`; `--help` opens with [`COMPARE_HELP`] (set on the variant in
+/// bench_cmd.rs, as for the other bench commands).
 #[derive(Args)]
-#[command(after_long_help = COMPARE_HELP)]
 pub struct CompareArgs {
     /// Offered rates: payload bits/s (2G), datagrams/s (500kpps), max, and ranges
     /// FROM:TO:STEP (1G:9G:1G), comma-separated.
@@ -72,8 +71,8 @@ pub struct CompareArgs {
     /// Passes over the whole grid; the table shows each point's median.
     #[arg(long, default_value = "1")]
     repeat: String,
-    /// Receive buffer (16M = 16 MiB): wirespeed's receiver asks for it, iperf3 gets it as -w,
-    /// capped by net.core.rmem_max and wmem_max.
+    /// Socket buffer for both tools (16M = 16 MiB): wirespeed's receiver asks for it, iperf3
+    /// gets it as -w; both are held to net.core.rmem_max and wmem_max when those are lower.
     #[arg(long, default_value = "32M", value_name = "BYTES")]
     rcvbuf: String,
     /// Use UDP segmentation offload on wirespeed's sender (iperf3 has none).

@@ -275,7 +275,10 @@ pub fn run(
     cfg: &CompareConfig,
     progress: &mut dyn FnMut(&Run, usize),
 ) -> Result<CompareDoc> {
-    let point_cfg = |rate, size| PointConfig { rate, size, duration: cfg.duration, gso: cfg.gso, rcvbuf: cfg.rcvbuf };
+    // Both tools get the same buffer: iperf3's (the asked one, unless net.core.*mem_max caps
+    // it), so the comparison is of the programs, not of their buffers.
+    let point_cfg =
+        |rate, size| PointConfig { rate, size, duration: cfg.duration, gso: cfg.gso, rcvbuf: iperf3.socket_buffer };
     let total = cfg.rates.len() * cfg.sizes.len() * cfg.repeat as usize * 2;
     let mut runs: Vec<Run> = Vec::new();
     let mut stopped = false;
@@ -411,15 +414,14 @@ fn notes(cfg: &CompareConfig, ip: &Iperf3, pl: &Placement, runs: &[Run], cells: 
     ));
     if let Some(cap) = ip.capped_by {
         out.push(format!(
-            "iperf3 got -w {} (net.core.rmem_max/wmem_max cap it, and iperf3 cannot force past the cap) where wirespeed's receiver asked {}: for equal buffers give --rcvbuf {} or raise the caps (sysctl -w net.core.rmem_max={} net.core.wmem_max={})",
+            "both tools got {} of socket buffer, not the {} asked: iperf3 cannot force a buffer past net.core.rmem_max/wmem_max, and wirespeed is held to the same for a fair comparison (raise them with sysctl -w net.core.rmem_max={} net.core.wmem_max={})",
             units::bytes(cap),
             units::bytes(cfg.rcvbuf),
-            cap,
             cfg.rcvbuf,
             cfg.rcvbuf
         ));
     }
-    if let Some(n) = super::point::rcvbuf_note(cfg.rcvbuf, runs.iter().filter_map(|r| r.wirespeed.as_ref())) {
+    if let Some(n) = super::point::rcvbuf_note(ip.socket_buffer, runs.iter().filter_map(|r| r.wirespeed.as_ref())) {
         out.push(format!("wirespeed: {n}"));
     }
     if cfg.gso {
