@@ -41,9 +41,12 @@ fn assert_consistent_run(r: &Value) {
     assert!((f(r, "received_pps") / rx_pps - 1.0).abs() < 1e-9, "{r}");
     let size = f(r, "size");
     assert!((f(r, "achieved_bps") / (f(r, "achieved_pps") * size * 8.0) - 1.0).abs() < 1e-6, "{r}");
-    // At these low rates nothing is lost on loopback or a veth link; the sender never sends more
-    // than asked.
-    assert!(!lossy, "a 100-200 Mb/s point lost datagrams: {r}");
+    // At these low rates nothing is lost on loopback or a veth link with a large buffer (as root
+    // the receiver forces 32 MiB); a small capped buffer can overflow in a scheduling stall on a
+    // busy two-core host, and then the counts above must still agree.
+    if u(r, "rcvbuf_granted") >= 8 << 20 {
+        assert!(!lossy, "a 100-200 Mb/s point lost datagrams with a large buffer: {r}");
+    }
     assert!(f(r, "achieved_bps") <= f(r, "asked_bps") * 1.01, "{r}");
 }
 
@@ -93,13 +96,19 @@ fn sweep_on_loopback_writes_results_figures_and_report() {
     assert_eq!(medians.len(), 4);
     for (m, r) in medians.iter().zip(rows) {
         // One run per point: the median is that run.
-        assert_eq!((u(m, "runs"), u(m, "lossy_runs")), (1, 0));
+        assert_eq!(u(m, "runs"), 1);
+        assert_eq!(u(m, "lossy_runs"), u64::from(r["lossy"] == true));
         assert_eq!(f(m, "achieved_bps"), f(r, "achieved_bps"));
         assert_eq!(f(m, "received_pps"), f(r, "received_pps"));
     }
     let summary: Vec<&str> = doc["summary"].as_array().unwrap().iter().filter_map(|s| s.as_str()).collect();
-    assert!(summary.iter().any(|s| s.starts_with("1080 B: zero loss up to")), "{summary:?}");
-    assert!(summary.iter().any(|s| s.starts_with("8800 B: zero loss up to")), "{summary:?}");
+    // One line per size; "zero loss up to" whenever that size lost nothing (always, with a large
+    // buffer).
+    for size in [1080, 8800] {
+        let line = summary.iter().find(|s| s.starts_with(&format!("{size} B: "))).expect("a line per size");
+        let clean = rows.iter().filter(|r| u(r, "size") == size).all(|r| r["lossy"] == false);
+        assert_eq!(line.contains("no loss in any of 2 runs"), clean, "{line}");
+    }
 
     // results.json is the same document; results.csv one line per run.
     let d = &dir.0;
@@ -159,7 +168,7 @@ fn sweep_on_loopback_writes_results_figures_and_report() {
         assert!(runs.contains(&format!("<td>{commas}</td>")), "run with {sent} sent missing from the report");
     }
     let text = std::fs::read_to_string(d.join("summary.txt")).expect("summary.txt");
-    assert!(text.contains("4 of 4 points measured") && text.contains("=> 1080 B: zero loss"), "{text}");
+    assert!(text.contains("4 of 4 points measured") && text.contains("=> 1080 B: "), "{text}");
 }
 
 #[test]
@@ -179,6 +188,24 @@ fn sweep_resume_measures_only_the_missing_points() {
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("was run with --duration 1s"), "{err}");
     assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    // A grid without the earlier point would mix two experiments: refused, naming the point.
+    let out = run(&[
+        "bench",
+        "sweep",
+        "--loopback",
+        "--rates",
+        "200M",
+        "--sizes",
+        "1080",
+        "--duration",
+        "1",
+        "--resume",
+        "-o",
+        dir.path(),
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("does not plan (1080 B at 100.00 Mb/s"), "{err}");
     // A second pass: only its point runs; the first pass's run is kept as it was.
     let out = run(&[&base[..], &["--repeat", "2", "--resume", "-o", dir.path()]].concat());
     let err = String::from_utf8_lossy(&out.stderr);

@@ -21,7 +21,8 @@ pub struct Figure {
 
 /// The series of one quantity against another, one per (receive buffer, size), from the medians.
 fn series(doc: &SweepDoc, f: impl Fn(&MedianRow) -> Option<(f64, f64)>) -> Vec<Series> {
-    let several = doc.rcvbufs.len() > 1;
+    // Decided from what was measured, as the summary does, so two buffers never share a label.
+    let several = doc.medians.iter().map(|m| m.rcvbuf).collect::<std::collections::BTreeSet<_>>().len() > 1;
     let mut keys: Vec<(u64, usize)> = doc.medians.iter().map(|m| (m.rcvbuf, m.size)).collect();
     keys.dedup();
     keys.into_iter()

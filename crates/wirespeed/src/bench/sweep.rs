@@ -196,7 +196,7 @@ pub struct SweepDoc {
     pub schema: &'static str,
     /// The command line that ran it (the last one, when resumed).
     pub command: String,
-    /// When the sweep started (UTC), and when its last point ended.
+    /// When the sweep started (UTC; a resumed sweep keeps its first start).
     pub started: String,
     /// When its last point ended (UTC).
     pub updated: String,
@@ -277,6 +277,19 @@ pub fn load_earlier(dir: &Path, cfg: &SweepConfig, placement_kind: &str) -> Resu
             "--resume: the sweep in {} was run with {}; resume with the same, or write to another -o directory",
             dir.display(),
             differ.join(", ")
+        )));
+    }
+    // The new plan must hold every earlier point (it may add rates, sizes, buffers or passes):
+    // rows outside it would be drawn and summarized as part of a sweep that did not plan them.
+    let plan: std::collections::BTreeSet<_> = cfg.plan().iter().map(Planned::key).collect();
+    if let Some(r) = e.rows.iter().find(|r| !plan.contains(&r.key())) {
+        return Err(Error::Usage(format!(
+            "--resume: {} holds a point this sweep does not plan ({} B at {}, rcvbuf {}, pass {}); give --rates, --sizes, --rcvbuf and --repeat that include the earlier ones",
+            dir.display(),
+            r.point.size,
+            r.point.asked_bps.map_or("max".to_string(), units::bits),
+            units::bytes(r.rcvbuf),
+            r.pass
         )));
     }
     Ok((e.rows, e.started))
@@ -705,10 +718,12 @@ pub fn parse_rates(s: &str) -> std::result::Result<Vec<Rate>, String> {
                 if d.is_nan() || d <= 0.0 || hi < lo {
                     return Err(format!("range '{part}' needs FIRST <= LAST and a STEP above 0"));
                 }
-                let n = ((hi - lo) / d + 1e-9).floor() as usize + 1;
-                if n > MAX_POINTS {
-                    return Err(format!("range '{part}' has {n} rates; use a larger step (at most {MAX_POINTS})"));
+                // Checked as a float first: a huge range or a tiny step must not wrap in the cast.
+                let steps = ((hi - lo) / d + 1e-9).floor();
+                if !(steps.is_finite() && steps < MAX_POINTS as f64) {
+                    return Err(format!("range '{part}' has more than {MAX_POINTS} rates; use a larger step"));
                 }
+                let n = steps as usize + 1;
                 for i in 0..n {
                     let v = lo + i as f64 * d;
                     out.push(if pps { Rate::Packets(v) } else { Rate::Bits(v) });
@@ -780,7 +795,19 @@ mod tests {
         assert_eq!(parse_rates("0.1G:0.9G:0.1G").unwrap().len(), 9);
         let r = parse_rates("100kpps:300kpps:100kpps, 5G ,max").unwrap();
         assert_eq!(r, vec![Rate::Packets(1e5), Rate::Packets(2e5), Rate::Packets(3e5), Rate::Bits(5e9), Rate::Max]);
-        for bad in ["", "1G:2G", "1G:100kpps:1G", "2G:1G:1G", "1G:2G:0", "max:2G:1G", "x", "1M:9G:1M", "1G:2G:3G:4G"] {
+        for bad in [
+            "1:9999999999999999999999T:1",
+            "1:2:0.0000000000000000001",
+            "",
+            "1G:2G",
+            "1G:100kpps:1G",
+            "2G:1G:1G",
+            "1G:2G:0",
+            "max:2G:1G",
+            "x",
+            "1M:9G:1M",
+            "1G:2G:3G:4G",
+        ] {
             assert!(parse_rates(bad).is_err(), "{bad}");
         }
     }
