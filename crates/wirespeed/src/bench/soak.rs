@@ -290,7 +290,10 @@ fn now_unix() -> f64 {
 /// reorder, so nothing late is mistaken for lost.
 pub fn reorder_window(rate: Rate, size: usize) -> u64 {
     match rate.packets_per_sec(size) {
-        Some(pps) if pps.is_finite() && pps > 0.0 => ((pps * 0.1).ceil() as u64).next_power_of_two().clamp(1024, 65536),
+        // Clamped before rounding up to a power of two: an absurd rate would otherwise overflow.
+        Some(pps) if pps.is_finite() && pps > 0.0 => {
+            ((pps * 0.1).ceil().min(65536.0) as u64).next_power_of_two().clamp(1024, 65536)
+        }
         _ => 65536,
     }
 }
@@ -306,6 +309,9 @@ pub struct SoakDoc {
     pub size: usize,
     /// The rate asked, as text.
     pub asked: String,
+    /// The rate asked in the words of the table's heading and the verdict: `942 Mb/s`,
+    /// `100.0 kpps` (a rate asked in datagrams/s stays in datagrams/s), `flat out`.
+    pub asked_words: String,
     /// The rate asked, payload bits/s (`None` when flat out).
     pub asked_bps: Option<f64>,
     /// The rate asked, datagrams/s (`None` when flat out).
@@ -335,8 +341,15 @@ pub struct SoakDoc {
     pub longest_clean: Option<Stretch>,
     /// Whether the run ended early (Ctrl-C, SIGTERM).
     pub stopped: bool,
-    /// Nothing lost, end-of-stream message received, run not stopped.
+    /// Why the run failed part-way (the rows are what was measured before it), if it did.
+    pub error: Option<String>,
+    /// Nothing lost (ledger and sender's count), end-of-stream message received, run neither
+    /// stopped nor failed. It speaks of the rate the sender achieved: when `sender_bound`, that
+    /// is below the rate asked, and the rate asked was not tested.
     pub zero_loss: bool,
+    /// The sender achieved less than 98% of the rate asked (counting numbers it left out on
+    /// purpose): the verdict then names the rate achieved, the sender being the limit.
+    pub sender_bound: bool,
     /// One sentence: "zero loss for 30 min at 942 Mb/s" or where loss happened.
     pub verdict: String,
     /// The reading: totals, longest clean stretch, CPU per packet, notes.
@@ -344,7 +357,12 @@ pub struct SoakDoc {
 }
 
 /// Run the soak: one sender and one receiver for the whole duration; `live` sees each row as
-/// the receiver reports it (the last row, closed by the final report, is in the document only).
+/// the receiver reports it (the last row, closed by the final report, is in the document only;
+/// [`final_line`] says which live rows it replaces).
+///
+/// A failure once rows have been measured (the sender died, the receiver would not stop) is not
+/// an `Err`: the document holds the rows measured and the failure in `error`, so they can be
+/// kept; the caller reports the failure after. A failure before any row is an `Err`.
 pub fn run(runner: &Runner, cfg: &SoakConfig, live: &mut (dyn FnMut(&Interval) + Send)) -> Result<SoakDoc> {
     let window = reorder_window(cfg.rate, cfg.size);
     let recv_args = vec![
@@ -363,9 +381,15 @@ pub fn run(runner: &Runner, cfg: &SoakConfig, live: &mut (dyn FnMut(&Interval) +
         let res = runner.run_streamed(&pcfg, Stream { recv_args, send_args, recv_lines: Some(tx) });
         (res, follower.join().unwrap_or_default())
     });
-    let streamed = res?;
-    let stopped = runner.stop_flag().load(Ordering::Relaxed) || streamed.as_ref().is_some_and(|s| s.stopped);
-    Ok(build(cfg, runner.placement(), window, &samples, streamed, stopped))
+    let signalled = runner.stop_flag().load(Ordering::Relaxed);
+    match res {
+        Ok(streamed) => {
+            let stopped = signalled || streamed.as_ref().is_some_and(|s| s.stopped);
+            Ok(build(cfg, runner.placement(), window, &samples, streamed, stopped, None))
+        }
+        Err(e) if samples.is_empty() => Err(e),
+        Err(e) => Ok(build(cfg, runner.placement(), window, &samples, None, signalled, Some(e.to_string()))),
+    }
 }
 
 fn follow(rx: mpsc::Receiver<String>, size: usize, live: &mut (dyn FnMut(&Interval) + Send)) -> Vec<Sample> {
@@ -393,6 +417,15 @@ fn end_sample(last: Sample, s: &Streamed) -> Sample {
     }
 }
 
+/// The samples taken by `sender_end_s`. When the end-of-stream message never comes, the
+/// receiver waits for it and goes on reporting; rows after the sender ended carry no traffic, and
+/// counted as clean they would lengthen the longest clean stretch and dilute the last row. Their
+/// counts are cumulative, so leaving them out loses nothing: the last row takes them.
+pub fn trim_after(samples: &[Sample], sender_end_s: f64) -> &[Sample] {
+    let keep = samples.iter().take_while(|s| s.elapsed_s <= sender_end_s).count();
+    &samples[..keep]
+}
+
 /// The document from the samples and the run's point (pure but for the time of day).
 fn build(
     cfg: &SoakConfig,
@@ -401,19 +434,59 @@ fn build(
     samples: &[Sample],
     streamed: Option<Streamed>,
     stopped: bool,
+    error: Option<String>,
 ) -> SoakDoc {
     let every_s = cfg.every.as_secs_f64();
-    let end = streamed.as_ref().map(|s| end_sample(samples.last().copied().unwrap_or_default(), s));
-    let rows = intervals(samples, end.as_ref(), every_s, cfg.size);
+    // No end-of-stream message and no signal: the receiver waited for the message in vain. The
+    // sender's end is at least its wall time after the receiver's start (the receiver's clock
+    // starts first), so the rows the receiver printed while it waited are left out, and the
+    // last row ends with the sender rather than with the wait.
+    let waited = streamed.as_ref().filter(|s| !stopped && !s.point.end_of_stream).map(|s| s.point.send_wall_s);
+    let kept = match waited {
+        Some(end) => trim_after(samples, end),
+        None => samples,
+    };
+    let left_out = samples.len() - kept.len();
+    let end = streamed.as_ref().map(|s| {
+        let last = kept.last().copied().unwrap_or_default();
+        let mut e = end_sample(last, s);
+        if let Some(t) = waited {
+            e.elapsed_s = t.min(e.elapsed_s).max(last.elapsed_s);
+        }
+        e
+    });
+    let recv_wall_s = streamed.as_ref().map_or(0.0, |s| s.recv_wall_s);
+    let rows = intervals(kept, end.as_ref(), every_s, cfg.size);
     let (point, send_per_second) = match streamed {
         Some(s) => (Some(s.point), s.send_per_second),
         None => (None, Vec::new()),
     };
     let lossy_intervals: Vec<usize> = rows.iter().filter(|r| r.lost > 0).map(|r| r.n).collect();
     let longest = longest_clean(&rows);
-    let zero_loss = !stopped && point.as_ref().is_some_and(|p| !p.lossy);
-    let verdict = verdict(cfg, &rows, point.as_ref(), stopped, &lossy_intervals, longest);
-    let mut summary = summarize(cfg, &rows, point.as_ref(), longest);
+    let failed = error.is_some();
+    let zero_loss = !stopped && !failed && point.as_ref().is_some_and(|p| !p.lossy);
+    let bound = point.as_ref().is_some_and(|p| sender_bound(cfg, p));
+    let verdict = match &error {
+        Some(e) => failed_verdict(cfg, &rows, e),
+        None => verdict(cfg, &rows, point.as_ref(), stopped, &lossy_intervals, longest),
+    };
+    let mut summary = summarize(cfg, &rows, point.as_ref(), stopped, longest);
+    if let (Some(t), Some(p)) = (waited, &point) {
+        let wait = (recv_wall_s - t).max(0.0);
+        summary.push(format!(
+            "no end-of-stream message came: the receiver waited {} more for it and was then stopped ({}); {}",
+            human_duration(wait),
+            p.receiver_stopped_by,
+            if left_out > 0 {
+                format!(
+                    "the {left_out} {} it printed meanwhile carried no traffic and are left out",
+                    row_name(every_s, left_out > 1)
+                )
+            } else {
+                "the wait is not counted in any row".to_string()
+            }
+        ));
+    }
     if let Some(p) = &point {
         summary.extend(super::point::rcvbuf_note(cfg.rcvbuf, [p]));
     }
@@ -425,6 +498,7 @@ fn build(
             Rate::Max => "max".into(),
             r => r.to_string(),
         },
+        asked_words: rate_words(cfg.rate),
         asked_bps: match cfg.rate {
             Rate::Bits(b) => Some(b),
             Rate::Packets(p) => Some(p * cfg.size as f64 * 8.0),
@@ -443,13 +517,63 @@ fn build(
         lossy_intervals,
         longest_clean: longest,
         stopped,
+        error,
         zero_loss,
+        sender_bound: bound,
         verdict,
         summary,
     }
 }
 
+/// The sender fell short of the rate asked (below 98% of it, as `bench max` judges): a run
+/// then tests the rate achieved, not the one asked.
+const SENDER_BOUND: f64 = 0.98;
+
+/// The sender's pace, payload bits/s: its achieved rate, counting the numbers it left out on
+/// purpose (`--skip-every`), which took their place in its pacing like the ones it sent.
+fn paced_bps(cfg: &SoakConfig, p: &Point) -> f64 {
+    match cfg.skip_every {
+        Some(n) if n >= 2 => p.achieved_bps * n as f64 / (n - 1) as f64,
+        _ => p.achieved_bps,
+    }
+}
+
+/// Whether the sender did not reach the rate asked (never when flat out: that asks for no rate).
+pub fn sender_bound(cfg: &SoakConfig, p: &Point) -> bool {
+    p.asked_bps.is_some_and(|a| a > 0.0 && paced_bps(cfg, p) < a * SENDER_BOUND)
+}
+
+/// The rate a verdict speaks of: the one asked, or, when the sender fell short of it, the one
+/// achieved (in the asked rate's own unit) with the one asked beside it.
+fn tested_rate(cfg: &SoakConfig, p: Option<&Point>) -> String {
+    match p {
+        Some(p) if sender_bound(cfg, p) => {
+            let bps = paced_bps(cfg, p);
+            let achieved = match cfg.rate {
+                Rate::Packets(_) => units::pps(bps / (cfg.size as f64 * 8.0)),
+                _ => format!("{} Mb/s", mbps(bps)),
+            };
+            format!("{achieved} achieved ({} asked; the sender was the limit)", rate_words(cfg.rate))
+        }
+        _ => rate_words(cfg.rate),
+    }
+}
+
+/// The verdict of a run that failed part-way: what the rows recorded, never a zero-loss claim.
+fn failed_verdict(cfg: &SoakConfig, rows: &[Interval], error: &str) -> String {
+    let upto = rows.last().map_or(0.0, |r| r.end_s);
+    format!(
+        "failed after {} at {}: {} lost in the {} recorded, the rest unknown ({error})",
+        human_duration(upto),
+        rate_words(cfg.rate),
+        units::thousands(rows.last().map_or(0, |r| r.cumulative_lost)),
+        row_name(cfg.every.as_secs_f64(), true)
+    )
+}
+
 /// One sentence: "zero loss for 30 min at 942 Mb/s (...)", or how much was lost and where.
+/// `stopped` is the user's signal; a run whose end-of-stream message never came was not stopped
+/// by anyone, and its unseen tail is loss or unproven, never "in flight".
 pub fn verdict(
     cfg: &SoakConfig,
     rows: &[Interval],
@@ -459,7 +583,6 @@ pub fn verdict(
     longest: Option<Stretch>,
 ) -> String {
     let every_s = cfg.every.as_secs_f64();
-    let rate = rate_words(cfg.rate);
     let lost_rows = rows.last().map_or(0, |r| r.cumulative_lost);
     let Some(p) = point else {
         let upto = rows.last().map_or(0.0, |r| r.end_s);
@@ -470,12 +593,19 @@ pub fn verdict(
             row_name(every_s, true)
         );
     };
-    let lost = p.lost.max(p.missing);
-    let place = if lossy.is_empty() {
+    let rate = tested_rate(cfg, Some(p));
+    let lost = lost_count(p, stopped);
+    let mut place = if lossy.is_empty() {
         "not placed in any row".to_string()
     } else {
         format!("in {}", rows_phrase(lossy, every_s))
     };
+    if !stopped && !p.end_of_stream && p.missing > p.lost && !lossy.is_empty() {
+        place.push_str(&format!(
+            " ({} sent but never received are in no row: the end-of-stream message never came)",
+            units::thousands(p.missing - p.lost)
+        ));
+    }
     let clean = match longest {
         Some(s) => format!(
             "longest clean stretch {} ({})",
@@ -495,12 +625,21 @@ pub fn verdict(
         };
     }
     if !p.lossy {
-        return format!(
-            "zero loss for {sent_for} at {rate} ({}-byte datagrams; the sender achieved {} Mb/s, {})",
-            cfg.size,
-            mbps(p.achieved_bps),
-            units::pps(p.achieved_pps)
-        );
+        let how = if sender_bound(cfg, p) {
+            format!("{}-byte datagrams, {}", cfg.size, units::pps(p.achieved_pps))
+        } else {
+            format!(
+                "{}-byte datagrams; the sender achieved {} Mb/s, {}",
+                cfg.size,
+                mbps(p.achieved_bps),
+                units::pps(p.achieved_pps)
+            )
+        };
+        // The rate's own parenthesis, when sender-bound, takes the details too.
+        return match rate.strip_suffix(')') {
+            Some(r) => format!("zero loss for {sent_for} at {r}; {how})"),
+            None => format!("zero loss for {sent_for} at {rate} ({how})"),
+        };
     }
     if lost == 0 {
         return format!(
@@ -511,15 +650,26 @@ pub fn verdict(
         "LOSS at {rate}: {} of {} lost ({:.1} per million), {place}; {clean}",
         units::thousands(lost),
         units::thousands(p.received + lost),
-        per_million(p)
+        per_million(p, stopped)
     )
 }
 
-/// Lost per million sequence numbers used: the ledger's loss, or the sender's count of those
-/// never received when the tail was invisible to the ledger (numbers left out on purpose by the
-/// sender are ledger loss the sender's own count does not include).
-fn per_million(p: &Point) -> f64 {
-    let lost = p.lost.max(p.missing);
+/// What a run lost: the ledger's loss, or the sender's count of those never received when the
+/// tail was invisible to the ledger (numbers left out on purpose by the sender are ledger loss
+/// the sender's own count does not include). A run stopped by a signal counts the ledger's
+/// only: what was in flight at that moment is not loss.
+fn lost_count(p: &Point, stopped: bool) -> u64 {
+    if stopped {
+        p.lost
+    } else {
+        p.lost.max(p.missing)
+    }
+}
+
+/// [`lost_count`] per million sequence numbers used: the one figure the summary and the verdict
+/// both give.
+fn per_million(p: &Point, stopped: bool) -> f64 {
+    let lost = lost_count(p, stopped);
     let used = p.received + lost;
     if used == 0 {
         0.0
@@ -529,27 +679,47 @@ fn per_million(p: &Point) -> f64 {
 }
 
 /// The lines after the table: totals, the clean stretch, the sender's rate, CPU per packet.
-fn summarize(cfg: &SoakConfig, rows: &[Interval], point: Option<&Point>, longest: Option<Stretch>) -> Vec<String> {
+/// `stopped` is the user's signal, as in [`verdict`].
+fn summarize(
+    cfg: &SoakConfig,
+    rows: &[Interval],
+    point: Option<&Point>,
+    stopped: bool,
+    longest: Option<Stretch>,
+) -> Vec<String> {
     let every_s = cfg.every.as_secs_f64();
     let mut out = Vec::new();
     let Some(p) = point else {
         return out;
     };
-    let stopped = p.receiver_stopped_by != "end of stream";
+    let eos = p.end_of_stream;
+    let ledger = if stopped {
+        "ledger, so far: the tail is unproven"
+    } else if eos {
+        "ledger, tail included"
+    } else {
+        "ledger; tail unknown: no end-of-stream message"
+    };
     out.push(format!(
-        "sent {} (sender's count), received {}, lost {} (ledger, tail included){}; kernel drops {} (socket), {} (UDP RcvbufErrors in the receiver's namespace); {:.1} per million",
+        "sent {} (sender's count), received {}, lost {} ({ledger}){}; kernel drops {} (socket), {} (UDP RcvbufErrors in the receiver's namespace); {:.1} lost per million",
         units::thousands(p.sent),
         units::thousands(p.received),
         units::thousands(p.lost),
         if p.missing > p.lost {
-            let why = if stopped { " (in flight when the receiver stopped)" } else { "" };
+            let why = if stopped {
+                " (in flight when the run was stopped: not counted as lost)"
+            } else if !eos {
+                " (lost: the end-of-stream message never came, so the ledger could not place them)"
+            } else {
+                ""
+            };
             format!(", {} sent but never received{why}", units::thousands(p.missing - p.lost))
         } else {
             String::new()
         },
         p.kernel_socket_drops.map_or("-".into(), units::thousands),
         units::thousands(p.kernel_rcvbuf_errors),
-        if stopped { p.lost as f64 * 1e6 / (p.received + p.lost).max(1) as f64 } else { per_million(p) }
+        per_million(p, stopped)
     ));
     out.push(match longest {
         Some(s) => format!(
@@ -561,13 +731,17 @@ fn summarize(cfg: &SoakConfig, rows: &[Interval], point: Option<&Point>, longest
         None => format!("longest clean stretch: none (every {} lost something)", row_name(every_s, false)),
     });
     if let Some(a) = p.asked_bps {
-        let short = p.achieved_bps < a * 0.98;
+        let short = sender_bound(cfg, p);
         out.push(format!(
             "the sender achieved {} Mb/s ({}) of {} Mb/s asked{}",
             mbps(p.achieved_bps),
             units::pps(p.achieved_pps),
             mbps(a),
-            if short { ": the sender was the limit, so the rate was not offered in full" } else { "" }
+            if short {
+                ": the sender was the limit, so the rate was not offered in full, and the verdict speaks of the rate achieved"
+            } else {
+                ""
+            }
         ));
     }
     out.push(format!(
@@ -584,6 +758,11 @@ fn summarize(cfg: &SoakConfig, rows: &[Interval], point: Option<&Point>, longest
     if rows.last().is_some_and(|r| r.to_end) {
         out.push(if stopped {
             format!("row {} runs to the moment the receiver was stopped (marked *)", rows.len())
+        } else if !eos {
+            format!(
+                "row {} runs to the sender's end (marked *) and holds the receiver's final counts; the tail is not in it: no end-of-stream message came",
+                rows.len()
+            )
         } else {
             format!(
                 "row {} runs to the receiver's end (marked *): it holds the tail, numbers after the last one received, known from the sender's end-of-stream message",
@@ -594,14 +773,51 @@ fn summarize(cfg: &SoakConfig, rows: &[Interval], point: Option<&Point>, longest
     out
 }
 
+/// The last row as the terminal shows it after the live rows, or `None` when there is no such
+/// row (no final report). The live rows already showed the samples it replaces (the one folded
+/// into it, and any printed while the receiver waited for an end-of-stream message), so it says
+/// which: someone adding up the table counts it instead of those, not as well.
+pub fn final_line(doc: &SoakDoc, live_rows: usize) -> Option<String> {
+    let r = doc.intervals.last().filter(|r| r.to_end)?;
+    let what = if doc.stopped {
+        "closed by the receiver's final report"
+    } else if doc.point.as_ref().is_some_and(|p| p.end_of_stream) {
+        "closed by the final report, tail included"
+    } else {
+        "closed by the final report; tail unknown: no end-of-stream message"
+    };
+    let replaces = match live_rows {
+        n if n == r.n => format!("replaces row {} above: ", r.n),
+        n if n > r.n => format!("replaces rows {}-{n} above: ", r.n),
+        _ => String::new(),
+    };
+    Some(format!("{}  ({replaces}{what})", line(r)))
+}
+
 /// The heading lines of the table.
 pub fn header(cfg: &SoakConfig, placement: &Placement) -> String {
     let window = reorder_window(cfg.rate, cfg.size);
-    heading(cfg.size, cfg.rate, cfg.duration.as_secs_f64(), cfg.every.as_secs_f64(), window, placement)
+    let pps = cfg.rate.packets_per_sec(cfg.size);
+    heading(
+        cfg.size,
+        &rate_words(cfg.rate),
+        pps,
+        cfg.duration.as_secs_f64(),
+        cfg.every.as_secs_f64(),
+        window,
+        placement,
+    )
 }
 
-fn heading(size: usize, rate: Rate, duration_s: f64, every_s: f64, window: u64, placement: &Placement) -> String {
-    let pps = rate.packets_per_sec(size);
+fn heading(
+    size: usize,
+    rate: &str,
+    pps: Option<f64>,
+    duration_s: f64,
+    every_s: f64,
+    window: u64,
+    placement: &Placement,
+) -> String {
     let settle = match pps {
         Some(p) if p > 0.0 => format!("settled at most {} after the fact", units::nanos(window as f64 / p * 1e9)),
         _ => "settled once the reorder window has passed".to_string(),
@@ -612,7 +828,7 @@ fn heading(size: usize, rate: Rate, duration_s: f64, every_s: f64, window: u64, 
          lost = the ledger's, {settle} (reorder window {}); kernel = the receiving socket's drop counter; \
          udp = UDP RcvbufErrors in the receiver's namespace\n\
          {:>5} {:>12} {:>9} {:>15} {:>16} {:>15} {:>13} {:>10} {:>9} {:>9} {:>12}\n",
-        rate_words(rate),
+        rate,
         pps.map_or(String::new(), |p| format!(" ({} datagrams/s)", units::thousands(p.round() as u64))),
         human_duration(duration_s),
         human_duration(every_s),
@@ -652,11 +868,16 @@ pub fn line(r: &Interval) -> String {
 
 /// The whole record as text (the heading, every row, the summary, the verdict).
 pub fn text(doc: &SoakDoc) -> String {
-    let rate = match (doc.asked_bps, doc.asked_pps) {
-        (Some(b), _) => Rate::Bits(b),
-        _ => Rate::Max,
-    };
-    let mut s = heading(doc.size, rate, doc.duration_s, doc.every_s, doc.reorder_window, &doc.placement);
+    // The asked rate in its own words: a rate asked in datagrams/s is not turned into Mb/s.
+    let mut s = heading(
+        doc.size,
+        &doc.asked_words,
+        doc.asked_pps,
+        doc.duration_s,
+        doc.every_s,
+        doc.reorder_window,
+        &doc.placement,
+    );
     for r in &doc.intervals {
         s.push_str(&line(r));
         s.push('\n');
@@ -931,7 +1152,7 @@ mod tests {
             recv_cpus: vec![1],
             description: "loopback".into(),
         };
-        let doc = build(&c, placement, 16384, &s, Some(streamed), false);
+        let doc = build(&c, placement, 16384, &s, Some(streamed), false, None);
         assert_eq!(doc.intervals.len(), 2);
         assert_eq!(doc.lossy_intervals, vec![2]);
         assert!(!doc.zero_loss);
@@ -955,6 +1176,195 @@ mod tests {
             vec![(1.0, 100.0 * 8640.0 / 60.0 / 1e6), (120.5 / 60.0, 100.0 * 8640.0 / 60.5 / 1e6)]
         );
         assert_eq!(loss.series[0].points.iter().map(|p| p.1).collect::<Vec<_>>(), vec![0.0, 3.0]);
+    }
+
+    fn placement() -> Placement {
+        Placement {
+            kind: "loopback",
+            prefix: None,
+            send_cpus: vec![0],
+            recv_cpus: vec![1],
+            description: "loopback".into(),
+        }
+    }
+
+    fn streamed(point: Point, recv_wall_s: f64, recv_datagrams: u64) -> Streamed {
+        Streamed { point, recv_wall_s, recv_datagrams, send_per_second: vec![], stopped: false }
+    }
+
+    /// The number before " per million" in a line.
+    fn per_million_in(l: &str) -> Option<String> {
+        let head = l.split(" per million").next()?.trim_end_matches(" lost");
+        head.rsplit([' ', '(']).next().map(str::to_string)
+    }
+
+    #[test]
+    fn an_absurd_rate_gets_the_largest_window_without_overflow() {
+        assert_eq!(reorder_window(Rate::Bits(1e30), 8), 65536);
+        assert_eq!(reorder_window(Rate::Packets(f64::MAX), 8), 65536);
+        assert_eq!(reorder_window(Rate::Packets(655_360.0), 8), 65536);
+    }
+
+    #[test]
+    fn a_sender_that_fell_short_is_judged_at_the_rate_it_achieved() {
+        let c = cfg();
+        let rows = rows_with_loss(&[0; 30]);
+        let mut p = point(1000, 1000, 0, false);
+        p.achieved_bps = 870e6;
+        p.achieved_pps = 870e6 / 8640.0;
+        assert!(sender_bound(&c, &p));
+        let v = verdict(&c, &rows, Some(&p), false, &[], longest_clean(&rows));
+        assert!(
+            v.starts_with(
+                "zero loss for 30 min at 870 Mb/s achieved (942 Mb/s asked; the sender was the limit; 1080-byte datagrams, "
+            ),
+            "{v}"
+        );
+        assert!(!v.contains("at 942 Mb/s"), "{v}");
+        let doc = build(&c, placement(), 16384, &[], Some(streamed(p.clone(), 1800.0, 1000)), false, None);
+        assert!(doc.zero_loss && doc.sender_bound, "{doc:?}");
+        assert_eq!(doc.verdict, v);
+        let j = serde_json::to_value(&doc).unwrap();
+        assert_eq!((j["zero_loss"].as_bool(), j["sender_bound"].as_bool()), (Some(true), Some(true)));
+        // Loss, and a stop, are reported at the rate achieved too.
+        let lossy = verdict(&c, &rows, Some(&point_like(&p, 990, 10)), false, &[3], None);
+        assert!(
+            lossy.starts_with("LOSS at 870 Mb/s achieved (942 Mb/s asked; the sender was the limit): 10 of"),
+            "{lossy}"
+        );
+        let v = verdict(&c, &rows, Some(&p), true, &[], None);
+        assert!(v.starts_with("stopped after 30 min at 870 Mb/s achieved (942 Mb/s asked"), "{v}");
+        // A rate asked in datagrams/s stays in datagrams/s.
+        let c2 = SoakConfig { rate: Rate::Packets(100_000.0), ..cfg() };
+        let mut p2 = point(1000, 1000, 0, false);
+        p2.asked_bps = Some(100_000.0 * 8640.0);
+        p2.achieved_bps = 90_000.0 * 8640.0;
+        let v = verdict(&c2, &rows, Some(&p2), false, &[], None);
+        assert!(
+            v.starts_with("zero loss for 30 min at 90.0 kpps achieved (100.0 kpps asked; the sender was the limit"),
+            "{v}"
+        );
+        // Within 2% of the rate asked: the rate asked; numbers left out on purpose count as paced.
+        p.achieved_bps = 930e6;
+        assert!(!sender_bound(&c, &p));
+        let v = verdict(&c, &rows, Some(&p), false, &[], None);
+        assert!(
+            v.starts_with("zero loss for 30 min at 942 Mb/s (1080-byte datagrams; the sender achieved 930 Mb/s"),
+            "{v}"
+        );
+        let c3 = SoakConfig { skip_every: Some(50), ..cfg() };
+        p.achieved_bps = 942e6 * 0.975;
+        assert!(!sender_bound(&c3, &p) && sender_bound(&c, &p));
+        // Flat out asks for no rate, so it is never sender-bound.
+        p.asked_bps = None;
+        assert!(!sender_bound(&SoakConfig { rate: Rate::Max, ..cfg() }, &p));
+    }
+
+    fn point_like(p: &Point, received: u64, lost: u64) -> Point {
+        Point { received, lost, missing: p.sent - received, lossy: true, ..p.clone() }
+    }
+
+    #[test]
+    fn a_missing_end_of_stream_is_loss_not_a_stop() {
+        let c = SoakConfig { every: Duration::from_secs(1), duration: Duration::from_secs(4), ..cfg() };
+        // The sender sent 4,000 in 4 s; the receiver got 3,900 and the end-of-stream message never
+        // came: it waited 2 s and was stopped, printing two rows of nothing meanwhile.
+        let s = [
+            sample(1.0, 1000, 0, 0),
+            sample(2.0, 2000, 0, 0),
+            sample(3.0, 3000, 0, 0),
+            sample(4.0, 3900, 0, 0),
+            sample(5.0, 3900, 0, 0),
+            sample(6.0, 3900, 0, 0),
+        ];
+        let mut p = point(4000, 3900, 0, true);
+        p.end_of_stream = false;
+        p.receiver_stopped_by = "signal 15".into();
+        p.send_wall_s = 4.02;
+        p.send_elapsed_s = 4.0;
+        p.kernel_socket_drops = Some(0);
+        let doc = build(&c, placement(), 1024, &s, Some(streamed(p.clone(), 6.1, 3900)), false, None);
+        // The rows the receiver printed while it waited are left out; the last ends with the sender.
+        assert_eq!(doc.intervals.len(), 4, "{:?}", doc.intervals);
+        let last = &doc.intervals[3];
+        assert!(last.to_end && (last.end_s - 4.02).abs() < 1e-9, "{last:?}");
+        assert_eq!(doc.intervals.iter().map(|r| r.datagrams).sum::<u64>(), 3900);
+        assert_eq!(doc.longest_clean.map(|s| s.last), Some(4));
+        assert!(doc.longest_clean.is_some_and(|s| s.seconds < 4.1), "{:?}", doc.longest_clean);
+        assert!(!doc.zero_loss && !doc.stopped);
+        let all = doc.summary.join("\n");
+        assert!(!all.contains("in flight") && !all.contains("tail included"), "{all}");
+        assert!(all.contains("100 sent but never received (lost: the end-of-stream message never came"), "{all}");
+        assert!(all.contains("the 2 seconds it printed meanwhile carried no traffic and are left out"), "{all}");
+        // The same per-million figure in the summary and in the verdict: 100 of 4,000.
+        assert!(
+            doc.verdict.starts_with("LOSS at 942 Mb/s: 100 of 4,000 lost (25000.0 per million)"),
+            "{}",
+            doc.verdict
+        );
+        assert_eq!(per_million_in(&doc.summary[0]).as_deref(), Some("25000.0"), "{}", doc.summary[0]);
+        assert_eq!(per_million_in(&doc.verdict).as_deref(), Some("25000.0"));
+        assert!(final_line(&doc, 6)
+            .is_some_and(|l| l.contains("(replaces rows 4-6 above: closed by the final report; tail unknown")));
+        // Stopped by the user's signal: what was in flight is not loss, and the tail is unproven.
+        let doc = build(&c, placement(), 1024, &s[..3], Some(streamed(p, 3.1, 3000)), true, None);
+        let all = doc.summary.join("\n");
+        assert!(
+            all.contains("(ledger, so far: the tail is unproven)")
+                && all.contains("in flight when the run was stopped"),
+            "{all}"
+        );
+        assert!(!all.contains("tail included"), "{all}");
+        assert_eq!(per_million_in(&doc.summary[0]).as_deref(), Some("0.0"));
+        assert!(doc.verdict.starts_with("stopped after 4 s at 942 Mb/s: nothing lost so far"), "{}", doc.verdict);
+    }
+
+    #[test]
+    fn a_failure_late_in_the_run_keeps_the_rows() {
+        let c = SoakConfig { every: Duration::from_secs(1), ..cfg() };
+        let s = [sample(1.0, 1000, 0, 0), sample(2.0, 2000, 3, 0)];
+        let doc =
+            build(&c, placement(), 1024, &s, None, false, Some("the receiver did not stop when asked: killed".into()));
+        assert_eq!(doc.intervals.len(), 2);
+        assert_eq!(doc.error.as_deref(), Some("the receiver did not stop when asked: killed"));
+        assert!(!doc.zero_loss && !doc.stopped);
+        assert!(
+            doc.verdict.starts_with("failed after 2 s at 942 Mb/s: 3 lost in the seconds recorded, the rest unknown"),
+            "{}",
+            doc.verdict
+        );
+        assert_eq!(csv(&doc).lines().count(), 3);
+        assert!(text(&doc).contains("=> failed after 2 s"));
+    }
+
+    #[test]
+    fn the_document_keeps_the_asked_rate_in_its_own_words() {
+        let c = SoakConfig { rate: Rate::Packets(100_000.0), ..cfg() };
+        let doc = build(&c, placement(), 16384, &[sample(60.0, 100, 0, 0)], None, true, None);
+        assert_eq!(doc.asked_words, "100.0 kpps");
+        let t = text(&doc);
+        let live = header(&c, &placement());
+        assert!(t.starts_with(&live), "soak.txt:\n{t}\nlive:\n{live}");
+        assert!(live.contains("at 100.0 kpps (100,000 datagrams/s)"), "{live}");
+    }
+
+    #[test]
+    fn the_final_row_says_which_live_rows_it_replaces() {
+        let c = cfg();
+        let s = [sample(60.0, 100, 0, 0), sample(120.0, 200, 3, 3)];
+        let doc = build(&c, placement(), 16384, &s, Some(streamed(point(203, 200, 3, true), 120.5, 200)), false, None);
+        let l = final_line(&doc, 2).expect("a final row");
+        assert!(
+            l.trim_start().starts_with("2* ")
+                && l.ends_with("  (replaces row 2 above: closed by the final report, tail included)"),
+            "{l}"
+        );
+        // A row of its own (the receiver missed its last tick): nothing shown live is replaced.
+        let l = final_line(&doc, 1).expect("a final row");
+        assert!(l.ends_with("  (closed by the final report, tail included)"), "{l}");
+        // No final report, no final row.
+        let doc = build(&c, placement(), 16384, &s, None, true, None);
+        assert_eq!(final_line(&doc, 2), None);
     }
 
     #[test]
