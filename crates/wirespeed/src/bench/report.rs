@@ -76,14 +76,16 @@ pub fn figures(doc: &SweepDoc) -> Vec<Figure> {
         },
         Figure {
             name: "loss-vs-offered",
-            caption: "Loss against the offered (asked) rate: datagrams the sender sent that never arrived, per \
-                      cent of those sent. The kernel's share of it is in the tables below."
-                .into(),
+            caption: format!(
+                "Loss against the offered (asked) rate: datagrams the sender sent that never arrived, per cent \
+                 of those sent{}. The kernel's share of it is in the tables below.",
+                if doc.repeat > 1 { ", in the worst of the runs of each point" } else { "" }
+            ),
             chart: LineChart {
-                title: "Loss vs offered rate".into(),
+                title: if doc.repeat > 1 { "Loss vs offered rate (worst run)" } else { "Loss vs offered rate" }.into(),
                 x_label: "offered (Gb/s of UDP payload)".into(),
                 y_label: "lost (% of datagrams sent)".into(),
-                series: series(doc, |m| m.asked_bps.map(|a| (a / 1e9, m.loss_percent))),
+                series: series(doc, |m| m.asked_bps.map(|a| (a / 1e9, m.max_loss_percent))),
                 log_y: false,
                 diagonal: false,
             },
@@ -235,6 +237,7 @@ pub fn html(doc: &SweepDoc, figs: &[Figure], svgs: &[String]) -> String {
         "sent pps",
         "received pps",
         "loss %",
+        "worst loss %",
         "drops/M",
         "kernel drops",
         "lossy runs",
@@ -247,7 +250,7 @@ pub fn html(doc: &SweepDoc, figs: &[Figure], svgs: &[String]) -> String {
     for m in &doc.medians {
         let cls = if m.lossy_runs > 0 { " class=\"lossy\"" } else { "" };
         h.push_str(&format!(
-            "<tr{cls}><td>{} B</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{:.4}</td><td>{:.1}</td><td>{}</td><td>{}/{}</td><td>{:.0}</td><td>{:.0}</td></tr>\n",
+            "<tr{cls}><td>{} B</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{:.4}</td><td>{:.4}</td><td>{:.1}</td><td>{}</td><td>{}/{}</td><td>{:.0}</td><td>{:.0}</td></tr>\n",
             m.size,
             units::bytes(m.rcvbuf),
             m.asked_bps.map_or("max".into(), units::bits),
@@ -256,6 +259,7 @@ pub fn html(doc: &SweepDoc, figs: &[Figure], svgs: &[String]) -> String {
             units::pps(m.achieved_pps),
             units::pps(m.received_pps),
             m.loss_percent,
+            m.max_loss_percent,
             m.drops_per_million,
             if m.kernel_socket_drops.is_finite() { format!("{:.0}", m.kernel_socket_drops) } else { "-".into() },
             m.lossy_runs,
