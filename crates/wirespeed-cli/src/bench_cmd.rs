@@ -86,7 +86,8 @@ const SWEEP_HELP: &str = "Every offered rate x datagram size x receive buffer, e
     wirespeed bench sweep --rates 1G:9G:1G --sizes 1080,4096,8800 --duration 5 --repeat 3 -o sweep/\n      \
     wirespeed bench sweep --rates 100kpps:600kpps:100kpps --sizes 1080 --gso\n      \
     wirespeed bench sweep --rates 2G,4G --sizes 8800 --rcvbuf 128K,1M,16M      (the buffer's effect)\n      \
-    wirespeed bench sweep --resume -o sweep/                  (finish a stopped sweep)\n\n\
+    wirespeed bench sweep --resume -o sweep/                  (finish a stopped sweep)\n      \
+    wirespeed bench sweep --rates 1G:8G:1G --sizes 8800 --record /data/sweep   (to disk: wirespeed record)\n\n\
     Exit codes: 0 done (loss is a result, not a failure), 1 runtime failure or stopped by a \
     signal (the results so far are saved and reported, partitions removed), 2 bad usage.";
 
@@ -117,6 +118,11 @@ pub struct SweepArgs {
     /// Directory for the results, figures and report (created if needed).
     #[arg(short = 'o', long, value_name = "DIR")]
     out: Option<PathBuf>,
+    /// Receive with `wirespeed record` writing to this directory instead of `recv`: every point
+    /// measures the whole path to disk (RAM ring, O_DIRECT writer). Each point's files are
+    /// removed after it.
+    #[arg(long, value_name = "DIR")]
+    record: Option<PathBuf>,
     /// Continue the sweep whose results.json is in -o DIR: measure only the points it lacks.
     #[arg(long, requires = "out")]
     resume: bool,
@@ -553,15 +559,22 @@ fn cmd_sweep(a: SweepArgs) -> Result<u8, Error> {
     // An earlier sweep is checked before anything is built, so a refused --resume costs nothing.
     let kind =
         if !a.loopback && wirespeed::testbed::require_net_admin("bench").is_ok() { "partitions" } else { "loopback" };
-    let (earlier, started) =
-        if a.resume { sweep::load_earlier(&dir, &cfg, kind)? } else { (Vec::new(), wirespeed::spool::utc_iso(now)) };
+    let receiver = if a.record.is_some() { "record" } else { "recv" };
+    let (earlier, started) = if a.resume {
+        sweep::load_earlier(&dir, &cfg, kind, receiver)?
+    } else {
+        (Vec::new(), wirespeed::spool::utc_iso(now))
+    };
     let dir = out_dir(&Some(dir))?.unwrap_or_default();
     let stop = sys::install_stop_handler();
-    let runner = Runner::auto(a.loopback, stop)?;
+    let mut runner = Runner::auto(a.loopback, stop)?;
+    if let Some(r) = &a.record {
+        runner.record_to(r.clone())?;
+    }
     let placement = runner.placement();
     let json = a.json;
     let say = |l: &str| if json { eprintln!("{l}") } else { println!("{l}") };
-    say(&sweep::header(&cfg, &placement));
+    say(&sweep::header(&cfg, &placement, runner.receiver()));
     if !earlier.is_empty() {
         say(&format!("resuming: {} point(s) already in {}", earlier.len(), dir.join("results.json").display()));
     }

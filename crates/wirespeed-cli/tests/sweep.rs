@@ -224,6 +224,58 @@ fn sweep_resume_measures_only_the_missing_points() {
 }
 
 #[test]
+fn sweep_with_record_writes_to_disk_and_cleans_up() {
+    let _turn = traffic();
+    let dir = TempDir::new("sweep-rec");
+    let rec = TempDir::new("sweep-rec-data");
+    let doc = ok_json(&[
+        "bench",
+        "sweep",
+        "--loopback",
+        "--rates",
+        "100M,200M",
+        "--sizes",
+        "8800",
+        "--duration",
+        "1",
+        "--record",
+        rec.path(),
+        "--json",
+        "-o",
+        dir.path(),
+    ]);
+    assert_eq!(doc["receiver"], "record");
+    let rows = doc["rows"].as_array().expect("rows");
+    assert_eq!(rows.len(), 2);
+    for r in rows {
+        assert_consistent_run(r);
+    }
+    // Each point's recording is removed after it: a long sweep does not fill the disk.
+    let left: Vec<_> = std::fs::read_dir(&rec.0).expect("recording dir").flatten().map(|e| e.path()).collect();
+    assert!(left.is_empty(), "recordings left behind: {left:?}");
+    let html = std::fs::read_to_string(dir.0.join("report.html")).expect("report.html");
+    assert!(html.contains("wirespeed record --once"), "the report says the points were recorded");
+    // A resume must keep the receiver: recv points and record points are different experiments.
+    let out = run(&[
+        "bench",
+        "sweep",
+        "--loopback",
+        "--rates",
+        "100M,200M",
+        "--sizes",
+        "8800",
+        "--duration",
+        "1",
+        "--resume",
+        "-o",
+        dir.path(),
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("was run with --record"), "{err}");
+}
+
+#[test]
 fn sweep_across_partitions() {
     if !is_root() {
         eprintln!("sweep_across_partitions: needs root (network namespaces); skipped");

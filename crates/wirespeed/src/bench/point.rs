@@ -158,6 +158,9 @@ pub struct Runner {
     exe: PathBuf,
     place: Where,
     stop: &'static AtomicBool,
+    /// Record to disk (`wirespeed record -o DIR`) instead of only receiving: each point's files
+    /// go to this directory and are removed after the point.
+    record: Option<PathBuf>,
 }
 
 /// The CPUs this process may run on (`Cpus_allowed_list`), so loopback pins inside them.
@@ -186,7 +189,7 @@ impl Runner {
     pub fn loopback(stop: &'static AtomicBool) -> Result<Runner> {
         let cpus = allowed_cpus();
         let (send_cpu, recv_cpu) = if cpus.len() >= 2 { (Some(cpus[0]), Some(cpus[1])) } else { (None, None) };
-        Ok(Runner { exe: current_exe()?, place: Where::Loopback { send_cpu, recv_cpu }, stop })
+        Ok(Runner { exe: current_exe()?, place: Where::Loopback { send_cpu, recv_cpu }, stop, record: None })
     }
 
     /// Two partitions joined by a veth link (MTU 9000), one core each: the sender in partition
@@ -195,7 +198,28 @@ impl Runner {
         let pair = Pair::create("wsbench").map_err(|e| {
             Error::Runtime(format!("cannot make the two partitions ({e}); --loopback runs the benchmark on loopback"))
         })?;
-        Ok(Runner { exe: current_exe()?, place: Where::Partitions(pair), stop })
+        Ok(Runner { exe: current_exe()?, place: Where::Partitions(pair), stop, record: None })
+    }
+
+    /// Make every point's receiver `wirespeed record` writing into `dir` (created if needed;
+    /// emptied after each point, so a long sweep does not fill the disk), so the points measure
+    /// the whole path to disk: capture, RAM ring and O_DIRECT writer. Datagrams dropped at a
+    /// full ring are not in the ledger (it describes what was kept), so they count as missing.
+    pub fn record_to(&mut self, dir: PathBuf) -> Result<()> {
+        std::fs::create_dir_all(&dir)
+            .map_err(|e| Error::Runtime(format!("cannot create the recording directory {}: {e}", dir.display())))?;
+        crate::record::check_dir(&dir)?;
+        self.record = Some(dir);
+        Ok(())
+    }
+
+    /// "record" when the points record to disk, "recv" otherwise.
+    pub fn receiver(&self) -> &'static str {
+        if self.record.is_some() {
+            "record"
+        } else {
+            "recv"
+        }
     }
 
     /// Where the points run.
@@ -317,7 +341,7 @@ impl Runner {
             }
         };
         let mut rargs: Vec<String> = vec![
-            "recv".into(),
+            self.receiver().into(),
             listen,
             "--once".into(),
             "--json".into(),
@@ -331,7 +355,13 @@ impl Runner {
         if let Some(c) = recv_cpu_arg {
             rargs.extend(["--cpu".into(), c.to_string()]);
         }
+        if let Some(d) = &self.record {
+            rargs.extend(["-o".into(), d.display().to_string()]);
+        }
         rargs.extend(stream.recv_args.iter().cloned());
+        // Whatever happens to the point, its recording does not stay behind to fill the disk
+        // (declared before the receiver, so it is emptied after the receiver is gone).
+        let _clean = self.record.as_ref().map(|d| EmptyAfter(d.clone()));
         let mut recv = Kid::spawn(self.command(2, &rargs), "the receiver")?;
         let err = recv.stderr().ok_or_else(|| Error::Runtime("the receiver has no stderr".into()))?;
         let mut err = BufReader::new(err);
@@ -393,9 +423,9 @@ impl Runner {
             // Both ends report on SIGTERM; if either did not, there is nothing whole to return.
             let docs = (
                 parse_doc::<SendDoc>(&send_out, "wirespeed.send/1", "sender"),
-                parse_doc::<RecvDoc>(&rout, "wirespeed.recv/1", "receiver"),
+                self.recv_doc::<RecvDoc>(&rout),
                 parse_doc::<SendExtra>(&send_out, "wirespeed.send/1", "sender"),
-                parse_doc::<RecvExtra>(&rout, "wirespeed.recv/1", "receiver"),
+                self.recv_doc::<RecvExtra>(&rout),
             );
             return Ok(match docs {
                 (Ok(s), Ok(r), Ok(se), Ok(re)) => Some(Streamed {
@@ -415,12 +445,9 @@ impl Runner {
             return Err(Error::Runtime(format!("the receiver failed: {}", last_line(&rerr, &rstatus))));
         }
         let s: SendDoc = parse_doc(&send_out, "wirespeed.send/1", "sender")?;
-        let r: RecvDoc = parse_doc(&rout, "wirespeed.recv/1", "receiver")?;
+        let r: RecvDoc = self.recv_doc(&rout)?;
         let (se, re) = if partial {
-            (
-                parse_doc::<SendExtra>(&send_out, "wirespeed.send/1", "sender")?,
-                parse_doc::<RecvExtra>(&rout, "wirespeed.recv/1", "receiver")?,
-            )
+            (parse_doc::<SendExtra>(&send_out, "wirespeed.send/1", "sender")?, self.recv_doc::<RecvExtra>(&rout)?)
         } else {
             (SendExtra::default(), RecvExtra::default())
         };
@@ -431,6 +458,20 @@ impl Runner {
             send_per_second: se.per_second,
             stopped: false,
         }))
+    }
+
+    /// The receiver's report: `recv`'s own, or the capture part of `record`'s (the same report).
+    fn recv_doc<T: for<'de> Deserialize<'de>>(&self, text: &str) -> Result<T> {
+        if self.record.is_none() {
+            return parse_doc(text, "wirespeed.recv/1", "receiver");
+        }
+        let v: serde_json::Value = serde_json::from_str(text)
+            .map_err(|e| Error::Runtime(format!("the recorder printed no JSON report ({e})")))?;
+        if v["schema"] != "wirespeed.record/1" {
+            return Err(Error::Runtime(format!("the recorder's report is not wirespeed.record/1: {}", v["schema"])));
+        }
+        serde_json::from_value(v["capture"].clone())
+            .map_err(|e| Error::Runtime(format!("the recorder's report cannot be read: {e}")))
     }
 
     /// Start the sender, time it from spawn to exit, and pass a stop request on to both ends
@@ -539,6 +580,19 @@ pub(crate) fn parse_doc<T: for<'de> Deserialize<'de>>(text: &str, schema: &str, 
         return Err(Error::Runtime(format!("the {who}'s report is not {schema}: {}", v["schema"])));
     }
     serde_json::from_value(v).map_err(|e| Error::Runtime(format!("the {who}'s report cannot be read: {e}")))
+}
+
+/// Empties a recording directory when dropped (its files, not the directory itself).
+struct EmptyAfter(PathBuf);
+
+impl Drop for EmptyAfter {
+    fn drop(&mut self) {
+        if let Ok(rd) = std::fs::read_dir(&self.0) {
+            for e in rd.flatten() {
+                let _ = std::fs::remove_file(e.path());
+            }
+        }
+    }
 }
 
 /// A child process that is killed and reaped if it is dropped while still running, so no error

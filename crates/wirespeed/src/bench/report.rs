@@ -198,11 +198,20 @@ pub fn html(doc: &SweepDoc, figs: &[Figure], svgs: &[String]) -> String {
         ),
         (
             "method",
-            "Each point is a fresh receiver (<code>wirespeed recv --once</code>) and sender (<code>wirespeed send \
-             --rate R --duration T</code>) with CASPER counter datagrams; lost = sequence numbers that never \
-             arrived (exact, the tail included through the sender's end-of-stream message); kernel drops = the \
-             receiving socket's own counter (SO_RXQ_OVFL). Rates are UDP payload bits/s (decimal SI)."
-                .to_string(),
+            format!(
+                "Each point is a fresh receiver (<code>wirespeed {} --once</code>{}) and sender (<code>wirespeed \
+                 send --rate R --duration T</code>) with CASPER counter datagrams; lost = sequence numbers that \
+                 never arrived (exact, the tail included through the sender's end-of-stream message); kernel \
+                 drops = the receiving socket's own counter (SO_RXQ_OVFL). Rates are UDP payload bits/s \
+                 (decimal SI).",
+                esc(&doc.receiver),
+                if doc.receiver == "record" {
+                    ": every datagram through the RAM ring and the O_DIRECT writer to disk; datagrams dropped at a \
+                     full ring count as missing"
+                } else {
+                    ""
+                }
+            ),
         ),
     ];
     h.push_str("<table class=\"facts\">");

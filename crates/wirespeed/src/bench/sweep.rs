@@ -207,6 +207,8 @@ pub struct SweepDoc {
     pub host: HostInfo,
     /// Where the points ran.
     pub placement: Placement,
+    /// The receiving program: "recv" (network only) or "record" (to disk through the RAM ring).
+    pub receiver: String,
     /// Offered rates ([`rate_key`]).
     pub rates: Vec<String>,
     /// Payload bytes per datagram.
@@ -241,7 +243,13 @@ struct Earlier {
     duration_s: f64,
     gso: bool,
     placement: EarlierPlacement,
+    #[serde(default = "recv_name")]
+    receiver: String,
     rows: Vec<SweepRow>,
+}
+
+fn recv_name() -> String {
+    "recv".into()
 }
 
 #[derive(Deserialize)]
@@ -252,7 +260,12 @@ struct EarlierPlacement {
 /// The rows of an earlier sweep in `dir` (results.json) and when it started, checked to be the
 /// same kind of sweep: the same point duration, GSO setting and placement. Different settings
 /// would mix two experiments in one figure, so they are refused with the way out.
-pub fn load_earlier(dir: &Path, cfg: &SweepConfig, placement_kind: &str) -> Result<(Vec<SweepRow>, String)> {
+pub fn load_earlier(
+    dir: &Path,
+    cfg: &SweepConfig,
+    placement_kind: &str,
+    receiver: &str,
+) -> Result<(Vec<SweepRow>, String)> {
     let p = dir.join("results.json");
     let text = std::fs::read_to_string(&p).map_err(|e| {
         Error::Usage(format!("--resume: cannot read {} ({e}); run the sweep without --resume first", p.display()))
@@ -274,6 +287,9 @@ pub fn load_earlier(dir: &Path, cfg: &SweepConfig, placement_kind: &str) -> Resu
             "{} (this run: {placement_kind})",
             if e.placement.kind == "loopback" { "--loopback" } else { "partitions (as root, no --loopback)" }
         ));
+    }
+    if e.receiver != receiver {
+        differ.push(if e.receiver == "record" { "--record".to_string() } else { "no --record".to_string() });
     }
     if !differ.is_empty() {
         return Err(Error::Usage(format!(
@@ -349,6 +365,7 @@ pub fn run(
         updated: String::new(),
         host: meta.host,
         placement: runner.placement(),
+        receiver: runner.receiver().to_string(),
         rates: cfg.rates.iter().map(|&r| rate_key(r)).collect(),
         sizes: cfg.sizes.clone(),
         rcvbufs: cfg.rcvbufs.clone(),
@@ -565,9 +582,9 @@ pub fn summarize(medians: &[MedianRow], rows: &[SweepRow]) -> Vec<String> {
 }
 
 /// Heading lines for the terminal.
-pub fn header(cfg: &SweepConfig, placement: &Placement) -> String {
+pub fn header(cfg: &SweepConfig, placement: &Placement, receiver: &str) -> String {
     format!(
-        "wirespeed bench sweep: {} rate(s) x {} size(s) x {} receive buffer(s) x {} pass(es) = {} points of {} each, {}{}\n\
+        "wirespeed bench sweep: {} rate(s) x {} size(s) x {} receive buffer(s) x {} pass(es) = {} points of {} each, {}{}{}\n\
          rates are UDP payload bits/s; achieved = what the sender really sent; lost = the ledger; kernel drops = the receiving socket's own counter",
         cfg.rates.len(),
         cfg.sizes.len(),
@@ -576,7 +593,8 @@ pub fn header(cfg: &SweepConfig, placement: &Placement) -> String {
         cfg.points(),
         units::nanos(cfg.duration.as_nanos() as f64),
         placement.description,
-        if cfg.gso { ", sender with UDP GSO" } else { "" }
+        if cfg.gso { ", sender with UDP GSO" } else { "" },
+        if receiver == "record" { ", every point recorded to disk (wirespeed record)" } else { "" }
     )
 }
 
@@ -903,6 +921,7 @@ mod tests {
                 recv_cpus: vec![1],
                 description: "loopback".into(),
             },
+            receiver: "recv".into(),
             rates: vec!["1000000000".into(), "2000000000".into()],
             sizes: vec![8800],
             rcvbufs: vec![32 << 20],
