@@ -235,7 +235,7 @@ pub fn cmd_bench(a: BenchArgs) -> Result<u8, Error> {
     }
 }
 
-fn usage(s: String) -> Error {
+pub(crate) fn usage(s: String) -> Error {
     Error::Usage(s)
 }
 
@@ -261,14 +261,14 @@ fn parse_duration(s: &str) -> Result<Duration, Error> {
     Ok(d)
 }
 
-fn parse_repeat(s: &str) -> Result<u32, Error> {
+pub(crate) fn parse_repeat(s: &str) -> Result<u32, Error> {
     match s.trim().parse::<u32>() {
         Ok(n) if (1..=100).contains(&n) => Ok(n),
         _ => Err(usage(format!("--repeat '{s}' must be a whole number from 1 to 100"))),
     }
 }
 
-fn parse_rcvbuf(s: &str) -> Result<u64, Error> {
+pub(crate) fn parse_rcvbuf(s: &str) -> Result<u64, Error> {
     let n = units::parse_bytes(s).map_err(|e| usage(format!("--rcvbuf: {e}")))?;
     if n == 0 || n > (1 << 31) {
         return Err(usage(format!("--rcvbuf {s} is out of range: give 1 byte to 2G")));
@@ -311,7 +311,7 @@ fn parse_rates(s: &str) -> Result<Vec<Rate>, Error> {
 }
 
 /// Create the output directory before any traffic, so a bad path fails at once.
-fn out_dir(p: &Option<PathBuf>) -> Result<Option<PathBuf>, Error> {
+pub(crate) fn out_dir(p: &Option<PathBuf>) -> Result<Option<PathBuf>, Error> {
     match p {
         None => Ok(None),
         Some(d) => {
@@ -322,7 +322,7 @@ fn out_dir(p: &Option<PathBuf>) -> Result<Option<PathBuf>, Error> {
     }
 }
 
-fn write_files(dir: &Path, files: &[(&str, &str)]) -> Result<(), Error> {
+pub(crate) fn write_files(dir: &Path, files: &[(&str, &str)]) -> Result<(), Error> {
     for (name, body) in files {
         let p = dir.join(name);
         std::fs::write(&p, body).map_err(|e| Error::Runtime(format!("cannot write {}: {e}", p.display())))?;

@@ -3,9 +3,10 @@
 //!
 //! Options are read as text and checked here, so a bad value is one line and exit code 2.
 
+use crate::bench_cmd::{out_dir, parse_rcvbuf, parse_repeat, usage, write_files};
 use crate::print_json;
 use clap::Args;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 use wirespeed::bench::compare::{self, CompareConfig};
 use wirespeed::bench::peer::{self, Iperf3};
@@ -90,10 +91,6 @@ pub struct CompareArgs {
     json: bool,
 }
 
-fn usage(s: String) -> Error {
-    Error::Usage(s)
-}
-
 fn parse_sizes(s: &str) -> Result<Vec<usize>, Error> {
     let mut out = Vec::new();
     for p in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
@@ -126,41 +123,6 @@ fn parse_duration(s: &str) -> Result<Duration, Error> {
         return Err(usage(format!("--duration {s} is more than an hour per point: give at most 1h")));
     }
     Ok(d)
-}
-
-fn parse_repeat(s: &str) -> Result<u32, Error> {
-    match s.trim().parse::<u32>() {
-        Ok(n) if (1..=100).contains(&n) => Ok(n),
-        _ => Err(usage(format!("--repeat '{s}' must be a whole number from 1 to 100"))),
-    }
-}
-
-fn parse_rcvbuf(s: &str) -> Result<u64, Error> {
-    let n = units::parse_bytes(s).map_err(|e| usage(format!("--rcvbuf: {e}")))?;
-    if n == 0 || n > (1 << 31) {
-        return Err(usage(format!("--rcvbuf {s} is out of range: give 1 byte to 2G")));
-    }
-    Ok(n)
-}
-
-/// Create the output directory before any traffic, so a bad path fails at once.
-fn out_dir(p: &Option<PathBuf>) -> Result<Option<PathBuf>, Error> {
-    match p {
-        None => Ok(None),
-        Some(d) => {
-            std::fs::create_dir_all(d)
-                .map_err(|e| Error::Runtime(format!("cannot create the output directory {}: {e}", d.display())))?;
-            Ok(Some(d.clone()))
-        }
-    }
-}
-
-fn write_files(dir: &Path, files: &[(&str, &str)]) -> Result<(), Error> {
-    for (name, body) in files {
-        let p = dir.join(name);
-        std::fs::write(&p, body).map_err(|e| Error::Runtime(format!("cannot write {}: {e}", p.display())))?;
-    }
-    Ok(())
 }
 
 pub fn cmd_compare(a: CompareArgs) -> Result<u8, Error> {

@@ -2,9 +2,10 @@
 //!
 //! Options are read as text and checked here, so a bad value is one line and exit code 2.
 
+use crate::bench_cmd::{out_dir, parse_rcvbuf, usage, write_files};
 use crate::print_json;
 use clap::Args;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 use wirespeed::bench::point::Runner;
 use wirespeed::bench::soak::{self, SoakConfig};
@@ -92,10 +93,6 @@ pub struct SoakArgs {
     skip_every: Option<String>,
 }
 
-fn usage(s: String) -> Error {
-    Error::Usage(s)
-}
-
 fn parse_rate(s: &str) -> Result<Rate, Error> {
     Rate::parse(s).map_err(|e| usage(format!("--rate: {e}")))
 }
@@ -136,14 +133,6 @@ fn parse_every(s: &str, duration: Duration) -> Result<Duration, Error> {
     Ok(d)
 }
 
-fn parse_rcvbuf(s: &str) -> Result<u64, Error> {
-    let n = units::parse_bytes(s).map_err(|e| usage(format!("--rcvbuf: {e}")))?;
-    if n == 0 || n > (1 << 31) {
-        return Err(usage(format!("--rcvbuf {s} is out of range: give 1 byte to 2G")));
-    }
-    Ok(n)
-}
-
 fn parse_skip(s: &Option<String>) -> Result<Option<u64>, Error> {
     match s.as_deref().map(str::trim) {
         None => Ok(None),
@@ -152,26 +141,6 @@ fn parse_skip(s: &Option<String>) -> Result<Option<u64>, Error> {
             _ => Err(usage(format!("--skip-every '{t}' must be a whole number of at least 2"))),
         },
     }
-}
-
-/// Create the output directory before any traffic, so a bad path fails at once.
-fn out_dir(p: &Option<PathBuf>) -> Result<Option<PathBuf>, Error> {
-    match p {
-        None => Ok(None),
-        Some(d) => {
-            std::fs::create_dir_all(d)
-                .map_err(|e| Error::Runtime(format!("cannot create the output directory {}: {e}", d.display())))?;
-            Ok(Some(d.clone()))
-        }
-    }
-}
-
-fn write_files(dir: &Path, files: &[(&str, &str)]) -> Result<(), Error> {
-    for (name, body) in files {
-        let p = dir.join(name);
-        std::fs::write(&p, body).map_err(|e| Error::Runtime(format!("cannot write {}: {e}", p.display())))?;
-    }
-    Ok(())
 }
 
 /// Run `bench soak`: header, one row per interval as the receiver reports it, then the last

@@ -4,15 +4,6 @@
 mod common;
 use common::*;
 use serde_json::Value;
-use std::sync::{Mutex, MutexGuard};
-
-/// The traffic tests take turns: on a two-core host, two paced senders spinning on the same
-/// core starve each other, and the tests would measure each other instead of the bench.
-static TRAFFIC: Mutex<()> = Mutex::new(());
-
-fn traffic() -> MutexGuard<'static, ()> {
-    TRAFFIC.lock().unwrap_or_else(|e| e.into_inner())
-}
 
 fn f(v: &Value, key: &str) -> f64 {
     v[key].as_f64().unwrap_or_else(|| panic!("no number '{key}' in {v}"))
@@ -214,15 +205,6 @@ fn bench_rates_across_partitions() {
     let ns = String::from_utf8_lossy(&ns.stdout);
     assert!(!ns.contains(&prefix), "namespaces of {prefix} left behind:\n{ns}");
     assert!(!std::path::Path::new(&format!("/run/wirespeed/{prefix}.json")).exists());
-}
-
-fn expect_fail(args: &[&str], code: i32, needle: &str) {
-    let out = run(args);
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(code), "{args:?} exit code; stderr: {err}");
-    assert!(err.contains(needle), "{args:?}: expected '{needle}' in stderr:\n{err}");
-    assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: one line expected:\n{err}");
-    assert!(!err.contains("panicked"), "{err}");
 }
 
 #[test]

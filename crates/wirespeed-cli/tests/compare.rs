@@ -5,15 +5,7 @@ mod common;
 use common::*;
 use serde_json::Value;
 use std::process::{Command, Stdio};
-use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
-
-/// The traffic tests take turns: two paced senders on a two-core host measure each other.
-static TRAFFIC: Mutex<()> = Mutex::new(());
-
-fn traffic() -> MutexGuard<'static, ()> {
-    TRAFFIC.lock().unwrap_or_else(|e| e.into_inner())
-}
 
 fn have_iperf3(test: &str) -> bool {
     let ok = Command::new("iperf3").arg("--version").output().is_ok_and(|o| o.status.success());
@@ -165,15 +157,6 @@ fn compare_across_partitions() {
     let ns = String::from_utf8_lossy(&ns.stdout);
     assert!(!ns.contains(&prefix), "namespaces of {prefix} left behind:\n{ns}");
     assert!(!std::path::Path::new(&format!("/run/wirespeed/{prefix}.json")).exists());
-}
-
-fn expect_fail(args: &[&str], code: i32, needle: &str) {
-    let out = run(args);
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(code), "{args:?} exit code; stderr: {err}");
-    assert!(err.contains(needle), "{args:?}: expected '{needle}' in stderr:\n{err}");
-    assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: one line expected:\n{err}");
-    assert!(!err.contains("panicked"), "{err}");
 }
 
 #[test]

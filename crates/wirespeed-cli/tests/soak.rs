@@ -5,14 +5,6 @@
 mod common;
 use common::*;
 use serde_json::Value;
-use std::sync::{Mutex, MutexGuard};
-
-/// The traffic tests take turns: two paced senders on two cores would measure each other.
-static TRAFFIC: Mutex<()> = Mutex::new(());
-
-fn traffic() -> MutexGuard<'static, ()> {
-    TRAFFIC.lock().unwrap_or_else(|e| e.into_inner())
-}
 
 fn f(v: &Value, key: &str) -> f64 {
     v[key].as_f64().unwrap_or_else(|| panic!("no number '{key}' in {v}"))
@@ -330,15 +322,6 @@ fn soak_that_fails_late_keeps_its_rows() {
     assert!(head.contains("at 2.0 kpps (2,000 datagrams/s)"), "{txt}");
     assert_eq!(stdout.lines().next(), Some(head), "{stdout}");
     assert!(txt.contains("=> failed after"), "{txt}");
-}
-
-fn expect_fail(args: &[&str], code: i32, needle: &str) {
-    let out = run(args);
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(code), "{args:?} exit code; stderr: {err}");
-    assert!(err.contains(needle), "{args:?}: expected '{needle}' in stderr:\n{err}");
-    assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: one line expected:\n{err}");
-    assert!(!err.contains("panicked"), "{err}");
 }
 
 #[test]

@@ -224,6 +224,53 @@ pub fn wire_bits(packets_per_sec: f64, payload: usize) -> f64 {
     packets_per_sec * (payload + WIRE_OVERHEAD) as f64 * 8.0
 }
 
+/// Read a rate list: comma-separated rates (`1G,2G,4G`, `500kpps`, `max`) and ranges
+/// `FROM:TO:STEP` (`1G:9G:1G` is 1, 2, ... 9 Gb/s), so a sweep's grid is one short argument;
+/// at most `max` rates (a range with a tiny step is a typo, not a plan).
+pub fn parse_rate_list(s: &str, max: usize) -> Result<Vec<Rate>, String> {
+    let mut out = Vec::new();
+    for item in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        if item.contains(':') {
+            out.extend(parse_range(item, max)?);
+        } else {
+            out.push(Rate::parse(item)?);
+        }
+        if out.len() > max {
+            return Err(format!("'{s}' gives more than {max} rates: use a larger step"));
+        }
+    }
+    if out.is_empty() {
+        return Err("no rates given: write rates like 1G,2G,4G or a range like 1G:9G:1G".into());
+    }
+    Ok(out)
+}
+
+fn parse_range(item: &str, max: usize) -> Result<Vec<Rate>, String> {
+    let parts: Vec<&str> = item.split(':').map(str::trim).collect();
+    let [a, b, step] = parts[..] else {
+        return Err(format!("range '{item}' is not FROM:TO:STEP: write it like 1G:9G:1G"));
+    };
+    let (a, b, step) = (Rate::parse(a)?, Rate::parse(b)?, Rate::parse(step)?);
+    let (a, b, step, make): (f64, f64, f64, fn(f64) -> Rate) = match (a, b, step) {
+        (Rate::Bits(a), Rate::Bits(b), Rate::Bits(s)) => (a, b, s, Rate::Bits),
+        (Rate::Packets(a), Rate::Packets(b), Rate::Packets(s)) => (a, b, s, Rate::Packets),
+        _ => {
+            return Err(format!(
+                "range '{item}' mixes units: give FROM, TO and STEP all in bits/s (1G:9G:1G) or all in packets/s (100kpps:500kpps:100kpps)"
+            ))
+        }
+    };
+    if b < a {
+        return Err(format!("range '{item}' runs downwards: give FROM below TO"));
+    }
+    // The tolerance keeps the top when the step divides the span but floating point says not.
+    let n = ((b - a) / step * (1.0 + 1e-9)).floor();
+    if n + 1.0 > max as f64 {
+        return Err(format!("range '{item}' gives more than {max} rates: use a larger step"));
+    }
+    Ok((0..=n as usize).map(|i| make(a + i as f64 * step)).collect())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -199,3 +199,23 @@ impl Drop for TempDir {
         let _ = std::fs::remove_dir_all(&self.0);
     }
 }
+
+/// The traffic tests of one test binary take turns: on a two-core host, two paced senders
+/// spinning on the same cores starve each other, and the tests would measure each other.
+static TRAFFIC: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// Hold this while a test sends traffic.
+pub fn traffic() -> std::sync::MutexGuard<'static, ()> {
+    TRAFFIC.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The command fails with exit code `code` and one line on stderr that contains `needle`, with
+/// no panic.
+pub fn expect_fail(args: &[&str], code: i32, needle: &str) {
+    let out = run(args);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(code), "{args:?} exit code; stderr: {err}");
+    assert!(err.contains(needle), "{args:?}: expected '{needle}' in stderr:\n{err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: one line expected:\n{err}");
+    assert!(!err.contains("panicked"), "{err}");
+}

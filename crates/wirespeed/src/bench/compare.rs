@@ -41,50 +41,9 @@ pub struct CompareConfig {
     pub repeat: u32,
 }
 
-/// Read a rate list: comma-separated rates (`1G,2G,4G`, `500kpps`, `max`) and ranges
-/// `FROM:TO:STEP` (`1G:9G:1G` is 1, 2, ... 9 Gb/s), so a sweep's grid is one short argument.
+/// Read a rate list (see [`units::parse_rate_list`]), at most [`MAX_RATES`] of them.
 pub fn parse_rates(s: &str) -> std::result::Result<Vec<Rate>, String> {
-    let mut out = Vec::new();
-    for item in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-        if item.contains(':') {
-            out.extend(parse_range(item)?);
-        } else {
-            out.push(Rate::parse(item)?);
-        }
-        if out.len() > MAX_RATES {
-            return Err(format!("'{s}' gives more than {MAX_RATES} rates: use a larger step"));
-        }
-    }
-    if out.is_empty() {
-        return Err("no rates given: write rates like 1G,2G,4G or a range like 1G:9G:1G".into());
-    }
-    Ok(out)
-}
-
-fn parse_range(item: &str) -> std::result::Result<Vec<Rate>, String> {
-    let parts: Vec<&str> = item.split(':').map(str::trim).collect();
-    let [a, b, step] = parts[..] else {
-        return Err(format!("range '{item}' is not FROM:TO:STEP: write it like 1G:9G:1G"));
-    };
-    let (a, b, step) = (Rate::parse(a)?, Rate::parse(b)?, Rate::parse(step)?);
-    let (a, b, step, make): (f64, f64, f64, fn(f64) -> Rate) = match (a, b, step) {
-        (Rate::Bits(a), Rate::Bits(b), Rate::Bits(s)) => (a, b, s, Rate::Bits),
-        (Rate::Packets(a), Rate::Packets(b), Rate::Packets(s)) => (a, b, s, Rate::Packets),
-        _ => {
-            return Err(format!(
-                "range '{item}' mixes units: give FROM, TO and STEP all in bits/s (1G:9G:1G) or all in packets/s (100kpps:500kpps:100kpps)"
-            ))
-        }
-    };
-    if b < a {
-        return Err(format!("range '{item}' runs downwards: give FROM below TO"));
-    }
-    // The tolerance keeps the top when the step divides the span but floating point says not.
-    let n = ((b - a) / step * (1.0 + 1e-9)).floor();
-    if n + 1.0 > MAX_RATES as f64 {
-        return Err(format!("range '{item}' gives more than {MAX_RATES} rates: use a larger step"));
-    }
-    Ok((0..=n as usize).map(|i| make(a + i as f64 * step)).collect())
+    units::parse_rate_list(s, MAX_RATES)
 }
 
 /// One run of one tool at one point, in the order run.

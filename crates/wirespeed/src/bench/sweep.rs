@@ -720,46 +720,10 @@ pub fn csv(doc: &SweepDoc) -> String {
     s
 }
 
-/// Parse a list of rates: `1G,2G,4G`, ranges `1G:9G:1G` (first:last:step, the last included
-/// when the steps land on it), and mixes of both. Ranges keep their unit: bits/s or packets/s.
+/// Read a rate list (see [`units::parse_rate_list`]): `1G,2G,4G`, ranges `1G:9G:1G`, and mixes
+/// of both, at most [`MAX_POINTS`] rates.
 pub fn parse_rates(s: &str) -> std::result::Result<Vec<Rate>, String> {
-    let mut out = Vec::new();
-    for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-        let bits: Vec<&str> = part.split(':').collect();
-        match bits.as_slice() {
-            [one] => out.push(Rate::parse(one)?),
-            [a, b, step] => {
-                let (a, b, st) = (Rate::parse(a)?, Rate::parse(b)?, Rate::parse(step)?);
-                let (lo, hi, d, pps) = match (a, b, st) {
-                    (Rate::Bits(x), Rate::Bits(y), Rate::Bits(z)) => (x, y, z, false),
-                    (Rate::Packets(x), Rate::Packets(y), Rate::Packets(z)) => (x, y, z, true),
-                    _ => {
-                        return Err(format!(
-                            "range '{part}' mixes units or uses max: write FIRST:LAST:STEP all in bits/s (1G:9G:1G) or all in packets/s (100kpps:500kpps:100kpps)"
-                        ))
-                    }
-                };
-                if d.is_nan() || d <= 0.0 || hi < lo {
-                    return Err(format!("range '{part}' needs FIRST <= LAST and a STEP above 0"));
-                }
-                // Checked as a float first: a huge range or a tiny step must not wrap in the cast.
-                let steps = ((hi - lo) / d + 1e-9).floor();
-                if !(steps.is_finite() && steps < MAX_POINTS as f64) {
-                    return Err(format!("range '{part}' has more than {MAX_POINTS} rates; use a larger step"));
-                }
-                let n = steps as usize + 1;
-                for i in 0..n {
-                    let v = lo + i as f64 * d;
-                    out.push(if pps { Rate::Packets(v) } else { Rate::Bits(v) });
-                }
-            }
-            _ => return Err(format!("cannot read '{part}': give a rate (2G), or a range FIRST:LAST:STEP (1G:9G:1G)")),
-        }
-    }
-    if out.is_empty() {
-        return Err("no rates given: write e.g. 1G:9G:1G or 1G,2G,4G".into());
-    }
-    Ok(out)
+    units::parse_rate_list(s, MAX_POINTS)
 }
 
 #[cfg(test)]
