@@ -578,11 +578,7 @@ fn cmd_sweep(a: SweepArgs) -> Result<u8, Error> {
     if !earlier.is_empty() {
         say(&format!("resuming: {} point(s) already in {}", earlier.len(), dir.join("results.json").display()));
     }
-    let todo_total = {
-        let have: std::collections::BTreeSet<_> =
-            earlier.iter().map(|r| (r.pass, r.rcvbuf, r.point.size, r.rate.clone())).collect();
-        cfg.plan().iter().filter(|p| !have.contains(&p.key())).count()
-    };
+    let todo_total = cfg.missing(&earlier).len();
     let command = std::env::args().collect::<Vec<_>>().join(" ");
     let meta = Meta { command, started, host: sweep::HostInfo::read() };
     let mut bar = Bar::new();

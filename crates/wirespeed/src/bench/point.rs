@@ -123,6 +123,21 @@ pub fn rcvbuf_note<'a>(asked: u64, points: impl IntoIterator<Item = &'a Point>) 
     (granted / 2 < asked).then(|| crate::rx::rcvbuf_clamp_note(asked as usize, granted as usize))
 }
 
+/// The highest zero-loss result of a set of points, read as the seeds read their tables: the
+/// clean point with the highest achieved rate below every lossy one (a clean point above a
+/// lossy one shows intermittent loss, not a safe rate), and the lowest achieved rate of a lossy
+/// point (infinite when none lost anything).
+pub fn highest_clean<'a, I>(points: I) -> (Option<&'a Point>, f64)
+where
+    I: Iterator<Item = &'a Point> + Clone,
+{
+    let lowest_lossy = points.clone().filter(|p| p.lossy).map(|p| p.achieved_bps).fold(f64::INFINITY, f64::min);
+    let best = points
+        .filter(|p| !p.lossy && p.achieved_bps < lowest_lossy)
+        .max_by(|a, b| a.achieved_bps.total_cmp(&b.achieved_bps));
+    (best, lowest_lossy)
+}
+
 impl Verdict for Point {
     fn achieved_bps(&self) -> f64 {
         self.achieved_bps

@@ -186,19 +186,14 @@ pub fn summarize(rows: &[Row]) -> Vec<String> {
     let mut out = Vec::new();
     // As the seed concluded ("intact up to at least 4.5 Gbps"): the highest clean rate below
     // every lossy one; a clean row above a lossy one shows intermittent loss, not a safe rate.
-    let lowest_lossy =
-        rows.iter().filter(|r| r.point.lossy).map(|r| r.point.achieved_bps).fold(f64::INFINITY, f64::min);
-    let best = rows
-        .iter()
-        .filter(|r| !r.point.lossy && r.point.achieved_bps < lowest_lossy)
-        .max_by(|a, b| a.point.achieved_bps.total_cmp(&b.point.achieved_bps));
+    let (best, lowest_lossy) = super::point::highest_clean(rows.iter().map(|r| &r.point));
     let asked = |p: &Point| p.asked_bps.map_or("max".to_string(), |b| format!("{} Mb/s", mbps(b)));
     match best {
-        Some(r) => out.push(format!(
+        Some(p) => out.push(format!(
             "highest rate with zero loss: -r {} (achieved {} Mb/s, {}){}",
-            asked(&r.point),
-            mbps(r.point.achieved_bps),
-            units::pps(r.point.achieved_pps),
+            asked(p),
+            mbps(p.achieved_bps),
+            units::pps(p.achieved_pps),
             if lowest_lossy.is_finite() {
                 format!("; loss from {} Mb/s achieved", mbps(lowest_lossy))
             } else {

@@ -59,6 +59,13 @@ impl SweepConfig {
         }
         v
     }
+
+    /// The planned points not yet in `rows`, with their 0-based place in the plan: what a run
+    /// (or a resumed one) still has to measure. Empty when the sweep is complete.
+    pub fn missing(&self, rows: &[SweepRow]) -> Vec<(usize, Planned)> {
+        let have: std::collections::BTreeSet<_> = rows.iter().map(SweepRow::key).collect();
+        self.plan().into_iter().enumerate().filter(|(_, p)| !have.contains(&p.key())).collect()
+    }
 }
 
 /// One point of the plan.
@@ -379,8 +386,7 @@ pub fn run(
         stopped: false,
         summary: Vec::new(),
     };
-    let have: std::collections::BTreeSet<_> = doc.rows.iter().map(SweepRow::key).collect();
-    let todo: Vec<(usize, &Planned)> = plan.iter().enumerate().filter(|(_, p)| !have.contains(&p.key())).collect();
+    let todo = cfg.missing(&doc.rows);
     let point_cfg = |p: &Planned| PointConfig {
         rate: p.rate,
         size: p.size,
@@ -391,7 +397,7 @@ pub fn run(
     if let Some((_, first)) = todo.first() {
         runner.warm_up(&point_cfg(first))?;
     }
-    for (i, p) in todo {
+    for (i, p) in &todo {
         progress(Progress::Start { n: i + 1, of: plan.len(), point: p })?;
         match runner.run(&point_cfg(p))? {
             Some(point) => {
@@ -413,13 +419,12 @@ pub fn run(
 /// Recompute the derived parts (medians, summary, completeness, time stamp).
 fn finish(doc: &mut SweepDoc, cfg: &SweepConfig) {
     doc.medians = medians(&doc.rows);
-    let have: std::collections::BTreeSet<_> = doc.rows.iter().map(SweepRow::key).collect();
-    doc.complete = cfg.plan().iter().all(|p| have.contains(&p.key()));
+    doc.complete = cfg.missing(&doc.rows).is_empty();
     doc.summary = summarize(&doc.medians, &doc.rows);
-    if let Some(n) = super::point::rcvbuf_note(
-        cfg.rcvbufs.iter().copied().max().unwrap_or(0),
-        doc.rows.iter().filter(|r| r.rcvbuf == cfg.rcvbufs.iter().copied().max().unwrap_or(0)).map(|r| &r.point),
-    ) {
+    let largest = cfg.rcvbufs.iter().copied().max().unwrap_or(0);
+    if let Some(n) =
+        super::point::rcvbuf_note(largest, doc.rows.iter().filter(|r| r.rcvbuf == largest).map(|r| &r.point))
+    {
         doc.summary.push(n);
     }
     doc.updated = crate::spool::utc_iso(unix_ns());
@@ -521,17 +526,12 @@ pub fn summarize(medians: &[MedianRow], rows: &[SweepRow]) -> Vec<String> {
     for (rcvbuf, size) in keys {
         let group: Vec<&SweepRow> = rows.iter().filter(|r| r.rcvbuf == rcvbuf && r.point.size == size).collect();
         let name = series_name(size, rcvbuf, several);
-        let lowest_lossy =
-            group.iter().filter(|r| r.point.lossy).map(|r| r.point.achieved_bps).fold(f64::INFINITY, f64::min);
-        let best = group
-            .iter()
-            .filter(|r| !r.point.lossy && r.point.achieved_bps < lowest_lossy)
-            .max_by(|a, b| a.point.achieved_bps.total_cmp(&b.point.achieved_bps));
+        let (best, lowest_lossy) = super::point::highest_clean(group.iter().map(|r| &r.point));
         let mut line = match best {
-            Some(r) => format!(
+            Some(p) => format!(
                 "{name}: zero loss up to {} ({}) achieved",
-                units::bits(r.point.achieved_bps),
-                units::pps(r.point.achieved_pps)
+                units::bits(p.achieved_bps),
+                units::pps(p.achieved_pps)
             ),
             None => format!("{name}: no rate without loss"),
         };
