@@ -846,6 +846,46 @@ impl Point {
     }
 }
 
+/// A point as a clean 1 s run would report it, with `lost` datagrams missing, `kernel` of
+/// them counted at the socket: the fixture the table and summary tests build on.
+#[cfg(test)]
+pub(crate) fn test_point(size: usize, asked_bps: f64, achieved_bps: f64, lost: u64, kernel: u64) -> Point {
+    let sent = (achieved_bps / (size as f64 * 8.0)).round() as u64;
+    Point {
+        asked: units::bits(asked_bps),
+        asked_bps: Some(asked_bps),
+        size,
+        duration_s: 1.0,
+        achieved_bps,
+        achieved_pps: sent as f64,
+        received_bps: (sent - lost) as f64 * size as f64 * 8.0,
+        sent,
+        received: sent - lost,
+        lost,
+        late: 0,
+        duplicate: 0,
+        invalid: 0,
+        missing: lost,
+        end_of_stream: true,
+        kernel_socket_drops: Some(kernel),
+        kernel_rcvbuf_errors: kernel,
+        kernel_in_errors: kernel,
+        softnet_dropped: 0,
+        drops_per_million: lost as f64 * 1e6 / sent as f64,
+        lossy: lost > 0,
+        send_cpu_ns_per_packet: 1000.0,
+        recv_cpu_ns_per_packet: 1000.0,
+        send_cpus: vec![0],
+        recv_cpu: Some(1),
+        send_wall_s: 1.01,
+        send_elapsed_s: 1.0,
+        gso_used: false,
+        rcvbuf_granted: 1 << 25,
+        receiver_stopped_by: "end of stream".into(),
+        diagnosis: vec![],
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -294,44 +294,7 @@ mod tests {
     /// A point at `mbps` (asked = achieved unless `achieved` says otherwise) with `lost` lost,
     /// `kernel` of them counted by the kernel at the socket.
     fn row(mbps: f64, achieved: f64, lost: u64, kernel: u64) -> Row {
-        let size = 8800usize;
-        let sent = (achieved * 1e6 / (size as f64 * 8.0)).round() as u64;
-        Row {
-            pass: 1,
-            point: Point {
-                asked: format!("{mbps} Mb/s"),
-                asked_bps: Some(mbps * 1e6),
-                size,
-                duration_s: 1.0,
-                achieved_bps: achieved * 1e6,
-                achieved_pps: sent as f64,
-                received_bps: (sent - lost) as f64 * size as f64 * 8.0,
-                sent,
-                received: sent - lost,
-                lost,
-                late: 0,
-                duplicate: 0,
-                invalid: 0,
-                missing: lost,
-                end_of_stream: true,
-                kernel_socket_drops: Some(kernel),
-                kernel_rcvbuf_errors: kernel,
-                kernel_in_errors: kernel,
-                softnet_dropped: 0,
-                drops_per_million: lost as f64 * 1e6 / sent as f64,
-                lossy: lost > 0,
-                send_cpu_ns_per_packet: 1000.0,
-                recv_cpu_ns_per_packet: 1000.0,
-                send_cpus: vec![0],
-                recv_cpu: Some(1),
-                send_wall_s: 1.01,
-                send_elapsed_s: 1.0,
-                gso_used: false,
-                rcvbuf_granted: 1 << 25,
-                receiver_stopped_by: "end of stream".into(),
-                diagnosis: vec![],
-            },
-        }
+        Row { pass: 1, point: crate::bench::point::test_point(8800, mbps * 1e6, achieved * 1e6, lost, kernel) }
     }
 
     #[test]

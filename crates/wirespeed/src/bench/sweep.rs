@@ -730,42 +730,7 @@ pub fn parse_rates(s: &str) -> std::result::Result<Vec<Rate>, String> {
 mod tests {
     use super::*;
 
-    fn point(size: usize, asked: f64, achieved: f64, lost: u64, kernel: u64) -> Point {
-        let sent = (achieved / (size as f64 * 8.0)).round() as u64;
-        Point {
-            asked: units::bits(asked),
-            asked_bps: Some(asked),
-            size,
-            duration_s: 1.0,
-            achieved_bps: achieved,
-            achieved_pps: sent as f64,
-            received_bps: (sent - lost) as f64 * size as f64 * 8.0,
-            sent,
-            received: sent - lost,
-            lost,
-            late: 0,
-            duplicate: 0,
-            invalid: 0,
-            missing: lost,
-            end_of_stream: true,
-            kernel_socket_drops: Some(kernel),
-            kernel_rcvbuf_errors: kernel,
-            kernel_in_errors: kernel,
-            softnet_dropped: 0,
-            drops_per_million: lost as f64 * 1e6 / sent as f64,
-            lossy: lost > 0,
-            send_cpu_ns_per_packet: 1000.0,
-            recv_cpu_ns_per_packet: 800.0,
-            send_cpus: vec![0],
-            recv_cpu: Some(1),
-            send_wall_s: 1.01,
-            send_elapsed_s: 1.0,
-            gso_used: false,
-            rcvbuf_granted: 1 << 26,
-            receiver_stopped_by: "end of stream".into(),
-            diagnosis: vec![],
-        }
-    }
+    use crate::bench::point::test_point as point;
 
     fn row(pass: u32, size: usize, gbps: f64, achieved: f64, lost: u64, kernel: u64) -> SweepRow {
         let p = Planned { pass, rcvbuf: 32 << 20, size, rate: Rate::Bits(gbps * 1e9) };
