@@ -201,9 +201,7 @@ fn bench_rates_across_partitions() {
         assert!(recv_cpus.contains(&recv_cpu), "receiver on CPU {recv_cpu}, partition 2 has {recv_cpus:?}");
     }
     // The partitions are gone.
-    let ns = std::process::Command::new("ip").args(["netns", "list"]).output().expect("ip netns list");
-    let ns = String::from_utf8_lossy(&ns.stdout);
-    assert!(!ns.contains(&prefix), "namespaces of {prefix} left behind:\n{ns}");
+    assert_partitions_gone(&prefix);
     assert!(!std::path::Path::new(&format!("/run/wirespeed/{prefix}.json")).exists());
 }
 
@@ -249,41 +247,19 @@ fn bench_rates_stopped_by_a_signal_reports_and_cleans_up() {
     if !is_root() {
         args.push("--loopback");
     }
-    let child = std::process::Command::new(bin())
-        .args(&args)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("start bench rates");
-    std::thread::sleep(std::time::Duration::from_millis(2800));
-    let st = std::process::Command::new("kill").args(["-TERM", &child.id().to_string()]).status().expect("kill");
-    assert!(st.success());
-    let out = child.wait_with_output().expect("wait for bench rates");
+    let out = run_then_term(&args, std::time::Duration::from_millis(2800));
     let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     assert_eq!(out.status.code(), Some(1), "stdout:\n{stdout}\nstderr:\n{stderr}");
     assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
-    let n: usize = stderr
-        .split("stopped by a signal after ")
-        .nth(1)
-        .and_then(|r| r.split_whitespace().next())
-        .and_then(|n| n.parse().ok())
-        .unwrap_or_else(|| panic!("no 'stopped by a signal after N' in: {stderr}"));
+    let n = stopped_after(&stderr);
     assert!(n < 3 && stderr.contains("of 3 points"), "{stderr}");
     // The rows measured before the signal are printed, each complete.
     let rows = stdout.lines().filter(|l| l.trim_start().starts_with("1 ") && l.contains(" 100 ")).count();
     assert_eq!(rows, n, "{stdout}");
     // No sender or receiver of this run is left, and no partition.
-    std::thread::sleep(std::time::Duration::from_millis(200));
-    for e in std::fs::read_dir("/proc").expect("/proc").flatten() {
-        if let Ok(cmd) = std::fs::read(e.path().join("cmdline")) {
-            let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
-            assert!(!cmd.contains("3145736") || cmd.contains("bench rates"), "left behind: {cmd}");
-        }
-    }
+    assert_none_left("3145736", "bench rates", std::time::Duration::from_millis(200));
     if is_root() {
         let head = stdout.lines().next().unwrap_or_default();
-        let prefix = head.split("partitions '").nth(1).and_then(|r| r.split('\'').next()).expect("a prefix");
-        let ns = std::process::Command::new("ip").args(["netns", "list"]).output().expect("ip netns list");
-        assert!(!String::from_utf8_lossy(&ns.stdout).contains(prefix), "partitions {prefix} left behind");
+        assert_partitions_gone(partitions_named_in(head).expect("a prefix"));
     }
 }

@@ -4,7 +4,7 @@
 mod common;
 use common::*;
 use serde_json::Value;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
 fn have_iperf3(test: &str) -> bool {
@@ -153,9 +153,7 @@ fn compare_across_partitions() {
     let p = &doc["runs"].as_array().unwrap().iter().find(|r| r["tool"] == "iperf3").expect("an iperf3 run")["iperf3"];
     assert!(u(p, "received") > 0, "{p}");
     let prefix = doc["placement"]["prefix"].as_str().expect("prefix").to_string();
-    let ns = Command::new("ip").args(["netns", "list"]).output().expect("ip netns list");
-    let ns = String::from_utf8_lossy(&ns.stdout);
-    assert!(!ns.contains(&prefix), "namespaces of {prefix} left behind:\n{ns}");
+    assert_partitions_gone(&prefix);
     assert!(!std::path::Path::new(&format!("/run/wirespeed/{prefix}.json")).exists());
 }
 
@@ -237,38 +235,20 @@ fn compare_stopped_by_a_signal_reports_and_cleans_up() {
     if !is_root() {
         args.push("--loopback");
     }
-    let child =
-        Command::new(bin()).args(&args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("start compare");
     // The warm-ups take about 3 s; then runs of about 1.5 s each.
-    std::thread::sleep(Duration::from_millis(6500));
-    let st = Command::new("kill").args(["-TERM", &child.id().to_string()]).status().expect("kill");
-    assert!(st.success());
-    let out = child.wait_with_output().expect("wait for compare");
+    let out = run_then_term(&args, Duration::from_millis(6500));
     let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     assert_eq!(out.status.code(), Some(1), "stdout:\n{stdout}\nstderr:\n{stderr}");
     assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
-    let n: usize = stderr
-        .split("stopped by a signal after ")
-        .nth(1)
-        .and_then(|r| r.split_whitespace().next())
-        .and_then(|n| n.parse().ok())
-        .unwrap_or_else(|| panic!("no 'stopped by a signal after N' in: {stderr}"));
+    let n = stopped_after(&stderr);
     assert!(n < 6 && stderr.contains("of 6 runs"), "{stderr}");
     // The runs measured before the signal are printed, each complete, and the table follows.
     assert_eq!(stdout.lines().filter(|l| l.starts_with('[') && l.contains("/6]")).count(), n, "{stdout}");
     assert!(stdout.contains("(stopped early"), "{stdout}");
     // No sender, receiver, iperf3 client or server of this run is left, and no partition.
-    std::thread::sleep(Duration::from_millis(300));
-    for e in std::fs::read_dir("/proc").expect("/proc").flatten() {
-        if let Ok(cmd) = std::fs::read(e.path().join("cmdline")) {
-            let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
-            assert!(!cmd.contains("3145736") || cmd.contains("bench compare"), "left behind: {cmd}");
-        }
-    }
+    assert_none_left("3145736", "bench compare", std::time::Duration::from_millis(300));
     if is_root() {
         let head = stdout.lines().next().unwrap_or_default();
-        let prefix = head.split("partitions '").nth(1).and_then(|r| r.split('\'').next()).expect("a prefix");
-        let ns = Command::new("ip").args(["netns", "list"]).output().expect("ip netns list");
-        assert!(!String::from_utf8_lossy(&ns.stdout).contains(prefix), "partitions {prefix} left behind");
+        assert_partitions_gone(partitions_named_in(head).expect("a prefix"));
     }
 }

@@ -208,9 +208,7 @@ fn soak_across_partitions() {
     let recv_cpus: Vec<u64> =
         doc["placement"]["recv_cpus"].as_array().unwrap().iter().filter_map(Value::as_u64).collect();
     assert!(recv_cpus.contains(&recv_cpu), "receiver on CPU {recv_cpu}, partition 2 has {recv_cpus:?}");
-    let ns = std::process::Command::new("ip").args(["netns", "list"]).output().expect("ip netns list");
-    let ns = String::from_utf8_lossy(&ns.stdout);
-    assert!(!ns.contains(&prefix), "namespaces of {prefix} left behind:\n{ns}");
+    assert_partitions_gone(&prefix);
     assert!(!std::path::Path::new(&format!("/run/wirespeed/{prefix}.json")).exists());
 }
 
@@ -222,16 +220,7 @@ fn soak_stopped_by_a_signal_reports_and_cleans_up() {
     if !is_root() {
         args.push("--loopback");
     }
-    let child = std::process::Command::new(bin())
-        .args(&args)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("start bench soak");
-    std::thread::sleep(std::time::Duration::from_millis(3500));
-    let st = std::process::Command::new("kill").args(["-TERM", &child.id().to_string()]).status().expect("kill");
-    assert!(st.success());
-    let out = child.wait_with_output().expect("wait for bench soak");
+    let out = run_then_term(&args, std::time::Duration::from_millis(3500));
     let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     assert_eq!(out.status.code(), Some(1), "stdout:\n{stdout}\nstderr:\n{stderr}");
     assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
@@ -242,18 +231,10 @@ fn soak_stopped_by_a_signal_reports_and_cleans_up() {
     assert!(stdout.contains("(stopped early)") && stdout.contains("=> stopped after"), "{stdout}");
     assert!(!stdout.contains("zero loss for"), "{stdout}");
     // No sender or receiver of this run is left, and no partition.
-    std::thread::sleep(std::time::Duration::from_millis(200));
-    for e in std::fs::read_dir("/proc").expect("/proc").flatten() {
-        if let Ok(cmd) = std::fs::read(e.path().join("cmdline")) {
-            let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
-            assert!(!cmd.contains("3145752") || cmd.contains("bench soak"), "left behind: {cmd}");
-        }
-    }
+    assert_none_left("3145752", "bench soak", std::time::Duration::from_millis(200));
     if is_root() {
         let head = stdout.lines().next().unwrap_or_default();
-        let prefix = head.split("partitions '").nth(1).and_then(|r| r.split('\'').next()).expect("a prefix");
-        let ns = std::process::Command::new("ip").args(["netns", "list"]).output().expect("ip netns list");
-        assert!(!String::from_utf8_lossy(&ns.stdout).contains(prefix), "partitions {prefix} left behind");
+        assert_partitions_gone(partitions_named_in(head).expect("a prefix"));
     }
 }
 

@@ -299,8 +299,7 @@ fn sweep_across_partitions() {
     }
     let html = std::fs::read_to_string(dir.0.join("report.html")).expect("report.html");
     assert!(html.contains(&format!("partitions '{prefix}'")), "the report names where it ran");
-    let ns = std::process::Command::new("ip").args(["netns", "list"]).output().expect("ip netns list");
-    assert!(!String::from_utf8_lossy(&ns.stdout).contains(&prefix), "partitions {prefix} left behind");
+    assert_partitions_gone(&prefix);
 }
 
 #[test]
@@ -324,16 +323,7 @@ fn sweep_stopped_by_a_signal_keeps_its_results() {
     if !is_root() {
         args.push("--loopback");
     }
-    let child = std::process::Command::new(bin())
-        .args(&args)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("start bench sweep");
-    std::thread::sleep(std::time::Duration::from_millis(3300));
-    let st = std::process::Command::new("kill").args(["-TERM", &child.id().to_string()]).status().expect("kill");
-    assert!(st.success());
-    let out = child.wait_with_output().expect("wait");
+    let out = run_then_term(&args, std::time::Duration::from_millis(3300));
     let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     assert_eq!(out.status.code(), Some(1), "stdout:\n{stdout}\nstderr:\n{stderr}");
     assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
@@ -344,18 +334,11 @@ fn sweep_stopped_by_a_signal_keeps_its_results() {
     assert_eq!(doc["complete"], false);
     assert!(stderr.contains(&format!("after {n} of 3 points")), "{stderr}");
     assert!(dir.0.join("report.html").exists(), "a partial sweep still gets its report");
-    std::thread::sleep(std::time::Duration::from_millis(200));
-    for e in std::fs::read_dir("/proc").expect("/proc").flatten() {
-        if let Ok(cmd) = std::fs::read(e.path().join("cmdline")) {
-            let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
-            assert!(!cmd.contains("3145744") || cmd.contains("bench sweep"), "left behind: {cmd}");
-        }
-    }
+    assert_none_left("3145744", "bench sweep", std::time::Duration::from_millis(200));
     if is_root() {
         let head = stdout.lines().next().unwrap_or_default();
-        if let Some(prefix) = head.split("partitions '").nth(1).and_then(|r| r.split('\'').next()) {
-            let ns = std::process::Command::new("ip").args(["netns", "list"]).output().expect("ip netns list");
-            assert!(!String::from_utf8_lossy(&ns.stdout).contains(prefix), "partitions {prefix} left behind");
+        if let Some(prefix) = partitions_named_in(head) {
+            assert_partitions_gone(prefix);
         }
     }
 }

@@ -219,3 +219,47 @@ pub fn expect_fail(args: &[&str], code: i32, needle: &str) {
     assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: one line expected:\n{err}");
     assert!(!err.contains("panicked"), "{err}");
 }
+
+/// Start `wirespeed ARGS`, send it SIGTERM after `after`, and return what it printed: how the
+/// stop-by-signal tests stop a long benchmark part-way.
+pub fn run_then_term(args: &[&str], after: Duration) -> Output {
+    let child =
+        Command::new(bin()).args(args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("start wirespeed");
+    std::thread::sleep(after);
+    let st = Command::new("kill").args(["-TERM", &child.id().to_string()]).status().expect("kill");
+    assert!(st.success());
+    child.wait_with_output().expect("wait for wirespeed")
+}
+
+/// After `pause`, no process is left whose command line holds `marker` (a distinctive argument
+/// the run gave its children), other than one whose command line holds `owner` (the run itself).
+pub fn assert_none_left(marker: &str, owner: &str, pause: Duration) {
+    std::thread::sleep(pause);
+    for e in std::fs::read_dir("/proc").expect("/proc").flatten() {
+        if let Ok(cmd) = std::fs::read(e.path().join("cmdline")) {
+            let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
+            assert!(!cmd.contains(marker) || cmd.contains(owner), "left behind: {cmd}");
+        }
+    }
+}
+
+/// The partition prefix a bench heading names ("partitions 'PREFIX' over a veth link").
+pub fn partitions_named_in(heading: &str) -> Option<&str> {
+    heading.split("partitions '").nth(1).and_then(|r| r.split('\'').next())
+}
+
+/// No network namespace of the partitions `prefix` is left.
+pub fn assert_partitions_gone(prefix: &str) {
+    let ns = Command::new("ip").args(["netns", "list"]).output().expect("ip netns list");
+    assert!(!String::from_utf8_lossy(&ns.stdout).contains(prefix), "partitions {prefix} left behind");
+}
+
+/// N from "stopped by a signal after N ..." on stderr.
+pub fn stopped_after(stderr: &str) -> usize {
+    stderr
+        .split("stopped by a signal after ")
+        .nth(1)
+        .and_then(|r| r.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no 'stopped by a signal after N' in: {stderr}"))
+}
