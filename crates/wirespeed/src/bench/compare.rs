@@ -7,7 +7,7 @@
 //! wirespeed: A B B A ...), so a slow drift on a shared host (a neighbour waking up, the CPU
 //! clocking down) lands on both tools rather than on whichever always ran second.
 
-use super::peer::{self, Iperf3, PeerPoint};
+use super::peer::{Iperf3, PeerPoint};
 use super::point::{Placement, Point, PointConfig, Runner};
 use crate::plot::{LineChart, Series};
 use crate::units::{self, Rate};
@@ -283,7 +283,7 @@ pub fn run(
         schema: SCHEMA,
         placement: runner.placement(),
         versions: Versions { wirespeed: env!("CARGO_PKG_VERSION").to_string(), iperf3: iperf3.version.clone() },
-        rates: cfg.rates.iter().map(|&r| peer::asked_text(r)).collect(),
+        rates: cfg.rates.iter().map(|&r| super::point::asked_text(r)).collect(),
         sizes: cfg.sizes.clone(),
         duration_s: cfg.duration.as_secs_f64(),
         repeat: cfg.repeat,
@@ -345,8 +345,8 @@ pub fn medians(cfg: &CompareConfig, runs: &[Run]) -> Vec<Cell> {
                 _ => None,
             };
             out.push(Cell {
-                asked: peer::asked_text(rate),
-                asked_bps: peer::asked_bps(rate, size),
+                asked: super::point::asked_text(rate),
+                asked_bps: super::point::asked_bps(rate, size),
                 size,
                 wirespeed: w,
                 iperf3: p,

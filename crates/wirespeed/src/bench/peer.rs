@@ -211,8 +211,8 @@ impl PeerPoint {
         Ok(PeerPoint {
             tool: "iperf3".into(),
             version: c.start.version.clone().or_else(|| s.start.version.clone()).unwrap_or_default(),
-            asked: asked_text(cfg.rate),
-            asked_bps: asked_bps(cfg.rate, size),
+            asked: super::point::asked_text(cfg.rate),
+            asked_bps: super::point::asked_bps(cfg.rate, size),
             size,
             duration_s: cfg.duration.as_secs_f64(),
             achieved_bps: sent_sum.bits_per_second,
@@ -240,26 +240,9 @@ impl PeerPoint {
     }
 }
 
-/// The asked rate as tables show it (as wirespeed's own points do).
-pub(crate) fn asked_text(r: Rate) -> String {
-    match r {
-        Rate::Max => "max".into(),
-        r => r.to_string(),
-    }
-}
-
-/// The asked payload bits/s; `None` when flat out.
-pub(crate) fn asked_bps(r: Rate, size: usize) -> Option<f64> {
-    match r {
-        Rate::Bits(b) => Some(b),
-        Rate::Packets(p) => Some(p * size as f64 * 8.0),
-        Rate::Max => None,
-    }
-}
-
 /// iperf3's `-b`: payload bits/s, whole; 0 is "no limit" for UDP.
 fn bandwidth_arg(r: Rate, size: usize) -> String {
-    match asked_bps(r, size) {
+    match super::point::asked_bps(r, size) {
         Some(b) => format!("{}", b.round().max(1.0) as u64),
         None => "0".into(),
     }

@@ -545,8 +545,26 @@ fn current_exe() -> Result<PathBuf> {
     std::env::current_exe().map_err(|e| Error::Runtime(format!("cannot find this program's path: {e}")))
 }
 
-/// The `--rate` argument a child `send` reads back as the same rate.
-fn rate_arg(r: Rate) -> String {
+/// The asked rate as tables show it ("1.02 Gb/s", "500.0 kpps", "max"), for every tool's points.
+pub(crate) fn asked_text(r: Rate) -> String {
+    match r {
+        Rate::Max => "max".into(),
+        r => r.to_string(),
+    }
+}
+
+/// The asked payload bits/s of `size`-byte datagrams; `None` when flat out.
+pub(crate) fn asked_bps(r: Rate, size: usize) -> Option<f64> {
+    match r {
+        Rate::Bits(b) => Some(b),
+        Rate::Packets(p) => Some(p * size as f64 * 8.0),
+        Rate::Max => None,
+    }
+}
+
+/// The `--rate` argument a child `send` reads back as the same rate (also a sweep's key for a
+/// rate: exact and stable).
+pub(crate) fn rate_arg(r: Rate) -> String {
     match r {
         Rate::Bits(b) => format!("{b}"),
         Rate::Packets(p) => format!("{p}pps"),
@@ -768,18 +786,11 @@ impl Point {
         let t = &r.total;
         let end_of_stream = r.stopped_by == "end of stream" && r.streams_without_end == 0;
         let missing = s.sent.saturating_sub(t.received);
-        let asked_bps = match cfg.rate {
-            Rate::Bits(b) => Some(b),
-            Rate::Packets(p) => Some(p * cfg.size as f64 * 8.0),
-            Rate::Max => None,
-        };
+        let asked_bps = asked_bps(cfg.rate, cfg.size);
         let received_bps =
             if s.elapsed_s > 0.0 { t.received as f64 * cfg.size as f64 * 8.0 / s.elapsed_s } else { 0.0 };
         Point {
-            asked: match cfg.rate {
-                Rate::Max => "max".into(),
-                r => r.to_string(),
-            },
+            asked: asked_text(cfg.rate),
             asked_bps,
             size: cfg.size,
             duration_s: cfg.duration.as_secs_f64(),

@@ -91,11 +91,7 @@ impl Planned {
 /// A rate as a stable string, the same as the child `send --rate` argument: `8000000000`,
 /// `500000pps`, `max`.
 pub fn rate_key(r: Rate) -> String {
-    match r {
-        Rate::Bits(b) => format!("{b}"),
-        Rate::Packets(p) => format!("{p}pps"),
-        Rate::Max => "max".into(),
-    }
+    super::point::rate_arg(r)
 }
 
 /// One measured point of a sweep.
