@@ -601,3 +601,84 @@ impl Reflector {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cidr_parses_matches_and_refuses_nonsense() {
+        let c: Cidr = "198.18.0.0/15".parse().unwrap();
+        assert!(c.contains("198.19.255.1".parse().unwrap()));
+        assert!(!c.contains("198.20.0.1".parse().unwrap()));
+        // An IPv4 client on a dual-stack socket arrives IPv4-mapped.
+        assert!(c.contains("::ffff:198.18.0.9".parse().unwrap()));
+        assert!(!c.contains("2001:db8::1".parse().unwrap()));
+        let host: Cidr = "10.1.2.3".parse().unwrap();
+        assert_eq!(host.to_string(), "10.1.2.3/32");
+        assert!(host.contains("10.1.2.3".parse().unwrap()) && !host.contains("10.1.2.4".parse().unwrap()));
+        let v6: Cidr = "2001:db8::/32".parse().unwrap();
+        assert!(v6.contains("2001:db8:ffff::1".parse().unwrap()) && !v6.contains("10.0.0.1".parse().unwrap()));
+        let any: Cidr = "0.0.0.0/0".parse().unwrap();
+        assert!(any.contains("203.0.113.7".parse().unwrap()));
+        for bad in ["nonsense", "10.0.0.0/33", "10.0.0.0/x", "::/129", "", "10.0.0.0/"] {
+            assert!(bad.parse::<Cidr>().unwrap_err().contains("is not a network"), "{bad}");
+        }
+        assert!("10.0.0.1/8".parse::<Cidr>().unwrap_err().contains("did you mean 10.0.0.0/8"));
+    }
+
+    #[test]
+    fn token_bucket_is_exact_and_per_address() {
+        let mut cap = RateCap::new(1000.0, 5);
+        let a: IpAddr = "192.0.2.1".parse().unwrap();
+        let b: IpAddr = "192.0.2.2".parse().unwrap();
+        let t = 1_000_000_000;
+        assert_eq!((0..20).filter(|_| cap.take(a, t)).count(), 5);
+        assert_eq!((0..20).filter(|_| cap.take(b, t)).count(), 5, "a bucket of its own");
+        // 1000/s refills one token per ms, never beyond the burst.
+        assert!(cap.take(a, t + 1_000_000) && !cap.take(a, t + 1_000_000));
+        assert_eq!((0..20).filter(|_| cap.take(a, t + 60_000_000_000)).count(), 5);
+    }
+
+    #[test]
+    fn a_full_table_evicts_and_never_allocates() {
+        let mut cap = RateCap::new(1.0, 2);
+        for i in 0..(RATE_TABLE as u32 * 4) {
+            let ip = IpAddr::V4(std::net::Ipv4Addr::from(0x0a00_0000 + i));
+            assert!(cap.take(ip, u64::from(i)), "a newcomer starts with a full bucket");
+        }
+        assert_eq!(cap.slots.len(), RATE_TABLE);
+    }
+
+    #[test]
+    fn the_gate_counts_each_reason() {
+        let mut gate = Gate {
+            own_port: 7149,
+            allow: vec!["127.0.0.0/8".parse().unwrap()],
+            allow_low_ports: false,
+            cap: Some(RateCap::new(0.001, 1)),
+        };
+        let mut probe_buf = vec![0u8; 64];
+        probe::init(&mut probe_buf, 1);
+        let mut reply = probe_buf.clone();
+        probe::mark_reply(&mut reply);
+        let src = |s: &str| Some(s.parse::<SocketAddr>().unwrap());
+        let mut r = Refused::default();
+        assert!(!gate.admit(src("127.0.0.1:7149"), &probe_buf, 0, &mut r));
+        assert!(!gate.admit(src("127.0.0.1:7"), &probe_buf, 0, &mut r));
+        assert!(!gate.admit(src("127.0.0.1:0"), &probe_buf, 0, &mut r));
+        assert!(!gate.admit(src("10.0.0.1:40000"), &probe_buf, 0, &mut r));
+        assert!(!gate.admit(src("127.0.0.1:40000"), &reply, 0, &mut r));
+        assert!(!gate.admit(src("127.0.0.1:40000"), b"hello", 0, &mut r));
+        assert!(gate.admit(src("127.0.0.1:40000"), &probe_buf, 0, &mut r));
+        assert!(!gate.admit(src("127.0.0.1:40001"), &probe_buf, 0, &mut r), "same address, same bucket");
+        assert_eq!(
+            r,
+            Refused { total: 7, own_port: 1, low_port: 2, not_allowed: 1, reply: 1, not_probe: 1, rate_capped: 1 }
+        );
+        gate.allow_low_ports = true;
+        gate.cap = None;
+        assert!(gate.admit(src("127.0.0.1:7"), &probe_buf, 0, &mut r));
+        assert!(!gate.admit(src("127.0.0.1:0"), &probe_buf, 0, &mut r), "port 0 is never a client");
+    }
+}
