@@ -313,6 +313,8 @@ struct RateCap {
     burst: f64,
     salt: u64,
     slots: Box<[Bucket]>,
+    /// The slot used last.
+    last: usize,
 }
 
 /// Slots looked at for one address.
@@ -324,52 +326,61 @@ impl RateCap {
         // A random salt: a sender cannot pick addresses that all land in one neighbourhood.
         let salt = std::collections::hash_map::RandomState::new().build_hasher().finish() | 1;
         let empty = Bucket { key: 0, used: false, tokens: 0.0, last_ns: 0 };
-        RateCap { per_ns: pps / 1e9, burst: burst as f64, salt, slots: vec![empty; RATE_TABLE].into_boxed_slice() }
+        RateCap {
+            per_ns: pps / 1e9,
+            burst: burst as f64,
+            salt,
+            slots: vec![empty; RATE_TABLE].into_boxed_slice(),
+            last: 0,
+        }
     }
 
     /// Take a token for `ip` at `now`; false when its bucket is empty.
     #[inline]
     fn take(&mut self, ip: IpAddr, now: u64) -> bool {
+        // IPv4 as IPv4-mapped IPv6: one key whether it came on an IPv4 or a dual-stack socket.
         let key = match ip {
             IpAddr::V4(a) => u128::from(a.to_ipv6_mapped()),
             IpAddr::V6(a) => u128::from(a),
         };
-        let h = ((key as u64) ^ ((key >> 64) as u64)).wrapping_add(self.salt).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        let base = (h >> 32) as usize;
-        let mut pick = None;
-        for k in 0..RATE_PROBES {
-            let i = (base + k) % RATE_TABLE;
-            let b = &self.slots[i];
-            if b.used && b.key == key {
-                pick = Some((i, true));
-                break;
-            }
-            let better = match pick {
-                None => true,
-                Some((j, _)) => {
-                    let o = &self.slots[j];
-                    o.used && (!b.used || b.last_ns < o.last_ns)
-                }
-            };
-            if better {
-                pick = Some((i, false));
-            }
-        }
-        let (i, found) = pick.expect("RATE_PROBES > 0");
-        let b = &mut self.slots[i];
-        if !found {
-            *b = Bucket { key, used: true, tokens: self.burst, last_ns: now };
+        // The last client's slot first: a ping's probes come in runs from one address.
+        let i = if self.slots[self.last].used && self.slots[self.last].key == key {
+            self.last
         } else {
-            let refill = now.saturating_sub(b.last_ns) as f64 * self.per_ns;
-            b.tokens = (b.tokens + refill).min(self.burst);
-            b.last_ns = now;
-        }
+            let i = self.find(key, now);
+            self.last = i;
+            i
+        };
+        let b = &mut self.slots[i];
+        let refill = now.saturating_sub(b.last_ns) as f64 * self.per_ns;
+        b.tokens = (b.tokens + refill).min(self.burst);
+        b.last_ns = now;
         if b.tokens >= 1.0 {
             b.tokens -= 1.0;
             true
         } else {
             false
         }
+    }
+
+    /// The slot of `key`, or a fresh one (a full bucket) in place of an empty or the idlest.
+    fn find(&mut self, key: u128, now: u64) -> usize {
+        let h = ((key as u64) ^ ((key >> 64) as u64)).wrapping_add(self.salt).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        let base = (h >> 32) as usize;
+        let mut pick = base % RATE_TABLE;
+        for k in 0..RATE_PROBES {
+            let i = (base + k) % RATE_TABLE;
+            let b = &self.slots[i];
+            if b.used && b.key == key {
+                return i;
+            }
+            let p = &self.slots[pick];
+            if p.used && (!b.used || b.last_ns < p.last_ns) {
+                pick = i;
+            }
+        }
+        self.slots[pick] = Bucket { key, used: true, tokens: self.burst, last_ns: now };
+        pick
     }
 }
 
@@ -402,7 +413,7 @@ impl Gate {
                 probe::Kind::Probe => {
                     let within = match self.cap.as_mut() {
                         None => true,
-                        Some(cap) => cap.take(src.ip().to_canonical(), now),
+                        Some(cap) => cap.take(src.ip(), now),
                     };
                     if within {
                         return true;
