@@ -119,7 +119,12 @@ fn policy_text(cfg: &ReflectConfig) -> String {
         format!("sources in {}", cfg.allow.iter().map(|c| c.to_string()).collect::<Vec<_>>().join(", "))
     };
     let cap = if cfg.max_pps_per_client > 0.0 {
-        format!("at most {} per client (burst {})", units::pps(cfg.max_pps_per_client), cfg.burst())
+        let rate = if cfg.max_pps_per_client >= 1.0 {
+            units::pps(cfg.max_pps_per_client)
+        } else {
+            format!("{} pps", cfg.max_pps_per_client)
+        };
+        format!("at most {rate} per client (burst {})", cfg.burst())
     } else {
         "no per-client cap".to_string()
     };
