@@ -3,8 +3,10 @@
 //! cap), and `ping` never counts a forged or stray datagram as a reply or a latency sample.
 //!
 //! Synchronisation is by round trip, never by sleeping: after the datagrams under test, one
-//! real probe (or a short ping run) is answered, and the reflector handles its socket's queue
-//! in order, so everything sent before it has been decided when its reply is back.
+//! real probe is answered, and the reflector handles its socket's queue in order, so everything
+//! sent before it has been decided when its reply is back. The order in that queue is the order
+//! of sending only if every datagram passes through one CPU's loopback backlog, so the sending
+//! thread and the reflector are pinned to one CPU.
 
 mod common;
 use common::*;
@@ -29,6 +31,28 @@ fn probe(session: u32, seq: u64, sent_ns: u64, reply: bool) -> Vec<u8> {
 
 fn hex(b: &[u8]) -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+/// The first CPU this process may run on.
+fn first_cpu() -> String {
+    let status = std::fs::read_to_string("/proc/self/status").expect("/proc/self/status");
+    let list = status.lines().find_map(|l| l.strip_prefix("Cpus_allowed_list:")).expect("Cpus_allowed_list");
+    list.trim().split([',', '-']).next().expect("a CPU").to_string()
+}
+
+/// Pin the calling thread to [`first_cpu`] (with taskset: the tests link no libc).
+fn pin_this_thread() {
+    let me = std::fs::read_link("/proc/thread-self").expect("/proc/thread-self");
+    let tid = me.file_name().expect("thread id").to_string_lossy().to_string();
+    sh(&["taskset", "-p", "-c", &first_cpu(), &tid]);
+}
+
+/// Start a reflector pinned to [`first_cpu`] (so its replies also leave in order).
+fn reflector(prefix: &[&str], listen: &str, args: &[&str]) -> Receiver {
+    let cpu = first_cpu();
+    let mut all = vec!["--json", "--duration", LIFE, "--cpu", &cpu];
+    all.extend_from_slice(args);
+    spawn_cmd_with(prefix, "reflect", listen, &all)
 }
 
 /// A client socket on `addr` with a receive timeout (a missing reply fails, never hangs).
@@ -61,35 +85,48 @@ fn refused(refl: &Value, why: &str) -> u64 {
     u(&refl["refused"], why)
 }
 
-/// Send one UDP datagram with a forged source, through a raw socket (root), from inside `ns`.
-fn spoof(ns: &Netns, src: &str, sport: u16, dst: &str, dport: u16, payload: &[u8]) {
+/// Inside `ns`, on [`first_cpu`]: send each (source address, source port, payload) to
+/// `dst:dport` with that forged source through a raw socket (root), then, as a probe from a
+/// real socket, each of `sync` in turn, waiting for its answer: when the last answer is back,
+/// every reflector asked has decided about everything sent before.
+fn spoof_then_sync(ns: &Netns, forged: &[(&str, u16, &str, u16, Vec<u8>)], sync: &[u16]) {
     const SCRIPT: &str = r#"
-import socket, struct, sys
+import os, socket, struct, sys
+os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
 def csum(b):
     if len(b) % 2: b += b'\0'
     s = sum(struct.unpack('!%dH' % (len(b) // 2), b))
     while s >> 16: s = (s & 0xffff) + (s >> 16)
     return (~s) & 0xffff
-src, sport, dst, dport, payload = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4]), bytes.fromhex(sys.argv[5])
-ulen = 8 + len(payload)
-pseudo = socket.inet_aton(src) + socket.inet_aton(dst) + struct.pack('!BBH', 0, 17, ulen)
-c = csum(pseudo + struct.pack('!HHHH', sport, dport, ulen, 0) + payload) or 0xffff
-udp = struct.pack('!HHHH', sport, dport, ulen, c)
-ip = struct.pack('!BBHHHBBH4s4s', 0x45, 0, 20 + ulen, 1, 0, 64, 17, 0, socket.inet_aton(src), socket.inet_aton(dst))
-s = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_RAW)
-s.sendto(ip + udp + payload, (dst, 0))
+raw = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_RAW)
+args = sys.argv[1:]
+while args[0] != '--':
+    src, sport, dst, dport, payload = args[0], int(args[1]), args[2], int(args[3]), bytes.fromhex(args[4])
+    args = args[5:]
+    ulen = 8 + len(payload)
+    pseudo = socket.inet_aton(src) + socket.inet_aton(dst) + struct.pack('!BBH', 0, 17, ulen)
+    c = csum(pseudo + struct.pack('!HHHH', sport, dport, ulen, 0) + payload) or 0xffff
+    udp = struct.pack('!HHHH', sport, dport, ulen, c)
+    ip = struct.pack('!BBHHHBBH4s4s', 0x45, 0, 20 + ulen, 1, 0, 64, 17, 0,
+                     socket.inet_aton(src), socket.inet_aton(dst))
+    raw.sendto(ip + udp + payload, (dst, 0))
+probe = bytes.fromhex(args[1])
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.bind(('127.0.0.1', 0))
+s.settimeout(10)
+for port in args[2:]:
+    s.sendto(probe, ('127.0.0.1', int(port)))
+    data, peer = s.recvfrom(2048)
+    assert peer[1] == int(port) and data[4:] == probe[4:], (peer, data[:24])
 "#;
-    let (sp, dp) = (sport.to_string(), dport.to_string());
-    ns.exec(&["python3", "-c", SCRIPT, src, &sp, dst, &dp, &hex(payload)]);
-}
-
-/// `wirespeed ping TARGET` for `count` probes inside `ns`: all answered.
-fn ping_in(ns: &Netns, target: &str, count: u64) {
-    let n = count.to_string();
-    let out = run_prefixed(&ns.prefix(), &["ping", target, "--pps", "1000", "--count", &n, "--json", "--no-files"]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let doc = json(&String::from_utf8_lossy(&out.stdout));
-    assert_eq!(u(&doc["runs"][0]["replies"], "received"), count, "{doc}");
+    let mut cmd: Vec<String> = vec!["python3".into(), "-c".into(), SCRIPT.into()];
+    for (src, sport, dst, dport, payload) in forged {
+        cmd.extend([src.to_string(), sport.to_string(), dst.to_string(), dport.to_string(), hex(payload)]);
+    }
+    cmd.extend(["--".into(), hex(&probe(0x5157_0002, 0, 1, false))]);
+    cmd.extend(sync.iter().map(|p| p.to_string()));
+    let cmd: Vec<&str> = cmd.iter().map(|s| s.as_str()).collect();
+    ns.exec(&cmd);
 }
 
 #[test]
@@ -99,17 +136,19 @@ fn a_datagram_forged_from_the_reflectors_own_port_is_never_answered() {
     // address and port, and one from another of its addresses with its port, would each make
     // it answer itself forever (520,000 times in 3 s before this fix).
     let ns = Netns::new("self");
-    let r = spawn_cmd_with(&ns.prefix(), "reflect", "0.0.0.0:0", &["--json", "--duration", LIFE]);
+    let r = reflector(&ns.prefix(), "0.0.0.0:0", &[]);
     let p = r.port;
     let payload = probe(7, 0, 1, false);
-    spoof(&ns, "127.0.0.1", p, "127.0.0.1", p, &payload);
-    spoof(&ns, "127.0.0.2", p, "127.0.0.1", p, &payload);
-    ping_in(&ns, &format!("127.0.0.1:{p}"), 10);
+    spoof_then_sync(
+        &ns,
+        &[("127.0.0.1", p, "127.0.0.1", p, payload.clone()), ("127.0.0.2", p, "127.0.0.1", p, payload)],
+        &[p],
+    );
     let refl = stop_reflector(r);
-    assert_eq!((u(&refl, "received"), u(&refl, "reflected")), (12, 10), "{refl}");
+    assert_eq!((u(&refl, "received"), u(&refl, "reflected")), (3, 1), "{refl}");
     assert_eq!((refused(&refl, "own_port"), refused(&refl, "total")), (2, 2), "{refl}");
     let clients = refl["clients"].as_array().expect("clients");
-    assert_eq!(clients.len(), 1, "only ping was answered: {refl}");
+    assert_eq!(clients.len(), 1, "only the true client was answered: {refl}");
     assert!(!clients[0]["addr"].as_str().unwrap().ends_with(&format!(":{p}")), "{refl}");
 }
 
@@ -119,21 +158,21 @@ fn two_reflectors_joined_by_a_forged_datagram_exchange_one_message() {
     // A probe forged from reflector B to reflector A: A answers B once, with a reply, and B
     // refuses the reply (before this fix the two echoed it between them forever).
     let ns = Netns::new("pair");
-    let a = spawn_cmd_with(&ns.prefix(), "reflect", "127.0.0.1:0", &["--json", "--duration", LIFE]);
-    let b = spawn_cmd_with(&ns.prefix(), "reflect", "127.0.0.1:0", &["--json", "--duration", LIFE]);
-    spoof(&ns, "127.0.0.1", b.port, "127.0.0.1", a.port, &probe(7, 0, 1, false));
-    ping_in(&ns, &format!("127.0.0.1:{}", a.port), 10);
-    ping_in(&ns, &format!("127.0.0.1:{}", b.port), 10);
+    let a = reflector(&ns.prefix(), "127.0.0.1:0", &[]);
+    let b = reflector(&ns.prefix(), "127.0.0.1:0", &[]);
+    // A answers the sync probe after its answer to B; B answers it after A's answer arrived.
+    spoof_then_sync(&ns, &[("127.0.0.1", b.port, "127.0.0.1", a.port, probe(7, 0, 1, false))], &[a.port, b.port]);
     let (ra, rb) = (stop_reflector(a), stop_reflector(b));
-    assert_eq!((u(&ra, "received"), u(&ra, "reflected")), (11, 11), "{ra}");
-    assert_eq!((u(&rb, "received"), u(&rb, "reflected")), (11, 10), "{rb}");
+    assert_eq!((u(&ra, "received"), u(&ra, "reflected")), (2, 2), "{ra}");
+    assert_eq!((u(&rb, "received"), u(&rb, "reflected")), (2, 1), "{rb}");
     assert_eq!(refused(&ra, "total"), 0, "{ra}");
     assert_eq!((refused(&rb, "reply"), refused(&rb, "total")), (1, 1), "{rb}");
 }
 
 #[test]
 fn replies_and_non_probes_are_not_answered() {
-    let r = spawn_cmd_with(&[], "reflect", "127.0.0.1:0", &["--json", "--duration", LIFE]);
+    pin_this_thread();
+    let r = reflector(&[], "127.0.0.1:0", &[]);
     let target: SocketAddr = format!("127.0.0.1:{}", r.port).parse().unwrap();
     let s = client("127.0.0.1:0");
     s.send_to(&probe(9, 3, 1, true), target).expect("send a reply-shaped datagram");
@@ -151,12 +190,8 @@ fn replies_and_non_probes_are_not_answered() {
 
 #[test]
 fn allow_refuses_other_sources_and_counts_them() {
-    let r = spawn_cmd_with(
-        &[],
-        "reflect",
-        "127.0.0.1:0",
-        &["--json", "--duration", LIFE, "--allow", "127.0.0.2/32", "--allow", "::1"],
-    );
+    pin_this_thread();
+    let r = reflector(&[], "127.0.0.1:0", &["--allow", "127.0.0.2/32", "--allow", "::1"]);
     let target: SocketAddr = format!("127.0.0.1:{}", r.port).parse().unwrap();
     let outsider = client("127.0.0.1:0");
     for seq in 0..5 {
@@ -184,11 +219,10 @@ fn low_port_client() -> UdpSocket {
 #[test]
 #[ignore = "needs root"]
 fn low_source_ports_are_refused_unless_allowed() {
+    pin_this_thread();
     let low = low_port_client();
     for extra in [&[][..], &["--allow-low-ports"][..]] {
-        let mut args = vec!["--json", "--duration", LIFE];
-        args.extend_from_slice(extra);
-        let r = spawn_cmd_with(&[], "reflect", "127.0.0.1:0", &args);
+        let r = reflector(&[], "127.0.0.1:0", extra);
         let target: SocketAddr = format!("127.0.0.1:{}", r.port).parse().unwrap();
         if extra.is_empty() {
             low.send_to(&probe(1, 0, 1, false), target).expect("send from a low port");
@@ -209,12 +243,8 @@ fn the_per_client_cap_refuses_exactly_what_exceeds_the_burst() {
     // A bucket of 5 that refills one token per 1000 s: of 20 probes sent at once, exactly 5
     // are answered and 15 refused, however slowly the machine runs. Another client has a
     // bucket of its own.
-    let r = spawn_cmd_with(
-        &[],
-        "reflect",
-        "127.0.0.1:0",
-        &["--json", "--duration", LIFE, "--max-pps-per-client", "0.001", "--client-burst", "5"],
-    );
+    pin_this_thread();
+    let r = reflector(&[], "127.0.0.1:0", &["--max-pps-per-client", "0.001", "--client-burst", "5"]);
     let target: SocketAddr = format!("127.0.0.1:{}", r.port).parse().unwrap();
     let busy = client("127.0.0.1:0");
     for seq in 0..20 {
@@ -240,7 +270,10 @@ fn ping_counts_forged_replies_as_strays_never_as_samples() {
     let sock = UdpSocket::bind("127.0.0.1:0").expect("bind");
     let target = format!("127.0.0.1:{}", sock.local_addr().expect("addr").port());
     sock.set_read_timeout(Some(Duration::from_millis(1500))).expect("timeout");
+    // Pinned, so that the forgeries reach ping before the true echo: ping stops at its last
+    // reply and must have read every forgery by then.
     let echo = std::thread::spawn(move || {
+        pin_this_thread();
         let mut buf = [0u8; 2048];
         let mut n = 0u64;
         while let Ok((len, from)) = sock.recv_from(&mut buf) {
