@@ -13,7 +13,7 @@ use std::time::Duration;
 use wirespeed::error::{parse_listen, resolve};
 use wirespeed::latency::linerate::{self, Layer};
 use wirespeed::latency::ping::{self, PingConfig, PingReport};
-use wirespeed::latency::reflect::{ReflectConfig, Reflector};
+use wirespeed::latency::reflect::{Cidr, ReflectConfig, Reflector};
 use wirespeed::latency::report::{self, Row};
 use wirespeed::testbed::{self, pair::Pair};
 use wirespeed::units::{self, Rate};
@@ -41,9 +41,40 @@ pub struct ReflectArgs {
     /// Datagrams per receive (and send) call.
     #[arg(long, default_value_t = 64)]
     batch: usize,
+    /// Answer only sources in this network: ADDRESS or ADDRESS/BITS, e.g. 198.18.0.0/15
+    /// (repeatable). Default: any source, as a reflector is there to be pinged from wherever
+    /// the test runs; the other rules below still hold.
+    #[arg(long = "allow", value_name = "CIDR")]
+    allow: Vec<String>,
+    /// Also answer source ports below 1024. They are refused by default: system services (echo,
+    /// chargen, DNS) live there, and answering them is how a forged datagram starts a loop.
+    #[arg(long)]
+    allow_low_ports: bool,
+    /// Most probes per second answered to one source address; 0 = no cap. The default is
+    /// ping's own maximum --pps, so no wirespeed ping is throttled; lower it on an exposed host.
+    #[arg(long, value_name = "PPS", default_value = "10000000")]
+    max_pps_per_client: String,
+    /// Probes one source may send back to back beyond its cap (the token bucket's size).
+    /// Default: 100 ms at the cap, at least 64.
+    #[arg(long, value_name = "N")]
+    client_burst: Option<String>,
     /// Print one JSON document (schema wirespeed.reflect/1) instead of the summary.
     #[arg(long)]
     json: bool,
+}
+
+/// A per-client cap: probes per second as a number (fractions allowed) or as 10kpps; 0 = none.
+fn parse_client_cap(s: &str) -> Result<f64, Error> {
+    let v = match Rate::parse(s) {
+        Ok(Rate::Packets(p)) => Some(p),
+        _ => s.trim().replace('_', "").parse::<f64>().ok(),
+    };
+    match v {
+        Some(v) if v.is_finite() && (0.0..=1e12).contains(&v) => Ok(v),
+        _ => Err(Error::Usage(format!(
+            "--max-pps-per-client '{s}' is not a rate: give probes per second, e.g. 100000 or 100kpps, or 0 for no cap"
+        ))),
+    }
 }
 
 pub fn cmd_reflect(a: ReflectArgs) -> Result<u8, Error> {
@@ -57,9 +88,19 @@ pub fn cmd_reflect(a: ReflectArgs) -> Result<u8, Error> {
     cfg.cpu = a.cpu;
     cfg.spin = a.spin;
     cfg.batch = a.batch;
+    cfg.allow = a.allow.iter().map(|c| c.parse::<Cidr>().map_err(Error::Usage)).collect::<Result<_, _>>()?;
+    cfg.allow_low_ports = a.allow_low_ports;
+    cfg.max_pps_per_client = parse_client_cap(&a.max_pps_per_client)?;
+    cfg.client_burst = match &a.client_burst {
+        Some(b) => Some(units::parse_count(b).map_err(|e| Error::Usage(format!("--client-burst: {e}")))?),
+        None => None,
+    };
     let r = Reflector::bind(&cfg)?;
     let addr = r.local_addr().map(|a| a.to_string()).unwrap_or_else(|| listen.to_string());
-    eprintln!("wirespeed reflect: listening on {addr} (every datagram goes back to its sender); Ctrl-C stops");
+    eprintln!(
+        "wirespeed reflect: listening on {addr} (every wirespeed probe goes back to its sender; {}); Ctrl-C stops",
+        policy_text(&cfg)
+    );
     let stop = sys::install_stop_handler();
     let rep = r.run(&cfg, stop, None)?;
     if a.json {
@@ -68,6 +109,26 @@ pub fn cmd_reflect(a: ReflectArgs) -> Result<u8, Error> {
         print!("{}", rep.human());
     }
     Ok(0)
+}
+
+/// The reflector's answering rules in a few words, for its start line.
+fn policy_text(cfg: &ReflectConfig) -> String {
+    let who = if cfg.allow.is_empty() {
+        "any source".to_string()
+    } else {
+        format!("sources in {}", cfg.allow.iter().map(|c| c.to_string()).collect::<Vec<_>>().join(", "))
+    };
+    let cap = if cfg.max_pps_per_client > 0.0 {
+        let rate = if cfg.max_pps_per_client >= 1.0 {
+            units::pps(cfg.max_pps_per_client)
+        } else {
+            format!("{} pps", cfg.max_pps_per_client)
+        };
+        format!("at most {rate} per client (burst {})", cfg.burst())
+    } else {
+        "no per-client cap".to_string()
+    };
+    format!("{who}{}, {cap}", if cfg.allow_low_ports { "" } else { " with ports 1024 and up" })
 }
 
 #[derive(Args, Clone)]

@@ -211,7 +211,9 @@ pub struct PingReport {
     pub send_errors: u64,
     /// The reply ledger: received (unique), lost, late (out of order), duplicate, invalid...
     pub replies: LedgerCounts,
-    /// Replies to another ping run (a different session number).
+    /// Datagrams that were not replies to this run's probes: another run's (session number),
+    /// from a source other than the target, for a probe never sent, or carrying a send time
+    /// its probe did not leave with (forged). Never counted as replies or latency samples.
     pub strays: u64,
     /// Where the lost replies are, by probe number.
     pub lost_ranges: Vec<GapRange>,
@@ -422,7 +424,15 @@ fn probe_loop(
     let target = cfg.target;
     let planned = cfg.planned();
     let period_ns = 1e9 / cfg.pps;
-    let session = (sys::realtime_ns() as u32) ^ (std::process::id().rotate_left(16));
+    let session = probe::new_session();
+    // The send time of each recent probe, by sequence number: a reply counts only if it carries
+    // exactly the time its probe left with, so a forged or stray datagram (even one that guessed
+    // the session) never becomes a reply or a latency sample. Allocated once: ten seconds of
+    // probes, within 4096..2^21 entries.
+    let sent_len = ((cfg.pps * 10.0) as usize).clamp(4096, 1 << 21).next_power_of_two();
+    let mut sent_at = vec![0u64; sent_len];
+    let sent_mask = sent_len as u64 - 1;
+    let peer = (target.ip().to_canonical(), target.port());
     let mut buf = vec![0u8; cfg.size];
     probe::init(&mut buf, session);
     let mut batch = sys::RecvBatch::new(64, cfg.size.max(2048) + 1);
@@ -485,6 +495,7 @@ fn probe_loop(
                         first_tx = t;
                     }
                     last_tx = t;
+                    sent_at[(seq & sent_mask) as usize] = t;
                     let _ = lateness.record((t - due(slot)).max(1));
                     outstanding = Some((seq, t));
                     seq += 1;
@@ -515,6 +526,7 @@ fn probe_loop(
                             first_tx = t;
                         }
                         last_tx = t;
+                        sent_at[(seq & sent_mask) as usize] = t;
                         seq += 1;
                         let _ = lateness.record((t - due(slot)).max(1));
                     }
@@ -582,12 +594,19 @@ fn probe_loop(
                     continue;
                 }
             };
-            if p.session != session {
+            // Not a reply to a probe of this run: another run's (session), a forged or stray
+            // datagram (a source other than the target, a probe never sent, a send time the
+            // probe did not leave with), or one too old to check. The socket is connected, so
+            // the kernel already drops other sources; the check keeps that promise here too.
+            let from_peer = meta.src.is_some_and(|a| (a.ip().to_canonical(), a.port()) == peer);
+            if !from_peer
+                || p.session != session
+                || p.seq >= seq
+                || seq - p.seq > sent_len as u64
+                || sent_at[(p.seq & sent_mask) as usize] != p.sent_ns
+                || p.sent_ns > rx
+            {
                 strays += 1;
-                continue;
-            }
-            if p.seq >= seq || p.sent_ns > rx || p.sent_ns < start {
-                ledger.invalid();
                 continue;
             }
             use crate::ledger::Outcome;

@@ -652,6 +652,14 @@ impl EchoBatch {
         self.rx.meta(i)
     }
 
+    /// The bytes of datagram `i` of the last `recv`, writable: the reflector reads what it
+    /// received and marks its answer as a reply before it goes back.
+    #[inline]
+    pub fn data_mut(&mut self, i: usize) -> &mut [u8] {
+        let len = (self.rx.hdrs[i].msg_len as usize).min(self.rx.buf_size);
+        &mut self.rx.bufs[i * self.rx.buf_size..i * self.rx.buf_size + len]
+    }
+
     /// Send datagrams `from..n` of the last `recv` back to their sources (on an unconnected
     /// socket); returns how many the kernel took. An error concerns datagram `from`.
     pub fn echo(&mut self, fd: RawFd, from: usize, n: usize) -> io::Result<usize> {
