@@ -210,7 +210,7 @@ impl Runner {
     /// Two partitions joined by a veth link (MTU 9000), one core each: the sender in partition
     /// 1, the receiver in partition 2. Needs CAP_NET_ADMIN; removed when the runner is dropped.
     pub fn partitions(stop: &'static AtomicBool) -> Result<Runner> {
-        let pair = Pair::create("wsbench").map_err(|e| {
+        let pair = Pair::create("wsbench", "bench").map_err(|e| {
             Error::Runtime(format!("cannot make the two partitions ({e}); --loopback runs the benchmark on loopback"))
         })?;
         Ok(Runner { exe: current_exe()?, place: Where::Partitions(pair), stop, record: None })
@@ -266,12 +266,15 @@ impl Runner {
     }
 
     /// A command for `args` run by this binary in partition `partition` (1 sends, 2 receives),
-    /// or plainly on loopback; peers' commands go through [`Runner::tool_command`].
+    /// or plainly on loopback; peers' commands go through [`Runner::tool_command`]. The child
+    /// dies with this process (`sys::die_with_parent`), so a killed benchmark leaves no sender
+    /// or receiver running.
     pub(crate) fn command(&self, partition: u32, args: &[String]) -> Command {
         match &self.place {
             Where::Loopback { .. } => {
                 let mut c = Command::new(&self.exe);
                 c.args(args);
+                sys::die_with_parent(&mut c);
                 c
             }
             Where::Partitions(p) => p.command(partition, args),
@@ -281,9 +284,10 @@ impl Runner {
     /// A command for another program (`iperf3`, `sockperf`, ...) placed like this binary's own
     /// children: in partition `partition` (1 sends, 2 receives) through `partition exec`, or on
     /// loopback pinned with `taskset` to the CPU that side's own child would get, so a peer is
-    /// measured on the same cores as wirespeed.
+    /// measured on the same cores as wirespeed. It dies with this process, like
+    /// [`Runner::command`]'s.
     pub(crate) fn tool_command(&self, partition: u32, program: &str, args: &[String]) -> Command {
-        match &self.place {
+        let mut cmd = match &self.place {
             Where::Loopback { send_cpu, recv_cpu } => {
                 let cpu = if partition == 1 { *send_cpu } else { *recv_cpu };
                 match cpu {
@@ -299,13 +303,11 @@ impl Runner {
                     }
                 }
             }
-            Where::Partitions(p) => {
-                let mut cmd = Command::new(&self.exe);
-                cmd.args(["partition", "--prefix", &p.prefix, "exec", &partition.to_string(), "--", program])
-                    .args(args);
-                cmd
-            }
-        }
+            // Pair's commands already die with this process.
+            Where::Partitions(p) => return p.tool_command(partition, program, args),
+        };
+        sys::die_with_parent(&mut cmd);
+        cmd
     }
 
     /// The address the receiving side listens on: 127.0.0.1, or partition 2's address.
