@@ -184,65 +184,70 @@ fn still_runs(pid: u32, start: &str) -> bool {
     stat_field(pid, 22).as_deref() == Some(start) && stat_field(pid, 3).as_deref() != Some("Z")
 }
 
-#[test]
-#[ignore = "needs root"]
-fn a_demo_killed_with_sigkill_leaves_no_child_and_the_next_run_removes_its_partitions() {
-    let mut g = Guard::new("killed");
-    let mut demo = Command::new(bin())
-        .args(["demo", "--duration", "120", "--rate", "1M", "--size", "1000"])
+/// Start `wirespeed ARGS` (a run that makes its own partitions, named on stderr), wait until
+/// its two children (`markers`, words of their command lines) run, kill it with SIGKILL, and
+/// check that its children die with it and that the next run (`partition init` of another
+/// prefix) removes its partitions, saying that `what` left them.
+fn killed_run_leaves_nothing(tag: &str, args: &[&str], what: &str, markers: [&str; 2]) {
+    let mut g = Guard::new(tag);
+    let mut run = Command::new(bin())
+        .args(args)
         .env("WIRESPEED_RUN_DIR", &g.run_dir)
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
-        .expect("start demo");
-    let pid = demo.id();
-    let mut err = BufReader::new(demo.stderr.take().expect("stderr"));
-    g.child = Some(demo);
+        .expect("start wirespeed");
+    let pid = run.id();
+    let mut err = BufReader::new(run.stderr.take().expect("stderr"));
+    g.child = Some(run);
     // Its heading names the partitions it makes.
     let prefix = loop {
         let mut line = String::new();
-        assert!(err.read_line(&mut line).expect("demo's stderr") > 0, "demo ended before naming its partitions");
+        assert!(err.read_line(&mut line).expect("stderr") > 0, "{args:?} ended before naming its partitions");
         if let Some(p) = partitions_named_in(&line) {
             break p.to_string();
         }
     };
     g.prefixes.push(prefix.clone());
-    // Wait until both its children run: the receiver (started first, and listening before the
-    // sender starts) and the sender.
+    // Keep reading its stderr, so it never blocks on a full pipe.
+    std::thread::spawn(move || std::io::copy(&mut err, &mut std::io::sink()));
+    // Wait until both its children run (the receiving end starts first, and is listening
+    // before the sending end starts).
     let t = Instant::now();
     let kids = loop {
         let kids = children(pid);
-        if kids.iter().any(|(_, c)| c.contains(" send ")) && kids.iter().any(|(_, c)| c.contains(" recv ")) {
+        if markers.iter().all(|m| kids.iter().any(|(_, c)| c.contains(&format!(" {m} ")))) {
             break kids;
         }
-        assert!(t.elapsed() < Duration::from_secs(60), "demo did not start both children: {kids:?}");
+        assert!(t.elapsed() < Duration::from_secs(60), "{args:?} did not start both children: {kids:?}");
         std::thread::sleep(Duration::from_millis(20));
     };
     let kids: Vec<(u32, String, String)> =
         kids.into_iter().filter_map(|(p, c)| stat_field(p, 22).map(|s| (p, s, c))).collect();
     g.pids.extend(kids.iter().map(|k| (k.0, k.1.clone())));
     let state = g.run_dir.join(format!("{prefix}.json"));
-    assert!(state.exists(), "no state {} while the demo runs", state.display());
+    assert!(state.exists(), "no state {} while {what} runs", state.display());
 
-    // kill -9: the demo can clean nothing up itself.
-    let mut demo = g.child.take().expect("demo");
-    demo.kill().expect("SIGKILL the demo");
-    demo.wait().expect("reap the demo");
-    // Its children die with it (within a few seconds on a loaded machine; they were asked to
+    // kill -9: the run can clean nothing up itself.
+    let mut run = g.child.take().expect("run");
+    run.kill().expect("SIGKILL");
+    run.wait().expect("reap");
+    // Its children die with it (within seconds even on a loaded machine; they were asked to
     // run for two minutes).
     let t = Instant::now();
     while kids.iter().any(|(p, s, _)| still_runs(*p, s)) {
         let left: Vec<&String> = kids.iter().filter(|(p, s, _)| still_runs(*p, s)).map(|k| &k.2).collect();
-        assert!(t.elapsed() < Duration::from_secs(10), "the killed demo left children running: {left:?}");
+        assert!(t.elapsed() < Duration::from_secs(10), "the killed {what} left children running: {left:?}");
         std::thread::sleep(Duration::from_millis(20));
     }
 
     // The next run finds its partitions, removes them and says so.
-    let o = g.run(&["partition", "init", "--prefix", &format!("wto{}k", std::process::id())]);
+    let other = format!("wto{}{tag}", std::process::id());
+    let o = g.run(&["partition", "init", "--prefix", &other]);
     assert!(o.status.success(), "{}", text(&o.stderr));
     let err = text(&o.stderr);
     assert!(
-        err.contains(&format!("removed partitions '{prefix}' left behind by demo (pid {pid}), which is gone")),
+        err.contains(&format!("removed partitions '{prefix}' left behind by {what} (pid {pid}), which is gone")),
         "{err}"
     );
     for id in [1, 2] {
@@ -252,6 +257,31 @@ fn a_demo_killed_with_sigkill_leaves_no_child_and_the_next_run_removes_its_parti
     assert!(!state.exists(), "state {} left behind", state.display());
     assert!(!g.run_dir.join(&prefix).exists(), "work directory left behind");
     // And only once.
-    let o = g.run(&["partition", "init", "--prefix", &format!("wto{}k", std::process::id())]);
+    let o = g.run(&["partition", "init", "--prefix", &other]);
     assert!(!text(&o.stderr).contains("removed partitions"), "{}", text(&o.stderr));
+}
+
+#[test]
+#[ignore = "needs root"]
+fn a_demo_killed_with_sigkill_leaves_no_child_and_the_next_run_removes_its_partitions() {
+    killed_run_leaves_nothing(
+        "d",
+        &["demo", "--duration", "120", "--rate", "1M", "--size", "1000"],
+        "demo",
+        ["recv", "send"],
+    );
+}
+
+#[test]
+#[ignore = "needs root"]
+fn a_bench_killed_with_sigkill_leaves_no_child_and_the_next_run_removes_its_partitions() {
+    let args = ["bench", "soak", "--rate", "1M", "--size", "1000", "--duration", "120s", "--every", "1s", "--json"];
+    killed_run_leaves_nothing("b", &args, "bench", ["recv", "send"]);
+}
+
+#[test]
+#[ignore = "needs root"]
+fn a_ping_killed_with_sigkill_leaves_no_child_and_the_next_run_removes_its_partitions() {
+    let args = ["ping", "--pps", "10", "--duration", "120s", "--no-files"];
+    killed_run_leaves_nothing("p", &args, "ping", ["reflect", "ping"]);
 }

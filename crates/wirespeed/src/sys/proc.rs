@@ -49,3 +49,43 @@ pub fn start_time(pid: u32) -> Option<u64> {
     }
     f.nth(18)?.parse().ok()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::process::ExitStatusExt;
+    use std::time::{Duration, Instant};
+
+    #[test]
+    fn a_child_dies_when_the_thread_that_started_it_ends() {
+        // The death signal follows the spawning thread; a thread stands in for a killed parent.
+        let mut child = std::thread::spawn(|| {
+            let mut c = Command::new("sleep");
+            c.arg("60");
+            die_with_parent(&mut c).spawn().expect("spawn sleep")
+        })
+        .join()
+        .expect("spawning thread");
+        let t = Instant::now();
+        let st = loop {
+            if let Some(st) = child.try_wait().expect("try_wait") {
+                break st;
+            }
+            if t.elapsed() > Duration::from_secs(20) {
+                let _ = child.kill();
+                panic!("the child outlived the thread that started it");
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        assert_eq!(st.signal(), Some(libc::SIGKILL));
+    }
+
+    #[test]
+    fn start_time_names_a_live_process_only() {
+        assert!(start_time(std::process::id()).is_some());
+        let mut c = Command::new("true").spawn().expect("spawn true");
+        let pid = c.id();
+        c.wait().expect("wait");
+        assert_eq!(start_time(pid), None);
+    }
+}

@@ -1324,6 +1324,33 @@ mod tests {
     }
 
     #[test]
+    fn only_what_was_recorded_as_made_is_ours() {
+        let dir = std::env::temp_dir().join(format!("wirespeed-held-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        assert_eq!(held(None, &dir), Held::Gone);
+        std::fs::create_dir(&dir).unwrap();
+        // Someone else's: exists, never recorded.
+        assert_eq!(held(None, &dir), Held::Foreign);
+        // Recorded just before it was made: ours.
+        assert_eq!(held(Some(&None), &dir), Held::Ours);
+        let id = Ident::of(&dir);
+        assert!(id.is_some());
+        assert_eq!(held(Some(&id), &dir), Held::Ours);
+        // Removed and made again by someone else: not ours any more.
+        std::fs::remove_dir(&dir).unwrap();
+        std::fs::create_dir(&dir).unwrap();
+        assert_eq!(held(Some(&id), &dir), Held::Foreign);
+        std::fs::remove_dir(&dir).unwrap();
+    }
+
+    #[test]
+    fn an_owner_is_its_pid_and_start_time() {
+        let me = Owner::me("test");
+        assert!(me.alive());
+        assert!(!Owner { start: me.start + 1, ..me.clone() }.alive(), "a reused pid is another process");
+    }
+
+    #[test]
     fn full_mesh_has_one_link_per_pair() {
         let l = Layout {
             prefix: "x".into(),
