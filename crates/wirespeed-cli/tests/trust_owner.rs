@@ -227,6 +227,16 @@ fn killed_run_leaves_nothing(tag: &str, args: &[&str], what: &str, markers: [&st
     g.pids.extend(kids.iter().map(|k| (k.0, k.1.clone())));
     let state = g.run_dir.join(format!("{prefix}.json"));
     assert!(state.exists(), "no state {} while {what} runs", state.display());
+    // While it runs, its partitions are its own: another run's clean-up leaves them, and
+    // `create` does not take them over.
+    let other = format!("wto{}{tag}", std::process::id());
+    let o = g.run(&["partition", "init", "--prefix", &other]);
+    assert!(o.status.success() && !text(&o.stderr).contains("removed partitions"), "{}", text(&o.stderr));
+    assert!(state.exists() && ns_path(&format!("{prefix}1")).exists(), "a live {what}'s partitions were removed");
+    let o = g.run(&["partition", "create", "--prefix", &prefix, "-p", "1", "-c", "0", "--no-daemons"]);
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains(&format!("belong to a running {what} (pid {pid})")), "{err}");
 
     // kill -9: the run can clean nothing up itself.
     let mut run = g.child.take().expect("run");
@@ -242,7 +252,6 @@ fn killed_run_leaves_nothing(tag: &str, args: &[&str], what: &str, markers: [&st
     }
 
     // The next run finds its partitions, removes them and says so.
-    let other = format!("wto{}{tag}", std::process::id());
     let o = g.run(&["partition", "init", "--prefix", &other]);
     assert!(o.status.success(), "{}", text(&o.stderr));
     let err = text(&o.stderr);

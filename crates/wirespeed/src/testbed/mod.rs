@@ -401,6 +401,13 @@ pub fn create(topo: &Topology, mut layout: Layout, opts: &CreateOptions) -> Resu
     let mut deactivated = BTreeSet::new();
     let mut made = Made::default();
     if let Some(old) = load(&layout.prefix)? {
+        // Partitions made for a run that still goes on are that run's: never taken over.
+        if let Some(o) = old.owner.as_ref().filter(|o| o.alive() && opts.owner.as_ref() != Some(*o)) {
+            return Err(Error::Usage(format!(
+                "partitions '{}' belong to a running {} (pid {}), which removes them when it ends: choose another --prefix",
+                layout.prefix, o.what, o.pid
+            )));
+        }
         if old.layout != layout || old.hb != opts.hb || old.daemons != opts.daemon_exe.is_some() {
             if !opts.force {
                 let what = if old.layout != layout {
@@ -926,6 +933,7 @@ pub fn init(prefix: &str) -> Result<Undone> {
         }
     }
     left_alone(prefix, &st.made, &mut u, "wirespeed has no record of making it");
+    let _ = std::fs::remove_file(sp.with_extension("json.tmp"));
     if sp.exists() {
         std::fs::remove_file(&sp).map_err(|e| Error::Runtime(format!("cannot remove {}: {e}", sp.display())))?;
         u.removed.push(format!("state {} removed", sp.display()));

@@ -24,7 +24,9 @@ pub struct Pair {
 
 impl Pair {
     /// Make partitions 1 and 2 with one core each (both share the CPUs on a one-core host),
-    /// MTU 9000, no memory limit. `tag` starts the prefix; the process id makes it unique.
+    /// MTU 9000, no memory limit. `tag` starts the prefix; the process id makes it unique among
+    /// running processes (tags are at most 7 letters: with a 7-digit pid and the final `x`, the
+    /// prefix stays within 16 characters).
     /// `what` names the run (demo, bench, ping) in the message that removes the pair should
     /// the run be killed. Pairs left by runs that are gone are removed first, each said in one
     /// line on stderr.
@@ -32,7 +34,7 @@ impl Pair {
         for line in super::reap_stale() {
             eprintln!("wirespeed: {line}");
         }
-        let prefix = format!("{tag}{}x", std::process::id() % 1_000_000);
+        let prefix = format!("{tag}{}x", std::process::id());
         let topo = topology::Topology::read_host()?;
         let cpus: [BTreeSet<usize>; 2] = if topo.cores.len() >= 2 {
             [topo.cores[0].clone(), topo.cores[1].clone()]
