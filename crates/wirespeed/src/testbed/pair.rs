@@ -20,6 +20,7 @@ pub struct Pair {
     /// CPUs of partition 1 and of partition 2.
     pub cpus: [BTreeSet<usize>; 2],
     exe: PathBuf,
+    owner: super::Owner,
 }
 
 impl Pair {
@@ -55,16 +56,12 @@ impl Pair {
         let exe =
             std::env::current_exe().map_err(|e| Error::Runtime(format!("cannot find this program's path: {e}")))?;
         // From here on the guard removes whatever `create` managed to build.
-        let pair = Pair { prefix, cpus, exe };
+        let owner = super::Owner::me(what);
+        let pair = Pair { prefix, cpus, exe, owner: owner.clone() };
         super::create(
             &topo,
             layout,
-            &CreateOptions {
-                force: false,
-                hb: Default::default(),
-                daemon_exe: None,
-                owner: Some(super::Owner::me(what)),
-            },
+            &CreateOptions { force: false, hb: Default::default(), daemon_exe: None, owner: Some(owner) },
         )?;
         Ok(pair)
     }
@@ -98,6 +95,12 @@ impl Pair {
 
 impl Drop for Pair {
     fn drop(&mut self) {
-        let _ = super::init(&self.prefix);
+        // Only a set this run owns: if `create` refused because the prefix was taken, the set
+        // there is someone else's.
+        if let Ok(Some(st)) = super::load(&self.prefix) {
+            if st.owner.as_ref() == Some(&self.owner) {
+                let _ = super::init(&self.prefix);
+            }
+        }
     }
 }
