@@ -294,3 +294,38 @@ fn a_ping_killed_with_sigkill_leaves_no_child_and_the_next_run_removes_its_parti
     let args = ["ping", "--pps", "10", "--duration", "120s", "--no-files"];
     killed_run_leaves_nothing("p", &args, "ping", ["reflect", "ping"]);
 }
+
+#[test]
+fn a_sweep_that_records_removes_its_recordings_and_nothing_else() {
+    let _turn = traffic();
+    let out = TempDir::new("owner-sweep");
+    let rec = TempDir::new("owner-sweep-rec");
+    let mine = rec.0.join("notes.txt");
+    std::fs::write(&mine, "not wirespeed's\n").expect("write a file of the user's");
+    let o = run(&[
+        "bench",
+        "sweep",
+        "--loopback",
+        "--rates",
+        "10M",
+        "--sizes",
+        "1000",
+        "--rcvbuf",
+        "4M",
+        "--duration",
+        "1",
+        "--record",
+        rec.path(),
+        "--json",
+        "-o",
+        out.path(),
+    ]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert_eq!(
+        std::fs::read_to_string(&mine).ok().as_deref(),
+        Some("not wirespeed's\n"),
+        "the sweep removed a file it did not write"
+    );
+    let left: Vec<_> = std::fs::read_dir(&rec.0).expect("recording dir").flatten().map(|e| e.file_name()).collect();
+    assert_eq!(left, vec![std::ffi::OsString::from("notes.txt")], "recordings left behind");
+}

@@ -217,7 +217,8 @@ impl Runner {
     }
 
     /// Make every point's receiver `wirespeed record` writing into `dir` (created if needed;
-    /// emptied after each point, so a long sweep does not fill the disk), so the points measure
+    /// each point's recording is removed after it, so a long sweep does not fill the disk, and
+    /// files that were already in `dir` are left alone), so the points measure
     /// the whole path to disk: capture, RAM ring and O_DIRECT writer. Datagrams dropped at a
     /// full ring are not in the ledger (it describes what was kept), so they count as missing.
     pub fn record_to(&mut self, dir: PathBuf) -> Result<()> {
@@ -378,7 +379,7 @@ impl Runner {
         rargs.extend(stream.recv_args.iter().cloned());
         // Whatever happens to the point, its recording does not stay behind to fill the disk
         // (declared before the receiver, so it is emptied after the receiver is gone).
-        let _clean = self.record.as_ref().map(|d| EmptyAfter(d.clone()));
+        let _clean = self.record.as_deref().map(EmptyAfter::new);
         let mut recv = Kid::spawn(self.command(2, &rargs), "the receiver")?;
         let err = recv.stderr().ok_or_else(|| Error::Runtime("the receiver has no stderr".into()))?;
         let mut err = BufReader::new(err);
@@ -617,13 +618,24 @@ pub(crate) fn parse_doc<T: for<'de> Deserialize<'de>>(text: &str, schema: &str, 
     serde_json::from_value(v).map_err(|e| Error::Runtime(format!("the {who}'s report cannot be read: {e}")))
 }
 
-/// Empties a recording directory when dropped (its files, not the directory itself).
-struct EmptyAfter(PathBuf);
+/// Removes, when dropped, the files that appeared in a recording directory since it was made:
+/// the point's recording. Files that were there before (the user's own) are never touched.
+struct EmptyAfter {
+    dir: PathBuf,
+    before: std::collections::BTreeSet<std::ffi::OsString>,
+}
+
+impl EmptyAfter {
+    fn new(dir: &std::path::Path) -> EmptyAfter {
+        let before = std::fs::read_dir(dir).map(|rd| rd.flatten().map(|e| e.file_name()).collect()).unwrap_or_default();
+        EmptyAfter { dir: dir.to_path_buf(), before }
+    }
+}
 
 impl Drop for EmptyAfter {
     fn drop(&mut self) {
-        if let Ok(rd) = std::fs::read_dir(&self.0) {
-            for e in rd.flatten() {
+        if let Ok(rd) = std::fs::read_dir(&self.dir) {
+            for e in rd.flatten().filter(|e| !self.before.contains(&e.file_name())) {
                 let _ = std::fs::remove_file(e.path());
             }
         }
