@@ -430,7 +430,7 @@ fn ping_in_partitions(a: &PingArgs) -> Result<u8, Error> {
         None => None,
     };
     let stop = sys::install_stop_handler();
-    let pair = Pair::create("wslat")?;
+    let pair = Pair::create("wslat", "ping")?;
     let (prefix, cpus) = (&pair.prefix, &pair.cpus);
     let target = format!("{}:{PARTITION_PORT}", testbed::partition_addr(2));
     let label = a.label.clone().unwrap_or_else(|| "a partition link (veth)".into());

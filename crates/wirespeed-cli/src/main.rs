@@ -515,7 +515,7 @@ fn demo_in_partitions(a: &DemoArgs) -> Result<u8, Error> {
     // Ctrl-C reaches the children too (same process group); this process must live on to
     // remove the partitions, so it only notes the signal.
     let _ = sys::install_stop_handler();
-    let pair = testbed::pair::Pair::create("wsdemo")?;
+    let pair = testbed::pair::Pair::create("wsdemo", "demo")?;
     let (prefix, cpus) = (&pair.prefix, &pair.cpus);
     let dest = format!("{}:7148", testbed::partition_addr(2));
     if !a.json {

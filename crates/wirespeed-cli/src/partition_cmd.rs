@@ -28,7 +28,8 @@ enum PartCmd {
         #[arg(long)]
         json: bool,
     },
-    /// Undo everything: daemons, namespaces, links, cgroups, state (mkpart -init). Safe to repeat.
+    /// Undo what `create` made: daemons, namespaces, links, cgroups, state (mkpart -init). Only
+    /// what wirespeed recorded as its own is removed. Safe to repeat.
     Init,
     /// Run a command inside partition P: its namespace, CPUs and memory limit, inherited by children.
     Exec {
@@ -142,6 +143,14 @@ fn hb_config(h: &HbArgs) -> Result<testbed::HbConfig, Error> {
     Ok(testbed::HbConfig { check_ms: ms as u64, misses: h.hb_misses })
 }
 
+/// Remove the partitions of runs (demo, bench, ping) that were killed before they could, one
+/// line each on stderr.
+fn reap_stale() {
+    for line in testbed::reap_stale() {
+        eprintln!("wirespeed: {line}");
+    }
+}
+
 pub(crate) fn cmd_partition(a: PartitionArgs) -> Result<u8, Error> {
     let prefix = a.prefix;
     testbed::check_prefix(&prefix)?;
@@ -184,7 +193,7 @@ pub(crate) fn cmd_partition(a: PartitionArgs) -> Result<u8, Error> {
             let out = testbed::create(
                 &topo,
                 layout.clone(),
-                &testbed::CreateOptions { force: c.force, hb, daemon_exe: exe },
+                &testbed::CreateOptions { force: c.force, hb, daemon_exe: exe, owner: None },
             )?;
             for l in &out.lines {
                 eprintln!("{l}");
@@ -236,12 +245,16 @@ pub(crate) fn cmd_partition(a: PartitionArgs) -> Result<u8, Error> {
         }
         PartCmd::Init => {
             testbed::require_net_admin("init")?;
+            reap_stale();
             let done = testbed::init(&prefix)?;
-            for l in &done {
+            for l in &done.removed {
                 println!("{l}");
             }
-            if done.is_empty() {
-                println!("nothing to undo: no partitions with prefix '{prefix}'");
+            for l in &done.kept {
+                println!("{l}");
+            }
+            if done.removed.is_empty() {
+                println!("nothing to undo: no partitions with prefix '{prefix}' made by wirespeed");
             } else {
                 println!("partitions '{prefix}' removed");
             }
@@ -270,6 +283,9 @@ pub(crate) fn cmd_partition(a: PartitionArgs) -> Result<u8, Error> {
             Ok(0)
         }
         PartCmd::Status { json } => {
+            if testbed::require_net_admin("status").is_ok() {
+                reap_stale();
+            }
             let st = testbed::status(&prefix)?;
             if json {
                 return print_json(&st).map(|_| 0);

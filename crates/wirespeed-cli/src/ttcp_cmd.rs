@@ -281,6 +281,8 @@ impl Place {
             None => {
                 let mut c = Command::new(&self.exe);
                 c.args(args);
+                // Like a pair's commands: the child dies with this process.
+                wirespeed::sys::die_with_parent(&mut c);
                 c
             }
         }
@@ -453,7 +455,7 @@ fn run_pair(
 fn open_place(a: &BenchTtcpArgs) -> Result<Place, Error> {
     let exe = std::env::current_exe().map_err(|e| Error::Runtime(format!("cannot find this program's path: {e}")))?;
     if !a.loopback && testbed::require_net_admin("bench ttcp").is_ok() {
-        let pair = Pair::create("wsttcp")?;
+        let pair = Pair::create("wsttcp", "bench ttcp")?;
         let description = format!(
             "over a veth link from partition 1 (transmitter, CPUs {:?}) to partition 2 (receiver, CPUs {:?}); partitions '{}' are removed at the end (--loopback skips them)",
             pair.cpus[0], pair.cpus[1], pair.prefix

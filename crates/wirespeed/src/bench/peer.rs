@@ -262,7 +262,7 @@ pub struct Iperf3 {
 
 /// iperf3's version, or the one line saying it is not installed.
 pub fn iperf3_version() -> Result<String> {
-    let out = match Command::new("iperf3").arg("--version").stdin(Stdio::null()).output() {
+    let out = match crate::sys::die_with_parent(Command::new("iperf3").arg("--version")).stdin(Stdio::null()).output() {
         Ok(o) => o,
         Err(e) if e.kind() == ErrorKind::NotFound => return Err(Error::Runtime(IPERF3_MISSING.into())),
         Err(e) => return Err(Error::Runtime(format!("cannot run iperf3 --version: {e}"))),

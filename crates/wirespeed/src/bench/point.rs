@@ -210,14 +210,15 @@ impl Runner {
     /// Two partitions joined by a veth link (MTU 9000), one core each: the sender in partition
     /// 1, the receiver in partition 2. Needs CAP_NET_ADMIN; removed when the runner is dropped.
     pub fn partitions(stop: &'static AtomicBool) -> Result<Runner> {
-        let pair = Pair::create("wsbench").map_err(|e| {
+        let pair = Pair::create("wsbench", "bench").map_err(|e| {
             Error::Runtime(format!("cannot make the two partitions ({e}); --loopback runs the benchmark on loopback"))
         })?;
         Ok(Runner { exe: current_exe()?, place: Where::Partitions(pair), stop, record: None })
     }
 
     /// Make every point's receiver `wirespeed record` writing into `dir` (created if needed;
-    /// emptied after each point, so a long sweep does not fill the disk), so the points measure
+    /// each point's recording is removed after it, so a long sweep does not fill the disk, and
+    /// files that were already in `dir` are left alone), so the points measure
     /// the whole path to disk: capture, RAM ring and O_DIRECT writer. Datagrams dropped at a
     /// full ring are not in the ledger (it describes what was kept), so they count as missing.
     pub fn record_to(&mut self, dir: PathBuf) -> Result<()> {
@@ -266,12 +267,15 @@ impl Runner {
     }
 
     /// A command for `args` run by this binary in partition `partition` (1 sends, 2 receives),
-    /// or plainly on loopback; peers' commands go through [`Runner::tool_command`].
+    /// or plainly on loopback; peers' commands go through [`Runner::tool_command`]. The child
+    /// dies with this process (`sys::die_with_parent`), so a killed benchmark leaves no sender
+    /// or receiver running.
     pub(crate) fn command(&self, partition: u32, args: &[String]) -> Command {
         match &self.place {
             Where::Loopback { .. } => {
                 let mut c = Command::new(&self.exe);
                 c.args(args);
+                sys::die_with_parent(&mut c);
                 c
             }
             Where::Partitions(p) => p.command(partition, args),
@@ -281,9 +285,10 @@ impl Runner {
     /// A command for another program (`iperf3`, `sockperf`, ...) placed like this binary's own
     /// children: in partition `partition` (1 sends, 2 receives) through `partition exec`, or on
     /// loopback pinned with `taskset` to the CPU that side's own child would get, so a peer is
-    /// measured on the same cores as wirespeed.
+    /// measured on the same cores as wirespeed. It dies with this process, like
+    /// [`Runner::command`]'s.
     pub(crate) fn tool_command(&self, partition: u32, program: &str, args: &[String]) -> Command {
-        match &self.place {
+        let mut cmd = match &self.place {
             Where::Loopback { send_cpu, recv_cpu } => {
                 let cpu = if partition == 1 { *send_cpu } else { *recv_cpu };
                 match cpu {
@@ -299,13 +304,11 @@ impl Runner {
                     }
                 }
             }
-            Where::Partitions(p) => {
-                let mut cmd = Command::new(&self.exe);
-                cmd.args(["partition", "--prefix", &p.prefix, "exec", &partition.to_string(), "--", program])
-                    .args(args);
-                cmd
-            }
-        }
+            // Pair's commands already die with this process.
+            Where::Partitions(p) => return p.tool_command(partition, program, args),
+        };
+        sys::die_with_parent(&mut cmd);
+        cmd
     }
 
     /// The address the receiving side listens on: 127.0.0.1, or partition 2's address.
@@ -376,7 +379,7 @@ impl Runner {
         rargs.extend(stream.recv_args.iter().cloned());
         // Whatever happens to the point, its recording does not stay behind to fill the disk
         // (declared before the receiver, so it is emptied after the receiver is gone).
-        let _clean = self.record.as_ref().map(|d| EmptyAfter(d.clone()));
+        let _clean = self.record.as_deref().map(EmptyAfter::new);
         let mut recv = Kid::spawn(self.command(2, &rargs), "the receiver")?;
         let err = recv.stderr().ok_or_else(|| Error::Runtime("the receiver has no stderr".into()))?;
         let mut err = BufReader::new(err);
@@ -615,13 +618,24 @@ pub(crate) fn parse_doc<T: for<'de> Deserialize<'de>>(text: &str, schema: &str, 
     serde_json::from_value(v).map_err(|e| Error::Runtime(format!("the {who}'s report cannot be read: {e}")))
 }
 
-/// Empties a recording directory when dropped (its files, not the directory itself).
-struct EmptyAfter(PathBuf);
+/// Removes, when dropped, the files that appeared in a recording directory since it was made:
+/// the point's recording. Files that were there before (the user's own) are never touched.
+struct EmptyAfter {
+    dir: PathBuf,
+    before: std::collections::BTreeSet<std::ffi::OsString>,
+}
+
+impl EmptyAfter {
+    fn new(dir: &std::path::Path) -> EmptyAfter {
+        let before = std::fs::read_dir(dir).map(|rd| rd.flatten().map(|e| e.file_name()).collect()).unwrap_or_default();
+        EmptyAfter { dir: dir.to_path_buf(), before }
+    }
+}
 
 impl Drop for EmptyAfter {
     fn drop(&mut self) {
-        if let Ok(rd) = std::fs::read_dir(&self.0) {
-            for e in rd.flatten() {
+        if let Ok(rd) = std::fs::read_dir(&self.dir) {
+            for e in rd.flatten().filter(|e| !self.before.contains(&e.file_name())) {
                 let _ = std::fs::remove_file(e.path());
             }
         }

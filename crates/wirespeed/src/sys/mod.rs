@@ -708,3 +708,6 @@ pub fn set_timer_slack_ns(ns: u64) -> io::Result<()> {
 
 /// SIGTERM, for asking a child process to finish cleanly.
 pub const SIGTERM: i32 = libc::SIGTERM;
+
+pub mod proc;
+pub use proc::die_with_parent;

@@ -79,6 +79,104 @@ pub struct State {
     pub daemons: bool,
     /// Partitions isolated by `deactivate`.
     pub deactivated: BTreeSet<u32>,
+    /// What wirespeed made for this configuration: only these are ever removed.
+    #[serde(default)]
+    pub made: Made,
+    /// The run that made these partitions for itself (demo, bench, ping); `None` for partitions
+    /// made by `partition create`, which stay until `partition init`.
+    #[serde(default)]
+    pub owner: Option<Owner>,
+}
+
+/// The identity of a namespace or cgroup directory: its inode and when that inode was made.
+/// A same-named object made later by someone else has another identity, even if the kernel
+/// hands out the same inode number again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Ident {
+    /// Inode number.
+    pub ino: u64,
+    /// Inode change time, seconds.
+    pub ctime: i64,
+    /// Inode change time, nanoseconds.
+    pub ctime_nsec: i64,
+}
+
+impl Ident {
+    fn of(p: &Path) -> Option<Ident> {
+        use std::os::unix::fs::MetadataExt;
+        std::fs::metadata(p).ok().map(|m| Ident { ino: m.ino(), ctime: m.ctime(), ctime_nsec: m.ctime_nsec() })
+    }
+}
+
+/// Everything a configuration made on the host, recorded in the state file before each object
+/// is made (with no identity yet) and again once it exists (with its identity), so that even a
+/// run killed half-way through `create` knows what it made, and nothing else is ever removed.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Made {
+    /// Namespaces by name; `None`: being made when the state was last written.
+    pub namespaces: BTreeMap<String, Option<Ident>>,
+    /// Veth ends, as `NAMESPACE/DEVICE` (they go with their namespace).
+    pub links: BTreeSet<String>,
+    /// Cgroup directories; `None`: being made when the state was last written.
+    pub cgroups: BTreeMap<PathBuf, Option<Ident>>,
+}
+
+/// The process that made a set of partitions for one run: a pid and its start time, so that a
+/// pid reused by another process is not taken for the owner.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Owner {
+    /// Process id.
+    pub pid: u32,
+    /// Its start time, clock ticks after boot.
+    pub start: u64,
+    /// What it was (`demo`, `bench`, `ping`, ...), for the message that removes its leftovers.
+    pub what: String,
+}
+
+impl Owner {
+    /// This process, running `what`.
+    pub fn me(what: &str) -> Owner {
+        let pid = std::process::id();
+        Owner { pid, start: sys::proc::start_time(pid).unwrap_or(0), what: what.into() }
+    }
+
+    /// Whether the owner still runs (same pid, same start time).
+    pub fn alive(&self) -> bool {
+        sys::proc::start_time(self.pid) == Some(self.start)
+    }
+}
+
+/// Whether an object on the host is one this configuration made.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Held {
+    /// It exists and is the one recorded as made.
+    Ours,
+    /// Nothing of that name exists.
+    Gone,
+    /// Something of that name exists that wirespeed did not make (or not this one).
+    Foreign,
+}
+
+fn held(recorded: Option<&Option<Ident>>, path: &Path) -> Held {
+    let Some(now) = Ident::of(path) else { return Held::Gone };
+    match recorded {
+        // Recorded just before it was made, and the run stopped before its identity was.
+        Some(None) => Held::Ours,
+        Some(Some(id)) if *id == now => Held::Ours,
+        _ => Held::Foreign,
+    }
+}
+
+fn ns_path(ns: &str) -> PathBuf {
+    Path::new("/run/netns").join(ns)
+}
+
+fn ns_held(made: &Made, ns: &str) -> Held {
+    held(made.namespaces.get(ns), &ns_path(ns))
+}
+
+fn cgroup_held(made: &Made, dir: &Path) -> Held {
+    held(made.cgroups.get(dir), dir)
 }
 
 /// Check a namespace prefix: short, lower-case letters, digits and `-`, so names stay valid
@@ -270,6 +368,8 @@ pub struct CreateOptions {
     pub hb: HbConfig,
     /// Binary to run as `EXE partition daemon N ...` in each partition; `None`: no daemons.
     pub daemon_exe: Option<PathBuf>,
+    /// The run these partitions are made for, when they are to go with it (see [`reap_stale`]).
+    pub owner: Option<Owner>,
 }
 
 /// Validate `layout` against `topo` and bring the host to it.
@@ -277,7 +377,8 @@ pub struct CreateOptions {
 /// Validation runs before anything is changed: a refused layout leaves the host as it was.
 /// An existing identical configuration is repaired where pieces are missing (a deleted
 /// namespace, a dead daemon) and otherwise left alone; a different one is refused unless
-/// `force`, which tears it down first.
+/// `force`, which tears it down first. A namespace or cgroup of the same name that wirespeed
+/// did not make is never used nor removed: `create` refuses, naming it, before changing anything.
 pub fn create(topo: &Topology, mut layout: Layout, opts: &CreateOptions) -> Result<Outcome> {
     check_prefix(&layout.prefix)?;
     layout.partitions.sort_by_key(|p| p.id);
@@ -298,7 +399,15 @@ pub fn create(topo: &Topology, mut layout: Layout, opts: &CreateOptions) -> Resu
     };
     let mut out = Outcome { lines: verdict.warnings, changed: false };
     let mut deactivated = BTreeSet::new();
+    let mut made = Made::default();
     if let Some(old) = load(&layout.prefix)? {
+        // Partitions made for a run that still goes on are that run's: never taken over.
+        if let Some(o) = old.owner.as_ref().filter(|o| o.alive() && opts.owner.as_ref() != Some(*o)) {
+            return Err(Error::Usage(format!(
+                "partitions '{}' belong to a running {} (pid {}), which removes them when it ends: choose another --prefix",
+                layout.prefix, o.what, o.pid
+            )));
+        }
         if old.layout != layout || old.hb != opts.hb || old.daemons != opts.daemon_exe.is_some() {
             if !opts.force {
                 let what = if old.layout != layout {
@@ -317,23 +426,63 @@ pub fn create(topo: &Topology, mut layout: Layout, opts: &CreateOptions) -> Resu
                 )));
             }
             let undone = init(&layout.prefix)?;
-            out.lines.push(format!("replaced the previous configuration ({} removed)", undone.len()));
+            out.lines.push(format!("replaced the previous configuration ({} removed)", undone.removed.len()));
+            out.lines.extend(undone.kept);
             out.changed = true;
         } else {
             deactivated = old.deactivated;
+            made = old.made;
         }
     }
-    let st = State {
+    refuse_foreign(&layout, &made)?;
+    let mut st = State {
         schema: SCHEMA.into(),
         layout: layout.clone(),
         hb: opts.hb,
         daemons: opts.daemon_exe.is_some(),
         deactivated,
+        made,
+        owner: opts.owner.clone(),
     };
+    // The state (and the owner) is on disk before anything is made.
     save(&st)?;
-    converge(&st, opts.daemon_exe.as_deref(), &mut out)?;
+    converge(&mut st, opts.daemon_exe.as_deref(), &mut out)?;
     check_routes(&st)?;
     Ok(out)
+}
+
+/// Refuse, in one line, if a namespace or cgroup `layout` would use exists and is not one this
+/// configuration made: wirespeed neither adopts nor removes what is not its own.
+fn refuse_foreign(layout: &Layout, made: &Made) -> Result<()> {
+    let (mut foreign, mut undo) = (Vec::new(), Vec::new());
+    for p in &layout.partitions {
+        let ns = ns_name(&layout.prefix, p.id);
+        if ns_held(made, &ns) == Held::Foreign {
+            foreign.push(format!("namespace {ns}"));
+            undo.push(format!("ip netns del {ns}"));
+        }
+        for dir in cgroup_dirs(&layout.prefix, p.id) {
+            if cgroup_held(made, &dir) == Held::Foreign {
+                foreign.push(format!("cgroup {}", dir.display()));
+                undo.push(format!("rmdir {}", dir.display()));
+            }
+        }
+    }
+    if foreign.is_empty() {
+        return Ok(());
+    }
+    let one = foreign.len() == 1;
+    let last = foreign.pop().unwrap_or_default();
+    let names = if foreign.is_empty() { last } else { format!("{} and {last}", foreign.join(", ")) };
+    Err(Error::Usage(format!(
+        "{names} already exist{} and {} not made by wirespeed, so partitions '{}' were not created and nothing was changed: choose another --prefix, or remove {} yourself if {} yours to remove (`{}`)",
+        if one { "s" } else { "" },
+        if one { "was" } else { "were" },
+        layout.prefix,
+        if one { "it" } else { "them" },
+        if one { "it is" } else { "they are" },
+        undo.join("; ")
+    )))
 }
 
 /// One-line description of a layout, like `mkpart -l` would print it.
@@ -343,25 +492,99 @@ pub fn describe(l: &Layout) -> String {
     format!("{}; mtu {}", parts.join(", "), l.mtu)
 }
 
-fn converge(st: &State, daemon_exe: Option<&Path>, out: &mut Outcome) -> Result<()> {
-    let l = &st.layout;
+/// Record `what` as being made (identity unknown), save, make it with `make`, then record its
+/// identity; if `make` fails, the record goes again. The state on disk always names every
+/// object that may exist because of us.
+fn make_recorded(
+    st: &mut State,
+    record: impl Fn(&mut Made, Option<Option<Ident>>),
+    make: impl FnOnce() -> Result<()>,
+    ident: impl FnOnce() -> Option<Ident>,
+) -> Result<()> {
+    record(&mut st.made, Some(None));
+    save(st)?;
+    if let Err(e) = make() {
+        record(&mut st.made, None);
+        save(st)?;
+        return Err(e);
+    }
+    record(&mut st.made, Some(ident()));
+    save(st)
+}
+
+fn record_ns(ns: &str) -> impl Fn(&mut Made, Option<Option<Ident>>) + '_ {
+    move |m, v| match v {
+        Some(v) => {
+            m.namespaces.insert(ns.to_string(), v);
+        }
+        None => {
+            m.namespaces.remove(ns);
+        }
+    }
+}
+
+fn record_cgroup(dir: &Path) -> impl Fn(&mut Made, Option<Option<Ident>>) + '_ {
+    move |m, v| match v {
+        Some(v) => {
+            m.cgroups.insert(dir.to_path_buf(), v);
+        }
+        None => {
+            m.cgroups.remove(dir);
+        }
+    }
+}
+
+fn foreign_ns(ns: &str, prefix: &str) -> Error {
+    Error::Usage(format!(
+        "namespace {ns} exists but is not the one wirespeed made for partitions '{prefix}': it is left alone; remove it yourself if it is yours to remove, then `wirespeed partition init --prefix {prefix}`"
+    ))
+}
+
+fn converge(st: &mut State, daemon_exe: Option<&Path>, out: &mut Outcome) -> Result<()> {
+    let l = st.layout.clone();
     for p in &l.partitions {
         let ns = ns_name(&l.prefix, p.id);
-        if !ns_exists(&ns) {
-            ip(&["netns", "add", &ns])?;
-            out.lines.push(format!("partition {}: namespace {ns} created", p.id));
-            out.changed = true;
+        match ns_held(&st.made, &ns) {
+            Held::Ours => {}
+            Held::Foreign => return Err(foreign_ns(&ns, &l.prefix)),
+            Held::Gone => {
+                make_recorded(
+                    st,
+                    record_ns(&ns),
+                    || ip(&["netns", "add", &ns]).map(|_| ()),
+                    || Ident::of(&ns_path(&ns)),
+                )?;
+                out.lines.push(format!("partition {}: namespace {ns} created", p.id));
+                out.changed = true;
+            }
         }
         ip(&["-n", &ns, "link", "set", "lo", "up"])?;
         ip(&["-n", &ns, "addr", "replace", &format!("{}/32", partition_addr(p.id)), "dev", "lo"])?;
     }
     let mtu = l.mtu.to_string();
-    for k in links(l) {
+    for k in links(&l) {
         let (na, nb) = (ns_name(&l.prefix, k.a), ns_name(&l.prefix, k.b));
         let (da, db) = (link_name(k.b), link_name(k.a));
-        if !(link_exists(&na, &da) && link_exists(&nb, &db)) {
-            let _ = ip(&["-n", &na, "link", "del", &da]);
-            let _ = ip(&["-n", &nb, "link", "del", &db]);
+        let (ea, eb) = (format!("{na}/{da}"), format!("{nb}/{db}"));
+        let (xa, xb) = (link_exists(&na, &da), link_exists(&nb, &db));
+        for (x, e, ns, dev) in [(xa, &ea, &na, &da), (xb, &eb, &nb, &db)] {
+            if x && !st.made.links.contains(e) {
+                return Err(Error::Usage(format!(
+                    "link {dev} in namespace {ns} was not made by wirespeed: it is left alone; remove it yourself (`ip -n {ns} link del {dev}`) or `wirespeed partition init --prefix {}` and create again",
+                    l.prefix
+                )));
+            }
+        }
+        if !(xa && xb) {
+            // Half a pair is left of one of ours: remove our end, and make the pair again.
+            for (x, ns, dev) in [(xa, &na, &da), (xb, &nb, &db)] {
+                if x {
+                    ip(&["-n", ns, "link", "del", dev])?;
+                }
+            }
+            st.made.links.insert(ea.clone());
+            st.made.links.insert(eb.clone());
+            save(st)?;
             ip(&[
                 "link", "add", &da, "netns", &na, "mtu", &mtu, "type", "veth", "peer", "name", &db, "netns", &nb,
                 "mtu", &mtu,
@@ -377,7 +600,7 @@ fn converge(st: &State, daemon_exe: Option<&Path>, out: &mut Outcome) -> Result<
             }
         }
         if !st.deactivated.contains(&k.a) && !st.deactivated.contains(&k.b) {
-            routes_for(l, &k)?;
+            routes_for(&l, &k)?;
         }
     }
     for p in &l.partitions {
@@ -385,7 +608,7 @@ fn converge(st: &State, daemon_exe: Option<&Path>, out: &mut Outcome) -> Result<
     }
     if let Some(exe) = daemon_exe {
         for p in &l.partitions {
-            if daemon_pid(&l.prefix, p.id).is_none() {
+            if daemon_pid(st, p.id).is_none() {
                 start_daemon(st, p.id, exe)?;
                 out.lines.push(format!("partition {}: heartbeat daemon started", p.id));
                 out.changed = true;
@@ -446,13 +669,36 @@ fn cgroup_dirs(prefix: &str, id: u32) -> [PathBuf; 2] {
     [Path::new("/sys/fs/cgroup/cpuset").join(&name), Path::new("/sys/fs/cgroup/memory").join(&name)]
 }
 
-fn cgroups_for(st: &State, p: &PartSpec, out: &mut Outcome) -> Result<()> {
+/// Make cgroup directory `dir` (recorded as ours) unless our own already exists; a foreign
+/// one of that name is refused. Returns whether it was made now.
+fn own_cgroup(st: &mut State, dir: &Path) -> Result<bool> {
+    match cgroup_held(&st.made, dir) {
+        Held::Ours => Ok(false),
+        Held::Foreign => Err(Error::Usage(format!(
+            "cgroup {} exists but was not made by wirespeed: it is left alone; remove it yourself (rmdir) if it is yours to remove, or choose another --prefix",
+            dir.display()
+        ))),
+        Held::Gone => {
+            make_recorded(
+                st,
+                record_cgroup(dir),
+                || {
+                    std::fs::create_dir(dir)
+                        .map_err(|e| Error::Runtime(format!("cannot create cgroup {}: {e}", dir.display())))
+                },
+                || Ident::of(dir),
+            )?;
+            Ok(true)
+        }
+    }
+}
+
+fn cgroups_for(st: &mut State, p: &PartSpec, out: &mut Outcome) -> Result<()> {
     let [cpuset, memory] = cgroup_dirs(&st.layout.prefix, p.id);
     if Path::new("/sys/fs/cgroup/cpuset/cpuset.cpus").exists() {
-        let new = !cpuset.exists();
+        let new = own_cgroup(st, &cpuset)?;
         let mems = std::fs::read_to_string("/sys/fs/cgroup/cpuset/cpuset.mems").unwrap_or_else(|_| "0".into());
-        let r = std::fs::create_dir_all(&cpuset)
-            .and_then(|_| std::fs::write(cpuset.join("cpuset.mems"), mems.trim()))
+        let r = std::fs::write(cpuset.join("cpuset.mems"), mems.trim())
             .and_then(|_| std::fs::write(cpuset.join("cpuset.cpus"), format_cpu_list(&p.cpus)));
         if let Err(e) = r {
             return Err(Error::Runtime(format!("cannot set up cpuset cgroup {}: {e}", cpuset.display())));
@@ -466,9 +712,8 @@ fn cgroups_for(st: &State, p: &PartSpec, out: &mut Outcome) -> Result<()> {
     }
     if let Some(limit) = st.layout.mem {
         if Path::new("/sys/fs/cgroup/memory/memory.limit_in_bytes").exists() {
-            let new = !memory.exists();
-            std::fs::create_dir_all(&memory)
-                .and_then(|_| std::fs::write(memory.join("memory.limit_in_bytes"), limit.to_string()))
+            let new = own_cgroup(st, &memory)?;
+            std::fs::write(memory.join("memory.limit_in_bytes"), limit.to_string())
                 .map_err(|e| Error::Runtime(format!("cannot set up memory cgroup {}: {e}", memory.display())))?;
             if new {
                 out.changed = true;
@@ -480,10 +725,11 @@ fn cgroups_for(st: &State, p: &PartSpec, out: &mut Outcome) -> Result<()> {
     Ok(())
 }
 
-/// Put process `pid` into partition `id`'s cgroups (CPU set, memory limit) where they exist.
-fn join_cgroups(prefix: &str, id: u32, pid: u32) -> Result<()> {
-    for dir in cgroup_dirs(prefix, id) {
-        if dir.exists() {
+/// Put process `pid` into partition `id`'s cgroups (CPU set, memory limit) where they exist
+/// and are the ones wirespeed made.
+fn join_cgroups(st: &State, id: u32, pid: u32) -> Result<()> {
+    for dir in cgroup_dirs(&st.layout.prefix, id) {
+        if cgroup_held(&st.made, &dir) == Held::Ours {
             std::fs::write(dir.join("cgroup.procs"), pid.to_string())
                 .map_err(|e| Error::Runtime(format!("cannot move process {pid} into {}: {e}", dir.display())))?;
         }
@@ -508,17 +754,31 @@ pub fn log_file(prefix: &str, id: u32) -> PathBuf {
     work_dir(prefix).join(format!("daemon-{id}.log"))
 }
 
-fn is_our_daemon(pid: u32, prefix: &str, id: u32) -> bool {
+/// Whether process `pid` is the heartbeat daemon of partition `id` of `st`: its command line
+/// is `... partition daemon ID --prefix PREFIX ...` and, where this process may look, it runs
+/// in the namespace wirespeed made for the partition. A pid file naming a pid since reused by
+/// another process must not get that process killed.
+fn is_our_daemon(pid: u32, st: &State, id: u32) -> bool {
+    let prefix = &st.layout.prefix;
     let Ok(cmd) = std::fs::read(format!("/proc/{pid}/cmdline")) else { return false };
     let args: Vec<String> = cmd.split(|&b| b == 0).map(|a| String::from_utf8_lossy(a).into_owned()).collect();
-    let has = |s: &str| args.iter().any(|a| a == s);
-    has("daemon") && has(prefix) && has(&id.to_string())
+    let seq = |a: &str, b: &str| args.windows(2).any(|w| w[0] == a && w[1] == b);
+    if !(seq("daemon", &id.to_string()) && seq("--prefix", prefix) && args.iter().any(|a| a == "partition")) {
+        return false;
+    }
+    let ns = ns_name(prefix, id);
+    match ns_inode(Path::new(&format!("/proc/{pid}/ns/net"))) {
+        // Without privilege the namespace of a root process cannot be read: the command line is
+        // enough to show a status; only a privileged caller ever signals it.
+        None => true,
+        Some(ino) => ns_held(&st.made, &ns) == Held::Ours && ns_inode(&ns_path(&ns)) == Some(ino),
+    }
 }
 
 /// Pid of partition `id`'s running daemon, if it runs.
-pub fn daemon_pid(prefix: &str, id: u32) -> Option<u32> {
-    let pid: u32 = std::fs::read_to_string(pid_file(prefix, id)).ok()?.trim().parse().ok()?;
-    is_our_daemon(pid, prefix, id).then_some(pid)
+pub fn daemon_pid(st: &State, id: u32) -> Option<u32> {
+    let pid: u32 = std::fs::read_to_string(pid_file(&st.layout.prefix, id)).ok()?.trim().parse().ok()?;
+    (alive(pid) && is_our_daemon(pid, st, id)).then_some(pid)
 }
 
 fn start_daemon(st: &State, id: u32, exe: &Path) -> Result<()> {
@@ -548,46 +808,67 @@ fn start_daemon(st: &State, id: u32, exe: &Path) -> Result<()> {
     drop(child);
     std::fs::write(pid_file(prefix, id), pid.to_string())
         .map_err(|e| Error::Runtime(format!("cannot write the daemon pid file: {e}")))?;
-    join_cgroups(prefix, id, pid)?;
+    join_cgroups(st, id, pid)?;
     Ok(())
 }
 
-/// Undo everything of `prefix`: daemons, processes left in its cgroups, namespaces (and so
-/// their links), cgroups, heartbeat files and the state file. Succeeds when nothing exists.
-/// Returns one line per thing removed.
-pub fn init(prefix: &str) -> Result<Vec<String>> {
+/// What [`init`] did: one line per thing removed, and one per thing of a wirespeed-like name
+/// it left alone because wirespeed has no record of making it.
+#[derive(Debug, Default)]
+pub struct Undone {
+    /// Removed: daemons, processes, namespaces, cgroups, files.
+    pub removed: Vec<String>,
+    /// Left alone, and why.
+    pub kept: Vec<String>,
+}
+
+/// Undo what wirespeed made for `prefix`, as its state file records it: daemons, processes left
+/// in its namespaces and cgroups, namespaces (and so their links), cgroups, its files and the
+/// state file. A namespace or cgroup of a matching name that the state does not record (or
+/// that was replaced since) is left alone and named in [`Undone::kept`]; with no state file,
+/// nothing is removed. Succeeds when nothing exists.
+pub fn init(prefix: &str) -> Result<Undone> {
     check_prefix(prefix)?;
-    let mut done = Vec::new();
-    let st = load(prefix).ok().flatten();
-    let mut ids: BTreeSet<u32> = (1..=MAX_PARTITIONS as u32).filter(|&i| ns_exists(&ns_name(prefix, i))).collect();
-    if let Some(st) = &st {
-        ids.extend(st.layout.partitions.iter().map(|p| p.id));
-    }
-    for i in 1..=MAX_PARTITIONS as u32 {
-        if cgroup_dirs(prefix, i).iter().any(|d| d.exists()) || pid_file(prefix, i).exists() {
-            ids.insert(i);
+    let mut u = Undone::default();
+    let sp = state_path(prefix);
+    let st = match load(prefix) {
+        Ok(Some(st)) => st,
+        Ok(None) => {
+            left_alone(prefix, &Made::default(), &mut u, "wirespeed has no record of making it");
+            return Ok(u);
         }
-    }
+        Err(e) => {
+            // Unreadable: what it recorded is unknown, so only the file itself goes.
+            std::fs::remove_file(&sp).map_err(|e| Error::Runtime(format!("cannot remove {}: {e}", sp.display())))?;
+            u.removed.push(format!("unreadable state {} removed ({e})", sp.display()));
+            left_alone(prefix, &Made::default(), &mut u, "its record was unreadable");
+            return Ok(u);
+        }
+    };
+    let ids: BTreeSet<u32> = st.layout.partitions.iter().map(|p| p.id).collect();
     // Daemons first, so none re-publishes while the rest goes.
     let mut pids = Vec::new();
     for &i in &ids {
-        if let Some(pid) = daemon_pid(prefix, i) {
+        if let Some(pid) = daemon_pid(&st, i) {
             let _ = sys::send_signal(pid, libc::SIGTERM);
             pids.push(pid);
-            done.push(format!("partition {i}: daemon {pid} stopped"));
+            u.removed.push(format!("partition {i}: daemon {pid} stopped"));
         }
-        // Processes left in the partition: in its cgroups, or in its namespace (started with
-        // `ip netns exec` directly). A namespace lives, with its links, as long as one remains.
-        let mut left: Vec<u32> = cgroup_dirs(prefix, i).iter().flat_map(|d| cgroup_pids(d)).collect();
-        left.extend(ns_pids(&ns_name(prefix, i)));
-        left.sort_unstable();
-        left.dedup();
-        for pid in left {
-            if pid != std::process::id() && !pids.contains(&pid) {
-                let _ = sys::send_signal(pid, libc::SIGKILL);
-                pids.push(pid);
-                done.push(format!("partition {i}: process {pid} killed"));
-            }
+    }
+    // Processes left in our partitions: in our cgroups, or in our namespaces (started with
+    // `ip netns exec` directly). A namespace lives, with its links, as long as one remains.
+    let mut left: Vec<(String, u32)> = Vec::new();
+    for (dir, _) in st.made.cgroups.iter().filter(|(d, _)| cgroup_held(&st.made, d) == Held::Ours) {
+        left.extend(cgroup_pids(dir).into_iter().map(|p| (format!("cgroup {}", dir.display()), p)));
+    }
+    for (ns, _) in st.made.namespaces.iter().filter(|(n, _)| ns_held(&st.made, n) == Held::Ours) {
+        left.extend(ns_pids(ns).into_iter().map(|p| (format!("namespace {ns}"), p)));
+    }
+    for (where_, pid) in left {
+        if pid != std::process::id() && !pids.contains(&pid) {
+            let _ = sys::send_signal(pid, libc::SIGKILL);
+            pids.push(pid);
+            u.removed.push(format!("process {pid} in {where_} killed"));
         }
     }
     let t = Instant::now();
@@ -599,18 +880,26 @@ pub fn init(prefix: &str) -> Result<Vec<String>> {
             let _ = sys::send_signal(p, libc::SIGKILL);
         }
     }
-    for &i in &ids {
-        let ns = ns_name(prefix, i);
-        if ns_exists(&ns) {
-            ip(&["netns", "del", &ns])?;
-            done.push(format!("partition {i}: namespace {ns} deleted"));
+    for ns in st.made.namespaces.keys() {
+        match ns_held(&st.made, ns) {
+            Held::Ours => {
+                ip(&["netns", "del", ns])?;
+                u.removed.push(format!("namespace {ns} deleted"));
+            }
+            Held::Foreign => u.kept.push(format!(
+                "namespace {ns} left alone: it is not the one wirespeed made (deleted and made again by someone else)"
+            )),
+            Held::Gone => {}
         }
-        for dir in cgroup_dirs(prefix, i) {
-            if dir.exists() {
+    }
+    for dir in st.made.cgroups.keys() {
+        match cgroup_held(&st.made, dir) {
+            Held::Ours => {
                 let t = Instant::now();
                 loop {
-                    match std::fs::remove_dir(&dir) {
+                    match std::fs::remove_dir(dir) {
                         Ok(()) => break,
+                        Err(e) if e.kind() == std::io::ErrorKind::NotFound => break,
                         Err(_) if t.elapsed() < Duration::from_secs(2) => std::thread::sleep(Duration::from_millis(20)),
                         Err(e) => {
                             return Err(Error::Runtime(format!(
@@ -620,20 +909,89 @@ pub fn init(prefix: &str) -> Result<Vec<String>> {
                         }
                     }
                 }
-                done.push(format!("partition {i}: cgroup {} removed", dir.display()));
+                u.removed.push(format!("cgroup {} removed", dir.display()));
+            }
+            Held::Foreign => u.kept.push(format!(
+                "cgroup {} left alone: it is not the one wirespeed made (removed and made again by someone else)",
+                dir.display()
+            )),
+            Held::Gone => {}
+        }
+    }
+    // Our files in the work directory (pid files, heartbeats, views, logs), then the directory
+    // if nothing else is in it.
+    let wd = work_dir(prefix);
+    if let Ok(rd) = std::fs::read_dir(&wd) {
+        for e in rd.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if ["daemon-", "hb-", "view-"].iter().any(|p| name.starts_with(p)) {
+                let _ = std::fs::remove_file(e.path());
+            }
+        }
+        if std::fs::remove_dir(&wd).is_err() && wd.exists() {
+            u.kept.push(format!("directory {} left: it holds files wirespeed did not make", wd.display()));
+        }
+    }
+    left_alone(prefix, &st.made, &mut u, "wirespeed has no record of making it");
+    let _ = std::fs::remove_file(sp.with_extension("json.tmp"));
+    if sp.exists() {
+        std::fs::remove_file(&sp).map_err(|e| Error::Runtime(format!("cannot remove {}: {e}", sp.display())))?;
+        u.removed.push(format!("state {} removed", sp.display()));
+    }
+    Ok(u)
+}
+
+/// Name, in `u.kept`, every namespace `PREFIX<N>` and cgroup `wirespeed-PREFIX-N` that exists
+/// and that `made` does not record: they are someone else's.
+fn left_alone(prefix: &str, made: &Made, u: &mut Undone, why: &str) {
+    for i in 1..=MAX_PARTITIONS as u32 {
+        let ns = ns_name(prefix, i);
+        if !made.namespaces.contains_key(&ns) && ns_path(&ns).exists() {
+            u.kept.push(format!("namespace {ns} left alone: {why}"));
+        }
+        for dir in cgroup_dirs(prefix, i) {
+            if !made.cgroups.contains_key(&dir) && dir.exists() {
+                u.kept.push(format!("cgroup {} left alone: {why}", dir.display()));
             }
         }
     }
-    let wd = work_dir(prefix);
-    if wd.exists() {
-        std::fs::remove_dir_all(&wd).map_err(|e| Error::Runtime(format!("cannot remove {}: {e}", wd.display())))?;
+}
+
+/// Remove every set of partitions made for one run (a `demo`, `bench` or `ping`) whose run is
+/// gone (killed, say, by `kill -9`, so it could not remove them itself). Partitions made by
+/// `partition create` have no owner and are never touched. Returns one line per set removed
+/// (or that could not be). Needs CAP_NET_ADMIN.
+pub fn reap_stale() -> Vec<String> {
+    let mut out = Vec::new();
+    let Ok(rd) = std::fs::read_dir(run_dir()) else { return out };
+    let mut prefixes: Vec<String> = rd
+        .flatten()
+        .filter_map(|e| e.file_name().to_str().and_then(|n| n.strip_suffix(".json")).map(str::to_string))
+        .filter(|p| check_prefix(p).is_ok())
+        .collect();
+    prefixes.sort();
+    for prefix in prefixes {
+        let Ok(Some(st)) = load(&prefix) else { continue };
+        let Some(owner) = &st.owner else { continue };
+        if owner.alive() {
+            continue;
+        }
+        let who = format!("{} (pid {})", owner.what, owner.pid);
+        match init(&prefix) {
+            Ok(u) => {
+                let n = u.removed.iter().filter(|l| l.starts_with("namespace")).count();
+                let mut line = format!(
+                    "removed partitions '{prefix}' left behind by {who}, which is gone: {n} namespace(s), their links, cgroups and state"
+                );
+                if !u.kept.is_empty() {
+                    line.push_str(&format!("; {}", u.kept.join("; ")));
+                }
+                out.push(line);
+            }
+            Err(e) => out.push(format!("could not remove partitions '{prefix}' left behind by {who}: {e}")),
+        }
     }
-    let sp = state_path(prefix);
-    if sp.exists() {
-        std::fs::remove_file(&sp).map_err(|e| Error::Runtime(format!("cannot remove {}: {e}", sp.display())))?;
-        done.push(format!("state {} removed", sp.display()));
-    }
-    Ok(done)
+    out
 }
 
 fn alive(pid: u32) -> bool {
@@ -676,6 +1034,9 @@ pub fn deactivate(prefix: &str, id: u32) -> Result<bool> {
     let mut st = load_existing(prefix)?;
     find(&st, id)?;
     let ns = ns_name(prefix, id);
+    if ns_held(&st.made, &ns) == Held::Foreign {
+        return Err(foreign_ns(&ns, prefix));
+    }
     for p in &st.layout.partitions {
         if p.id != id && link_exists(&ns, &link_name(p.id)) {
             ip(&["-n", &ns, "link", "set", "dev", &link_name(p.id), "down"])?;
@@ -693,7 +1054,7 @@ pub fn activate(prefix: &str, id: u32) -> Result<bool> {
     let changed = st.deactivated.remove(&id);
     save(&st)?;
     let mut out = Outcome::default();
-    converge(&st, None, &mut out)?;
+    converge(&mut st, None, &mut out)?;
     check_routes(&st)?;
     Ok(changed)
 }
@@ -705,15 +1066,19 @@ pub fn exec(prefix: &str, id: u32, cmd: &[String]) -> Result<std::convert::Infal
     let st = load_existing(prefix)?;
     let p = find(&st, id)?;
     let ns = ns_name(prefix, id);
-    if !ns_exists(&ns) {
-        return Err(Error::Runtime(format!(
-            "partition {id}'s namespace {ns} is gone: run `wirespeed partition create` again to repair it"
-        )));
+    match ns_held(&st.made, &ns) {
+        Held::Ours => {}
+        Held::Gone => {
+            return Err(Error::Runtime(format!(
+                "partition {id}'s namespace {ns} is gone: run `wirespeed partition create` again to repair it"
+            )))
+        }
+        Held::Foreign => return Err(foreign_ns(&ns, prefix)),
     }
     if cmd.is_empty() {
         return Err(Error::Usage("no command given: write `wirespeed partition exec N -- CMD ARGS...`".into()));
     }
-    join_cgroups(prefix, id, std::process::id())?;
+    join_cgroups(&st, id, std::process::id())?;
     let cpus: Vec<usize> = p.cpus.iter().copied().collect();
     sys::set_process_affinity(&cpus)
         .map_err(|e| Error::Runtime(format!("cannot restrict to CPUs {}: {e}", format_cpu_list(&p.cpus))))?;
@@ -801,7 +1166,7 @@ pub fn status(prefix: &str) -> Result<Status> {
     for p in &l.partitions {
         let seen_by: BTreeMap<u32, PeerState> =
             views.iter().filter_map(|v| v.peers.get(&p.id).map(|s| (v.id, *s))).collect();
-        let daemon = daemon_pid(prefix, p.id);
+        let daemon = daemon_pid(&st, p.id);
         let states: BTreeSet<PeerState> = seen_by.values().copied().collect();
         let state = if st.deactivated.contains(&p.id) && states.iter().all(|s| *s != PeerState::Active) {
             "inactive (deactivated)".to_string()
@@ -964,6 +1329,33 @@ mod tests {
         assert!(check_prefix("1abc").is_err());
         assert!(check_prefix("a/b").is_err());
         assert!(check_prefix("abcdefghijklmnopq").is_err());
+    }
+
+    #[test]
+    fn only_what_was_recorded_as_made_is_ours() {
+        let dir = std::env::temp_dir().join(format!("wirespeed-held-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        assert_eq!(held(None, &dir), Held::Gone);
+        std::fs::create_dir(&dir).unwrap();
+        // Someone else's: exists, never recorded.
+        assert_eq!(held(None, &dir), Held::Foreign);
+        // Recorded just before it was made: ours.
+        assert_eq!(held(Some(&None), &dir), Held::Ours);
+        let id = Ident::of(&dir);
+        assert!(id.is_some());
+        assert_eq!(held(Some(&id), &dir), Held::Ours);
+        // Removed and made again by someone else: not ours any more.
+        std::fs::remove_dir(&dir).unwrap();
+        std::fs::create_dir(&dir).unwrap();
+        assert_eq!(held(Some(&id), &dir), Held::Foreign);
+        std::fs::remove_dir(&dir).unwrap();
+    }
+
+    #[test]
+    fn an_owner_is_its_pid_and_start_time() {
+        let me = Owner::me("test");
+        assert!(me.alive());
+        assert!(!Owner { start: me.start + 1, ..me.clone() }.alive(), "a reused pid is another process");
     }
 
     #[test]

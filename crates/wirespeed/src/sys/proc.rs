@@ -1,0 +1,91 @@
+//! Child processes that do not outlive the process that started them.
+
+use std::process::Command;
+
+/// Make the child `cmd` will start die (SIGKILL) when this process dies, even by `kill -9`.
+///
+/// A run that starts its own sender, receiver or reflector must not leave them behind when
+/// it is killed: they would keep sending, hold their partition's namespace and cgroups, and
+/// keep ports busy. The death signal survives the `exec` of `wirespeed partition exec` and of
+/// `ip netns exec`, which exec in place, so the program at the end of the chain inherits it.
+///
+/// The kernel sends it when the *thread* that spawned the child ends, so spawn from a thread
+/// that lives as long as the child (the main thread, or the one that waits for it). If this
+/// process is already gone by the time the child runs (the race between `fork` and `prctl`),
+/// the child exits at once instead of running as an orphan.
+pub fn die_with_parent(cmd: &mut Command) -> &mut Command {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: getpid has no preconditions and touches no memory.
+    let parent = unsafe { libc::getpid() };
+    // SAFETY: the closure runs in the child between fork and exec, where only async-signal-safe
+    // calls are allowed: prctl, getppid and raise are, and it allocates nothing.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0, 0, 0) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            // The parent may have died before prctl took effect: then we were re-parented and
+            // no death signal will ever come, so end now.
+            if libc::getppid() != parent {
+                libc::raise(libc::SIGKILL);
+            }
+            Ok(())
+        })
+    }
+}
+
+/// When process `pid` started, in clock ticks after boot (field 22 of `/proc/PID/stat`), or
+/// `None` if there is no such process. A pid and its start time name one process for good:
+/// a pid reused by another process has another start time.
+pub fn start_time(pid: u32) -> Option<u64> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) is in parentheses and may hold spaces or ')': split after the last.
+    let rest = s.rsplit_once(')')?.1;
+    let mut f = rest.split_whitespace();
+    // rest starts at field 3 (state); start time is field 22.
+    let state = f.next()?;
+    if state == "Z" || state == "X" {
+        return None;
+    }
+    f.nth(18)?.parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::process::ExitStatusExt;
+    use std::time::{Duration, Instant};
+
+    #[test]
+    fn a_child_dies_when_the_thread_that_started_it_ends() {
+        // The death signal follows the spawning thread; a thread stands in for a killed parent.
+        let mut child = std::thread::spawn(|| {
+            let mut c = Command::new("sleep");
+            c.arg("60");
+            die_with_parent(&mut c).spawn().expect("spawn sleep")
+        })
+        .join()
+        .expect("spawning thread");
+        let t = Instant::now();
+        let st = loop {
+            if let Some(st) = child.try_wait().expect("try_wait") {
+                break st;
+            }
+            if t.elapsed() > Duration::from_secs(20) {
+                let _ = child.kill();
+                panic!("the child outlived the thread that started it");
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        assert_eq!(st.signal(), Some(libc::SIGKILL));
+    }
+
+    #[test]
+    fn start_time_names_a_live_process_only() {
+        assert!(start_time(std::process::id()).is_some());
+        let mut c = Command::new("true").spawn().expect("spawn true");
+        let pid = c.id();
+        c.wait().expect("wait");
+        assert_eq!(start_time(pid), None);
+    }
+}
