@@ -42,7 +42,7 @@ fn count_in(s: &str, lo: u64, hi: u64, why: &str) -> Result<u64, String> {
 
 /// UDP payload bytes of one datagram.
 pub fn udp_size(s: &str) -> Result<u64, String> {
-    size_in(s, 1, units::MAX_UDP_PAYLOAD as u64, "the largest UDP payload over IPv4")
+    size_in(s, 1, units::MAX_UDP_PAYLOAD as u64, "more does not fit a UDP datagram over IPv4")
 }
 
 /// A socket buffer size to ask the kernel for.

@@ -91,8 +91,9 @@ enum Cmd {
         HdrHistogram interval log (ns; readable by the standard HdrHistogram tools) and a heat map \
         (PNG and SVG): time on x, latency on y, colour = packets per cell on a log scale.\n\n\
         Try:  wirespeed ping --pps 10000,20000,30000,40000      (seed 003's four rates, self-contained)\n      \
-        wirespeed reflect 7149                                (on the far host)\n      \
-        wirespeed ping FARHOST:7149 --pps 10000 --duration 60\n\n\
+        wirespeed reflect 127.0.0.1:7149                      (in one terminal)\n      \
+        wirespeed ping 127.0.0.1:7149 --pps 10000 --duration 60   (in another)\n\n\
+        Against a far host, run reflect there and give ping its address.\n\n\
         Exit codes: 0 success, 1 runtime failure, 2 bad usage, 3 replies lost with --expect-zero-loss.")]
     Ping(latency_cmd::PingArgs),
     /// Frames per second on the wire for a link speed and packet size (preamble, IFG, headers).

@@ -26,9 +26,10 @@ fn parse_size(s: &str) -> Result<u64, String> {
     after_help = "`wirespeed ttcp --help` explains what each side times and how UDP loss is counted.",
     after_long_help = "ttcp in the classic style: bulk TCP (or UDP with -u) transfer between two hosts, \
         reported in MB/s (10^6 bytes/s) by each side, with ttcp's KB/sec, I/O calls and CPU time.\n\n\
-        Start the receiver first, then the transmitter:\n  \
-        wirespeed ttcp -r -l49152 -b 1M                      (on the receiving host)\n  \
-        wirespeed ttcp -t -l49152 -b 1M -n 20000 HOST        (on the sending host)\n\n\
+        Start the receiver first, then the transmitter (here both on this host; between two \
+        hosts, the receiver's address in place of 127.0.0.1):\n  \
+        wirespeed ttcp -r -l49152 -b 1M                      (in one terminal: the receiver)\n  \
+        wirespeed ttcp -t -l49152 -b 1M -n 20000 127.0.0.1   (in another: the transmitter)\n\n\
         Each side times its own part, as ttcp does: the transmitter from connect to the return \
         of its last write (data can still be in its socket buffer then, so its figure may \
         exceed what was delivered; the TCP transmitter also reports when the receiver had \
