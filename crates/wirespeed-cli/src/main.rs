@@ -36,7 +36,9 @@ pub(crate) const EXIT_LOSS: u8 = 3;
         ledger (lost, late, duplicate, invalid, located by sequence range), shown beside the \
         kernel's own drop counters so you can tell which layer lost what.\n\n\
         Rates are decimal SI: 942M and 9.5G are UDP payload bits/s, 500kpps is datagrams/s. \
-        Byte sizes are binary: 16M is 16 MiB.\n\n\
+        Byte sizes are binary: 16M is 16 MiB. Counts are decimal: 1M is 1,000,000. Sizes, \
+        counts, rates and durations may carry an exponent (1e9); a value out of an option's range is refused \
+        before anything runs.\n\n\
         Try:  wirespeed demo\n      \
         wirespeed recv 7148 --once            (in one terminal)\n      \
         wirespeed send 127.0.0.1:7148 --rate 2G --duration 5   (in another)\n\n\
