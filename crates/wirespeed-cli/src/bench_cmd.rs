@@ -262,18 +262,15 @@ fn parse_duration(s: &str) -> Result<Duration, Error> {
 }
 
 pub(crate) fn parse_repeat(s: &str) -> Result<u32, Error> {
-    match s.trim().parse::<u32>() {
-        Ok(n) if (1..=100).contains(&n) => Ok(n),
+    match units::parse_count(s) {
+        Ok(n) if (1..=100).contains(&n) => Ok(n as u32),
         _ => Err(usage(format!("--repeat '{s}' must be a whole number from 1 to 100"))),
     }
 }
 
+/// The receive buffer of `bench` commands: the same kind, and the same bound, as `recv --rcvbuf`.
 pub(crate) fn parse_rcvbuf(s: &str) -> Result<u64, Error> {
-    let n = units::parse_bytes(s).map_err(|e| usage(format!("--rcvbuf: {e}")))?;
-    if n == 0 || n > (1 << 31) {
-        return Err(usage(format!("--rcvbuf {s} is out of range: give 1 byte to 2G")));
-    }
-    Ok(n)
+    crate::args::sockbuf(s).map_err(|e| usage(format!("--rcvbuf {s}: {e}")))
 }
 
 fn parse_bits(flag: &str, s: &str) -> Result<f64, Error> {

@@ -1,5 +1,6 @@
 //! The `wirespeed` command: argument parsing and printing only; the work is in the library.
 
+mod args;
 mod bench_cmd;
 mod compare_cmd;
 mod latency_cmd;
@@ -35,11 +36,15 @@ pub(crate) const EXIT_LOSS: u8 = 3;
         ledger (lost, late, duplicate, invalid, located by sequence range), shown beside the \
         kernel's own drop counters so you can tell which layer lost what.\n\n\
         Rates are decimal SI: 942M and 9.5G are UDP payload bits/s, 500kpps is datagrams/s. \
-        Byte sizes are binary: 16M is 16 MiB.\n\n\
+        Byte sizes are binary: 16M is 16 MiB. Counts are decimal: 1M is 1,000,000. Sizes, \
+        counts, rates and durations may carry an exponent (1e9); a value out of an option's range is refused \
+        before anything runs.\n\n\
         Try:  wirespeed demo\n      \
         wirespeed recv 7148 --once            (in one terminal)\n      \
         wirespeed send 127.0.0.1:7148 --rate 2G --duration 5   (in another)\n\n\
-        Exit codes: 0 success, 1 runtime failure, 2 bad usage, 3 loss when --expect-zero-loss."
+        Exit codes: 0 success, 1 runtime failure, 2 bad usage (or a value out of range), 3 loss \
+        when --expect-zero-loss, 4 (verify) a recording is damaged, incomplete or differs from its \
+        sidecar."
 )]
 struct Cli {
     #[command(subcommand)]
@@ -88,8 +93,9 @@ enum Cmd {
         HdrHistogram interval log (ns; readable by the standard HdrHistogram tools) and a heat map \
         (PNG and SVG): time on x, latency on y, colour = packets per cell on a log scale.\n\n\
         Try:  wirespeed ping --pps 10000,20000,30000,40000      (seed 003's four rates, self-contained)\n      \
-        wirespeed reflect 7149                                (on the far host)\n      \
-        wirespeed ping FARHOST:7149 --pps 10000 --duration 60\n\n\
+        wirespeed reflect 127.0.0.1:7149                      (in one terminal)\n      \
+        wirespeed ping 127.0.0.1:7149 --pps 10000 --duration 60   (in another)\n\n\
+        Against a far host, run reflect there and give ping its address.\n\n\
         Exit codes: 0 success, 1 runtime failure, 2 bad usage, 3 replies lost with --expect-zero-loss.")]
     Ping(latency_cmd::PingArgs),
     /// Frames per second on the wire for a link speed and packet size (preamble, IFG, headers).
@@ -132,7 +138,7 @@ struct FormatArgs {
     byte_order: ByteOrder,
     /// Generic instrument header: the sequence number is the field at this byte offset (with
     /// --seq-width and --seq-endian); the rest of the datagram is not checked.
-    #[arg(long, value_name = "BYTES")]
+    #[arg(long, value_name = "BYTES", value_parser = args::seq_offset)]
     seq_offset: Option<usize>,
     /// Width of the sequence field in bytes, 1..8.
     #[arg(long, default_value_t = 8, value_name = "BYTES")]
@@ -149,7 +155,7 @@ struct SendArgs {
     /// UDP payload bytes per datagram (1..65507; the counter format needs a multiple of 8).
     /// Default 8800 (suits a 9000-byte MTU; use 1472 or less on a 1500-byte MTU to avoid IP
     /// fragments); formats with their own frame size (vdif, mark5b, ...) set it themselves.
-    #[arg(long, value_parser = parse_size)]
+    #[arg(long, value_parser = args::udp_size)]
     size: Option<u64>,
     /// Total rate over all streams: payload bits/s (942M, 9.5G), datagrams/s (500kpps) or max.
     /// Default 1G, or the preset's rate.
@@ -161,30 +167,31 @@ struct SendArgs {
     #[arg(long, conflicts_with = "format")]
     preset: Option<String>,
     /// How long to send (5, 2.5s, 250ms, 2m). Default 10 s unless --count is given.
-    #[arg(long, value_parser = units::parse_duration)]
+    #[arg(long, value_parser = args::run_duration)]
     duration: Option<Duration>,
     /// Sequence numbers to generate per stream (skipped ones included), e.g. 100000 or 1M.
-    #[arg(long, value_parser = units::parse_count)]
+    #[arg(long, value_parser = args::run_count)]
     count: Option<u64>,
-    /// Independent streams, each with its own source port, thread and sequence space; the rate is shared.
-    #[arg(long, default_value_t = 1)]
+    /// Independent streams (1..1024), each with its own source port, thread and sequence space;
+    /// the rate is shared.
+    #[arg(long, default_value = "1", value_parser = args::send_streams)]
     streams: usize,
     /// Use UDP segmentation offload: one system call carries up to 64 datagrams. Needed to
     /// offer a receiver more than ~200 kpps from one core.
     #[arg(long)]
     gso: bool,
-    /// Most datagrams per send call (default: about 50 us worth at the requested rate).
-    #[arg(long)]
+    /// Most datagrams per send call, 1..1024 (default: about 50 us worth at the requested rate).
+    #[arg(long, value_parser = args::burst)]
     burst: Option<usize>,
-    /// Leave out every Nth sequence number (N-1, 2N-1, ...), to inject exactly known loss.
-    #[arg(long, value_name = "N")]
+    /// Leave out every Nth sequence number (N-1, 2N-1, ...), to inject exactly known loss (N >= 2).
+    #[arg(long, value_name = "N", value_parser = args::skip_every)]
     skip_every: Option<u64>,
     /// Leave out the sequence numbers A..B (inclusive); may be repeated.
     #[arg(long, value_name = "A..B", value_parser = parse_range)]
     skip: Vec<(u64, u64)>,
     /// First sequence number of every stream. Default 0, or for time-stamped formats (VDIF,
     /// Mark5B) the frame of the current time, so the frames carry the real time.
-    #[arg(long)]
+    #[arg(long, value_parser = units::parse_count)]
     start_seq: Option<u64>,
     /// Pin sender threads to these CPUs, round-robin (e.g. 1 or 0,1).
     #[arg(long, value_delimiter = ',')]
@@ -198,9 +205,9 @@ struct SendArgs {
     /// Send from this local address.
     #[arg(long)]
     bind: Option<std::net::IpAddr>,
-    /// Multicast TTL.
-    #[arg(long, default_value_t = 1)]
-    ttl: u32,
+    /// Multicast TTL, 1..255 (default 1: the local network only). Only for a multicast TARGET.
+    #[arg(long, value_parser = args::ttl)]
+    ttl: Option<u32>,
     #[command(flatten)]
     fmt: FormatArgs,
     /// Print one JSON document (schema wirespeed.send/1) instead of the summary.
@@ -213,11 +220,11 @@ struct RecvArgs {
     /// Where to listen: PORT, ADDR:PORT, or a multicast GROUP:PORT (joins the group).
     listen: String,
     /// Expected payload bytes per datagram; others count as invalid. Default: any multiple of 8.
-    #[arg(long, value_parser = parse_size)]
+    #[arg(long, value_parser = args::udp_size)]
     size: Option<u64>,
     /// Socket receive buffer to ask for (e.g. 16M). The granted size is printed; when
-    /// net.core.rmem_max caps it, so is the sysctl that raises the cap.
-    #[arg(long, default_value = "32M", value_parser = parse_size)]
+    /// net.core.rmem_max caps it, so is the sysctl that raises the cap. At most 1G.
+    #[arg(long, default_value = "32M", value_parser = args::sockbuf)]
     rcvbuf: u64,
     /// Ask for UDP GRO: the kernel hands over coalesced datagrams, split here by segment size.
     #[arg(long)]
@@ -226,16 +233,16 @@ struct RecvArgs {
     #[arg(long)]
     cpu: Option<usize>,
     /// Stop after this long (5, 2.5s, 2m). Default: until Ctrl-C, --count or --once.
-    #[arg(long, value_parser = units::parse_duration)]
+    #[arg(long, value_parser = args::run_duration)]
     duration: Option<Duration>,
     /// Stop once this many datagrams have arrived.
-    #[arg(long, value_parser = units::parse_count)]
+    #[arg(long, value_parser = args::run_count)]
     count: Option<u64>,
     /// Stop when every stream of the first wirespeed sender has sent its end-of-stream message.
     #[arg(long)]
     once: bool,
-    /// Print a progress line every SECS seconds (to stderr).
-    #[arg(long, value_name = "SECS", value_parser = units::parse_duration)]
+    /// Print a progress line every SECS seconds (to stderr); at least 10ms.
+    #[arg(long, value_name = "SECS", value_parser = args::interval)]
     interval: Option<Duration>,
     /// With --interval: print each progress line as one JSON object (elapsed_s, pps, bps and
     /// the cumulative counts) instead of text, so a program following a long run (bench soak)
@@ -245,14 +252,16 @@ struct RecvArgs {
     /// Exit with code 3 if any packet was lost.
     #[arg(long)]
     expect_zero_loss: bool,
-    /// Datagrams per receive call.
-    #[arg(long, default_value_t = 64)]
+    /// Datagrams per receive call, 1..1024.
+    #[arg(long, default_value = "64", value_parser = args::batch)]
     batch: usize,
-    /// Most streams (source address/port pairs) tracked; their ledgers are preallocated.
-    #[arg(long, default_value_t = 64)]
+    /// Most streams (source address/port pairs) tracked, 1..8192; their ledgers are
+    /// preallocated, and --max-streams x --window may take at most 1 GiB.
+    #[arg(long, default_value = "64", value_parser = args::max_streams)]
     max_streams: usize,
-    /// Reorder window in packets (power of two): later arrivals count as stale, not late.
-    #[arg(long, default_value_t = 65536)]
+    /// Reorder window in packets (a power of two up to 16M = 16777216): later arrivals count as
+    /// stale, not late.
+    #[arg(long, default_value = "65536", value_parser = args::window)]
     window: u64,
     /// Poll without blocking: lowest latency, but the capture core runs at 100%.
     #[arg(long)]
@@ -263,11 +272,11 @@ struct RecvArgs {
     /// 200 us; it is capped so a 40 Gb/s burst fills at most 1/8 of the granted buffer. 0 disables.
     #[arg(long, default_value = "1ms", value_parser = units::parse_duration)]
     coalesce: Duration,
-    /// Local interface address to join a multicast group on.
+    /// Local interface address to join a multicast group on (only with a multicast GROUP:PORT).
     #[arg(long)]
     iface: Option<std::net::Ipv4Addr>,
-    /// Gap ranges shown per stream in the summary (all are in --json).
-    #[arg(long, default_value_t = 8)]
+    /// Gap ranges shown per stream in the summary (all are in --json), 0..4096.
+    #[arg(long, default_value = "8", value_parser = args::gaps)]
     gaps: usize,
     #[command(flatten)]
     fmt: FormatArgs,
@@ -279,16 +288,16 @@ struct RecvArgs {
 #[derive(Args)]
 struct DemoArgs {
     /// How long to send.
-    #[arg(long, default_value = "3s", value_parser = units::parse_duration)]
+    #[arg(long, default_value = "3s", value_parser = args::run_duration)]
     duration: Duration,
     /// Send rate.
     #[arg(long, default_value = "2G", value_parser = Rate::parse)]
     rate: Rate,
     /// Payload bytes.
-    #[arg(long, default_value = "8800", value_parser = parse_size)]
+    #[arg(long, default_value = "8800", value_parser = args::udp_size)]
     size: u64,
-    /// Leave out every Nth packet, to watch the ledger find them.
-    #[arg(long, value_name = "N")]
+    /// Leave out every Nth packet (N >= 2), to watch the ledger find them.
+    #[arg(long, value_name = "N", value_parser = args::skip_every)]
     skip_every: Option<u64>,
     /// Print one JSON document with both reports.
     #[arg(long)]
@@ -305,8 +314,8 @@ fn parse_size(s: &str) -> Result<u64, String> {
 
 fn parse_range(s: &str) -> Result<(u64, u64), String> {
     let (a, b) = s.split_once("..").ok_or_else(|| format!("'{s}' is not a range: write A..B, e.g. 100..199"))?;
-    let a: u64 = a.trim().parse().map_err(|_| format!("'{a}' in '{s}' is not a sequence number"))?;
-    let b: u64 = b.trim().parse().map_err(|_| format!("'{b}' in '{s}' is not a sequence number"))?;
+    let a = units::parse_count(a).map_err(|e| format!("'{a}' in '{s}' is not a sequence number: {e}"))?;
+    let b = units::parse_count(b).map_err(|e| format!("'{b}' in '{s}' is not a sequence number: {e}"))?;
     if a > b {
         return Err(format!("range {s} is empty: write the smaller number first"));
     }
@@ -390,7 +399,13 @@ fn send_config(a: &SendArgs) -> Result<SendConfig, Error> {
     }
     c.catch_up_factor = a.catch_up_factor;
     c.max_lag = a.max_lag;
-    c.ttl = a.ttl;
+    if a.ttl.is_some() && !dest.ip().is_multicast() {
+        return Err(Error::Usage(format!(
+            "--ttl sets the multicast TTL, and {} is not a multicast group: leave --ttl out",
+            dest.ip()
+        )));
+    }
+    c.ttl = a.ttl.unwrap_or(1);
     Ok(c)
 }
 
@@ -415,6 +430,14 @@ fn cmd_send(a: SendArgs) -> Result<u8, Error> {
         // The frame of the current time: frames carry the real time, as an instrument's do.
         if let Some(seq) = fmt.seq_at(sys::realtime_ns()) {
             cfg.start_seq = seq;
+        }
+    }
+    if let Some(n) = cfg.count {
+        if args::skips_everything(&cfg.skip_ranges, cfg.start_seq, n) {
+            return Err(Error::Usage(format!(
+                "--skip leaves out all {n} sequence numbers of --count from {}: nothing would be sent",
+                cfg.start_seq
+            )));
         }
     }
     if a.rate.is_none() {
@@ -449,15 +472,15 @@ fn recv_config(a: &RecvArgs) -> Result<RecvConfig, Error> {
     c.coalesce = a.coalesce;
     c.multicast_iface = a.iface;
     c.show_gaps = a.gaps;
-    if !a.window.is_power_of_two() {
-        return Err(Error::Usage(format!("--window {} must be a power of two, e.g. 65536", a.window)));
-    }
+    // The value parsers bound each option; their product is checked here, before any ledger
+    // is allocated.
+    args::check_ledger_budget(a.max_streams, a.window).map_err(Error::Usage)?;
     c.ledger = LedgerConfig { window: a.window, ..LedgerConfig::default() };
-    if c.batch == 0 || c.batch > 1024 {
-        return Err(Error::Usage("--batch must be between 1 and 1024".into()));
-    }
-    if c.max_streams == 0 || c.max_streams > 65536 {
-        return Err(Error::Usage("--max-streams must be between 1 and 65536".into()));
+    if a.iface.is_some() && !c.listen.ip().is_multicast() {
+        return Err(Error::Usage(format!(
+            "--iface chooses where to join a multicast group, and {} is not one: leave --iface out",
+            c.listen.ip()
+        )));
     }
     Ok(c)
 }

@@ -136,7 +136,7 @@ fn parse_every(s: &str, duration: Duration) -> Result<Duration, Error> {
 fn parse_skip(s: &Option<String>) -> Result<Option<u64>, Error> {
     match s.as_deref().map(str::trim) {
         None => Ok(None),
-        Some(t) => match t.parse::<u64>() {
+        Some(t) => match units::parse_count(t) {
             Ok(n) if n >= 2 => Ok(Some(n)),
             _ => Err(usage(format!("--skip-every '{t}' must be a whole number of at least 2"))),
         },

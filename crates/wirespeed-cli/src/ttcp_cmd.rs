@@ -26,9 +26,10 @@ fn parse_size(s: &str) -> Result<u64, String> {
     after_help = "`wirespeed ttcp --help` explains what each side times and how UDP loss is counted.",
     after_long_help = "ttcp in the classic style: bulk TCP (or UDP with -u) transfer between two hosts, \
         reported in MB/s (10^6 bytes/s) by each side, with ttcp's KB/sec, I/O calls and CPU time.\n\n\
-        Start the receiver first, then the transmitter:\n  \
-        wirespeed ttcp -r -l49152 -b 1M                      (on the receiving host)\n  \
-        wirespeed ttcp -t -l49152 -b 1M -n 20000 HOST        (on the sending host)\n\n\
+        Start the receiver first, then the transmitter (here both on this host; between two \
+        hosts, the receiver's address in place of 127.0.0.1):\n  \
+        wirespeed ttcp -r -l49152 -b 1M                      (in one terminal: the receiver)\n  \
+        wirespeed ttcp -t -l49152 -b 1M -n 20000 127.0.0.1   (in another: the transmitter)\n\n\
         Each side times its own part, as ttcp does: the transmitter from connect to the return \
         of its last write (data can still be in its socket buffer then, so its figure may \
         exceed what was delivered; the TCP transmitter also reports when the receiver had \
@@ -60,7 +61,7 @@ pub struct TtcpArgs {
     /// receiver. Left out, the kernel's default is kept and reported ("default", the seed's
     /// shaded row). Linux grants twice the request for its bookkeeping and caps it at
     /// net.core.[rw]mem_max unless run as root.
-    #[arg(short = 'b', long = "sockbuf", value_name = "BUF", value_parser = parse_size)]
+    #[arg(short = 'b', long = "sockbuf", value_name = "BUF", value_parser = crate::args::sockbuf_request)]
     sockbuf: Option<u64>,
     /// Number of buffers the transmitter writes (ttcp -n); a UDP receiver uses -n x -l as
     /// the amount sent only when no marker from the transmitter arrived.
@@ -87,7 +88,7 @@ pub struct TtcpArgs {
     rate: Option<Rate>,
     /// UDP receiver: end after this long without data once data began, when no end marker
     /// arrives (default 5 s).
-    #[arg(long, value_parser = units::parse_duration)]
+    #[arg(long, value_parser = crate::args::run_duration)]
     timeout: Option<Duration>,
     /// Pin the thread doing the I/O to this CPU (bench ttcp puts the two ends on different cores).
     #[arg(long)]
@@ -226,7 +227,7 @@ pub struct BenchTtcpArgs {
     proto: Vec<Option<Proto>>,
     /// Socket buffer sizes (-b), one row each, in this order (the seed's, largest first);
     /// a "default" row without -b is always added.
-    #[arg(long, value_delimiter = ',', default_value = "1M,512K,256K,128K,64K", value_parser = parse_size)]
+    #[arg(long, value_delimiter = ',', default_value = "1M,512K,256K,128K,64K", value_parser = crate::args::sockbuf_request)]
     buffers: Vec<u64>,
     /// Bytes per read/write and UDP datagram size for Tables 4 and 5 (the seed's -l49152).
     #[arg(short = 'l', long = "buflen", default_value = "49152", value_parser = parse_size)]
@@ -239,7 +240,7 @@ pub struct BenchTtcpArgs {
     #[arg(long)]
     table3: bool,
     /// Writes per size in Table 3 (the seed's 1000).
-    #[arg(long, default_value = "1000", value_parser = units::parse_count)]
+    #[arg(long, default_value = "1000", value_parser = crate::args::table3_writes)]
     writes: u64,
     /// Run over loopback even with the privilege to make partitions.
     #[arg(long)]

@@ -26,11 +26,98 @@ pub enum Rate {
     Max,
 }
 
-fn split_number(s: &str) -> Option<(f64, &str)> {
-    let end = s.find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '_')).unwrap_or(s.len());
-    let num: String = s[..end].chars().filter(|&c| c != '_').collect();
-    let v: f64 = num.parse().ok()?;
-    Some((v, &s[end..]))
+/// A number as written: `digits[.digits][e[+-]digits]`, `_` allowed between digits. Kept
+/// exact (`mant * 10^exp10`) so that counts and byte sizes are never rounded through a float,
+/// and the same grammar serves every kind of value: `1e9` is a rate, a count and a size alike.
+#[derive(Clone, Copy, Debug)]
+struct Number {
+    mant: u128,
+    exp10: i32,
+    float: f64,
+}
+
+/// Why a number could not be used (the caller words the message for its kind).
+enum NumErr {
+    /// Beyond what the kind can hold.
+    TooLarge,
+    /// Not a whole number where one is needed.
+    Fraction,
+}
+
+fn split_number(s: &str) -> Option<(Number, &str)> {
+    let b = s.as_bytes();
+    let mut i = 0;
+    let mut text = String::new();
+    let (mut mant, mut exp10, mut digits, mut overflow, mut seen_dot) = (0u128, 0i32, 0usize, false, false);
+    while i < b.len() {
+        let c = b[i];
+        if c.is_ascii_digit() {
+            digits += 1;
+            text.push(c as char);
+            match mant.checked_mul(10).and_then(|m| m.checked_add(u128::from(c - b'0'))) {
+                Some(m) if !overflow => mant = m,
+                _ => {
+                    // Digits beyond u128: keep the magnitude, and remember it is no longer exact.
+                    overflow = true;
+                    exp10 += 1;
+                }
+            }
+            if seen_dot {
+                exp10 -= 1;
+            }
+        } else if c == b'_' && digits > 0 {
+        } else if c == b'.' && !seen_dot {
+            seen_dot = true;
+            text.push('.');
+        } else {
+            break;
+        }
+        i += 1;
+    }
+    if digits == 0 {
+        return None;
+    }
+    // An exponent only when digits follow the `e`, so no unit is mistaken for one.
+    if i < b.len() && (b[i] == b'e' || b[i] == b'E') {
+        let mut j = i + 1;
+        if j < b.len() && (b[j] == b'+' || b[j] == b'-') {
+            j += 1;
+        }
+        let k = j + b[j..].iter().take_while(|c| c.is_ascii_digit()).count();
+        if k > j {
+            let e: i32 = s[i + 1..k].parse().unwrap_or(if b[i + 1] == b'-' { -100_000 } else { 100_000 });
+            let e = e.clamp(-100_000, 100_000);
+            exp10 = exp10.saturating_add(e);
+            text.push_str(&s[i..k]);
+            i = k;
+        }
+    }
+    let float: f64 = text.parse().ok()?;
+    if overflow {
+        // Not exact: only the magnitude is known, which is enough to refuse it as too large.
+        mant = u128::MAX;
+    }
+    Some((Number { mant, exp10, float }, &s[i..]))
+}
+
+impl Number {
+    /// The exact whole value of `self * mult`.
+    fn whole(&self, mult: u128) -> Result<u64, NumErr> {
+        if self.mant == 0 {
+            return Ok(0);
+        }
+        let v = self.mant.checked_mul(mult).ok_or(NumErr::TooLarge)?;
+        let v = if self.exp10 >= 0 {
+            let p = 10u128.checked_pow(self.exp10 as u32).ok_or(NumErr::TooLarge)?;
+            v.checked_mul(p).ok_or(NumErr::TooLarge)?
+        } else {
+            match 10u128.checked_pow(self.exp10.unsigned_abs()) {
+                Some(p) if v % p == 0 => v / p,
+                _ => return Err(NumErr::Fraction),
+            }
+        };
+        u64::try_from(v).map_err(|_| NumErr::TooLarge)
+    }
 }
 
 fn si_multiplier(p: &str) -> Option<(f64, &str)> {
@@ -45,8 +132,17 @@ fn si_multiplier(p: &str) -> Option<(f64, &str)> {
     Some((m, &p[1..]))
 }
 
+/// Highest bit rate `Rate::parse` accepts: beyond any link a host has (use `max` for unpaced).
+pub const MAX_RATE_BITS: f64 = 10e12;
+
+/// Highest packet rate `Rate::parse` accepts: beyond what any host sends (use `max`).
+pub const MAX_RATE_PACKETS: f64 = 10e9;
+
+/// Longest duration `parse_duration` accepts: a year (longer is a typo, not a run).
+pub const MAX_DURATION: Duration = Duration::from_secs(366 * 24 * 3600);
+
 impl Rate {
-    /// Parse `942M`, `9.5G`, plain bits/s such as `1000000`, `942Mbps`, `500kpps`,
+    /// Parse `942M`, `9.5G`, `1e9`, plain bits/s such as `1000000`, `942Mbps`, `500kpps`,
     /// `2Mpps`, or `max`.
     pub fn parse(s: &str) -> Result<Rate, String> {
         let t = s.trim();
@@ -55,17 +151,22 @@ impl Rate {
         }
         let bad =
             || format!("cannot read rate '{s}': use payload bits/s like 942M or 9.5G, packets/s like 500kpps, or max");
-        let (v, rest) = split_number(t).ok_or_else(bad)?;
+        let (n, rest) = split_number(t).ok_or_else(bad)?;
         let (mult, unit) = si_multiplier(rest).ok_or_else(bad)?;
-        let value = v * mult;
-        if !(value.is_finite() && value > 0.0) {
+        let value = n.float * mult;
+        let packets = match unit.to_ascii_lowercase().as_str() {
+            "" | "b" | "bps" | "b/s" | "bit/s" | "bits" => false,
+            "pps" | "p/s" => true,
+            _ => return Err(bad()),
+        };
+        let (top, top_text) = if packets { (MAX_RATE_PACKETS, "10Gpps") } else { (MAX_RATE_BITS, "10T (10 Tb/s)") };
+        if !value.is_finite() || value > top {
+            return Err(format!("rate '{s}' is too large: at most {top_text}; for unpaced sending give max"));
+        }
+        if value <= 0.0 {
             return Err(format!("rate '{s}' must be greater than zero"));
         }
-        match unit.to_ascii_lowercase().as_str() {
-            "" | "b" | "bps" | "b/s" | "bit/s" | "bits" => Ok(Rate::Bits(value)),
-            "pps" | "p/s" => Ok(Rate::Packets(value)),
-            _ => Err(bad()),
-        }
+        Ok(if packets { Rate::Packets(value) } else { Rate::Bits(value) })
     }
 
     /// Packets per second for a payload size; `None` for `Max`.
@@ -88,34 +189,33 @@ impl fmt::Display for Rate {
     }
 }
 
-/// Parse a byte count: `8800`, `128K`, `16M`, `4G` (binary multiples), `16MiB`, `1500B`.
+/// Parse a byte count: `8800`, `128K`, `16M`, `4G` (binary multiples), `16MiB`, `1500B`, `1e6`.
+/// Exact: never rounded through a float; more than 2^64 - 1 is refused.
 pub fn parse_bytes(s: &str) -> Result<u64, String> {
     let t = s.trim();
     let bad = || format!("cannot read size '{s}': use bytes like 8800, 128K, 16M or 4G (K = 1024)");
-    let (v, rest) = split_number(t).ok_or_else(bad)?;
-    let mult: f64 = match rest.to_ascii_lowercase().as_str() {
-        "" | "b" => 1.0,
-        "k" | "kb" | "kib" => 1024.0,
-        "m" | "mb" | "mib" => 1024.0 * 1024.0,
-        "g" | "gb" | "gib" => 1024.0 * 1024.0 * 1024.0,
-        "t" | "tb" | "tib" => 1024.0f64.powi(4),
+    let (n, rest) = split_number(t).ok_or_else(bad)?;
+    let mult: u128 = match rest.to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "k" | "kb" | "kib" => 1 << 10,
+        "m" | "mb" | "mib" => 1 << 20,
+        "g" | "gb" | "gib" => 1 << 30,
+        "t" | "tb" | "tib" => 1 << 40,
         _ => return Err(bad()),
     };
-    let b = v * mult;
-    if !b.is_finite() || b < 0.0 || b > u64::MAX as f64 {
-        return Err(bad());
-    }
-    if b.fract() != 0.0 {
-        return Err(format!("size '{s}' is not a whole number of bytes"));
-    }
-    Ok(b as u64)
+    n.whole(mult).map_err(|e| match e {
+        NumErr::Fraction => format!("size '{s}' is not a whole number of bytes"),
+        NumErr::TooLarge => format!("size '{s}' is too large: at most 2^64 - 1 bytes"),
+    })
 }
 
-/// Parse a duration: `5` (seconds), `5s`, `250ms`, `100us`, `2m`, `1h`, `1.5s`.
+/// Parse a duration: `5` (seconds), `5s`, `250ms`, `100us`, `2m`, `1h`, `1.5s`, `1e-3`.
+/// At most [`MAX_DURATION`].
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
     let t = s.trim();
     let bad = || format!("cannot read duration '{s}': use seconds like 5 or 2.5s, or 250ms, 2m, 1h");
-    let (v, rest) = split_number(t).ok_or_else(bad)?;
+    let (n, rest) = split_number(t).ok_or_else(bad)?;
+    let v = n.float;
     let secs = match rest.to_ascii_lowercase().as_str() {
         "" | "s" | "sec" | "secs" => v,
         "ms" => v / 1e3,
@@ -125,26 +225,40 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
         "h" => v * 3600.0,
         _ => return Err(bad()),
     };
-    if !secs.is_finite() || !(0.0..=1e9).contains(&secs) {
-        return Err(bad());
+    if !secs.is_finite() || secs > MAX_DURATION.as_secs_f64() {
+        return Err(format!("duration '{s}' is too long: at most 366 days"));
     }
     Ok(Duration::from_secs_f64(secs))
 }
 
-/// Parse a count with an optional decimal SI suffix: `1000`, `10k`, `2M`.
+/// Parse a count with an optional decimal SI suffix: `1000`, `10k`, `2M`, `1e6`. Exact: never
+/// rounded through a float; more than 2^64 - 1 is refused.
 pub fn parse_count(s: &str) -> Result<u64, String> {
     let t = s.trim();
     let bad = || format!("cannot read count '{s}': use a whole number like 100000 or 10k or 2M");
-    let (v, rest) = split_number(t).ok_or_else(bad)?;
-    let (mult, unit) = si_multiplier(rest).ok_or_else(bad)?;
-    if !unit.is_empty() {
-        return Err(bad());
+    let (n, rest) = split_number(t).ok_or_else(bad)?;
+    let mult: u128 = match rest {
+        "" => 1,
+        "k" | "K" => 1_000,
+        "M" => 1_000_000,
+        "G" | "g" => 1_000_000_000,
+        "T" | "t" => 1_000_000_000_000,
+        _ => return Err(bad()),
+    };
+    n.whole(mult).map_err(|e| match e {
+        NumErr::Fraction => format!("count '{s}' is not a whole number"),
+        NumErr::TooLarge => format!("count '{s}' is too large: at most 2^64 - 1"),
+    })
+}
+
+/// Check that `v` lies in `lo..=hi`; the message gives the range and `why` (what the limit
+/// protects), so a refused value says what to give instead. For the command line's value
+/// parsers, which name the option themselves.
+pub fn in_range<T: PartialOrd + fmt::Display>(v: T, lo: T, hi: T, why: &str) -> Result<T, String> {
+    if v < lo || v > hi {
+        return Err(format!("{v} is out of range: give {lo}..{hi} ({why})"));
     }
-    let c = v * mult;
-    if !c.is_finite() || c < 0.0 || c.fract() != 0.0 || c > u64::MAX as f64 {
-        return Err(bad());
-    }
-    Ok(c as u64)
+    Ok(v)
 }
 
 /// Format bits per second with a decimal prefix, e.g. `9.50 Gb/s`.
@@ -304,6 +418,41 @@ mod tests {
         assert!(parse_duration("soon").is_err());
         assert_eq!(parse_count("10k").unwrap(), 10_000);
         assert!(parse_count("1.5").is_err());
+    }
+
+    #[test]
+    fn one_number_grammar_for_every_kind() {
+        // Exponents are read everywhere, or they would be a trap in one place only.
+        assert_eq!(Rate::parse("1e9").unwrap(), Rate::Bits(1e9));
+        assert_eq!(Rate::parse("2.5e5pps").unwrap(), Rate::Packets(250e3));
+        assert_eq!(parse_count("1e6").unwrap(), 1_000_000);
+        assert_eq!(parse_count("1.5e3").unwrap(), 1500);
+        assert_eq!(parse_bytes("1e3").unwrap(), 1000);
+        assert_eq!(parse_bytes("1.5K").unwrap(), 1536);
+        assert_eq!(parse_duration("1e-3").unwrap(), Duration::from_millis(1));
+        assert_eq!(parse_duration("2.5e2ms").unwrap(), Duration::from_millis(250));
+        // Exact: no rounding through a float.
+        assert_eq!(parse_count("9007199254740993").unwrap(), 9_007_199_254_740_993);
+        assert_eq!(parse_count("18446744073709551615").unwrap(), u64::MAX);
+        assert_eq!(parse_bytes("18_446_744_073_709_551_615").unwrap(), u64::MAX);
+        // Overflow is refused, with one line saying so, for every kind.
+        for s in ["18446744073709551616", "99999999999999999999999G", "1e20", "1e100000000000"] {
+            assert!(parse_count(s).unwrap_err().contains("too large"), "count {s}");
+            assert!(parse_bytes(s).unwrap_err().contains("too large"), "size {s}");
+            assert!(Rate::parse(s).unwrap_err().contains("too large"), "rate {s}");
+            let d = parse_duration(s.trim_end_matches('G')).unwrap_err();
+            assert!(d.contains("too long"), "duration {s}: {d}");
+        }
+        assert!(Rate::parse("20Gpps").unwrap_err().contains("too large"));
+        assert!(parse_count("1e-3").unwrap_err().contains("whole number"));
+        assert!(parse_bytes("1.0001K").unwrap_err().contains("whole number"));
+        for bad in ["nan", "inf", "-1", "1e", "e5", "1x"] {
+            assert!(parse_count(bad).is_err(), "{bad}");
+            assert!(parse_bytes(bad).is_err(), "{bad}");
+            assert!(Rate::parse(bad).is_err(), "{bad}");
+            assert!(parse_duration(bad).is_err(), "{bad}");
+        }
+        assert!(in_range(5u64, 1, 4, "why").unwrap_err().contains("1..4 (why)"));
     }
 
     #[test]

@@ -3,7 +3,7 @@
 //! Every [`Format`] can print its own spec ([`Format::spec`]) and [`parse`] builds it again, so a
 //! recording's sidecar names the exact format its data were checked against and `verify` can
 //! re-check a file without being told how it was made. Keys left out take the format's default;
-//! a later key overrides an earlier one. A [`Preset`] name (`mark5c`, `casper`, ...) stands for
+//! a key given twice is refused. A [`Preset`] name (`mark5c`, `casper`, ...) stands for
 //! its spec, and keys after it override the preset's.
 
 use super::fill::Fill;
@@ -17,16 +17,52 @@ use std::sync::Arc;
 /// A spec's name and its `KEY=VALUE` pairs, in order.
 pub type Parts<'a> = (&'a str, Vec<(&'a str, &'a str)>);
 
-/// Split `name,k=v,k=v` into the name and its key/value pairs.
+/// Keys that set the same thing two ways: a spec may give one of each group, not both.
+const SAME_THING: [(&str, &str, &str); 1] = [("fps", "rate", "the frame rate")];
+
+/// Split `name,k=v,k=v` into the name and its key/value pairs. A key given twice (or two keys
+/// that set the same thing, such as fps and rate) is refused: which one was meant cannot be
+/// known, and silently taking the last would run with a setting the user did not read back.
 pub fn split(spec: &str) -> Result<Parts<'_>, String> {
     let mut parts = spec.split(',').map(str::trim);
     let name = parts.next().filter(|n| !n.is_empty()).ok_or_else(|| "empty format spec".to_string())?;
-    let mut kv = Vec::new();
+    let mut kv: Vec<(&str, &str)> = Vec::new();
     for p in parts {
         let (k, v) = p.split_once('=').ok_or_else(|| format!("'{p}' in format spec '{spec}' is not KEY=VALUE"))?;
-        kv.push((k.trim(), v.trim()));
+        let k = k.trim();
+        if kv.iter().any(|&(seen, _)| seen == k) {
+            return Err(format!("key '{k}' is given twice in format spec '{spec}': give each key once"));
+        }
+        for (a, b, what) in SAME_THING {
+            let other = if k == a {
+                b
+            } else if k == b {
+                a
+            } else {
+                continue;
+            };
+            if kv.iter().any(|&(seen, _)| seen == other) {
+                return Err(format!("'{other}' and '{k}' both set {what} in format spec '{spec}': give one of them"));
+            }
+        }
+        kv.push((k, v.trim()));
     }
     Ok((name, kv))
+}
+
+/// A preset's spec with the user's keys in place of the preset's own (a key that sets the same
+/// thing as a preset key, such as rate for fps, replaces it too).
+fn override_preset(preset_spec: &str, user: &[(&str, &str)]) -> String {
+    let (name, base) = split(preset_spec).expect("preset specs are valid");
+    let replaced = |k: &str| {
+        user.iter()
+            .any(|&(u, _)| u == k || SAME_THING.iter().any(|&(a, b, _)| (u == a && k == b) || (u == b && k == a)))
+    };
+    let mut out = name.to_string();
+    for (k, v) in base.iter().filter(|(k, _)| !replaced(k)).chain(user.iter()) {
+        out.push_str(&format!(",{k}={v}"));
+    }
+    out
 }
 
 /// A named, ready-made instrument setting: what `wirespeed formats` lists and what a user can
@@ -288,10 +324,7 @@ pub fn parse(spec: &str) -> Result<Arc<dyn Format>, String> {
         "spead" => parse_spead(&kv),
         "seqfield" => parse_seqfield(&kv),
         _ => match PRESETS.iter().find(|p| p.name == name) {
-            Some(p) => {
-                let rest: String = kv.iter().map(|(k, v)| format!(",{k}={v}")).collect();
-                parse(&format!("{}{rest}", p.spec))
-            }
+            Some(p) => parse(&override_preset(p.spec, &kv)),
             None => {
                 let names: Vec<&str> =
                     formats_help().iter().map(|f| f.0).chain(PRESETS.iter().map(|p| p.name)).collect();
@@ -385,6 +418,25 @@ mod tests {
         assert!(parse("spead,heap=-1").unwrap_err().contains("not a number"));
         assert!(parse("seqfield,width=9").unwrap_err().contains("1 to 8"));
         assert!(parse("bogus").unwrap_err().contains("mark5c"));
+    }
+
+    #[test]
+    fn a_key_given_twice_is_refused_and_named() {
+        for (spec, key) in [
+            ("counter,size=8800,size=1024", "'size'"),
+            ("vdif,frame=8032,threads=4,frame=1032", "'frame'"),
+            ("mark5b,psn=1,psn=0", "'psn'"),
+            ("seqfield,offset=0,offset=4,size=64", "'offset'"),
+            ("mark5c,halves=0,halves=1", "'halves'"),
+        ] {
+            let e = parse(spec).unwrap_err();
+            assert!(e.contains(key) && e.contains("twice"), "{spec}: {e}");
+        }
+        let e = parse("vdif,fps=32000,rate=2048M").unwrap_err();
+        assert!(e.contains("fps") && e.contains("rate") && e.contains("one of them"), "{e}");
+        // A preset's keys are overridden, not duplicated: rate replaces the preset's fps.
+        assert!(parse("mark5b,rate=1024M").is_ok());
+        assert!(parse("vdif,threads=4").is_ok());
     }
 
     #[test]
