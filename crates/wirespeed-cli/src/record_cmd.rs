@@ -69,6 +69,8 @@ pub struct RecordArgs {
 }
 
 pub fn cmd_record(a: RecordArgs) -> Result<u8, Error> {
+    // Before anything is created: the prefix names files inside -o and nowhere else.
+    wirespeed::spool::validate_prefix(&a.prefix).map_err(Error::Usage)?;
     let rcfg = recv_config(&a.recv)?;
     let fmt = recv_format(&a.recv)?;
     let null_sink = a.sink.is_some();
@@ -159,7 +161,7 @@ pub struct VerifyArgs {
     /// Gap ranges shown per stream (all are in --json).
     #[arg(long, default_value_t = 8)]
     gaps: usize,
-    /// Print one JSON document (schema wirespeed.verify/1).
+    /// Print one JSON document (schema wirespeed.verify/2).
     #[arg(long)]
     json: bool,
 }
@@ -172,8 +174,8 @@ pub fn cmd_verify(a: VerifyArgs) -> Result<u8, Error> {
         Some(s) => Some(spec::parse(s).map_err(Error::Usage)?),
         None => None,
     };
-    let files = verify::collect(&a.paths)?;
-    let report = verify::verify(&files, &VerifyOptions { format, window: a.window })?;
+    let found = verify::collect(&a.paths, format.as_ref())?;
+    let report = verify::verify(&found, &VerifyOptions { format, window: a.window })?;
     if a.json {
         print_json(&report)?;
     } else {
@@ -181,6 +183,10 @@ pub fn cmd_verify(a: VerifyArgs) -> Result<u8, Error> {
     }
     if report.problems > 0 {
         return Ok(EXIT_MISMATCH);
+    }
+    if a.expect_zero_loss && report.total.received == 0 {
+        eprintln!("wirespeed: no datagram in the files passed the format's checks, so zero loss is not shown");
+        return Ok(EXIT_LOSS);
     }
     if a.expect_zero_loss && report.total.lost > 0 {
         eprintln!(
