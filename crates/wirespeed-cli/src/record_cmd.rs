@@ -49,7 +49,9 @@ pub struct RecordArgs {
     /// Start a new file at every multiple of this wall-clock period (UTC), e.g. 10s or 1m.
     #[arg(long, value_parser = units::parse_duration)]
     rotate: Option<Duration>,
-    /// File name prefix: PREFIX-YYYYMMDDTHHMMSSZ-NNNN.EXT.
+    /// File name prefix: files are named PREFIX-YYYYMMDDTHHMMSSZ-NNNN.EXT inside -o (so no '/',
+    /// no leading '.'). A name another file holds (another recorder started in the same
+    /// second) is passed over: NNNN takes the next free number.
     #[arg(long, default_value = "wirespeed")]
     prefix: String,
     /// Write through the page cache instead of O_DIRECT (slower on most disks: see disk-test).
@@ -155,7 +157,8 @@ pub struct VerifyArgs {
     /// Reorder window of the ledger (power of two).
     #[arg(long, default_value_t = 65536)]
     window: u64,
-    /// Exit with code 3 if the recording has any loss.
+    /// Exit with code 3 if the recording has any loss, or if no record passed the format's
+    /// checks (nothing then shows zero loss).
     #[arg(long)]
     expect_zero_loss: bool,
     /// Gap ranges shown per stream (all are in --json).

@@ -718,6 +718,30 @@ mod tests {
     use crate::wire::{ByteOrder, Counter};
 
     #[test]
+    fn prefixes_stay_file_names() {
+        for ok in ["wirespeed", "scan-1", "vlbi_2026 run", "x"] {
+            assert_eq!(validate_prefix(ok), Ok(()), "{ok}");
+        }
+        for bad in ["", "/abs/x", "../x", "a/b", "..", ".", ".hidden", "a\0b", "tab\there"] {
+            assert!(validate_prefix(bad).is_err(), "{bad:?}");
+        }
+        assert!(validate_prefix(&"x".repeat(MAX_PREFIX_LEN + 1)).is_err());
+    }
+
+    #[test]
+    fn recorded_names_are_recognised() {
+        let n = file_name("scan-1", 951_782_400_000_000_000, 7, "vdif");
+        assert_eq!(n, "scan-1-20000229T000000Z-0007.vdif");
+        assert!(looks_recorded(&n));
+        assert!(looks_recorded(&format!("{n}{PART_SUFFIX}")));
+        assert!(looks_recorded("wirespeed-20261124T010203Z-12345.pcap"));
+        for stray in ["notes.txt", "README", "capture.pcap", "x-20261124T010203-0001.raw", "-20261124T010203Z-0001.raw"]
+        {
+            assert!(!looks_recorded(stray), "{stray}");
+        }
+    }
+
+    #[test]
     fn civil_dates() {
         assert_eq!(utc_iso(0), "1970-01-01T00:00:00.000Z");
         // 2026-11-22 12:34:56.789 UTC
