@@ -174,9 +174,12 @@ pub struct PcapInfo {
     pub nanos: bool,
     /// Fields are big-endian (written on a big-endian host).
     pub big_endian: bool,
-    /// Link type (1 Ethernet, 101/228 raw IPv4, 113 Linux cooked).
+    /// Link type (1 Ethernet, 101/228 raw IPv4, 113/276 Linux cooked v1/v2).
     pub linktype: u32,
 }
+
+/// pcap link types whose packets [`parse_pcap_packet`] can take apart.
+pub const LINKTYPES_READ: [u32; 5] = [1, 101, 228, 113, 276];
 
 /// Read a pcap global header; None when `b` does not start with one.
 pub fn parse_pcap_global(b: &[u8]) -> Option<PcapInfo> {
@@ -232,6 +235,13 @@ pub fn parse_pcap_packet<'a>(info: &PcapInfo, data: &'a [u8], orig_len: u32) -> 
                 return (None, None);
             }
             &data[16..]
+        }
+        // Linux cooked v2 (`tcpdump -i any` on current libpcap): protocol first, 20-byte header.
+        276 => {
+            if data.get(0..2) != Some(&[0x08, 0x00]) || data.len() < 20 {
+                return (None, None);
+            }
+            &data[20..]
         }
         _ => return (None, None),
     };
@@ -486,6 +496,11 @@ impl RecordWalker {
     /// The pcap global header did not parse.
     pub fn bad_global_header(&self) -> bool {
         self.layout.file_format == FileFormat::Pcap && self.header_left == 0 && self.pcap.is_none()
+    }
+
+    /// The pcap global header, once read.
+    pub fn pcap_info(&self) -> Option<PcapInfo> {
+        self.pcap
     }
 
     /// Bytes of the pcap global header still missing (the file ended inside it, or is empty).

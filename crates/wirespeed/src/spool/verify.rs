@@ -214,6 +214,7 @@ pub fn collect(paths: &[PathBuf], format: Option<&Arc<dyn Format>>) -> Result<Co
                 not_regular(&md)
             )));
         }
+        let before = out.files.len() + out.orphans.len();
         let mut entries: Vec<PathBuf> = std::fs::read_dir(p)
             .map_err(|e| Error::Runtime(format!("cannot list {}: {e}", p.display())))?
             .filter_map(|e| e.ok().map(|e| e.path()))
@@ -273,8 +274,7 @@ pub fn collect(paths: &[PathBuf], format: Option<&Arc<dyn Format>>) -> Result<Co
                 skipped.push(Skipped { path: c.display().to_string(), reason: why.into() });
             }
         }
-        let found = out.files.len() + out.orphans.len();
-        if found == 0 || out.files.is_empty() && out.orphans.is_empty() {
+        if out.files.len() + out.orphans.len() == before {
             let names: Vec<String> = skipped.iter().map(|s| format!("{} ({})", s.path, s.reason)).collect();
             return Err(Error::Usage(if names.is_empty() {
                 format!("{} holds no recordings", p.display())
@@ -585,7 +585,13 @@ pub fn verify(found: &Collected, opts: &VerifyOptions) -> Result<VerifyReport> {
                 units::thousands(v.cut_short)
             ));
         }
-        if v.not_udp > 0 {
+        let linktype = walker.pcap_info().map(|p| p.linktype);
+        if let Some(lt) = linktype.filter(|lt| !super::LINKTYPES_READ.contains(lt)) {
+            problems.push(format!(
+                "pcap link type {lt} is not one verify takes apart (Ethernet 1, raw IPv4 101 or 228, Linux cooked 113 or 276): its {} records were not checked",
+                units::thousands(v.records)
+            ));
+        } else if v.not_udp > 0 {
             problems.push(format!(
                 "{} records are not whole IPv4/UDP datagrams (another protocol, IPv6, an IP fragment or a malformed header): not checked",
                 units::thousands(v.not_udp)
