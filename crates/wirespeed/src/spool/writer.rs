@@ -1000,6 +1000,52 @@ mod tests {
     use crate::wire::{ByteOrder, Counter, Format};
 
     #[test]
+    fn names_held_by_other_files_are_passed_over_never_overwritten() {
+        let dir = std::env::temp_dir().join(format!("ws-writer-names-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let fmt: Arc<dyn Format> = Arc::new(Counter::new(1024, ByteOrder::Be).unwrap());
+        let layout = ReadLayout::for_stream(&fmt, FileFormat::Raw).unwrap();
+        let (_prod, cons) = sys::byte_ring(16384, false).unwrap();
+        let cfg = WriterConfig {
+            dir: dir.clone(),
+            prefix: "t".into(),
+            extension: "raw".into(),
+            direct: false,
+            chunk: 4096,
+            prealloc: 0,
+            flush_after: Duration::from_secs(1),
+            layout,
+            format_spec: fmt.spec(),
+            window: 1024,
+        };
+        let mut w = Writer::new(cons, Arc::new(Shared::default()), cfg);
+        let zero = Break { end: 0, next_start: 0, cut: 0, unix_ns: 0, ring_full: 0, not_written: 0, socket_drops: 0 };
+        let ns = 1_700_000_000_000_000_000;
+        let name = |i| file_name("t", ns, i, "raw");
+        // Another recorder holds the first name: this one takes the next.
+        std::fs::write(dir.join(name(1)), b"theirs").unwrap();
+        let f = w.open(0, ns, zero).unwrap();
+        assert_eq!(f.name, name(2));
+        // Another takes its final name while it is being written: it is finished under the next.
+        std::fs::write(dir.join(name(2)), b"theirs too").unwrap();
+        let s = w.close(f, zero, "end of run", true, 0).unwrap();
+        assert_eq!(s.path, dir.join(name(3)).display().to_string());
+        assert_eq!(std::fs::read(dir.join(name(1))).unwrap(), b"theirs");
+        assert_eq!(std::fs::read(dir.join(name(2))).unwrap(), b"theirs too");
+        let side: Sidecar = serde_json::from_slice(&std::fs::read(&s.sidecar).unwrap()).unwrap();
+        assert_eq!(side.file, name(3));
+        assert_eq!(s.sidecar, dir.join(format!("{}.json", name(3))).display().to_string());
+        let left: Vec<_> = std::fs::read_dir(&dir)
+            .unwrap()
+            .filter_map(|e| e.ok())
+            .filter(|e| e.file_name().to_string_lossy().ends_with(PART_SUFFIX))
+            .collect();
+        assert!(left.is_empty(), "no .part left");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
     fn sink_counts_ring_full_and_cuts_files_by_size() {
         let fmt: Arc<dyn Format> = Arc::new(Counter::new(1024, ByteOrder::Be).unwrap());
         let layout = ReadLayout::for_stream(&fmt, FileFormat::Raw).unwrap();
