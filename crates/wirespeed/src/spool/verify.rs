@@ -72,7 +72,9 @@ pub struct FileVerdict {
     pub content: String,
     /// How the content differs from the sidecar, one line each.
     pub differences: Vec<String>,
-    /// Fact 2: the file is whole (finished by the recorder, no record cut).
+    /// Fact 2: nothing shows the file incomplete: the recorder finished it (when it has a
+    /// sidecar; not a `.part`), it is readable to its end and ends on a whole record. For a
+    /// file without a sidecar only the last of these can be known.
     pub complete: bool,
     /// Why not, when it is not.
     pub incomplete: Option<String>,
@@ -772,7 +774,11 @@ impl VerifyReport {
                 units::thousands(v.records),
                 units::bytes(v.bytes),
                 content,
-                if v.complete { "file complete" } else { "file INCOMPLETE" }
+                match (v.complete, v.content.as_str()) {
+                    (false, _) => "file INCOMPLETE",
+                    (true, "no sidecar") => "ends on a whole record",
+                    (true, _) => "file complete",
+                }
             );
             for p in &v.problems {
                 let _ = writeln!(o, "  !! {p}");
