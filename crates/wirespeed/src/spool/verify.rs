@@ -466,7 +466,13 @@ pub fn verify(found: &Collected, opts: &VerifyOptions) -> Result<VerifyReport> {
             Some((p, Err(e))) => (Some(p), None, Some(e)),
             None => (None, None, None),
         };
-        let layout = layout_for(path, side.as_ref(), opts, sibling.as_ref())?;
+        let layout = layout_for(path, side.as_ref(), opts, sibling.as_ref()).map_err(|e| match (&side_err, e) {
+            (Some(why), Error::Usage(_)) => Error::Usage(format!(
+                "cannot tell what {} holds: its sidecar cannot be used ({why}); give --format (e.g. --format counter,size=8800)",
+                path.display()
+            )),
+            (_, e) => e,
+        })?;
         let part = name_of(path).ends_with(PART_SUFFIX);
         let mut v = FileVerdict {
             path: path.display().to_string(),
@@ -776,7 +782,7 @@ impl VerifyReport {
                 content,
                 match (v.complete, v.content.as_str()) {
                     (false, _) => "file INCOMPLETE",
-                    (true, "no sidecar") => "ends on a whole record",
+                    (true, "no sidecar" | "unreadable sidecar") => "ends on a whole record",
                     (true, _) => "file complete",
                 }
             );
