@@ -49,7 +49,9 @@ pub struct RecordArgs {
     /// Start a new file at every multiple of this wall-clock period (UTC), e.g. 10s or 1m.
     #[arg(long, value_parser = units::parse_duration)]
     rotate: Option<Duration>,
-    /// File name prefix: PREFIX-YYYYMMDDTHHMMSSZ-NNNN.EXT.
+    /// File name prefix: files are named PREFIX-YYYYMMDDTHHMMSSZ-NNNN.EXT inside -o (so no '/',
+    /// no leading '.'). A name another file holds (another recorder started in the same
+    /// second) is passed over: NNNN takes the next free number.
     #[arg(long, default_value = "wirespeed")]
     prefix: String,
     /// Write through the page cache instead of O_DIRECT (slower on most disks: see disk-test).
@@ -69,6 +71,8 @@ pub struct RecordArgs {
 }
 
 pub fn cmd_record(a: RecordArgs) -> Result<u8, Error> {
+    // Before anything is created: the prefix names files inside -o and nowhere else.
+    wirespeed::spool::validate_prefix(&a.prefix).map_err(Error::Usage)?;
     let rcfg = recv_config(&a.recv)?;
     let fmt = recv_format(&a.recv)?;
     let null_sink = a.sink.is_some();
@@ -153,13 +157,14 @@ pub struct VerifyArgs {
     /// Reorder window of the ledger (power of two).
     #[arg(long, default_value_t = 65536)]
     window: u64,
-    /// Exit with code 3 if the recording has any loss.
+    /// Exit with code 3 if the recording has any loss, or if no record passed the format's
+    /// checks (nothing then shows zero loss).
     #[arg(long)]
     expect_zero_loss: bool,
     /// Gap ranges shown per stream (all are in --json).
     #[arg(long, default_value_t = 8)]
     gaps: usize,
-    /// Print one JSON document (schema wirespeed.verify/1).
+    /// Print one JSON document (schema wirespeed.verify/2).
     #[arg(long)]
     json: bool,
 }
@@ -172,8 +177,8 @@ pub fn cmd_verify(a: VerifyArgs) -> Result<u8, Error> {
         Some(s) => Some(spec::parse(s).map_err(Error::Usage)?),
         None => None,
     };
-    let files = verify::collect(&a.paths)?;
-    let report = verify::verify(&files, &VerifyOptions { format, window: a.window })?;
+    let found = verify::collect(&a.paths, format.as_ref())?;
+    let report = verify::verify(&found, &VerifyOptions { format, window: a.window })?;
     if a.json {
         print_json(&report)?;
     } else {
@@ -181,6 +186,10 @@ pub fn cmd_verify(a: VerifyArgs) -> Result<u8, Error> {
     }
     if report.problems > 0 {
         return Ok(EXIT_MISMATCH);
+    }
+    if a.expect_zero_loss && report.total.received == 0 {
+        eprintln!("wirespeed: no datagram in the files passed the format's checks, so zero loss is not shown");
+        return Ok(EXIT_LOSS);
     }
     if a.expect_zero_loss && report.total.lost > 0 {
         eprintln!(

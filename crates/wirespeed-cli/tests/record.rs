@@ -391,9 +391,11 @@ fn full_disk_stops_cleanly_and_keeps_files_valid() {
         assert_eq!(u(&f["total"], "invalid"), 0);
         assert!(f["sidecar"].is_string(), "every file has its sidecar: {f}");
         let problems = f["problems"].as_array().unwrap();
-        // Only the last file may be marked incomplete, and nothing else may be wrong.
+        // Only the last file may be incomplete (cut by the full disk), and nothing else may be
+        // wrong: what it holds matches its sidecar.
+        assert_eq!(f["content"], "matches", "{f}");
         for p in problems {
-            assert!(p.as_str().unwrap().contains("marked this file incomplete (disk full)"), "{f}");
+            assert!(p.as_str().unwrap().contains("incomplete: cut short by a full disk"), "{f}");
         }
     }
     assert!(files(&fs.0 .0, ".part").is_empty(), "the cut file was finished, not left as .part");

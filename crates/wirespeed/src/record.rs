@@ -97,12 +97,33 @@ pub fn check_dir(dir: &Path) -> Result<()> {
     if !md.is_dir() {
         return Err(Error::Usage(format!("{} is not a directory: -o takes a directory", dir.display())));
     }
-    let probe = dir.join(format!(".wirespeed-probe-{}", std::process::id()));
-    std::fs::File::create(&probe).and_then(|f| f.write_all_at(b"x", 0)).map_err(|e| {
-        Error::Usage(format!("cannot write in {}: {e} (check permissions and free space)", dir.display()))
-    })?;
-    let _ = std::fs::remove_file(&probe);
-    Ok(())
+    // A probe file of our own, created new: an existing file of that name is never touched.
+    let mut last = None;
+    for i in 0..100u32 {
+        let probe = dir.join(format!(".wirespeed-probe-{}-{i}", std::process::id()));
+        match std::fs::OpenOptions::new().write(true).create_new(true).open(&probe) {
+            Ok(f) => {
+                let written = f.write_all_at(b"x", 0);
+                drop(f);
+                let _ = std::fs::remove_file(&probe);
+                return written.map_err(|e| {
+                    Error::Usage(format!("cannot write in {}: {e} (check permissions and free space)", dir.display()))
+                });
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => last = Some(e),
+            Err(e) => {
+                return Err(Error::Usage(format!(
+                    "cannot write in {}: {e} (check permissions and free space)",
+                    dir.display()
+                )))
+            }
+        }
+    }
+    Err(Error::Usage(format!(
+        "cannot write in {}: {} (100 probe names taken)",
+        dir.display(),
+        last.map(|e| e.to_string()).unwrap_or_default()
+    )))
 }
 
 /// What the disk sustains with the recorder's own I/O pattern.
@@ -275,6 +296,7 @@ pub fn run(
             warnings,
         });
     }
+    crate::spool::validate_prefix(&cfg.prefix).map_err(Error::Usage)?;
     let layout = ReadLayout::for_stream(&fmt, cfg.file_format).map_err(Error::Usage)?;
     if cfg.file_format == FileFormat::Pcap && rcfg.listen.is_ipv6() {
         return Err(Error::Usage("pcap recordings are IPv4 only for now: listen on an IPv4 address".into()));
@@ -439,7 +461,8 @@ impl RecordReport {
         if let Some(e) = &w.error {
             let _ = writeln!(
                 o,
-                "  => {e}: recording stopped; every file above is complete and valid up to its last whole record; {} received into RAM never reached the disk",
+                "  => {e}: recording stopped; every file above is valid up to its last whole record; {} records ({}) received into RAM never reached the disk (the last file's sidecar counts them as unwritten)",
+                units::thousands(w.unwritten_records),
                 units::bytes(w.unwritten_bytes)
             );
         }

@@ -17,8 +17,71 @@ use serde::{Deserialize, Serialize};
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::sync::Arc;
 
-/// Schema of the sidecar written next to every recorded file.
-pub const SIDECAR_SCHEMA: &str = "wirespeed.recording/1";
+/// Schema of the sidecar written next to every recorded file. Version 2: `not_written` counts
+/// every record received for the file that is not in it, including those that never reached
+/// a full disk (`unwritten`); version 1 counted only wrong-length datagrams.
+pub const SIDECAR_SCHEMA: &str = "wirespeed.recording/2";
+
+/// Sidecar schemas `verify` reads (older recordings stay checkable).
+pub const SIDECAR_SCHEMAS_READ: [&str; 2] = ["wirespeed.recording/1", SIDECAR_SCHEMA];
+
+/// Longest `--prefix`: leaves room in a 255-byte file name for the time, index, extension and
+/// the `.NAME.json.part` of the provisional sidecar.
+pub const MAX_PREFIX_LEN: usize = 160;
+
+/// Check a file-name prefix before anything is created: it names files inside the output
+/// directory, so it may not reach outside it (no `/`, not `.` or `..`), may not hide them (a
+/// leading `.`, which `verify` skips), and holds no NUL or control characters.
+pub fn validate_prefix(prefix: &str) -> Result<(), String> {
+    let bad = |why: &str| {
+        Err(format!(
+            "--prefix {prefix:?} {why}: a prefix is the start of a file name inside -o (e.g. --prefix vlbi-scan1)"
+        ))
+    };
+    if prefix.is_empty() {
+        return bad("is empty");
+    }
+    if prefix.contains('/') {
+        return bad("contains '/'");
+    }
+    if prefix.starts_with('.') {
+        return bad("starts with '.' (hidden files; '..' would leave the directory)");
+    }
+    if prefix.chars().any(|c| c.is_control()) {
+        return bad("contains a control character");
+    }
+    if prefix.len() > MAX_PREFIX_LEN {
+        return bad(&format!("is longer than {MAX_PREFIX_LEN} bytes"));
+    }
+    Ok(())
+}
+
+/// The name of the `index`th file of a recording: `PREFIX-YYYYMMDDTHHMMSSZ-NNNN.EXT`.
+pub fn file_name(prefix: &str, unix_ns: u64, index: u32, extension: &str) -> String {
+    format!("{prefix}-{}-{index:04}.{extension}", utc_compact(unix_ns))
+}
+
+/// Whether `name` is shaped like a file `record` writes (`*-YYYYMMDDTHHMMSSZ-NNNN.EXT`, or the
+/// same with `.part`): how `verify` tells a recording that lost its sidecar from a stray file.
+pub fn looks_recorded(name: &str) -> bool {
+    let name = name.strip_suffix(PART_SUFFIX).unwrap_or(name);
+    let Some((stem, ext)) = name.rsplit_once('.') else { return false };
+    if ext.is_empty() || ext.contains('-') {
+        return false;
+    }
+    let mut parts = stem.rsplitn(3, '-');
+    let (Some(index), Some(time), Some(prefix)) = (parts.next(), parts.next(), parts.next()) else {
+        return false;
+    };
+    let t = time.as_bytes();
+    !prefix.is_empty()
+        && index.len() >= 4
+        && index.bytes().all(|b| b.is_ascii_digit())
+        && t.len() == 16
+        && t[8] == b'T'
+        && t[15] == b'Z'
+        && t[..8].iter().chain(&t[9..15]).all(|b| b.is_ascii_digit())
+}
 
 /// Extension of files still being written (renamed when complete).
 pub const PART_SUFFIX: &str = ".part";
@@ -111,9 +174,12 @@ pub struct PcapInfo {
     pub nanos: bool,
     /// Fields are big-endian (written on a big-endian host).
     pub big_endian: bool,
-    /// Link type (1 Ethernet, 101/228 raw IPv4, 113 Linux cooked).
+    /// Link type (1 Ethernet, 101/228 raw IPv4, 113/276 Linux cooked v1/v2).
     pub linktype: u32,
 }
+
+/// pcap link types whose packets [`parse_pcap_packet`] can take apart.
+pub const LINKTYPES_READ: [u32; 5] = [1, 101, 228, 113, 276];
 
 /// Read a pcap global header; None when `b` does not start with one.
 pub fn parse_pcap_global(b: &[u8]) -> Option<PcapInfo> {
@@ -169,6 +235,13 @@ pub fn parse_pcap_packet<'a>(info: &PcapInfo, data: &'a [u8], orig_len: u32) -> 
                 return (None, None);
             }
             &data[16..]
+        }
+        // Linux cooked v2 (`tcpdump -i any` on current libpcap): protocol first, 20-byte header.
+        276 => {
+            if data.get(0..2) != Some(&[0x08, 0x00]) || data.len() < 20 {
+                return (None, None);
+            }
+            &data[20..]
         }
         _ => return (None, None),
     };
@@ -267,10 +340,18 @@ pub struct FileLedger {
     last: usize,
     /// Records seen.
     pub records: u64,
-    /// Records too short to check, or not UDP (pcap).
+    /// Records too short to check, or not UDP (pcap): `cut_short` plus `not_udp`.
     pub unreadable: u64,
+    /// pcap records captured shorter than the packet (a snap length): their payload is unknown.
+    pub cut_short: u64,
+    /// pcap records that are not a whole IPv4/UDP datagram (another protocol, IPv6, an IP
+    /// fragment, malformed headers).
+    pub not_udp: u64,
     /// Valid records without a sequence position (e.g. SPEAD control heaps).
     pub unsequenced: u64,
+    /// wirespeed end-of-stream messages (a capture by another tool holds them; they are not
+    /// data of the stream's format, so neither valid nor invalid records).
+    pub control: u64,
     /// Records with each kind of invalid payload: length, header, payload.
     pub invalid_kinds: [u64; 3],
     /// Time stamp of the first and last record (pcap), ns since the Unix epoch.
@@ -288,7 +369,10 @@ impl FileLedger {
             last: 0,
             records: 0,
             unreadable: 0,
+            cut_short: 0,
+            not_udp: 0,
             unsequenced: 0,
+            control: 0,
             invalid_kinds: [0; 3],
             time_ns: None,
         }
@@ -315,6 +399,10 @@ impl FileLedger {
     #[inline]
     pub fn add(&mut self, src: Option<SocketAddr>, payload: &[u8]) {
         self.records += 1;
+        if payload.len() == crate::control::END_LEN && crate::control::EndOfStream::decode(payload).is_some() {
+            self.control += 1;
+            return;
+        }
         match self.reader.check(payload) {
             Ok(info) if info.stream == UNSEQUENCED => self.unsequenced += 1,
             Ok(info) => {
@@ -329,10 +417,16 @@ impl FileLedger {
         }
     }
 
-    /// A pcap record that is not a whole UDP datagram.
-    pub fn add_unreadable(&mut self) {
+    /// A pcap record that is not a whole UDP datagram: `cut_short` when it was captured shorter
+    /// than the packet was.
+    pub fn add_unreadable(&mut self, cut_short: bool) {
         self.records += 1;
         self.unreadable += 1;
+        if cut_short {
+            self.cut_short += 1;
+        } else {
+            self.not_udp += 1;
+        }
     }
 
     /// Note a record's time stamp.
@@ -402,6 +496,32 @@ impl RecordWalker {
     /// The pcap global header did not parse.
     pub fn bad_global_header(&self) -> bool {
         self.layout.file_format == FileFormat::Pcap && self.header_left == 0 && self.pcap.is_none()
+    }
+
+    /// The pcap global header, once read.
+    pub fn pcap_info(&self) -> Option<PcapInfo> {
+        self.pcap
+    }
+
+    /// Bytes of the pcap global header still missing (the file ended inside it, or is empty).
+    pub fn header_missing(&self) -> usize {
+        if self.layout.file_format == FileFormat::Pcap {
+            self.header_left
+        } else {
+            0
+        }
+    }
+
+    /// This walker, moved to the middle of a file the recorder wrote (after its global
+    /// header, at a record boundary): how the writer counts the records left in the ring when
+    /// writing stops.
+    pub fn continuing_own(mut self) -> RecordWalker {
+        if self.layout.file_format == FileFormat::Pcap {
+            self.header_left = 0;
+            self.pcap = parse_pcap_global(&pcap_global_header());
+            self.complete_bytes = PCAP_GLOBAL_LEN as u64;
+        }
+        self
     }
 
     /// Feed the next piece of the file.
@@ -501,7 +621,7 @@ impl RecordWalker {
                 ledger.add_time(sec * 1_000_000_000 + if p.nanos { frac } else { frac * 1000 });
                 match parse_pcap_packet(&p, &rec[16..], orig) {
                     (src, Some(payload)) => ledger.add(src, payload),
-                    _ => ledger.add_unreadable(),
+                    _ => ledger.add_unreadable((rec.len() - 16) < orig as usize),
                 }
             }
         }
@@ -545,9 +665,19 @@ pub struct Sidecar {
     pub unreadable: u64,
     /// Datagrams dropped at a full ring while this file was being filled.
     pub ring_full: u64,
+    /// Records received while this file was being filled that are not in it, for any reason:
+    /// `not_written_wrong_length` plus `unwritten`.
+    pub not_written: u64,
     /// Datagrams left out of a raw file because their length was wrong (counted invalid by the
     /// capture ledger; raw files cannot hold them without losing the framing).
-    pub not_written: u64,
+    #[serde(default)]
+    pub not_written_wrong_length: u64,
+    /// Records received into RAM that never reached the disk because writing stopped (a full
+    /// disk or a write error) in this file: every record after its last whole one, including
+    /// those meant for later files that were never opened. The run's summary gives the same
+    /// number.
+    #[serde(default)]
+    pub unwritten: u64,
     /// Socket drops (SO_RXQ_OVFL) while this file was being filled.
     pub kernel_socket_drops: Option<u64>,
     /// Writes that took longer than 50 ms.
@@ -601,6 +731,30 @@ pub fn reasons(kinds: &[u64; 3]) -> crate::rx::InvalidReasons {
 mod tests {
     use super::*;
     use crate::wire::{ByteOrder, Counter};
+
+    #[test]
+    fn prefixes_stay_file_names() {
+        for ok in ["wirespeed", "scan-1", "vlbi_2026 run", "x"] {
+            assert_eq!(validate_prefix(ok), Ok(()), "{ok}");
+        }
+        for bad in ["", "/abs/x", "../x", "a/b", "..", ".", ".hidden", "a\0b", "tab\there"] {
+            assert!(validate_prefix(bad).is_err(), "{bad:?}");
+        }
+        assert!(validate_prefix(&"x".repeat(MAX_PREFIX_LEN + 1)).is_err());
+    }
+
+    #[test]
+    fn recorded_names_are_recognised() {
+        let n = file_name("scan-1", 951_782_400_000_000_000, 7, "vdif");
+        assert_eq!(n, "scan-1-20000229T000000Z-0007.vdif");
+        assert!(looks_recorded(&n));
+        assert!(looks_recorded(&format!("{n}{PART_SUFFIX}")));
+        assert!(looks_recorded("wirespeed-20261124T010203Z-12345.pcap"));
+        for stray in ["notes.txt", "README", "capture.pcap", "x-20261124T010203-0001.raw", "-20261124T010203Z-0001.raw"]
+        {
+            assert!(!looks_recorded(stray), "{stray}");
+        }
+    }
 
     #[test]
     fn civil_dates() {

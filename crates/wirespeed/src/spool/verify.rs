@@ -3,12 +3,22 @@
 //!
 //! Every record is checked again by the format (sync words, CRC, counter pattern...), each file
 //! gets its own ledger, and the files of a directory are also read as one recording in name
-//! order, so loss between two files shows too. A file still named `*.part` is what a killed
-//! recorder leaves: it is read up to its last whole record and reported as incomplete.
+//! order, so loss between two files shows too.
+//!
+//! The verdict keeps three facts apart, because each has its own cause and remedy:
+//! 1. **content**: does what the file holds match what its sidecar says it holds (a file
+//!    damaged or changed after recording does not);
+//! 2. **completeness**: is the file whole, and if not why (a full disk stopped the recorder, the
+//!    recorder was killed and left a `.part`, the file ends inside a record);
+//! 3. **the stream**: did the data lose packets, or carry invalid ones, before it was written.
+//!
+//! Nothing is claimed that was not checked: records that could not be read (cut short by a
+//! capture's snap length, not UDP) are problems, a file without a sidecar is said to have none,
+//! and only regular files are read, each up to the length it had when opened.
 
 use super::{
-    parse_pcap_global, reasons, FileFormat, FileLedger, FileStream, ReadLayout, RecordWalker, Sidecar, PART_SUFFIX,
-    SIDECAR_SCHEMA,
+    looks_recorded, reasons, FileFormat, FileLedger, FileStream, ReadLayout, RecordWalker, Sidecar, PART_SUFFIX,
+    PCAP_GLOBAL_LEN, SIDECAR_SCHEMAS_READ,
 };
 use crate::error::{Error, Result};
 use crate::ledger::LedgerCounts;
@@ -20,8 +30,10 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-/// Schema of `verify --json`.
-pub const VERIFY_SCHEMA: &str = "wirespeed.verify/1";
+/// Schema of `verify --json`. Version 2: each file's verdict is split into `content`,
+/// `complete`/`incomplete` and the stream's ledger; unreadable records, skipped files and
+/// sidecars without their data file are reported.
+pub const VERIFY_SCHEMA: &str = "wirespeed.verify/2";
 
 /// What `verify` found in one file.
 #[derive(Clone, Debug, Serialize)]
@@ -34,7 +46,7 @@ pub struct FileVerdict {
     pub file_format: FileFormat,
     /// Format spec the records were checked against.
     pub format: String,
-    /// File length, bytes.
+    /// File length read, bytes.
     pub bytes: u64,
     /// Whole records read.
     pub records: u64,
@@ -46,12 +58,41 @@ pub struct FileVerdict {
     pub total: LedgerCounts,
     /// Invalid records by reason.
     pub invalid_by_reason: InvalidReasons,
-    /// pcap records that are not whole UDP datagrams.
+    /// pcap records whose payload could not be checked: `cut_short` plus `not_udp`.
     pub unreadable: u64,
-    /// The file was finished by the recorder (renamed, sidecar written, marked complete).
+    /// pcap records captured shorter than the packet (a snap length such as `tcpdump -s 100`).
+    pub cut_short: u64,
+    /// pcap records that are not a whole IPv4/UDP datagram.
+    pub not_udp: u64,
+    /// wirespeed end-of-stream messages (in captures made by other tools): not data records.
+    pub control: u64,
+    /// Fact 1, the content against the sidecar: `matches`, `differs`, `no sidecar` (nothing to
+    /// compare with), `not finished` (a `.part` whose recorder never wrote the file's ledger),
+    /// `unreadable sidecar` or `not read` (the file could not be read as a recording).
+    pub content: String,
+    /// How the content differs from the sidecar, one line each.
+    pub differences: Vec<String>,
+    /// Fact 2: nothing shows the file incomplete: the recorder finished it (when it has a
+    /// sidecar; not a `.part`), it is readable to its end and ends on a whole record. For a
+    /// file without a sidecar only the last of these can be known.
     pub complete: bool,
+    /// Why not, when it is not.
+    pub incomplete: Option<String>,
+    /// Records received that never reached the disk, as the sidecar counts them.
+    pub unwritten: u64,
+    /// What the sidecar adds about the stream (ring-full drops, datagrams left out).
+    pub notes: Vec<String>,
     /// Everything wrong, one line each; empty when the file is sound and matches its sidecar.
     pub problems: Vec<String>,
+}
+
+/// A file of a directory that was not read, and why.
+#[derive(Clone, Debug, Serialize)]
+pub struct Skipped {
+    /// The file.
+    pub path: String,
+    /// Why it was not read.
+    pub reason: String,
 }
 
 /// The verdict on all files given.
@@ -61,12 +102,26 @@ pub struct VerifyReport {
     pub schema: &'static str,
     /// One verdict per file, in recording order.
     pub files: Vec<FileVerdict>,
+    /// Files of the directories given that are not recordings, not read.
+    pub skipped: Vec<Skipped>,
     /// The files read as one recording: per-stream ledgers across file boundaries.
     pub streams: Vec<FileStream>,
     /// Totals across all files.
     pub total: LedgerCounts,
     /// Lost per million expected, all files.
     pub drops_per_million: f64,
+    /// Whole data records read and checked, all files (not unreadable or end-of-stream ones).
+    pub records: u64,
+    /// Files whose content matches their sidecar.
+    pub matching: usize,
+    /// Files with no sidecar to compare with.
+    pub without_sidecar: usize,
+    /// Files that are not complete.
+    pub incomplete: usize,
+    /// Records received that never reached the disk, all sidecars.
+    pub unwritten: u64,
+    /// Remarks on the recording as a whole.
+    pub notes: Vec<String>,
     /// Problems found, all files.
     pub problems: usize,
 }
@@ -80,75 +135,202 @@ pub struct VerifyOptions {
     pub window: u64,
 }
 
-fn is_data_file(p: &Path) -> bool {
-    let n = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
-    !n.starts_with('.') && !n.ends_with(".json") && p.is_file()
+/// What to read: the recordings found, in recording order, and what was passed over.
+#[derive(Clone, Debug, Default)]
+pub struct Collected {
+    /// Data files, in name order per directory.
+    pub files: Vec<PathBuf>,
+    /// Sidecars in a directory whose data file is gone.
+    pub orphans: Vec<PathBuf>,
+    /// Files of a directory that are not recordings.
+    pub skipped: Vec<Skipped>,
 }
 
-/// The files named by `paths` (directories expand to their recordings), in name order.
-pub fn collect(paths: &[PathBuf]) -> Result<Vec<PathBuf>> {
-    let mut out = Vec::new();
+/// pcap magic numbers, both byte orders, and pcapng's section header block type.
+fn magic_kind(head: &[u8]) -> Option<&'static str> {
+    let m: [u8; 4] = head.get(..4)?.try_into().ok()?;
+    let (le, be) = (u32::from_le_bytes(m), u32::from_be_bytes(m));
+    if [super::PCAP_MAGIC_NS, super::PCAP_MAGIC_US].iter().any(|x| *x == le || *x == be) {
+        Some("pcap")
+    } else if le == 0x0A0D_0D0A {
+        Some("pcapng")
+    } else {
+        None
+    }
+}
+
+fn head_of(path: &Path) -> Vec<u8> {
+    let mut head = Vec::with_capacity(PCAP_GLOBAL_LEN);
+    if let Ok(f) = std::fs::File::open(path) {
+        let _ = f.take(PCAP_GLOBAL_LEN as u64).read_to_end(&mut head);
+    }
+    head
+}
+
+fn name_of(p: &Path) -> &str {
+    p.file_name().and_then(|n| n.to_str()).unwrap_or("")
+}
+
+fn has_pcap_name(p: &Path) -> bool {
+    let n = name_of(p);
+    let n = n.strip_suffix(PART_SUFFIX).unwrap_or(n);
+    n.ends_with(".pcap")
+}
+
+/// What a regular-file check says about a path that is not one.
+fn not_regular(md: &std::fs::Metadata) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    let t = md.file_type();
+    if t.is_dir() {
+        "a directory (verify does not descend into subdirectories)"
+    } else if t.is_fifo() {
+        "a fifo, not a regular file"
+    } else if t.is_char_device() || t.is_block_device() {
+        "a device, not a regular file"
+    } else if t.is_socket() {
+        "a socket, not a regular file"
+    } else {
+        "not a regular file"
+    }
+}
+
+/// The files named by `paths`: a file is read as given (it must be a regular file); a
+/// directory expands to its recordings in name order, and anything else in it is named in
+/// `skipped`. A file without a sidecar counts as a recording when it is named the way `record`
+/// names files, or (with no sidecar in the directory) when `format` is given and it is a pcap or
+/// has the format's extension.
+pub fn collect(paths: &[PathBuf], format: Option<&Arc<dyn Format>>) -> Result<Collected> {
+    let mut out = Collected::default();
     for p in paths {
         let md = std::fs::metadata(p).map_err(|e| {
             Error::Usage(format!("cannot read {}: {e} (give recorded files or their directory)", p.display()))
         })?;
-        if md.is_dir() {
-            let mut v: Vec<PathBuf> = std::fs::read_dir(p)
-                .map_err(|e| Error::Runtime(format!("cannot list {}: {e}", p.display())))?
-                .filter_map(|e| e.ok().map(|e| e.path()))
-                .filter(|p| is_data_file(p))
-                .collect();
-            v.sort();
-            if v.is_empty() {
-                return Err(Error::Usage(format!("{} holds no recordings", p.display())));
-            }
-            out.extend(v);
-        } else {
-            out.push(p.clone());
+        if md.is_file() {
+            out.files.push(p.clone());
+            continue;
         }
+        if !md.is_dir() {
+            return Err(Error::Usage(format!(
+                "{} is {}: verify reads recorded files or their directory",
+                p.display(),
+                not_regular(&md)
+            )));
+        }
+        let before = out.files.len() + out.orphans.len();
+        let mut entries: Vec<PathBuf> = std::fs::read_dir(p)
+            .map_err(|e| Error::Runtime(format!("cannot list {}: {e}", p.display())))?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|e| !name_of(e).starts_with('.'))
+            .collect();
+        entries.sort();
+        let has_sidecar = |f: &Path| sidecar_path(f).is_some_and(|s| s.exists());
+        let mut candidates = Vec::new();
+        let mut sidecars = Vec::new();
+        let mut skipped = Vec::new();
+        for e in entries {
+            let skip = |why: String| Skipped { path: e.display().to_string(), reason: why };
+            match std::fs::metadata(&e) {
+                Err(err) => skipped.push(skip(format!("cannot read it: {err}"))),
+                Ok(m) if !m.is_file() => skipped.push(skip(not_regular(&m).to_string())),
+                Ok(_) if name_of(&e).ends_with(".json") => sidecars.push(e),
+                Ok(_) => candidates.push(e),
+            }
+        }
+        // The sidecars that are wirespeed's, and what they say about the files of this directory.
+        let mut sibling_pcap = false;
+        let mut any_sidecar = false;
+        for s in sidecars {
+            let data = s.with_file_name(name_of(&s).trim_end_matches(".json"));
+            match read_sidecar(&s) {
+                Ok(side) => {
+                    any_sidecar = true;
+                    sibling_pcap |= side.file_format == FileFormat::Pcap;
+                    if !data.exists() {
+                        out.orphans.push(s);
+                    }
+                }
+                Err(_) if data.exists() => {} // named with its data file: reported there
+                Err(_) => skipped.push(Skipped {
+                    path: s.display().to_string(),
+                    reason: "a JSON file that is not a wirespeed sidecar".into(),
+                }),
+            }
+        }
+        any_sidecar |= candidates.iter().any(|c| has_sidecar(c));
+        let ext = format.map(|f| f.file_extension());
+        for c in candidates {
+            let pcap = magic_kind(&head_of(&c)).is_some() || has_pcap_name(&c);
+            let by_format = !any_sidecar
+                && format.is_some()
+                && (pcap || ext.is_some_and(|x| name_of(&c).ends_with(&format!(".{x}"))));
+            if has_sidecar(&c) || looks_recorded(name_of(&c)) || by_format || (pcap && sibling_pcap) {
+                out.files.push(c);
+            } else {
+                let why = if any_sidecar {
+                    "not a recording: no sidecar, and not named like a recorded file (give it by name to read it anyway)"
+                } else if format.is_none() {
+                    "no sidecar: give --format to read files recorded by other tools"
+                } else {
+                    "not a recording: no sidecar, not a pcap, and not named .EXT of --format (give it by name to read it anyway)"
+                };
+                skipped.push(Skipped { path: c.display().to_string(), reason: why.into() });
+            }
+        }
+        if out.files.len() + out.orphans.len() == before {
+            let names: Vec<String> = skipped.iter().map(|s| format!("{} ({})", s.path, s.reason)).collect();
+            return Err(Error::Usage(if names.is_empty() {
+                format!("{} holds no recordings", p.display())
+            } else {
+                format!("{} holds no recordings: {}", p.display(), names.join("; "))
+            }));
+        }
+        out.skipped.extend(skipped);
     }
     Ok(out)
 }
 
-fn sidecar_of(path: &Path) -> Option<(PathBuf, Result<Sidecar>)> {
+/// Where the sidecar of `path` is: `NAME.json`, or `.NAME.json.part` for a `NAME.part` file.
+fn sidecar_path(path: &Path) -> Option<PathBuf> {
     let name = path.file_name()?.to_str()?;
-    // A file still being written (or left by a killed recorder) has a provisional sidecar.
-    let sp = match name.strip_suffix(PART_SUFFIX) {
+    Some(match name.strip_suffix(PART_SUFFIX) {
         Some(base) => path.with_file_name(format!(".{base}.json{PART_SUFFIX}")),
         None => path.with_file_name(format!("{name}.json")),
-    };
+    })
+}
+
+fn read_sidecar(sp: &Path) -> std::result::Result<Sidecar, String> {
+    let b = std::fs::read(sp).map_err(|e| format!("cannot read {}: {e}", sp.display()))?;
+    let s: Sidecar =
+        serde_json::from_slice(&b).map_err(|e| format!("{} is not a wirespeed sidecar: {e}", sp.display()))?;
+    if !SIDECAR_SCHEMAS_READ.contains(&s.schema.as_str()) {
+        return Err(format!(
+            "{} has schema {}, which this wirespeed does not read ({})",
+            sp.display(),
+            s.schema,
+            SIDECAR_SCHEMAS_READ.join(", ")
+        ));
+    }
+    Ok(s)
+}
+
+fn sidecar_of(path: &Path) -> Option<(PathBuf, std::result::Result<Sidecar, String>)> {
+    let sp = sidecar_path(path)?;
     if !sp.exists() {
         return None;
     }
-    let r = std::fs::read(&sp)
-        .map_err(|e| Error::Runtime(format!("cannot read {}: {e}", sp.display())))
-        .and_then(|b| {
-            serde_json::from_slice::<Sidecar>(&b)
-                .map_err(|e| Error::Runtime(format!("{} is not a wirespeed sidecar: {e}", sp.display())))
-        })
-        .and_then(|s| {
-            if s.schema == SIDECAR_SCHEMA {
-                Ok(s)
-            } else {
-                Err(Error::Runtime(format!("{} has schema {}, not {SIDECAR_SCHEMA}", sp.display(), s.schema)))
-            }
-        });
+    let r = read_sidecar(&sp);
     Some((sp, r))
 }
 
-/// The layout to read `path` with: from its sidecar, the user's `--format`, a sibling's
-/// sidecar, or (pcap) the file's own header.
+/// The layout to read `path` with: the user's `--format`, its sidecar, or a sibling's sidecar.
+/// A file is pcap when it starts with a pcap magic number, is named `.pcap`, or its sidecar
+/// says so: a damaged pcap is then reported as one, not read as raw payloads.
 fn layout_for(
     path: &Path,
     side: Option<&Sidecar>,
     opts: &VerifyOptions,
     sibling: Option<&Sidecar>,
 ) -> Result<ReadLayout> {
-    let mut head = [0u8; 24];
-    let n = std::fs::File::open(path)
-        .and_then(|mut f| f.read(&mut head))
-        .map_err(|e| Error::Runtime(format!("cannot read {}: {e}", path.display())))?;
-    let looks_pcap = parse_pcap_global(&head[..n]).is_some();
     let from_side = |s: &Sidecar| -> Result<ReadLayout> {
         let reader = spec::parse(&s.reader_format).map_err(|e| {
             Error::Runtime(format!("the sidecar of {} names a format this wirespeed cannot read: {e}", path.display()))
@@ -156,14 +338,22 @@ fn layout_for(
         Ok(ReadLayout { file_format: s.file_format, record_len: s.record_len.unwrap_or(0), reader })
     };
     if let Some(f) = &opts.format {
-        let ff = if looks_pcap { FileFormat::Pcap } else { FileFormat::Raw };
+        let pcap = match side {
+            Some(s) => s.file_format == FileFormat::Pcap,
+            None => magic_kind(&head_of(path)).is_some() || has_pcap_name(path),
+        };
+        let ff = if pcap { FileFormat::Pcap } else { FileFormat::Raw };
         return ReadLayout::for_stream(f, ff).map_err(Error::Usage);
     }
     if let Some(s) = side {
         return from_side(s);
     }
     if let Some(s) = sibling {
-        return from_side(s);
+        let mut l = from_side(s)?;
+        if magic_kind(&head_of(path)).is_some() || has_pcap_name(path) {
+            l.file_format = FileFormat::Pcap;
+        }
+        return Ok(l);
     }
     Err(Error::Usage(format!(
         "cannot tell what {} holds: it has no sidecar; give --format (e.g. --format counter,size=8800)",
@@ -171,8 +361,12 @@ fn layout_for(
     )))
 }
 
-fn compare(v: &mut FileVerdict, s: &Sidecar) {
-    let p = &mut v.problems;
+/// Fact 1: how the file's content differs from its sidecar (empty: it matches).
+fn differences(v: &FileVerdict, s: &Sidecar, name: &str) -> Vec<String> {
+    let mut p = Vec::new();
+    if s.file != name {
+        p.push(format!("the sidecar describes a file named {}, not {name}", s.file));
+    }
     if s.bytes != v.bytes {
         p.push(format!("file has {} bytes, the sidecar says {}", v.bytes, s.bytes));
     }
@@ -180,22 +374,43 @@ fn compare(v: &mut FileVerdict, s: &Sidecar) {
         p.push(format!("file has {} records, the sidecar says {}", v.records, s.records));
     }
     let (a, b) = (&v.total, &s.total);
-    for (what, x, y) in [
+    let named = [
         ("received", a.received, b.received),
         ("lost", a.lost, b.lost),
         ("late", a.late, b.late),
         ("duplicate", a.duplicate, b.duplicate),
         ("invalid", a.invalid, b.invalid),
-    ] {
+        ("stale", a.stale, b.stale),
+        ("resync", a.resync, b.resync),
+    ];
+    for (what, x, y) in named {
         if x != y {
             p.push(format!("{what}: {x} in the file, {y} in the sidecar"));
         }
+    }
+    if named.iter().all(|(_, x, y)| x == y) && a != b {
+        p.push(format!("ledger counts differ: {a:?} in the file, {b:?} in the sidecar"));
+    }
+    let by_reason = |r: &InvalidReasons| (r.length, r.header, r.payload);
+    if by_reason(&v.invalid_by_reason) != by_reason(&s.invalid_by_reason) {
+        p.push(format!(
+            "invalid records by reason: {:?} in the file, {:?} in the sidecar",
+            v.invalid_by_reason, s.invalid_by_reason
+        ));
+    }
+    if v.unreadable != s.unreadable {
+        p.push(format!("unreadable records: {} in the file, {} in the sidecar", v.unreadable, s.unreadable));
     }
     if v.streams.len() != s.streams.len() {
         p.push(format!("{} streams in the file, {} in the sidecar", v.streams.len(), s.streams.len()));
     } else {
         for (x, y) in v.streams.iter().zip(&s.streams) {
-            if x.first_seq != y.first_seq || x.last_seq != y.last_seq || x.gaps != y.gaps {
+            if x.source != y.source || x.stream != y.stream {
+                p.push(format!(
+                    "stream {:?}#{} in the file where the sidecar has {:?}#{}",
+                    x.source, x.stream, y.source, y.stream
+                ));
+            } else if x.first_seq != y.first_seq || x.last_seq != y.last_seq || x.gaps != y.gaps {
                 p.push(format!(
                     "stream {}: sequence {:?}..{:?} with {} gap ranges in the file, {:?}..{:?} with {} in the sidecar",
                     x.stream,
@@ -206,128 +421,380 @@ fn compare(v: &mut FileVerdict, s: &Sidecar) {
                     y.last_seq,
                     y.gaps.len()
                 ));
+            } else if x.counts != y.counts {
+                p.push(format!(
+                    "stream {}: counts {:?} in the file, {:?} in the sidecar",
+                    x.stream, x.counts, y.counts
+                ));
             }
         }
     }
-    if !s.complete {
-        p.push(format!("the recorder marked this file incomplete ({})", s.ended_by));
+    p
+}
+
+/// Why the recorder says a file is incomplete, in plain words.
+fn incomplete_by_recorder(s: &Sidecar) -> String {
+    let why = match s.ended_by.as_str() {
+        "disk full" => "cut short by a full disk: the recorder stopped writing".to_string(),
+        "write error" => "cut short by a write error: the recorder stopped writing".to_string(),
+        other => format!("marked incomplete by the recorder ({other})"),
+    };
+    if s.unwritten > 0 {
+        format!("{why}; {} records received never reached the disk", units::thousands(s.unwritten))
+    } else {
+        why
     }
 }
 
-/// Verify `files` (in recording order).
-pub fn verify(files: &[PathBuf], opts: &VerifyOptions) -> Result<VerifyReport> {
-    let sides: Vec<Option<(PathBuf, Result<Sidecar>)>> = files.iter().map(|f| sidecar_of(f)).collect();
+/// Verify the files `collect` found.
+pub fn verify(found: &Collected, opts: &VerifyOptions) -> Result<VerifyReport> {
+    let files = &found.files;
+    let sides: Vec<Option<(PathBuf, std::result::Result<Sidecar, String>)>> =
+        files.iter().map(|f| sidecar_of(f)).collect();
     let sibling = sides.iter().flatten().find_map(|(_, r)| r.as_ref().ok()).cloned();
     let window = if opts.window == 0 { 65536 } else { opts.window };
     let mut verdicts = Vec::new();
-    let mut whole: Option<(RecordWalker, FileLedger)> = None;
+    let mut notes = Vec::new();
+    // The recording-wide ledger, while every file is read the same way.
+    let mut whole: Option<(String, FileLedger)> = None;
+    let mut whole_ok = files.len() > 1;
     let mut buf = vec![0u8; 8 << 20];
     for (path, side) in files.iter().zip(sides) {
-        let (side_path, side) = match side {
-            Some((p, Ok(s))) => (Some(p), Some(s)),
-            Some((_, Err(e))) => return Err(e),
-            None => (None, None),
+        let mut problems = Vec::new();
+        let (side_path, side, side_err) = match side {
+            Some((p, Ok(s))) => (Some(p), Some(s), None),
+            Some((p, Err(e))) => (Some(p), None, Some(e)),
+            None => (None, None, None),
         };
-        let layout = layout_for(path, side.as_ref(), opts, sibling.as_ref())?;
-        let mut walker = RecordWalker::new(layout.clone());
-        let mut ledger = FileLedger::new(layout.reader.clone(), window);
-        let (ww, wl) = whole
-            .get_or_insert_with(|| (RecordWalker::new(layout.clone()), FileLedger::new(layout.reader.clone(), window)));
-        // Each file is read as its own stream of records by the recording-wide walker too.
-        *ww = RecordWalker::new(layout.clone());
+        let layout = layout_for(path, side.as_ref(), opts, sibling.as_ref()).map_err(|e| match (&side_err, e) {
+            (Some(why), Error::Usage(_)) => Error::Usage(format!(
+                "cannot tell what {} holds: its sidecar cannot be used ({why}); give --format (e.g. --format counter,size=8800)",
+                path.display()
+            )),
+            (_, e) => e,
+        })?;
+        let part = name_of(path).ends_with(PART_SUFFIX);
+        let mut v = FileVerdict {
+            path: path.display().to_string(),
+            sidecar: side_path.map(|p| p.display().to_string()),
+            file_format: layout.file_format,
+            format: layout.reader.spec(),
+            bytes: 0,
+            records: 0,
+            trailing_bytes: 0,
+            streams: Vec::new(),
+            total: LedgerCounts::default(),
+            invalid_by_reason: InvalidReasons::default(),
+            unreadable: 0,
+            cut_short: 0,
+            not_udp: 0,
+            control: 0,
+            content: String::new(),
+            differences: Vec::new(),
+            complete: true,
+            incomplete: None,
+            unwritten: side.as_ref().map_or(0, |s| s.unwritten),
+            notes: Vec::new(),
+            problems: Vec::new(),
+        };
         let mut f =
             std::fs::File::open(path).map_err(|e| Error::Runtime(format!("cannot open {}: {e}", path.display())))?;
+        let md = f.metadata().map_err(|e| Error::Runtime(format!("cannot read {}: {e}", path.display())))?;
+        if !md.is_file() {
+            return Err(Error::Usage(format!(
+                "{} is {}: verify reads recorded files",
+                path.display(),
+                not_regular(&md)
+            )));
+        }
+        // Read what the file held when opened, no more: a file still being written ends.
+        let len_at_open = md.len();
+        let head = head_of(path);
+        if magic_kind(&head) == Some("pcapng") {
+            problems.push(
+                "a pcapng file, not classic pcap: convert it first (editcap -F pcap IN OUT), then verify the copy"
+                    .to_string(),
+            );
+            v.bytes = len_at_open;
+            v.content = "not read".into();
+            v.complete = false;
+            v.incomplete = Some("not read".into());
+            v.problems = problems;
+            whole_ok = false;
+            verdicts.push(v);
+            continue;
+        }
+        let mut walker = RecordWalker::new(layout.clone());
+        let mut ledger = FileLedger::new(layout.reader.clone(), window);
+        let key = format!("{:?} {}", layout.file_format, layout.reader.spec());
+        match &whole {
+            Some((k, _)) if *k != key => whole_ok = false,
+            Some(_) => {}
+            None => whole = Some((key, FileLedger::new(layout.reader.clone(), window))),
+        }
+        let mut ww = RecordWalker::new(layout.clone());
         let mut bytes = 0u64;
-        loop {
-            let n = f.read(&mut buf).map_err(|e| Error::Runtime(format!("cannot read {}: {e}", path.display())))?;
+        while bytes < len_at_open {
+            let want = (len_at_open - bytes).min(buf.len() as u64) as usize;
+            let n =
+                f.read(&mut buf[..want]).map_err(|e| Error::Runtime(format!("cannot read {}: {e}", path.display())))?;
             if n == 0 {
                 break;
             }
             bytes += n as u64;
             walker.feed(&buf[..n], &mut ledger);
-            if files.len() > 1 {
-                ww.feed(&buf[..n], wl);
+            if whole_ok {
+                if let Some((_, wl)) = whole.as_mut() {
+                    ww.feed(&buf[..n], wl);
+                }
             }
         }
-        let (streams, total) = ledger.finish();
-        let name = path.display().to_string();
-        let complete = side.as_ref().is_some_and(|s| s.complete) && !path.to_string_lossy().ends_with(PART_SUFFIX);
-        let mut v = FileVerdict {
-            path: name,
-            sidecar: side_path.map(|p| p.display().to_string()),
-            file_format: layout.file_format,
-            format: layout.reader.spec(),
-            bytes,
-            records: ledger.records,
-            trailing_bytes: bytes - walker.complete_bytes.min(bytes),
-            streams,
-            total,
-            invalid_by_reason: reasons(&ledger.invalid_kinds),
-            unreadable: ledger.unreadable,
-            complete,
-            problems: Vec::new(),
-        };
-        if walker.bad_global_header() || walker.corrupt {
-            v.problems.push("the pcap headers are corrupt: the file could not be read to its end".into());
+        if bytes < len_at_open {
+            problems.push(format!("the file shrank while it was read: {bytes} of {len_at_open} bytes read"));
         }
-        if v.trailing_bytes > 0 {
-            v.problems.push(format!(
-                "the file ends inside a record: {} trailing bytes are not a whole record",
-                v.trailing_bytes
+        if std::fs::metadata(path).is_ok_and(|m| m.len() > len_at_open) {
+            problems.push(format!(
+                "the file grew while it was read (still being written?): its first {len_at_open} bytes were read"
             ));
         }
-        let part = path.to_string_lossy().ends_with(PART_SUFFIX);
-        match &side {
-            Some(s) if !part => compare(&mut v, s),
-            _ if part => v.problems.push(
-                "incomplete: the recorder never finished this file (killed?); it is readable up to its last whole record, the ledger above says what it holds".into(),
-            ),
-            _ => {}
+        let (streams, total) = ledger.finish();
+        v.bytes = bytes;
+        v.records = ledger.records;
+        v.trailing_bytes = bytes - walker.complete_bytes.min(bytes);
+        v.streams = streams;
+        v.total = total;
+        v.invalid_by_reason = reasons(&ledger.invalid_kinds);
+        v.unreadable = ledger.unreadable;
+        v.cut_short = ledger.cut_short;
+        v.not_udp = ledger.not_udp;
+        v.control = ledger.control;
+
+        // Can the file be read as what it should be?
+        let missing = walker.header_missing();
+        if missing > 0 {
+            problems.push(if bytes == 0 {
+                "a damaged pcap: the file is empty, without even the 24-byte pcap header".to_string()
+            } else {
+                format!("a damaged pcap: the file ends inside the 24-byte pcap header ({bytes} bytes): no records")
+            });
+        } else if walker.bad_global_header() {
+            problems
+                .push("a damaged pcap: the file does not start with a pcap header (wrong magic number)".to_string());
+        } else if walker.corrupt {
+            problems.push(format!(
+                "a damaged pcap: a record header after record {} claims an impossible length; the {} bytes after it could not be read",
+                ledger.records,
+                bytes - walker.complete_bytes.min(bytes)
+            ));
         }
-        if v.total.invalid > 0 {
-            v.problems.push(format!("{} records fail the format's checks", v.total.invalid));
+        if v.cut_short > 0 {
+            problems.push(format!(
+                "{} records were captured cut short (a snap length shorter than the datagram, e.g. tcpdump -s): their payload is not in the file and was not checked",
+                units::thousands(v.cut_short)
+            ));
         }
+        let linktype = walker.pcap_info().map(|p| p.linktype);
+        if let Some(lt) = linktype.filter(|lt| !super::LINKTYPES_READ.contains(lt)) {
+            problems.push(format!(
+                "pcap link type {lt} is not one verify takes apart (Ethernet 1, raw IPv4 101 or 228, Linux cooked 113 or 276): its {} records were not checked",
+                units::thousands(v.records)
+            ));
+        } else if v.not_udp > 0 {
+            problems.push(format!(
+                "{} records are not whole IPv4/UDP datagrams (another protocol, IPv6, an IP fragment or a malformed header): not checked",
+                units::thousands(v.not_udp)
+            ));
+        }
+
+        // Fact 1: the content against the sidecar.
+        let base_name = name_of(path).strip_suffix(PART_SUFFIX).unwrap_or(name_of(path)).to_string();
+        match (&side, &side_err) {
+            (_, Some(e)) => {
+                v.content = "unreadable sidecar".into();
+                problems.push(format!("its sidecar cannot be used: {e}"));
+            }
+            (Some(s), None) if part || (!s.complete && s.closed_utc.is_empty()) => {
+                // The provisional sidecar of a file being written: it says how to read the file,
+                // not what it holds.
+                v.content = "not finished".into();
+                if s.file != base_name {
+                    problems.push(format!("its sidecar describes a file named {}, not {base_name}", s.file));
+                }
+            }
+            (Some(s), None) => {
+                v.differences = differences(&v, s, &base_name);
+                v.content = if v.differences.is_empty() { "matches" } else { "differs" }.into();
+                problems.extend(v.differences.iter().map(|d| format!("content differs from the sidecar: {d}")));
+                if s.ring_full > 0 {
+                    v.notes.push(format!(
+                        "the recorder dropped {} datagrams at a full RAM ring while writing this file (they are among the lost)",
+                        units::thousands(s.ring_full)
+                    ));
+                }
+                if s.not_written_wrong_length > 0 {
+                    v.notes.push(format!(
+                        "{} datagrams of the wrong length were received but left out of this raw file (counted invalid while recording)",
+                        units::thousands(s.not_written_wrong_length)
+                    ));
+                }
+            }
+            (None, None) => {
+                v.content = "no sidecar".into();
+                if looks_recorded(name_of(path)) && sibling.is_some() {
+                    problems.push(
+                        "its sidecar is missing: it is named like a recorded file, but nothing says what it should hold"
+                            .to_string(),
+                    );
+                }
+            }
+        }
+
+        // Fact 2: is the file whole, and if not, why.
+        let mut why_not = Vec::new();
+        if part {
+            why_not.push(
+                "never finished: the recorder was killed (or is still writing); it is readable up to its last whole record"
+                    .to_string(),
+            );
+        } else if let Some(s) = side.as_ref().filter(|s| !s.complete) {
+            why_not.push(incomplete_by_recorder(s));
+        } else if let Some(s) = side.as_ref().filter(|s| s.unwritten > 0) {
+            // The file is whole, but writing stopped right after it.
+            problems.push(format!(
+                "{} records received after this file never reached the disk ({})",
+                units::thousands(s.unwritten),
+                s.ended_by
+            ));
+        }
+        if v.trailing_bytes > 0 && missing == 0 && !walker.corrupt && !walker.bad_global_header() {
+            why_not
+                .push(format!("cut short inside a record: {} trailing bytes are not a whole record", v.trailing_bytes));
+        }
+        if missing > 0 || walker.corrupt || walker.bad_global_header() {
+            why_not.push("damaged: not readable to its end".to_string());
+        }
+        if !why_not.is_empty() {
+            v.complete = false;
+            let why = why_not.join("; ");
+            problems.push(format!("incomplete: {why}"));
+            v.incomplete = Some(why);
+        }
+
+        // Fact 3 is the ledger. Invalid records are a fact about the stream when the sidecar
+        // counted the same; without a sidecar nothing tells damage from what was sent.
+        if side.is_none() && v.total.invalid > 0 {
+            problems.push(format!(
+                "{} records fail the format's checks (no sidecar says whether they arrived that way)",
+                units::thousands(v.total.invalid)
+            ));
+        }
+        v.problems = problems;
         verdicts.push(v);
     }
-    let (streams, total) = match (&mut whole, files.len()) {
-        (Some((_, l)), n) if n > 1 => l.finish(),
-        _ => verdicts.first().map(|v| (v.streams.clone(), v.total)).unwrap_or_default(),
+    for o in &found.orphans {
+        let data = o.with_file_name(name_of(o).trim_end_matches(".json"));
+        let side = read_sidecar(o).ok();
+        let records = side.as_ref().map_or(0, |s| s.records);
+        verdicts.push(FileVerdict {
+            path: data.display().to_string(),
+            sidecar: Some(o.display().to_string()),
+            file_format: side.as_ref().map_or(FileFormat::Raw, |s| s.file_format),
+            format: side.as_ref().map_or(String::new(), |s| s.reader_format.clone()),
+            bytes: 0,
+            records: 0,
+            trailing_bytes: 0,
+            streams: Vec::new(),
+            total: LedgerCounts::default(),
+            invalid_by_reason: InvalidReasons::default(),
+            unreadable: 0,
+            cut_short: 0,
+            not_udp: 0,
+            control: 0,
+            content: "differs".into(),
+            differences: vec![format!("the data file is missing; its sidecar says it held {records} records")],
+            complete: false,
+            incomplete: Some("missing".into()),
+            unwritten: side.as_ref().map_or(0, |s| s.unwritten),
+            notes: Vec::new(),
+            problems: vec![format!(
+                "the data file is missing: its sidecar {} says it held {} records",
+                o.display(),
+                units::thousands(records)
+            )],
+        });
+    }
+    let (streams, total) = match whole {
+        Some((_, mut l)) if whole_ok && files.len() > 1 => l.finish(),
+        _ => {
+            if files.len() > 1 {
+                notes.push(
+                    "the files are not all of one format: no recording-wide ledger; the totals add up each file's"
+                        .into(),
+                );
+                let mut t = LedgerCounts::default();
+                for v in &verdicts {
+                    t.merge(&v.total);
+                }
+                (Vec::new(), t)
+            } else {
+                verdicts.first().map(|v| (v.streams.clone(), v.total)).unwrap_or_default()
+            }
+        }
     };
     let problems = verdicts.iter().map(|v| v.problems.len()).sum();
     Ok(VerifyReport {
         schema: VERIFY_SCHEMA,
+        records: verdicts.iter().map(|v| v.records - v.unreadable - v.control).sum(),
+        matching: verdicts.iter().filter(|v| v.content == "matches").count(),
+        without_sidecar: verdicts.iter().filter(|v| v.content == "no sidecar").count(),
+        incomplete: verdicts.iter().filter(|v| !v.complete).count(),
+        unwritten: verdicts.iter().map(|v| v.unwritten).sum(),
+        skipped: found.skipped.clone(),
         files: verdicts,
         streams,
         drops_per_million: total.drops_per_million(),
         total,
+        notes,
         problems,
     })
 }
 
 impl VerifyReport {
-    /// The human summary: one line per file, then the recording's ledger in `recv`'s layout.
+    /// The human summary: one line per file (its content against the sidecar, whether it is
+    /// complete), then the recording's ledger in `recv`'s layout, then what was checked.
     pub fn human(&self, show_gaps: usize) -> String {
         use std::fmt::Write;
         let mut o = String::new();
         for v in &self.files {
+            let content = match v.content.as_str() {
+                "matches" => "content matches its sidecar".to_string(),
+                "differs" => "content DIFFERS from its sidecar".to_string(),
+                "no sidecar" => "no sidecar (nothing to compare the content with)".to_string(),
+                "not finished" => "no final sidecar (the recorder never finished the file)".to_string(),
+                other => other.to_string(),
+            };
             let _ = writeln!(
                 o,
-                "{}  {} records, {}, {}{}",
+                "{}  {} records, {}; {}; {}",
                 v.path,
                 units::thousands(v.records),
                 units::bytes(v.bytes),
-                if v.sidecar.is_some() { "sidecar " } else { "no sidecar" },
-                if v.sidecar.is_none() {
-                    String::new()
-                } else if v.problems.is_empty() {
-                    "matches".into()
-                } else {
-                    "DIFFERS".into()
+                content,
+                match (v.complete, v.content.as_str()) {
+                    (false, _) => "file INCOMPLETE",
+                    (true, "no sidecar" | "unreadable sidecar") => "ends on a whole record",
+                    (true, _) => "file complete",
                 }
             );
             for p in &v.problems {
                 let _ = writeln!(o, "  !! {p}");
             }
+            for n in &v.notes {
+                let _ = writeln!(o, "  note: {n}");
+            }
+        }
+        for s in &self.skipped {
+            let _ = writeln!(o, "{}  skipped: {}", s.path, s.reason);
         }
         let rows: Vec<(String, &LedgerCounts, &[crate::ledger::GapRange])> = self
             .streams
@@ -342,16 +809,31 @@ impl VerifyReport {
             })
             .collect();
         crate::rx::ledger_table(&mut o, &rows, &self.total, show_gaps);
+        for n in &self.notes {
+            let _ = writeln!(o, "  note: {n}");
+        }
+        let n = self.files.len();
+        let mut checked = format!("{} records in {n} file(s) re-checked", units::thousands(self.records));
+        let mut parts = Vec::new();
+        if self.matching > 0 {
+            parts.push(format!("{} matching their sidecar", self.matching));
+        }
+        if self.without_sidecar > 0 {
+            parts.push(format!("{} without a sidecar to compare with", self.without_sidecar));
+        }
+        if !self.skipped.is_empty() {
+            parts.push(format!("{} other file(s) skipped", self.skipped.len()));
+        }
+        if !parts.is_empty() {
+            checked = format!("{checked}; {}", parts.join(", "));
+        }
         let _ = writeln!(
             o,
             "  => {}",
             if self.problems == 0 {
-                format!(
-                    "{} file(s) verified: every record re-checked, every file matches its sidecar",
-                    self.files.len()
-                )
+                checked
             } else {
-                format!("{} problem(s) found (listed above with !!)", self.problems)
+                format!("{} problem(s) found (listed above with !!); {checked}", self.problems)
             }
         );
         o

@@ -13,7 +13,7 @@
 //! It allocates only when a file or a stream starts, and makes no system call per record.
 
 use super::{
-    pcap_global_header, pcap_record_header, reasons, utc_compact, utc_iso, FileFormat, FileLedger, ReadLayout,
+    file_name, pcap_global_header, pcap_record_header, reasons, utc_iso, FileFormat, FileLedger, ReadLayout,
     RecordWalker, Sidecar, PART_SUFFIX, SIDECAR_SCHEMA,
 };
 use crate::rx::Sink;
@@ -500,6 +500,9 @@ pub struct WriterReport {
     pub error: Option<String>,
     /// Bytes kept in the ring that never reached disk (after a full disk or error).
     pub unwritten_bytes: u64,
+    /// Records received into RAM that never reached the disk (after a full disk or error): the
+    /// sum of the sidecars' `unwritten`.
+    pub unwritten_records: u64,
 }
 
 struct OpenFile {
@@ -528,7 +531,15 @@ pub struct Writer {
     index: u32,
     report: WriterReport,
     fallback_noted: bool,
+    /// The sidecar of the last finished file, kept until the next file opens: if that open
+    /// fails, what never reached the disk is counted in it.
+    last_closed: Option<(PathBuf, Sidecar)>,
+    /// Ring position where the current file starts.
+    cur_start: u64,
 }
+
+/// Most names tried for one file before giving up (other recorders hold the others).
+const NAME_TRIES: u32 = 10_000;
 
 const STALL_NS: u64 = 50_000_000;
 /// Bytes reserved for each sidecar when its file opens, so that a full disk cannot stop the
@@ -538,14 +549,62 @@ const SIDECAR_RESERVE: u64 = 1 << 20;
 impl Writer {
     /// A writer draining `ring`.
     pub fn new(ring: RingConsumer, shared: Arc<Shared>, cfg: WriterConfig) -> Self {
-        Writer { ring, shared, cfg, index: 0, report: WriterReport::default(), fallback_noted: false }
+        Writer {
+            ring,
+            shared,
+            cfg,
+            index: 0,
+            report: WriterReport::default(),
+            fallback_noted: false,
+            last_closed: None,
+            cur_start: 0,
+        }
+    }
+
+    /// Whether any name of the recording file `name` (data or sidecar) exists already.
+    fn taken(&self, name: &str) -> bool {
+        let d = &self.cfg.dir;
+        [name.to_string(), format!("{name}.json"), format!("{name}{PART_SUFFIX}"), format!(".{name}.json{PART_SUFFIX}")]
+            .iter()
+            .any(|n| std::fs::symlink_metadata(d.join(n)).is_ok())
+    }
+
+    /// The next free file name from the next index on. Another recorder writing into the same
+    /// directory in the same second holds some names: they are passed over, never reused.
+    fn next_free_name(&mut self, unix_ns: u64) -> io::Result<String> {
+        for _ in 0..NAME_TRIES {
+            self.index += 1;
+            let name = file_name(&self.cfg.prefix, unix_ns, self.index, &self.cfg.extension);
+            if !self.taken(&name) {
+                return Ok(name);
+            }
+        }
+        Err(io::Error::new(
+            io::ErrorKind::AlreadyExists,
+            format!(
+                "{NAME_TRIES} file names in a row are taken by other files (another recorder with the same --prefix?)"
+            ),
+        ))
+    }
+
+    /// Claim a free name: its `.part` file is created new (O_EXCL), so two recorders can never
+    /// both hold it; a name taken between the check and the create is passed over.
+    fn claim(&mut self, unix_ns: u64) -> io::Result<(String, PathBuf, File, bool)> {
+        for _ in 0..NAME_TRIES {
+            let name = self.next_free_name(unix_ns)?;
+            let part = self.cfg.dir.join(format!("{name}{PART_SUFFIX}"));
+            match sys::create_direct(&part, self.cfg.direct) {
+                Ok((file, direct)) => return Ok((name, part, file, direct)),
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
+                Err(e) => return Err(e),
+            }
+        }
+        Err(io::Error::new(io::ErrorKind::AlreadyExists, "no free file name: too many taken by other recorders"))
     }
 
     fn open(&mut self, start: u64, unix_ns: u64, base: Break) -> io::Result<OpenFile> {
-        self.index += 1;
-        let name = format!("{}-{}-{:04}.{}", self.cfg.prefix, utc_compact(unix_ns), self.index, self.cfg.extension);
-        let part = self.cfg.dir.join(format!("{name}{PART_SUFFIX}"));
-        let (file, direct) = sys::create_direct(&part, self.cfg.direct)?;
+        let (name, part, file, direct) = self.claim(unix_ns)?;
+        self.cur_start = start;
         if self.cfg.direct && !direct && !self.fallback_noted {
             self.fallback_noted = true;
             self.report.notes.push(format!(
@@ -559,7 +618,8 @@ impl Writer {
             Err(_) => 0,
         };
         let side_part = self.cfg.dir.join(format!(".{name}.json{PART_SUFFIX}"));
-        let side_file = File::create(&side_part).ok();
+        // Created new: a name this recorder claimed has no sidecar of anybody else.
+        let side_file = std::fs::OpenOptions::new().write(true).create_new(true).open(&side_part).ok();
         if let Some(f) = &side_file {
             let _ = sys::preallocate(f.as_raw_fd(), 0, SIDECAR_RESERVE);
             // A provisional sidecar: if the recorder is killed, `verify` still knows how to read
@@ -609,6 +669,8 @@ impl Writer {
             unreadable: 0,
             ring_full: 0,
             not_written: 0,
+            not_written_wrong_length: 0,
+            unwritten: 0,
             kernel_socket_drops: None,
             write_stalls: 0,
             max_write_ms: 0.0,
@@ -658,17 +720,43 @@ impl Writer {
             f.walker.feed(&slice[..n], &mut f.ledger);
             f.written += n as u64;
             self.shared.written.fetch_add(n as u64, Ordering::Relaxed);
-            self.ring.release(pos + n as u64);
+            // Release whole records only: after a failed write, the records not on disk are
+            // still in the ring to be counted.
+            self.ring.release(f.start + f.walker.complete_bytes.min(f.written));
         }
     }
 
-    fn close(&mut self, mut f: OpenFile, end: Break, ended_by: &str, complete: bool) -> io::Result<FileSummary> {
+    /// Give the finished data file its final name without ever replacing a file: if another
+    /// recorder took the name meanwhile, the next free one.
+    fn finalize_name(&mut self, f: &mut OpenFile) -> io::Result<PathBuf> {
+        for _ in 0..NAME_TRIES {
+            let to = self.cfg.dir.join(&f.name);
+            let in_use = std::fs::symlink_metadata(self.cfg.dir.join(format!("{}.json", f.name))).is_ok();
+            if !in_use {
+                match sys::file::rename_noreplace(&f.part, &to) {
+                    Ok(()) => return Ok(to),
+                    Err(e) if e.kind() != io::ErrorKind::AlreadyExists => return Err(e),
+                    Err(_) => {}
+                }
+            }
+            f.name = self.next_free_name(f.opened_ns)?;
+        }
+        Err(io::Error::new(io::ErrorKind::AlreadyExists, "no free name to finish the file under"))
+    }
+
+    fn close(
+        &mut self,
+        mut f: OpenFile,
+        end: Break,
+        ended_by: &str,
+        complete: bool,
+        unwritten: u64,
+    ) -> io::Result<FileSummary> {
         // Keep whole records only: after a failed write the file may end inside one.
         let keep = f.walker.complete_bytes.min(f.written);
         f.file.set_len(keep)?;
         f.file.sync_data()?;
-        let final_path = self.cfg.dir.join(&f.name);
-        std::fs::rename(&f.part, &final_path)?;
+        let final_path = self.finalize_name(&mut f)?;
         let (streams, total) = f.ledger.finish();
         let mut sidecar = self.sidecar(&f.name, f.opened_ns, ended_by, complete);
         sidecar.bytes = keep;
@@ -679,7 +767,9 @@ impl Writer {
         sidecar.invalid_by_reason = reasons(&f.ledger.invalid_kinds);
         sidecar.unreadable = f.ledger.unreadable;
         sidecar.ring_full = end.ring_full.saturating_sub(f.base.ring_full);
-        sidecar.not_written = end.not_written.saturating_sub(f.base.not_written);
+        sidecar.not_written_wrong_length = end.not_written.saturating_sub(f.base.not_written);
+        sidecar.unwritten = unwritten;
+        sidecar.not_written = sidecar.not_written_wrong_length + unwritten;
         sidecar.kernel_socket_drops = Some(end.socket_drops.saturating_sub(f.base.socket_drops));
         sidecar.write_stalls = f.stalls;
         sidecar.max_write_ms = f.max_write_ns as f64 / 1e6;
@@ -687,12 +777,13 @@ impl Writer {
         let side_path = self.cfg.dir.join(format!("{}.json", f.name));
         let side_file = match f.side_file.take() {
             Some(s) => s,
-            None => File::create(&f.side_part)?,
+            None => std::fs::OpenOptions::new().write(true).create_new(true).open(&f.side_part)?,
         };
         side_file.write_all_at(&json, 0)?;
         side_file.set_len(json.len() as u64)?;
         side_file.sync_data()?;
-        std::fs::rename(&f.side_part, &side_path)?;
+        sys::file::rename_noreplace(&f.side_part, &side_path)?;
+        self.last_closed = Some((side_path.clone(), sidecar));
         self.report.bytes += keep;
         self.report.records += f.ledger.records;
         self.report.write_stalls += f.stalls;
@@ -759,7 +850,7 @@ impl Writer {
             if let Some(b) = brk {
                 if file.start + file.written >= b.end {
                     let by = if b.cut == Cut::Time as u8 { "time" } else { "size" };
-                    match self.close(file, b, by, true) {
+                    match self.close(file, b, by, true, 0) {
                         Ok(s) => self.report.files.push(s),
                         Err(e) => return self.fail(e, None),
                     }
@@ -770,12 +861,13 @@ impl Writer {
                         Ok(f) => f,
                         Err(e) => return self.fail(e, None),
                     };
+                    self.last_closed = None;
                     continue;
                 }
             }
             if done && self.shared.peek().is_none() && file.start + file.written >= self.ring.produced() {
                 let end = self.final_break();
-                match self.close(file, end, "end of run", true) {
+                match self.close(file, end, "end of run", true, 0) {
                     Ok(s) => self.report.files.push(s),
                     Err(e) => return self.fail(e, None),
                 }
@@ -802,17 +894,97 @@ impl Writer {
             std::thread::sleep(Duration::from_millis(1));
         }
         let end = self.final_break();
-        let written_to = file.as_ref().map(|f| f.start + f.walker.complete_bytes.min(f.written));
-        if let Some(f) = file {
-            match self.close(f, end, if full { "disk full" } else { "write error" }, false) {
+        // Everything from the last whole record on disk to the end of the ring never reached
+        // the disk: count it, so that the sidecar and the run's summary say the same.
+        let written_to = match &file {
+            Some(f) => f.start + f.walker.complete_bytes.min(f.written),
+            None => self.ring.released(),
+        };
+        let at_file_start = file.as_ref().map_or(written_to == self.cur_start, |f| f.written == 0);
+        let left = self.left_in_ring(written_to, at_file_start);
+        self.report.unwritten_records = left;
+        self.report.unwritten_bytes = self.ring.produced().saturating_sub(written_to);
+        let reason = if full { "disk full" } else { "write error" };
+        match file {
+            Some(f) => match self.close(f, end, reason, false, left) {
                 Ok(s) => self.report.files.push(s),
-                Err(e2) => self.report.notes.push(format!("could not finish the last file: {e2}")),
-            }
+                Err(e2) => self.report.notes.push(format!(
+                    "could not finish the last file ({e2}): its sidecar does not count the {left} records that never reached the disk"
+                )),
+            },
+            // The file before was finished, the next could not be opened: the finished file's
+            // sidecar counts what came after it.
+            None => match self.last_closed.take() {
+                Some((path, mut side)) if left > 0 => {
+                    side.unwritten += left;
+                    side.not_written += left;
+                    side.ended_by = format!("{} (writing stopped after this file: {reason})", side.ended_by);
+                    if let Err(e2) = rewrite_sidecar(&path, &side) {
+                        self.report.notes.push(format!(
+                            "could not count the {left} records that never reached the disk in {}: {e2}",
+                            path.display()
+                        ));
+                    }
+                }
+                Some(_) => {}
+                None if left > 0 => self.report.notes.push(format!(
+                    "no file could be finished to count the {left} records that never reached the disk"
+                )),
+                None => {}
+            },
         }
-        let produced = self.ring.produced();
-        self.report.unwritten_bytes = produced.saturating_sub(written_to.unwrap_or(self.ring.released()));
         self.report
     }
+
+    /// Records in the ring from `pos` (a record boundary; the start of a file when
+    /// `at_file_start`) to its end, across the file breaks queued after it.
+    fn left_in_ring(&mut self, mut pos: u64, at_file_start: bool) -> u64 {
+        let layout = self.cfg.layout.clone();
+        let mut walker = RecordWalker::new(layout.clone());
+        if !at_file_start {
+            walker = walker.continuing_own();
+        }
+        let mut ledger = FileLedger::new(layout.reader.clone(), self.cfg.window);
+        let produced = self.ring.produced();
+        loop {
+            let brk = loop {
+                match self.shared.peek() {
+                    Some(b) if b.end < pos => self.shared.pop(),
+                    Some(b) if b.end <= produced => break Some(b),
+                    _ => break None,
+                }
+            };
+            let end = brk.map_or(produced, |b| b.end);
+            while pos < end {
+                let s = self.ring.slice(pos, (end - pos) as usize);
+                if s.is_empty() {
+                    break;
+                }
+                walker.feed(s, &mut ledger);
+                pos += s.len() as u64;
+            }
+            match brk {
+                Some(b) => {
+                    self.shared.pop();
+                    pos = b.next_start.max(pos);
+                    walker = RecordWalker::new(layout.clone());
+                }
+                None => return ledger.records,
+            }
+        }
+    }
+}
+
+/// Replace a sidecar this writer wrote with a new version of it.
+fn rewrite_sidecar(path: &Path, side: &Sidecar) -> io::Result<()> {
+    let json = serde_json::to_vec_pretty(side).map_err(io::Error::other)?;
+    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("sidecar");
+    let tmp = path.with_file_name(format!(".{name}{PART_SUFFIX}"));
+    let f = std::fs::OpenOptions::new().write(true).create_new(true).open(&tmp)?;
+    f.write_all_at(&json, 0)?;
+    f.sync_data()?;
+    // Our own sidecar: replaced in one step, so it is never seen half written.
+    std::fs::rename(&tmp, path)
 }
 
 /// Remove leftovers of a run that could not start (an empty first file).
@@ -826,6 +998,52 @@ pub fn remove_if_empty(path: &Path) {
 mod tests {
     use super::*;
     use crate::wire::{ByteOrder, Counter, Format};
+
+    #[test]
+    fn names_held_by_other_files_are_passed_over_never_overwritten() {
+        let dir = std::env::temp_dir().join(format!("ws-writer-names-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let fmt: Arc<dyn Format> = Arc::new(Counter::new(1024, ByteOrder::Be).unwrap());
+        let layout = ReadLayout::for_stream(&fmt, FileFormat::Raw).unwrap();
+        let (_prod, cons) = sys::byte_ring(16384, false).unwrap();
+        let cfg = WriterConfig {
+            dir: dir.clone(),
+            prefix: "t".into(),
+            extension: "raw".into(),
+            direct: false,
+            chunk: 4096,
+            prealloc: 0,
+            flush_after: Duration::from_secs(1),
+            layout,
+            format_spec: fmt.spec(),
+            window: 1024,
+        };
+        let mut w = Writer::new(cons, Arc::new(Shared::default()), cfg);
+        let zero = Break { end: 0, next_start: 0, cut: 0, unix_ns: 0, ring_full: 0, not_written: 0, socket_drops: 0 };
+        let ns = 1_700_000_000_000_000_000;
+        let name = |i| file_name("t", ns, i, "raw");
+        // Another recorder holds the first name: this one takes the next.
+        std::fs::write(dir.join(name(1)), b"theirs").unwrap();
+        let f = w.open(0, ns, zero).unwrap();
+        assert_eq!(f.name, name(2));
+        // Another takes its final name while it is being written: it is finished under the next.
+        std::fs::write(dir.join(name(2)), b"theirs too").unwrap();
+        let s = w.close(f, zero, "end of run", true, 0).unwrap();
+        assert_eq!(s.path, dir.join(name(3)).display().to_string());
+        assert_eq!(std::fs::read(dir.join(name(1))).unwrap(), b"theirs");
+        assert_eq!(std::fs::read(dir.join(name(2))).unwrap(), b"theirs too");
+        let side: Sidecar = serde_json::from_slice(&std::fs::read(&s.sidecar).unwrap()).unwrap();
+        assert_eq!(side.file, name(3));
+        assert_eq!(s.sidecar, dir.join(format!("{}.json", name(3))).display().to_string());
+        let left: Vec<_> = std::fs::read_dir(&dir)
+            .unwrap()
+            .filter_map(|e| e.ok())
+            .filter(|e| e.file_name().to_string_lossy().ends_with(PART_SUFFIX))
+            .collect();
+        assert!(left.is_empty(), "no .part left");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 
     #[test]
     fn sink_counts_ring_full_and_cuts_files_by_size() {

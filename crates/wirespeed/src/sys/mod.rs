@@ -558,6 +558,7 @@ pub fn send_signal(pid: u32, sig: i32) -> io::Result<()> {
     cvt(unsafe { libc::kill(pid, sig) }).map(|_| ())
 }
 
+pub mod file;
 mod ring;
 pub use ring::{byte_ring, RingConsumer, RingMemory, RingProducer, RING_ALIGN};
 
