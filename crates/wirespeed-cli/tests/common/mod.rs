@@ -220,17 +220,6 @@ pub fn expect_fail(args: &[&str], code: i32, needle: &str) {
     assert!(!err.contains("panicked"), "{err}");
 }
 
-/// Start `wirespeed ARGS`, send it SIGTERM after `after`, and return what it printed: how the
-/// stop-by-signal tests stop a long benchmark part-way.
-pub fn run_then_term(args: &[&str], after: Duration) -> Output {
-    let child =
-        Command::new(bin()).args(args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("start wirespeed");
-    std::thread::sleep(after);
-    let st = Command::new("kill").args(["-TERM", &child.id().to_string()]).status().expect("kill");
-    assert!(st.success());
-    child.wait_with_output().expect("wait for wirespeed")
-}
-
 /// Start `wirespeed ARGS`, send it SIGTERM as soon as it prints a line to stdout for which
 /// `ready` holds, and return what it printed: how the stop-by-signal tests stop a long benchmark
 /// part-way at a known point (after its first row, say) rather than after a guessed delay, which
