@@ -298,6 +298,22 @@ pub fn assert_point_accounted(p: &Value, injected: u64) -> bool {
     clean
 }
 
+/// How many datagrams the kernel may have dropped before a `recv --json` report's ledger saw
+/// them: the socket's own counters (SO_RXQ_OVFL, /proc/net/udp), UDP RcvbufErrors and softnet
+/// backlog drops (the last two count the whole namespace or host, so this is an upper bound). On
+/// loopback nothing else drops a datagram: a test that must pass on a busy host asserts its
+/// exact counts when this is 0 and, when it is not, that every number is still received or lost
+/// and the loss beyond what was injected is no more than this.
+pub fn recv_kernel_drops(rep: &Value) -> u64 {
+    let k = &rep["kernel"];
+    let socket = [&k["socket_drops_rxq_ovfl"], &k["socket_drops_proc"], &k["namespace_delta"]["rcvbuf_errors"]]
+        .iter()
+        .filter_map(|v| v.as_u64())
+        .max()
+        .unwrap_or(0);
+    socket + k["namespace_delta"]["softnet_dropped"].as_u64().unwrap_or(0)
+}
+
 /// `12,345`: a count as the program prints it.
 pub fn commas(n: u64) -> String {
     let s = n.to_string();
