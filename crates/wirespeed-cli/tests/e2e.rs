@@ -52,14 +52,24 @@ fn injected_loss_is_counted_exactly_per_stream() {
     assert_eq!(u(&sent, "skipped"), 3 * lost.len() as u64, "sender's own skip count");
     let streams = rep["streams"].as_array().expect("streams");
     assert_eq!(streams.len(), 3, "three source ports, three ledgers: {stdout}");
+    // Exact when the kernel dropped nothing (an idle host); on a busy one, every number is still
+    // received or lost, and the loss beyond the injected is what the kernel dropped.
+    let drops = recv_kernel_drops(&rep);
     for s in streams {
-        assert_eq!(u(s, "lost"), lost.len() as u64, "lost in {}", s["source"]);
-        assert_eq!(u(s, "received"), count - lost.len() as u64, "received in {}", s["source"]);
+        assert_eq!(u(s, "received") + u(s, "lost"), count, "every number received or lost in {}", s["source"]);
         assert_eq!(u(s, "late") + u(s, "duplicate") + u(s, "invalid") + u(s, "resync"), 0);
-        assert_eq!(gap_list(s), ranges(&lost), "gap ranges of {}", s["source"]);
         assert_eq!(u(&s["sender"], "skipped"), lost.len() as u64);
+        if drops == 0 {
+            assert_eq!(u(s, "lost"), lost.len() as u64, "lost in {}", s["source"]);
+            assert_eq!(gap_list(s), ranges(&lost), "gap ranges of {}", s["source"]);
+        } else {
+            assert!(u(s, "lost") >= lost.len() as u64, "{s}");
+            let gaps = gap_list(s);
+            assert!(lost.iter().all(|n| gaps.iter().any(|&(a, b)| (a..=b).contains(n))), "injected gaps in {s}");
+        }
     }
-    assert_eq!(u(&rep["total"], "lost"), 3 * lost.len() as u64);
+    let total_lost = u(&rep["total"], "lost");
+    assert!((3 * lost.len() as u64..=3 * lost.len() as u64 + drops).contains(&total_lost), "{rep}");
     assert_eq!(u(&rep, "sender_skipped"), 3 * lost.len() as u64);
     assert_eq!(rep["schema"], "wirespeed.recv/1");
 }
@@ -78,11 +88,17 @@ fn tail_and_head_loss_need_the_senders_count() {
     assert_eq!(code, Some(0), "{stderr}");
     let rep = json(&stdout);
     let s = &rep["streams"][0];
-    assert_eq!(u(s, "received"), 955);
-    assert_eq!(u(s, "lost"), 45);
-    assert_eq!(gap_list(s), vec![(0, 4), (960, 999)]);
-    assert_eq!(u(s, "first_seq"), 5);
-    assert_eq!(u(s, "last_seq"), 959);
+    assert_eq!(u(s, "received") + u(s, "lost"), 1000, "{s}");
+    if recv_kernel_drops(&rep) == 0 {
+        assert_eq!(u(s, "received"), 955);
+        assert_eq!(u(s, "lost"), 45);
+        assert_eq!(gap_list(s), vec![(0, 4), (960, 999)]);
+        assert_eq!(u(s, "first_seq"), 5);
+        assert_eq!(u(s, "last_seq"), 959);
+    } else {
+        let gaps = gap_list(s);
+        assert!(gaps.first().is_some_and(|g| g.0 == 0 && g.1 >= 4) && gaps.last().is_some_and(|g| g.1 == 999), "{s}");
+    }
 }
 
 /// A hand-written sender: counter datagrams in a chosen order, then an end message.
@@ -166,12 +182,22 @@ fn zero_loss_expectation_sets_the_exit_code() {
     assert!(stderr.contains("4 packets lost, zero loss was expected"), "{stderr}");
     assert!(stdout.contains("left out on purpose"), "human summary explains the loss: {stdout}");
 
-    let r = spawn_recv(&["--once", "--expect-zero-loss", "--duration", "30"]);
+    // Without loss, exit 0. Whether a busy host's kernel dropped a datagram is not the program's
+    // to promise; that the exit code follows the ledger, and the ledger the kernel, is.
+    let r = spawn_recv(&["--once", "--expect-zero-loss", "--duration", "30", "--json"]);
     let target = format!("127.0.0.1:{}", r.port);
     assert!(run(&["send", &target, "--count", "2000", "--rate", "20kpps"]).status.success());
-    let (code, stdout, _) = finish(r, LIMIT);
-    assert_eq!(code, Some(0), "{stdout}");
-    assert!(stdout.contains("no loss"), "{stdout}");
+    let (code, stdout, stderr) = finish(r, LIMIT);
+    let rep = json(&stdout);
+    let lost = u(&rep["total"], "lost");
+    assert_eq!(u(&rep["total"], "received") + lost, 2000, "{rep}");
+    assert!(lost <= recv_kernel_drops(&rep), "loss the kernel did not drop: {rep}");
+    if lost == 0 {
+        assert_eq!(code, Some(0), "{stderr}");
+    } else {
+        assert_eq!(code, Some(3), "{stderr}");
+        assert!(stderr.contains(&format!("{lost} packets lost, zero loss was expected")), "{stderr}");
+    }
 }
 
 #[test]
@@ -200,24 +226,63 @@ fn gso_sender_and_gro_receiver_keep_the_ledger_exact() {
     let rep = json(&stdout);
     assert_eq!(rep["gro"], true);
     let s = &rep["streams"][0];
-    assert_eq!(u(s, "lost"), 30);
-    assert_eq!(u(s, "received"), 29_970);
     assert_eq!(u(s, "invalid"), 0, "GRO buffers must be split back into datagrams");
+    assert_eq!(u(s, "received") + u(s, "lost"), 30_000, "{s}");
+    let drops = recv_kernel_drops(&rep);
+    if drops == 0 {
+        assert_eq!(u(s, "lost"), 30);
+        assert_eq!(u(s, "received"), 29_970);
+    } else {
+        assert!((30..=30 + drops).contains(&u(s, "lost")), "{s}");
+    }
 }
 
 #[test]
 fn sigterm_finishes_cleanly_with_a_summary() {
-    let r = spawn_recv(&["--json"]);
-    let target = format!("127.0.0.1:{}", r.port);
+    use std::io::{BufRead, BufReader, Read};
+    // The receiver reports its counts every 50 ms: the signal goes once every datagram sent has
+    // been received or dropped by the kernel, rather than after a guessed delay (on a busy host
+    // the receiver may not have read them all 200 ms later).
+    let mut child = std::process::Command::new(bin())
+        .args(["recv", "127.0.0.1:0", "--json", "--interval", "50ms", "--interval-json"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start recv");
+    let mut err = BufReader::new(child.stderr.take().expect("stderr piped"));
+    let mut line = String::new();
+    err.read_line(&mut line).expect("read recv stderr");
+    let port = line
+        .split("listening on ")
+        .nth(1)
+        .and_then(|r| r.split_whitespace().next())
+        .and_then(|a| a.rsplit(':').next())
+        .unwrap_or_else(|| panic!("recv did not report its port: {line:?}"))
+        .to_string();
+    let target = format!("127.0.0.1:{port}");
     assert!(run(&["send", &target, "--count", "500", "--rate", "10kpps"]).status.success());
-    std::thread::sleep(Duration::from_millis(200));
-    let pid = r.child.id().to_string();
-    sh(&["kill", "-TERM", &pid]);
-    let (code, stdout, stderr) = finish(r, LIMIT);
-    assert_eq!(code, Some(0), "{stderr}");
-    let rep = json(&stdout);
+    let t = std::time::Instant::now();
+    loop {
+        line.clear();
+        assert!(err.read_line(&mut line).expect("read recv stderr") > 0, "recv ended early");
+        let Ok(p) = serde_json::from_str::<serde_json::Value>(line.trim()) else { continue };
+        if u(&p, "datagrams") + u(&p, "socket_drops") >= 500 {
+            break;
+        }
+        assert!(t.elapsed() < LIMIT, "500 datagrams neither received nor dropped: {line}");
+    }
+    sh(&["kill", "-TERM", &child.id().to_string()]);
+    let mut rest = String::new();
+    let _ = err.read_to_string(&mut rest);
+    let out = child.wait_with_output().expect("wait for recv");
+    assert_eq!(out.status.code(), Some(0), "{rest}");
+    let rep = json(&String::from_utf8_lossy(&out.stdout));
     assert_eq!(rep["stopped_by"], "signal 15");
-    assert_eq!(u(&rep["streams"][0], "received"), 500);
+    // Every number is accounted for: received, or lost and dropped by the kernel (none on an
+    // idle host).
+    let s = &rep["streams"][0];
+    assert_eq!(u(s, "received") + u(s, "lost"), 500, "{s}");
+    assert_eq!(u(s, "lost"), u(&rep["total"], "lost"));
 }
 
 #[test]
@@ -231,11 +296,16 @@ fn paced_sender_meets_its_count_and_schedule() {
     assert!(out.status.success());
     let s = json(&String::from_utf8_lossy(&out.stdout));
     assert_eq!(u(&s, "sent"), 5000);
+    // The pacer never runs ahead of its schedule; how far a busy host holds it back is the
+    // scheduler's business, so there is no upper bound here.
     let elapsed = s["elapsed_s"].as_f64().unwrap();
-    assert!((0.45..2.0).contains(&elapsed), "0.5 s schedule took {elapsed} s");
+    assert!(elapsed >= 0.45, "0.5 s schedule took {elapsed} s");
     assert!(s["gaps"]["p50_ns"].as_u64().unwrap() > 0);
     let (_, stdout, _) = finish(r, LIMIT);
-    assert_eq!(u(&json(&stdout)["total"], "received"), 5000);
+    let rep = json(&stdout);
+    let (received, lost) = (u(&rep["total"], "received"), u(&rep["total"], "lost"));
+    assert_eq!(received + lost, 5000, "{rep}");
+    assert!(lost <= recv_kernel_drops(&rep), "{rep}");
 }
 
 #[test]
@@ -258,8 +328,10 @@ fn demo_runs_and_prints_the_ledger() {
     let sent = u(&d["send"], "sent");
     let skipped = u(&d["send"], "skipped");
     assert!(sent > 0);
-    assert_eq!(u(&d["recv"]["total"], "lost"), skipped);
-    assert_eq!(u(&d["recv"]["total"], "received"), sent);
+    let (received, lost) = (u(&d["recv"]["total"], "received"), u(&d["recv"]["total"], "lost"));
+    assert_eq!(received + lost, sent + skipped, "every number received or lost: {d}");
+    let drops = recv_kernel_drops(&d["recv"]);
+    assert!((skipped..=skipped + drops).contains(&lost), "the loss is the injected one, or the kernel's: {d}");
 }
 
 #[test]
@@ -285,12 +357,18 @@ fn slow_senders_end_on_time_and_on_sigint() {
     assert!(out.status.success());
     assert!(t.elapsed() < Duration::from_secs(5), "took {:?}", t.elapsed());
 
+    // Signalled once its first datagram has arrived (a guessed delay could come before it on a
+    // busy host), while it waits 6.4 s for the second.
+    let sink = UdpSocket::bind("127.0.0.1:0").expect("bind a sink");
+    sink.set_read_timeout(Some(LIMIT)).expect("timeout");
+    let to = sink.local_addr().expect("sink address").to_string();
     let child = std::process::Command::new(bin())
-        .args(["send", "127.0.0.1:9", "--rate", "10", "--size", "8", "--count", "10", "--json"])
+        .args(["send", &to, "--rate", "10", "--size", "8", "--count", "10", "--json"])
         .stdout(std::process::Stdio::piped())
         .spawn()
         .expect("start sender");
-    std::thread::sleep(Duration::from_millis(300));
+    let mut first = [0u8; 64];
+    sink.recv(&mut first).expect("the first datagram");
     sh(&["kill", "-INT", &child.id().to_string()]);
     let t = std::time::Instant::now();
     let out = child.wait_with_output().expect("sender exits");
@@ -316,8 +394,11 @@ fn demo_uses_partitions_when_privileged_and_removes_them() {
         return;
     }
     assert_eq!(d["path"], "partitions");
-    assert_eq!(u(&d["recv"]["total"], "lost"), u(&d["send"], "skipped"));
-    assert_eq!(u(&d["recv"]["total"], "received"), u(&d["send"], "sent"));
+    let (sent, skipped) = (u(&d["send"], "sent"), u(&d["send"], "skipped"));
+    let (received, lost) = (u(&d["recv"]["total"], "received"), u(&d["recv"]["total"], "lost"));
+    assert_eq!(received + lost, sent + skipped, "every number received or lost: {d}");
+    let drops = recv_kernel_drops(&d["recv"]);
+    assert!((skipped..=skipped + drops).contains(&lost), "the loss is the injected one, or the kernel's: {d}");
     let ns = std::process::Command::new("ip").args(["netns", "list"]).output().expect("ip netns list");
     let left = String::from_utf8_lossy(&ns.stdout).lines().any(|l| l.starts_with(&prefix));
     assert!(!left, "demo partitions {prefix}* left behind");

@@ -71,18 +71,30 @@ fn every_format_is_sent_received_recorded_and_verified_exactly() {
             let rep = json(&stdout);
             let cap = &rep["capture"];
             let nstreams: u64 = streams.parse().unwrap();
-            assert_eq!(u(&cap["total"], "lost"), 12 * nstreams, "{spec} {file_format}: {stdout}");
             assert_eq!(u(&cap["total"], "invalid"), 0, "{spec}");
-            assert_eq!(u(&cap["total"], "received"), (3000 - 12) * nstreams, "{spec}");
+            let (received, lost) = (u(&cap["total"], "received"), u(&cap["total"], "lost"));
+            assert_eq!(received + lost, 3000 * nstreams, "every number received or lost: {spec} {file_format}");
+            // Exact when the kernel dropped nothing (an idle host); on a busy one the loss beyond
+            // the injected must be the kernel's.
+            let drops = recv_kernel_drops(cap);
+            assert!((12 * nstreams..=12 * nstreams + drops).contains(&lost), "{spec} {file_format}: {stdout}");
             for s in cap["streams"].as_array().unwrap() {
-                assert_eq!(gap_list(s), vec![(100, 101), (1000, 1009)], "{spec}");
+                let gaps = gap_list(s);
+                if drops == 0 {
+                    assert_eq!(gaps, vec![(100, 101), (1000, 1009)], "{spec}");
+                } else {
+                    let has = |n: u64| gaps.iter().any(|&(a, b)| (a..=b).contains(&n));
+                    assert!((100..=101).chain(1000..=1009).all(has), "{spec}: {gaps:?}");
+                }
             }
             let out = run(&["verify", d.path(), "--json"]);
             let v = json(&String::from_utf8_lossy(&out.stdout));
             assert_eq!(out.status.code(), Some(0), "{spec} {file_format}: {v}");
             let per = if file_format == "raw" { parts } else { 1 };
-            assert_eq!(u(&v["total"], "received"), (3000 - 12) * nstreams / per, "{spec} {file_format}");
-            assert_eq!(u(&v["total"], "lost"), 12 * nstreams / per, "{spec} {file_format}");
+            if drops == 0 {
+                assert_eq!(u(&v["total"], "received"), (3000 - 12) * nstreams / per, "{spec} {file_format}");
+                assert_eq!(u(&v["total"], "lost"), 12 * nstreams / per, "{spec} {file_format}");
+            }
         }
     }
 }
@@ -106,8 +118,10 @@ fn presets_send_what_they_say() {
     let (code, stdout, stderr) = finish(r, Duration::from_secs(30));
     assert_eq!(code, Some(0), "{stderr}");
     let rep = json(&stdout);
-    assert_eq!(u(&rep["total"], "received"), 2000);
-    assert_eq!(u(&rep["total"], "lost"), 0);
+    // 256 MB/s for 2,000 frames: a busy host's kernel may drop some, and then the ledger says so.
+    let (received, lost) = (u(&rep["total"], "received"), u(&rep["total"], "lost"));
+    assert_eq!(received + lost, 2000, "{rep}");
+    assert!(lost <= recv_kernel_drops(&rep), "loss the kernel did not drop: {rep}");
     // Bad format input: one line, exit 2.
     for (args, says) in [
         (vec!["recv", "0", "--format", "vdif,frame=13"], "multiple of 8"),

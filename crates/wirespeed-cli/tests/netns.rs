@@ -27,8 +27,15 @@ fn multicast_group_is_joined_and_received() {
     let rep = json(&stdout);
     assert_eq!(rep["listen"], "239.1.2.3:0");
     let s = &rep["streams"][0];
-    assert_eq!(u(s, "received"), 2990);
-    assert_eq!(gap_list(s), vec![(100, 109)]);
+    assert_eq!(u(s, "received") + u(s, "lost"), 3000, "{s}");
+    // Exact when the kernel dropped nothing; on a busy host the extra loss is the kernel's.
+    let drops = recv_kernel_drops(&rep);
+    if drops == 0 {
+        assert_eq!(u(s, "received"), 2990);
+        assert_eq!(gap_list(s), vec![(100, 109)]);
+    } else {
+        assert!((10..=10 + drops).contains(&u(s, "lost")), "{s}");
+    }
 }
 
 #[test]
@@ -54,8 +61,13 @@ fn loss_in_the_network_is_told_apart_from_socket_drops() {
     let (code, stdout, stderr) = finish(r, Duration::from_secs(60));
     assert_eq!(code, Some(0), "{stderr}");
     let rep = json(&stdout);
-    assert_eq!(u(&rep["total"], "lost"), 100, "5000 / 50 dropped by nftables: {stdout}");
-    assert_eq!(u(&rep["total"], "received"), 4900);
-    let diag = rep["diagnosis"].to_string();
-    assert!(diag.contains("lost before it"), "{diag}");
+    let (received, lost) = (u(&rep["total"], "received"), u(&rep["total"], "lost"));
+    assert_eq!(received + lost, 5000, "{stdout}");
+    // Exact when the socket dropped nothing; on a busy host it may, and the ledger counts that too.
+    let drops = recv_kernel_drops(&rep);
+    assert!((100..=100 + drops).contains(&lost), "5000 / 50 dropped by nftables: {stdout}");
+    if drops == 0 {
+        let diag = rep["diagnosis"].to_string();
+        assert!(diag.contains("lost before it"), "{diag}");
+    }
 }

@@ -21,8 +21,7 @@ fn soak_json(args: &[&str]) -> (Value, String) {
     (json(&String::from_utf8_lossy(&out.stdout)), err)
 }
 
-/// The seconds a verdict gives after `prefix` ("zero loss for 4.1 s at ..." gives 4.1): a late
-/// last packet on a busy host makes a 4 s run print 4.1 s.
+/// The seconds a verdict gives after `prefix` ("zero loss for 4.1 s at ..." gives 4.1).
 fn verdict_secs(verdict: &str, prefix: &str) -> f64 {
     let rest = verdict.strip_prefix(prefix).unwrap_or_else(|| panic!("'{verdict}' does not start with '{prefix}'"));
     let num = rest.split(" s at ").next().unwrap_or_default();
@@ -57,23 +56,29 @@ fn rows(doc: &Value) -> &Vec<Value> {
 }
 
 /// The rows tile the run (each starts where the last ended), number 1.., and the last one holds
-/// the end; their counts add up to the receiver's totals.
+/// the end; their counts add up exactly to the receiver's totals. Only what the program
+/// guarantees: how many rows a run gets depends on when the receiver's reporting thread ran, so
+/// the count is bounded, not fixed (a regular row ends at or after its tick, and the last row,
+/// closed by the final report, is at least half a row long).
 fn assert_rows_add_up(doc: &Value, secs: f64) {
     let rows = rows(doc);
     let p = &doc["point"];
-    // The receiver ticks every second from its own start, before the sender's (on a busy host
-    // the sender may start seconds later); the remainder after its last tick is folded into the
-    // last row when under half a row, so a run ending at 4.3 s has 4 rows and one at 4.6 s 5.
+    let every = f(doc, "every_s");
+    // The receiver starts before the sender and ends after it.
     let end = f(rows.last().expect("a row"), "end_s");
-    assert!(end > secs - 0.1, "a {secs} s run cannot end at {end} s: {doc}");
-    let whole = end.floor() as usize;
-    assert!(rows.len() == whole || rows.len() == whole + 1, "{} rows for a run ending at {end} s: {doc}", rows.len());
+    assert!(end >= secs, "a {secs} s run cannot end at {end} s: {doc}");
+    assert!(rows.len() as f64 <= (end / every).floor() + 1.0, "{} rows for a run ending at {end} s: {doc}", rows.len());
     let mut t = 0.0;
     let mut cum = 0;
     for (i, r) in rows.iter().enumerate() {
         assert_eq!(u(r, "n"), i as u64 + 1);
         assert_eq!(f(r, "start_s"), t, "row {} starts where the last ended", i + 1);
         assert!(f(r, "end_s") > t);
+        if i + 1 < rows.len() {
+            assert!(f(r, "end_s") >= every * (i + 1) as f64 - 1e-6, "row {} ends before its tick: {r}", i + 1);
+        } else if rows.len() > 1 {
+            assert!(f(r, "end_s") - t >= every / 2.0, "a last row shorter than half a row is folded: {r}");
+        }
         t = f(r, "end_s");
         cum += u(r, "lost");
         assert_eq!(u(r, "cumulative_lost"), cum);
@@ -88,6 +93,79 @@ fn assert_rows_add_up(doc: &Value, secs: f64) {
     assert_eq!(cum, u(p, "lost"), "the rows' loss adds up to the ledger's, tail included");
 }
 
+/// How many of the sequence numbers 0..=h the sender left out with `--skip-every k` (it leaves
+/// out k-1, 2k-1, ...).
+fn skipped_upto(h: i64, k: u64) -> u64 {
+    if h < 0 {
+        0
+    } else {
+        (h as u64 + 1) / k
+    }
+}
+
+/// The highest sequence number the receiver has seen once it has received `d` datagrams of a
+/// sender that left out every `k`th number, when nothing else is missing; when the kernel
+/// dropped some as well the true highest is higher, never lower.
+fn highest_after(d: u64, k: u64) -> i64 {
+    if d == 0 {
+        -1
+    } else {
+        (d + (d - 1) / (k - 1)) as i64 - 1
+    }
+}
+
+/// The injected loss is in the rows that hold its sequence numbers. The ledger settles a gap when
+/// the highest number seen is a reorder window past it, so after a row in which the receiver
+/// reached `d` datagrams (cumulative), the loss so far is at least the numbers left out up to
+/// (highest seen - window) and at most those up to (highest seen at the next row's end - window)
+/// plus whatever the kernel dropped. Nothing here depends on how fast the host ran: a row that
+/// got 1,510 datagrams instead of 2,300 is held to its own 1,510.
+fn assert_loss_where_its_numbers_are(doc: &Value, k: u64, kernel_lost: u64) {
+    let rows = rows(doc);
+    let w = u(doc, "reorder_window") as i64;
+    let cum_d: Vec<u64> = rows
+        .iter()
+        .scan(0, |d, r| {
+            *d += u(r, "datagrams");
+            Some(*d)
+        })
+        .collect();
+    for (i, r) in rows.iter().enumerate() {
+        let lost_so_far = u(r, "cumulative_lost");
+        let lo = skipped_upto(highest_after(cum_d[i], k) - w, k);
+        assert!(
+            lost_so_far >= lo,
+            "row {}: {lost_so_far} lost so far, but the numbers it passed hold {lo}: {r}",
+            i + 1
+        );
+        if i + 1 < rows.len() {
+            let next = cum_d[i + 1] + kernel_lost;
+            let hi = skipped_upto(highest_after(next, k) - w, k) + kernel_lost;
+            assert!(
+                lost_so_far <= hi,
+                "row {}: {lost_so_far} lost so far, more than the {hi} it could know of: {r}",
+                i + 1
+            );
+        }
+    }
+}
+
+/// The whole run's accounting (see `assert_point_accounted`) with `--skip-every k` (0: none):
+/// returns (numbers the sender used, numbers it left out, numbers the kernel dropped).
+fn assert_run_accounted(doc: &Value, k: u64) -> (u64, u64, u64) {
+    let p = &doc["point"];
+    assert_eq!(p["end_of_stream"], true, "the end-of-stream message (sent three times) came: {p}");
+    let used = u(p, "received") + u(p, "lost");
+    let injected = used.checked_div(k).unwrap_or(0);
+    let clean = assert_point_accounted(p, injected);
+    let kernel_lost = u(p, "lost") - injected;
+    assert_eq!(doc["zero_loss"], clean && injected == 0, "{doc}");
+    let lossy: Vec<u64> = doc["lossy_intervals"].as_array().unwrap().iter().filter_map(Value::as_u64).collect();
+    let with_loss: Vec<u64> = rows(doc).iter().filter(|r| u(r, "lost") > 0).map(|r| u(r, "n")).collect();
+    assert_eq!(lossy, with_loss);
+    (used, injected, kernel_lost)
+}
+
 #[test]
 fn soak_on_loopback_counts_every_packet() {
     let _turn = traffic();
@@ -97,35 +175,53 @@ fn soak_on_loopback_counts_every_packet() {
     assert_eq!(doc["placement"]["kind"], "loopback");
     assert_eq!((u(&doc, "size"), f(&doc, "duration_s"), f(&doc, "every_s")), (1080, 4.0, 1.0));
     assert_eq!(f(&doc, "asked_bps"), 20e6);
-    assert_eq!((doc["stopped"].clone(), doc["zero_loss"].clone()), (Value::Bool(false), Value::Bool(true)));
+    assert_eq!(doc["stopped"], false);
     let p = &doc["point"];
-    assert_eq!(u(p, "sent"), u(p, "received"), "every datagram sent was received: {p}");
-    assert_eq!((u(p, "lost"), u(p, "missing")), (0, 0), "{p}");
-    assert_eq!(p["end_of_stream"], true);
-    assert!(u(p, "sent") > 2315, "about 2,315 datagrams a second for 4 s: {p}");
+    // Every datagram is accounted for, exactly; zero loss is what an idle host gives, and the
+    // kernel's counters must explain any loss a busy one gives.
+    let (_, _, kernel_lost) = assert_run_accounted(&doc, 0);
     assert_rows_add_up(&doc, 4.0);
-    assert!(rows(&doc).iter().all(|r| u(r, "lost") == 0 && u(r, "kernel_socket_drops") == 0));
-    assert_eq!(doc["lossy_intervals"], Value::Array(vec![]));
-    let stretch = &doc["longest_clean"];
-    assert_eq!((u(stretch, "first"), u(stretch, "last")), (1, rows(&doc).len() as u64));
+    // The sender keeps its schedule, or the run says it was the limit.
+    let expect = f(&doc, "asked_pps") * f(p, "send_elapsed_s");
+    if doc["sender_bound"] == false {
+        assert!(u(p, "sent") as f64 >= 0.97 * expect, "{} sent in {} s: {p}", u(p, "sent"), f(p, "send_elapsed_s"));
+    }
+    assert!(f(p, "send_elapsed_s") > 3.9, "{p}");
     let verdict = doc["verdict"].as_str().expect("verdict");
-    let secs = verdict_secs(verdict, "zero loss for ");
-    assert!((4.0..4.6).contains(&secs), "a 4 s run: {verdict}");
-    assert_rate_named(&doc, verdict, "20 Mb/s");
-    assert!(verdict.contains("1080-byte datagrams"), "{verdict}");
+    if kernel_lost == 0 {
+        assert!(rows(&doc).iter().all(|r| u(r, "lost") == 0 && u(r, "kernel_socket_drops") == 0));
+        assert_eq!(doc["lossy_intervals"], Value::Array(vec![]));
+        let stretch = &doc["longest_clean"];
+        assert_eq!((u(stretch, "first"), u(stretch, "last")), (1, rows(&doc).len() as u64));
+        // The verdict gives the sender's own sending time.
+        let secs = verdict_secs(verdict, "zero loss for ");
+        assert!((secs - f(p, "send_elapsed_s")).abs() <= 0.05, "{verdict}: {p}");
+        assert_rate_named(&doc, verdict, "20 Mb/s");
+        assert!(verdict.contains("1080-byte datagrams"), "{verdict}");
+    } else {
+        eprintln!("this busy host dropped {kernel_lost} datagrams in the kernel; the verdict must say so");
+        assert!(
+            verdict.starts_with("LOSS at ") && verdict.contains(&format!(": {} of ", commas(kernel_lost))),
+            "{verdict}"
+        );
+    }
     // CPU per packet and the CPUs are in the record.
     assert!(f(p, "send_cpu_ns_per_packet") > 0.0 && f(p, "recv_cpu_ns_per_packet") > 0.0);
     assert!(doc["summary"].as_array().unwrap().iter().any(|l| l.as_str().unwrap().starts_with("CPU per packet")));
-    // Live rows went to stderr (with --json) as they came: the regular ones at least.
+    // Live rows went to stderr (with --json) as they came: rows 1..m, then the last row, starred,
+    // closed by the final report. When it replaces a row shown live it says so, so nobody adding
+    // up the table counts both.
     let live: Vec<&str> = err.lines().filter(|l| l.trim_start().starts_with(|c: char| c.is_ascii_digit())).collect();
-    assert!(live.len() >= 4, "live rows on stderr:\n{err}");
-    // The last row, closed by the final report, comes after them; when it replaces a row shown
-    // live it says so, so nobody adding up the table counts both.
     let last = rows(&doc).len();
     let starred: Vec<&&str> = live.iter().filter(|l| l.trim_start().starts_with(&format!("{last}* "))).collect();
     assert_eq!(starred.len(), 1, "one final row:\n{err}");
-    let plain = live.iter().filter(|l| l.trim_start().starts_with(&format!("{last} "))).count();
-    let note = if plain > 0 {
+    let plain: Vec<&&str> = live.iter().filter(|l| !l.trim_start().starts_with(&format!("{last}* "))).collect();
+    for (i, l) in plain.iter().enumerate() {
+        assert!(l.trim_start().starts_with(&format!("{} ", i + 1)), "live rows in order:\n{err}");
+    }
+    let replaced = plain.len() == last;
+    assert!(replaced || plain.len() + 1 == last, "{} live rows for {last} rows:\n{err}", plain.len());
+    let note = if replaced {
         format!("(replaces row {last} above: closed by the final report, tail included)")
     } else {
         "(closed by the final report, tail included)".to_string()
@@ -149,40 +245,27 @@ fn soak_on_loopback_counts_every_packet() {
 #[test]
 fn soak_finds_injected_loss_in_its_rows() {
     let _turn = traffic();
-    // The sender leaves out every 100th sequence number (99, 199, ...): exactly known loss.
+    // The sender leaves out every 100th sequence number (99, 199, ...): exactly known loss, at
+    // known sequence numbers.
     let (doc, _) =
         soak_json(&["--loopback", "--duration", "4s", "--every", "1s", "--rate", "20M", "--skip-every", "100"]);
     let p = &doc["point"];
-    let (received, lost) = (u(p, "received"), u(p, "lost"));
-    assert_eq!(u(p, "sent"), received, "everything the sender did send arrived: {p}");
-    assert_eq!(lost, (received + lost) / 100, "one in a hundred numbers left out, tail included: {p}");
+    let (used, injected, kernel_lost) = assert_run_accounted(&doc, 100);
+    assert_eq!(u(p, "lost"), injected + kernel_lost, "one in a hundred numbers left out, tail included: {p}");
+    assert!(used >= 1000, "4 s at 20 Mb/s: {p}");
     assert_rows_add_up(&doc, 4.0);
     assert_eq!(doc["zero_loss"], false);
+    // Each row's loss is the numbers left out among those the receiver passed in that row.
+    assert_loss_where_its_numbers_are(&doc, 100, kernel_lost);
     let rows = rows(&doc);
-    // The rows' loss adds up to the exact total (assert_rows_add_up). Each full row after a full
-    // row lost its hundredth: the ledger settles a gap once its reorder window has passed, so a
-    // row right after the sender started (whenever that was, on a busy host) counts fewer, and
-    // the last one the rest.
-    let pps = f(&doc, "asked_pps");
-    let full = |r: &Value| (u(r, "datagrams") + u(r, "lost")) as f64 >= 0.9 * pps * (f(r, "end_s") - f(r, "start_s"));
-    let mut checked = 0;
-    for w in rows[..rows.len() - 1].windows(2) {
-        let r = &w[1];
-        assert_eq!(u(r, "kernel_socket_drops"), 0, "left out by the sender, not dropped by the kernel: {r}");
-        if full(&w[0]) && full(r) {
-            let used = u(r, "datagrams") + u(r, "lost");
-            let l = u(r, "lost");
-            assert!(l * 100 + 200 >= used && l * 100 <= used + 200, "row lost {l} of {used} numbers: {r}");
-            checked += 1;
-        }
-    }
-    assert!(checked >= 1, "no two full rows in a row: {doc}");
     let lossy: Vec<u64> = doc["lossy_intervals"].as_array().unwrap().iter().filter_map(Value::as_u64).collect();
-    let with_loss: Vec<u64> = rows.iter().filter(|r| u(r, "lost") > 0).map(|r| u(r, "n")).collect();
-    assert_eq!(lossy, with_loss);
+    // The last window's numbers are settled only by the final report: the last row holds them.
     assert_eq!(lossy.last(), Some(&(rows.len() as u64)), "the last row holds the tail: {doc}");
     let verdict = doc["verdict"].as_str().unwrap();
-    assert!(verdict.starts_with("LOSS at ") && verdict.contains(&format!(": {lost} of ")), "{verdict}");
+    assert!(
+        verdict.starts_with("LOSS at ") && verdict.contains(&format!(": {} of ", commas(u(p, "lost")))),
+        "{verdict}"
+    );
     assert_rate_named(&doc, verdict, "20 Mb/s");
     let place = format!("in {} {}", if lossy.len() > 1 { "seconds" } else { "second" }, ranges(&lossy));
     assert!(verdict.contains(&place), "{place}: {verdict}");
@@ -200,9 +283,7 @@ fn soak_across_partitions() {
     let prefix = doc["placement"]["prefix"].as_str().expect("prefix").to_string();
     assert!(prefix.starts_with("wsbench"));
     let p = &doc["point"];
-    assert_eq!(u(p, "sent"), u(p, "received"), "{p}");
-    assert_eq!((u(p, "lost"), u(p, "missing")), (0, 0), "{p}");
-    assert_eq!(doc["zero_loss"], true);
+    assert_run_accounted(&doc, 0);
     assert_rows_add_up(&doc, 3.0);
     let recv_cpu = p["recv_cpu"].as_u64().expect("recv cpu");
     let recv_cpus: Vec<u64> =
@@ -220,7 +301,10 @@ fn soak_stopped_by_a_signal_reports_and_cleans_up() {
     if !is_root() {
         args.push("--loopback");
     }
-    let out = run_then_term(&args, std::time::Duration::from_millis(3500));
+    // Stopped once it has printed its first row: a guessed delay could fall before the first row
+    // on a busy host (the partitions take a while to make).
+    let first_row = |l: &str| l.trim_start().starts_with("1 ");
+    let out = run_then_term_when(&args, first_row, std::time::Duration::from_secs(60));
     let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     assert_eq!(out.status.code(), Some(1), "stdout:\n{stdout}\nstderr:\n{stderr}");
     assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
@@ -259,32 +343,47 @@ fn soak_that_fails_late_keeps_its_rows() {
         "-o",
         dir.path(),
     ];
-    let child = std::process::Command::new(bin())
+    let mut child = std::process::Command::new(bin())
         .args(args)
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
         .expect("start bench soak");
-    let t0 = std::time::Instant::now();
+    let mut err_pipe = child.stderr.take().expect("stderr piped");
+    let err_reader = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = std::io::Read::read_to_string(&mut err_pipe, &mut s);
+        s
+    });
+    // The sender is killed once two rows have been printed (not after a guessed delay, which on
+    // a busy host may come before any row): the rows measured before must be kept.
+    let mut stdout = String::new();
+    let mut shown = 0;
     let mut killed = false;
-    while !killed && t0.elapsed() < std::time::Duration::from_secs(20) {
-        std::thread::sleep(std::time::Duration::from_millis(250));
-        if t0.elapsed() < std::time::Duration::from_millis(2500) {
-            continue;
+    for line in std::io::BufRead::lines(std::io::BufReader::new(child.stdout.take().expect("stdout piped"))) {
+        let line = line.expect("read stdout");
+        stdout.push_str(&line);
+        stdout.push('\n');
+        if line.trim_start().starts_with(|c: char| c.is_ascii_digit()) {
+            shown += 1;
         }
-        for e in std::fs::read_dir("/proc").expect("/proc").flatten() {
-            let Ok(cmd) = std::fs::read(e.path().join("cmdline")) else { continue };
-            let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
-            if cmd.contains(" send ") && cmd.contains("7919237") && !cmd.contains("bench") {
-                let pid = e.file_name().to_string_lossy().to_string();
-                killed = std::process::Command::new("kill").args(["-KILL", &pid]).status().is_ok_and(|s| s.success());
+        if shown >= 2 && !killed {
+            for e in std::fs::read_dir("/proc").expect("/proc").flatten() {
+                let Ok(cmd) = std::fs::read(e.path().join("cmdline")) else { continue };
+                let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
+                if cmd.contains(" send ") && cmd.contains("7919237") && !cmd.contains("bench") {
+                    let pid = e.file_name().to_string_lossy().to_string();
+                    killed =
+                        std::process::Command::new("kill").args(["-KILL", &pid]).status().is_ok_and(|s| s.success());
+                }
             }
+            assert!(killed, "the sender was not found to kill");
         }
     }
-    assert!(killed, "the sender was not found to kill");
-    let out = child.wait_with_output().expect("wait for bench soak");
-    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-    assert_eq!(out.status.code(), Some(1), "stdout:\n{stdout}\nstderr:\n{stderr}");
+    assert!(killed, "the soak ended before two rows:\n{stdout}");
+    let status = child.wait().expect("wait for bench soak");
+    let stderr = err_reader.join().expect("stderr reader");
+    assert_eq!(status.code(), Some(1), "stdout:\n{stdout}\nstderr:\n{stderr}");
     assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
     assert!(stderr.contains("the sender failed") && stderr.contains("measured are reported and written"), "{stderr}");
     assert!(!stderr.contains("panicked"), "{stderr}");

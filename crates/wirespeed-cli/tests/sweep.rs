@@ -33,12 +33,9 @@ fn assert_consistent_run(r: &Value) {
     assert!((f(r, "received_pps") / rx_pps - 1.0).abs() < 1e-9, "{r}");
     let size = f(r, "size");
     assert!((f(r, "achieved_bps") / (f(r, "achieved_pps") * size * 8.0) - 1.0).abs() < 1e-6, "{r}");
-    // At these low rates nothing is lost on loopback or a veth link with a large buffer (as root
-    // the receiver forces 32 MiB); a small capped buffer can overflow in a scheduling stall on a
-    // busy two-core host, and then the counts above must still agree.
-    if u(r, "rcvbuf_granted") >= 8 << 20 {
-        assert!(!lossy, "a 100-200 Mb/s point lost datagrams with a large buffer: {r}");
-    }
+    // Whether a busy host kept up is the scheduler's business; that every datagram is accounted
+    // for, and any loss explained by the kernel's counters, is the program's.
+    assert_point_accounted(r, 0);
     assert!(f(r, "achieved_bps") <= f(r, "asked_bps") * 1.01, "{r}");
 }
 
@@ -323,14 +320,17 @@ fn sweep_stopped_by_a_signal_keeps_its_results() {
     if !is_root() {
         args.push("--loopback");
     }
-    let out = run_then_term(&args, std::time::Duration::from_millis(3300));
+    // Stopped once the first point is printed: the other two still have two seconds to send, so
+    // the signal lands part-way whatever the host's load.
+    let first_point = |l: &str| l.starts_with("[  1/3]");
+    let out = run_then_term_when(&args, first_point, std::time::Duration::from_secs(60));
     let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     assert_eq!(out.status.code(), Some(1), "stdout:\n{stdout}\nstderr:\n{stderr}");
     assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
     assert!(stderr.contains("stopped by a signal after") && stderr.contains("--resume"), "{stderr}");
     let doc = json(&std::fs::read_to_string(dir.0.join("results.json")).expect("results.json kept"));
     let n = doc["rows"].as_array().map_or(0, Vec::len);
-    assert!(n < 3, "{doc}");
+    assert!((1..3).contains(&n), "{doc}");
     assert_eq!(doc["complete"], false);
     assert!(stderr.contains(&format!("after {n} of 3 points")), "{stderr}");
     assert!(dir.0.join("report.html").exists(), "a partial sweep still gets its report");

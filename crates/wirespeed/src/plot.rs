@@ -14,7 +14,8 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::OnceLock;
 
-use plotters::coord::ranged1d::{AsRangedCoord, ValueFormatter};
+use plotters::coord::ranged1d::{AsRangedCoord, KeyPointHint, NoDefaultFormatting, Ranged, ValueFormatter};
+use plotters::coord::types::RangedCoordf64;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
@@ -81,6 +82,30 @@ pub struct LineChart {
     pub log_y: bool,
     /// Draw `y = x` dashed, so "received = offered" can be read at a glance.
     pub diagonal: bool,
+    /// One line under the title saying how to read the chart: what the axis starts at, what a
+    /// flat line or the band means, or the plain result ("0 lost in every row"). A figure is
+    /// passed around without the text that came with it, so it must say this itself.
+    pub note: String,
+    /// A reference band across the plot, e.g. the rate asked with its tolerance: a reader sees
+    /// at a glance whether the line stays inside it, on an axis that starts at zero.
+    pub band: Option<Band>,
+    /// The y values are counts (datagrams lost): ticks only at whole numbers, so a run that lost
+    /// nothing is a line at 0 on an axis of 0 and 1, not of 0, 0.2, 0.4 ... datagrams.
+    pub y_integer: bool,
+}
+
+/// A horizontal band on a line chart, from `lo` to `hi` on the y axis, with a dashed line at
+/// `at` (the reference value itself) and a legend entry.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Band {
+    /// Bottom of the band.
+    pub lo: f64,
+    /// Top of the band.
+    pub hi: f64,
+    /// The reference value, drawn dashed (e.g. the rate asked).
+    pub at: f64,
+    /// The legend entry, e.g. "asked 942 Mb/s; shaded: 98-100 %".
+    pub label: String,
 }
 
 /// Default heat map size: wide enough for a few hundred time columns at 2+ px each.
@@ -100,6 +125,10 @@ const NOTE_INK: RGBColor = RGBColor(140, 140, 140);
 const GRID: RGBColor = RGBColor(225, 225, 225);
 const STRIP_BG: RGBColor = RGBColor(236, 236, 236);
 const LOST_RED: RGBColor = RGBColor(214, 39, 40);
+/// A line chart's reference band (the rate asked and its tolerance): a green that no series of
+/// the palette's first colours is confused with, shaded light.
+const BAND: RGBColor = RGBColor(120, 190, 120);
+const BAND_LINE: RGBColor = RGBColor(40, 120, 40);
 const HALO: RGBColor = RGBColor(35, 35, 35);
 const OVERLAY: [RGBColor; 3] = [RGBColor(255, 255, 255), RGBColor(200, 200, 200), RGBColor(150, 150, 150)];
 /// Tableau 10: distinct, tolerable for colour-blind readers, familiar from matplotlib.
@@ -621,13 +650,25 @@ impl Grid {
             let lo = below.unwrap_or(e0 * e0 / e1);
             let hi = above.unwrap_or(f1 * f1 / f0);
             if lo > 0.0 && lo < hi && hi.is_finite() {
-                (lo, hi)
+                at_least_a_decade(lo, hi)
             } else {
                 (e0, f1)
             }
         };
         Grid { cols, rows, cells, max_count, x, y }
     }
+}
+
+/// A log axis range holding `lo..hi` that spans at least a factor of ten, widened evenly (on
+/// the log scale) around the data. Fitted tightly, a steady 40-44 µs band would fill the plot
+/// from top to bottom and read as a spread of latencies; on a decade it is the thin band it is,
+/// and a 2 ms stall stands out above it.
+pub fn at_least_a_decade(lo: f64, hi: f64) -> (f64, f64) {
+    if !(lo > 0.0 && hi > lo && hi.is_finite()) || hi / lo >= 10.0 {
+        return (lo, hi);
+    }
+    let widen = (10.0 / (hi / lo)).sqrt();
+    (lo / widen, hi * widen)
 }
 
 /// `Some((a, b))` when the interval can be drawn: finite, increasing, above `floor`.
@@ -664,7 +705,9 @@ fn draw_heatmap<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, mode: TextMod
 
     let colour_bar_w = 150;
     let (main, _) = root.split_vertically(header).1.split_horizontally(width - colour_bar_w);
-    let has_marks = !h.marks.is_empty();
+    // The lost strip is drawn whenever there is data, empty ("0 lost") when nothing was lost:
+    // without it a reader cannot tell "nothing lost" from "losses not shown".
+    let has_marks = !h.marks.is_empty() || !grid.cells.is_empty();
     let x_label_area = 48;
     let (strip_h, strip_gap) = (14, 6);
     let y_label_area = 90;
@@ -793,6 +836,10 @@ fn draw_heatmap<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, mode: TextMod
         }
         let lost = Label::new("lost", 14.0).colour(LOST_RED).at(HPos::Right, VPos::Center);
         lost.draw(root, mode, (plot_xs.start - 8, (sy.start + sy.end) / 2))?;
+        if h.marks.is_empty() {
+            let none = Label::new("0 lost", 12.0).colour(SOFT_INK).at(HPos::Left, VPos::Center);
+            none.draw(root, mode, (plot_xs.start + 6, (sy.start + sy.end) / 2))?;
+        }
         x_axis_bottom = sy.end + x_label_area;
     }
     let x_title = Label::new(&h.x_label, 15.0).at(HPos::Center, VPos::Bottom);
@@ -893,6 +940,12 @@ fn draw_colour_bar<DB: DrawingBackend>(
         root.draw(&PathElement::new(vec![(x1, y), (x1 + 5, y)], SOFT_INK.stroke_width(1))).map_err(de)?;
         Label::new(&fmt_count(v), 13.0).at(HPos::Left, VPos::Center).draw(root, mode, (x1 + 8, y))?;
     }
+    // An empty cell is white, not the darkest colour: say so under the bar, so a cell with one
+    // packet is never mistaken for one with none.
+    let (sy0, sy1) = (bottom + 14, bottom + 28);
+    root.draw(&Rectangle::new([(x0, sy0), (x1, sy1)], WHITE.filled())).map_err(de)?;
+    root.draw(&Rectangle::new([(x0, sy0), (x1, sy1)], SOFT_INK.stroke_width(1))).map_err(de)?;
+    Label::new("0 (white)", 13.0).at(HPos::Left, VPos::Center).draw(root, mode, (x1 + 8, (sy0 + sy1) / 2))?;
     let caption = Label::new("packets per cell", 15.0).at(HPos::Center, VPos::Top).up();
     caption.draw(root, mode, (x1 + 84, (top + bottom) / 2))
 }
@@ -1119,19 +1172,139 @@ fn draw_line_chart<DB: DrawingBackend>(
 ) -> Result<(), String> {
     root.fill(&WHITE).map_err(de)?;
     let runs: Vec<Vec<Vec<(f64, f64)>>> = c.series.iter().map(|s| segments(&s.points, c.log_y)).collect();
-    let all = || runs.iter().flatten().flatten();
-    let x = padded_linear(axis_span_opt(all().map(|p| p.0)));
+    let (x, (lo, hi)) = line_chart_axes(c);
     let plot_h = root.dim_in_pixel().1 as i32 - 160;
     let frame = LineFrame { root, mode, chart: c, runs: &runs, x };
     if c.log_y {
-        let (lo, hi) = axis_span_opt(all().map(|p| p.1)).unwrap_or((1.0, 100.0));
-        let (lo, hi) = if lo < hi { (lo / 1.25, hi * 1.25) } else { (lo / 2.0, hi * 2.0) };
         let ticks = nice_log_ticks(lo, hi, (plot_h / 34).max(2) as usize);
         frame.draw((lo..hi).log_scale().with_key_points(ticks), (lo, hi))
     } else {
-        let (lo, hi) = padded_linear(axis_span_opt(all().map(|p| p.1)));
-        frame.draw(lo..hi, (lo, hi))
+        let ticks = linear_ticks(lo, hi, ((plot_h - 40) / 50).max(2) as usize, c.y_integer);
+        frame.draw(Ticked { inner: (lo..hi).into(), ticks }, (lo, hi))
     }
+}
+
+/// The x and y ranges a line chart is drawn with. Linear axes of data that is never negative
+/// start at zero ([`linear_y_range`]), the band shows whole, and a received-against-offered
+/// chart (with its `y = x` diagonal) has one scale on both axes, so the diagonal is at 45
+/// degrees and a gap below it looks as large as it is.
+pub fn line_chart_axes(c: &LineChart) -> ((f64, f64), (f64, f64)) {
+    let runs: Vec<Vec<Vec<(f64, f64)>>> = c.series.iter().map(|s| segments(&s.points, c.log_y)).collect();
+    let all = || runs.iter().flatten().flatten();
+    let mut x = padded_linear(axis_span_opt(all().map(|p| p.0)));
+    if c.log_y {
+        let (lo, hi) = axis_span_opt(all().map(|p| p.1)).unwrap_or((1.0, 100.0));
+        let y = if lo < hi { (lo / 1.25, hi * 1.25) } else { (lo / 2.0, hi * 2.0) };
+        return (x, y);
+    }
+    let band = c.band.as_ref().map(|b| (b.lo.min(b.hi).min(b.at), b.hi.max(b.lo).max(b.at)));
+    let (lo, mut hi) = linear_y_range(all().map(|p| p.1), band);
+    if c.diagonal && x.0 == 0.0 && lo == 0.0 {
+        let m = x.1.max(hi);
+        (x.1, hi) = (m, m);
+    }
+    (x, (lo, hi))
+}
+
+/// Round ticks over `lo..=hi`, about `n` of them; whole numbers only when `integer` (counts).
+fn linear_ticks(lo: f64, hi: f64, n: usize, integer: bool) -> Vec<f64> {
+    let mut ticks = nice_linear_ticks(lo, hi, n);
+    if integer {
+        ticks.retain(|t| t.fract() == 0.0);
+        if ticks.len() < 2 {
+            ticks = vec![lo.ceil(), hi.floor()];
+            ticks.dedup();
+        }
+    }
+    ticks
+}
+
+/// Where a `w` x `h` legend goes in the plot `xs` x `ys` (pixels): the corner covering the
+/// fewest of the `ink` pixels (data, lines, the band), top-left on a tie, 12 px in from the frame.
+fn legend_corner(ink: &[(i32, i32)], (xs, ys): (Range<i32>, Range<i32>), (w, h): (i32, i32)) -> (i32, i32) {
+    let m = 12;
+    let corners = [
+        (xs.start + m, ys.start + m),
+        (xs.end - m - w, ys.start + m),
+        (xs.start + m, ys.end - m - h),
+        (xs.end - m - w, ys.end - m - h),
+    ];
+    let covered = |&(x, y): &(i32, i32)| {
+        ink.iter().filter(|&&(px, py)| px >= x - 4 && px <= x + w + 4 && py >= y - 4 && py <= y + h + 4).count()
+    };
+    corners.iter().copied().min_by_key(covered).unwrap_or(corners[0])
+}
+
+/// Words of `text` in lines no wider than `width` pixels at `size` (a note too long for one
+/// line is wrapped, never cut off at the figure's edge).
+fn wrap<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    text: &str,
+    size: f64,
+    width: i32,
+) -> Result<Vec<String>, String> {
+    let mut lines: Vec<String> = Vec::new();
+    let mut cur = String::new();
+    for word in text.split_whitespace() {
+        let trial = if cur.is_empty() { word.to_string() } else { format!("{cur} {word}") };
+        if !cur.is_empty() && Label::new(&trial, size).width(root)? > width {
+            lines.push(std::mem::replace(&mut cur, word.to_string()));
+        } else {
+            cur = trial;
+        }
+    }
+    if !cur.is_empty() {
+        lines.push(cur);
+    }
+    Ok(lines)
+}
+
+/// A linear axis with the tick values we chose (whole numbers for counts): plotters'
+/// `with_key_points` gives a plain f64 axis no label formatter.
+struct Ticked {
+    inner: RangedCoordf64,
+    ticks: Vec<f64>,
+}
+
+impl Ranged for Ticked {
+    type FormatOption = NoDefaultFormatting;
+    type ValueType = f64;
+
+    fn map(&self, value: &f64, limit: (i32, i32)) -> i32 {
+        self.inner.map(value, limit)
+    }
+
+    fn key_points<Hint: KeyPointHint>(&self, hint: Hint) -> Vec<f64> {
+        if hint.weight().allow_light_points() {
+            Vec::new()
+        } else {
+            self.ticks.clone()
+        }
+    }
+
+    fn range(&self) -> Range<f64> {
+        self.inner.range()
+    }
+}
+
+impl ValueFormatter<f64> for Ticked {
+    fn format(value: &f64) -> String {
+        fmt_tick(*value)
+    }
+}
+
+/// The range of a linear y axis for `values` (and the band, if any, which must show whole).
+///
+/// Rates, counts, percentages and CPU times are never negative, and for them the axis starts at
+/// zero: the height of a line is then its size, and a steady 942 Mb/s with minutes that differ
+/// by 0.15 % is a flat line near the top, not a saw-tooth filling the plot (which is what an axis
+/// fitted to the data, 941.3 to 942.6, drew). All zero gives 0 to 1, so "nothing lost" is a line
+/// on the bottom axis with 1 above it. Only data that goes below zero gets an axis fitted to it.
+pub fn linear_y_range(values: impl Iterator<Item = f64>, band: Option<(f64, f64)>) -> (f64, f64) {
+    let finite = values.filter(|v| v.is_finite());
+    let band = band.filter(|(a, b)| a.is_finite() && b.is_finite());
+    let span = axis_span_opt(finite.chain(band.into_iter().flat_map(|(a, b)| [a, b])));
+    padded_linear(span)
 }
 
 fn axis_span_opt(values: impl Iterator<Item = f64>) -> Option<(f64, f64)> {
@@ -1141,20 +1314,22 @@ fn axis_span_opt(values: impl Iterator<Item = f64>) -> Option<(f64, f64)> {
     })
 }
 
-/// A linear axis range around the data: from 0 when the data is non-negative and starts
-/// near it (rates and counts read best from zero), with 5% headroom.
+/// A linear axis range around the data with 5 % headroom, from 0 whenever the data is
+/// non-negative (see [`linear_y_range`]); all zero gives 0 to 1.
 fn padded_linear(span: Option<(f64, f64)>) -> (f64, f64) {
     let Some((lo, hi)) = span else { return (0.0, 1.0) };
-    if lo >= hi {
-        // All zero (a loss curve of a clean sweep): 0..1, not ticks around -0.5..0.5.
-        if lo == 0.0 {
+    if lo >= 0.0 {
+        if hi <= 0.0 {
+            // All zero (a loss curve of a clean run): 0..1, not ticks around -0.5..0.5.
             return (0.0, 1.0);
         }
+        return (0.0, hi * 1.05);
+    }
+    if lo >= hi {
         return axis_span([lo, hi].into_iter());
     }
-    let lo = if lo >= 0.0 && lo <= 0.3 * hi { 0.0 } else { lo };
     let pad = (hi - lo) * 0.05;
-    (if lo == 0.0 { 0.0 } else { lo - pad }, hi + pad)
+    (lo - pad, if hi == 0.0 { 0.0 } else { hi + pad })
 }
 
 /// Everything about a line chart except its y axis, whose type depends on `log_y`.
@@ -1170,6 +1345,7 @@ struct LineFrame<'a, 'b, DB: DrawingBackend> {
 enum Key {
     Series(RGBColor),
     Diagonal,
+    Band,
 }
 
 impl<DB: DrawingBackend> LineFrame<'_, '_, DB> {
@@ -1181,7 +1357,13 @@ impl<DB: DrawingBackend> LineFrame<'_, '_, DB> {
         let (root, mode, c) = (self.root, self.mode, self.chart);
         let (xlo, xhi) = self.x;
         Label::new(&c.title, 22.0).bold().draw(root, mode, (16, 12))?;
-        let (_, body) = root.split_vertically(50);
+        let width = root.dim_in_pixel().0 as i32;
+        let mut header = 50;
+        for (i, line) in wrap(root, &c.note, 15.0, width - 32)?.iter().take(3).enumerate() {
+            Label::new(line, 15.0).colour(SOFT_INK).draw(root, mode, (16, 42 + 20 * i as i32))?;
+            header = 70 + 20 * i as i32;
+        }
+        let (_, body) = root.split_vertically(header);
         let mut chart = ChartBuilder::on(&body)
             .margin(16)
             .margin_top(8)
@@ -1210,6 +1392,20 @@ impl<DB: DrawingBackend> LineFrame<'_, '_, DB> {
 
         let has_data = self.runs.iter().any(|r| !r.is_empty());
         let mut legend: Vec<(&str, Key)> = Vec::new();
+        if let Some(b) = &c.band {
+            // Under the data: shaded from lo to hi (at least a pixel high, so a tight band on an
+            // axis from zero is still seen), the reference value dashed.
+            if [b.lo, b.hi, b.at].iter().all(|v| v.is_finite()) {
+                let y0 = chart.backend_coord(&(xlo, b.lo.min(b.hi))).1;
+                let y1 = chart.backend_coord(&(xlo, b.hi.max(b.lo))).1;
+                let (top, bottom) = (y1.min(y0), y0.max(y1).max(y1.min(y0) + 2));
+                let shade = Rectangle::new([(plot_xs.start, top), (plot_xs.end, bottom)], BAND.mix(0.35).filled());
+                root.draw(&shade).map_err(de)?;
+                let line = vec![(xlo, b.at), (xhi, b.at)];
+                chart.draw_series(DashedLineSeries::new(line, 10, 6, BAND_LINE.stroke_width(2))).map_err(de)?;
+                legend.push((b.label.as_str(), Key::Band));
+            }
+        }
         if c.diagonal && has_data {
             let (a, b) = (xlo.max(ylo), xhi.min(yhi));
             if a < b {
@@ -1232,7 +1428,28 @@ impl<DB: DrawingBackend> LineFrame<'_, '_, DB> {
             }
         }
         if !legend.is_empty() {
-            self.legend(&legend, (plot_xs.start + 12, plot_ys.start + 12))?;
+            // The corner of the plot that hides the least: on an axis from zero a steady rate
+            // runs along the top, where a legend in the top-left corner would cover it.
+            let (w, h) = self.legend_size(&legend)?;
+            let mut ink: Vec<(i32, i32)> = Vec::new();
+            for run in self.runs.iter().flatten() {
+                let px: Vec<(i32, i32)> = run.iter().map(|p| chart.backend_coord(p)).collect();
+                ink.extend(&px);
+                for pair in px.windows(2) {
+                    let ((ax, ay), (bx, by)) = (pair[0], pair[1]);
+                    for k in 1..16 {
+                        ink.push((ax + (bx - ax) * k / 16, ay + (by - ay) * k / 16));
+                    }
+                }
+            }
+            if let Some(b) = &c.band {
+                for v in [b.lo, b.hi, b.at] {
+                    let y = chart.backend_coord(&(xlo, v)).1;
+                    ink.extend((plot_xs.start..plot_xs.end).step_by(8).map(|x| (x, y)));
+                }
+            }
+            let corner = legend_corner(&ink, (plot_xs.clone(), plot_ys.clone()), (w, h));
+            self.legend(&legend, corner)?;
         }
         if !has_data {
             Label::new("no data", 22.0).colour(NOTE_INK).at(HPos::Center, VPos::Center).draw(root, mode, mid)?;
@@ -1240,16 +1457,22 @@ impl<DB: DrawingBackend> LineFrame<'_, '_, DB> {
         Ok(())
     }
 
-    /// A boxed legend, one entry per line, at `corner` (top-left) inside the plot.
-    fn legend(&self, entries: &[(&str, Key)], corner: (i32, i32)) -> Result<(), String> {
-        let root = self.root;
+    /// Width and height of the legend box for `entries`.
+    fn legend_size(&self, entries: &[(&str, Key)]) -> Result<(i32, i32), String> {
         let (row_h, sample, gap) = (20, 26, 8);
         let mut text_w = 0;
         for (name, _) in entries {
-            text_w = text_w.max(Label::new(name, 14.0).width(root)?);
+            text_w = text_w.max(Label::new(name, 14.0).width(self.root)?);
         }
+        Ok((10 + sample + gap + text_w + 12, 8 + row_h * entries.len() as i32 + 4))
+    }
+
+    /// A boxed legend, one entry per line, with its top-left at `corner` inside the plot.
+    fn legend(&self, entries: &[(&str, Key)], corner: (i32, i32)) -> Result<(), String> {
+        let root = self.root;
+        let (row_h, sample, gap) = (20, 26, 8);
         let (x, y) = corner;
-        let (w, h) = (10 + sample + gap + text_w + 12, 8 + row_h * entries.len() as i32 + 4);
+        let (w, h) = self.legend_size(entries)?;
         root.draw(&Rectangle::new([(x, y), (x + w, y + h)], WHITE.mix(0.9).filled())).map_err(de)?;
         root.draw(&Rectangle::new([(x, y), (x + w, y + h)], GRID.stroke_width(1))).map_err(de)?;
         for (i, (name, key)) in entries.iter().enumerate() {
@@ -1259,6 +1482,12 @@ impl<DB: DrawingBackend> LineFrame<'_, '_, DB> {
                     root.draw(&PathElement::new(vec![(sx, sy), (sx + sample, sy)], colour.stroke_width(2)))
                         .map_err(de)?;
                     root.draw(&Circle::new((sx + sample / 2, sy), 3, colour.filled())).map_err(de)?;
+                }
+                Key::Band => {
+                    let swatch = Rectangle::new([(sx, sy - 6), (sx + sample, sy + 6)], BAND.mix(0.35).filled());
+                    root.draw(&swatch).map_err(de)?;
+                    root.draw(&PathElement::new(vec![(sx, sy), (sx + sample, sy)], BAND_LINE.stroke_width(2)))
+                        .map_err(de)?;
                 }
                 Key::Diagonal => {
                     for k in [0, 10, 20] {
@@ -1361,5 +1590,80 @@ mod tests {
                 assert!((ours - theirs).abs() <= 1.0, "{text:?} bold={bold}: {ours} vs {theirs}");
             }
         }
+    }
+
+    #[test]
+    fn a_steady_rate_is_drawn_from_zero_not_zoomed_into_its_wobble() {
+        // The 30-minute soak at 942 Mb/s: every minute within 0.15 %. Fitted to the data the
+        // axis ran from 941.3 to 942.6 and a steady run looked like a saw-tooth.
+        let minutes = [941.3, 942.6, 941.8, 942.4, 941.5, 942.1];
+        assert_eq!(padded_linear(Some((941.3, 942.6))).0, 0.0);
+        let (lo, hi) = linear_y_range(minutes.iter().copied(), None);
+        assert_eq!(lo, 0.0);
+        assert!((942.6..=942.6 * 1.06).contains(&hi), "{hi}");
+        assert!((942.6 - 941.3) / (hi - lo) < 0.002);
+        // The band (98-100 % of 942) is shown whole, on the same axis from 0.
+        let (lo, hi) = linear_y_range(minutes.iter().copied(), Some((923.16, 960.0)));
+        assert_eq!(lo, 0.0);
+        assert!(hi >= 960.0, "{hi}");
+        // All zero (nothing lost): 0 to 1. Nothing: 0 to 1. Non-finite values are ignored.
+        assert_eq!(linear_y_range([0.0, 0.0].into_iter(), None), (0.0, 1.0));
+        assert_eq!(linear_y_range(std::iter::empty(), None), (0.0, 1.0));
+        assert_eq!(linear_y_range([f64::NAN, 5.0].into_iter(), None).0, 0.0);
+        // Only data below zero gets an axis fitted to it.
+        let (lo, hi) = linear_y_range([-5.0, 5.0].into_iter(), None);
+        assert!(lo < -5.0 && hi > 5.0);
+    }
+
+    #[test]
+    fn counts_get_whole_number_ticks() {
+        assert_eq!(linear_ticks(0.0, 1.0, 10, true), vec![0.0, 1.0]);
+        assert_eq!(linear_ticks(0.0, 3.15, 10, true), vec![0.0, 1.0, 2.0, 3.0]);
+        assert!(linear_ticks(0.0, 1.0, 10, false).len() > 2);
+    }
+
+    #[test]
+    fn received_against_offered_has_one_scale_on_both_axes() {
+        let c = LineChart {
+            series: vec![Series { name: "a".into(), points: vec![(1.0, 0.5), (2.0, 0.8)] }],
+            diagonal: true,
+            ..LineChart::default()
+        };
+        let (x, y) = line_chart_axes(&c);
+        assert_eq!((x.0, y.0), (0.0, 0.0));
+        assert_eq!(x.1, y.1, "y = x at 45 degrees");
+        assert!(x.1 >= 2.0);
+    }
+
+    #[test]
+    fn the_legend_goes_where_it_hides_least() {
+        // Data along the top (a rate on an axis from zero): the legend leaves the top corners.
+        let top: Vec<(i32, i32)> = (100..900).map(|x| (x, 80)).collect();
+        let (_, y) = legend_corner(&top, (100..900, 60..560), (200, 60));
+        assert!(y > 300, "{y}");
+        // Nothing in the way: top-left.
+        assert_eq!(legend_corner(&[], (100..900, 60..560), (200, 60)), (112, 72));
+    }
+
+    #[test]
+    fn a_narrow_latency_band_is_drawn_on_at_least_a_decade() {
+        // Every round trip 40-47 µs: fitted to its rows, the band filled the plot top to bottom.
+        let y_edges: Vec<f64> = (0..=40).map(|i| 10.0 * 1.09f64.powi(i)).collect();
+        let n_rows = y_edges.len() - 1;
+        let mut counts = vec![0u64; 2 * n_rows];
+        for (i, e) in y_edges.windows(2).enumerate() {
+            if e[0] >= 39.0 && e[1] <= 48.0 {
+                counts[i] = 100;
+                counts[n_rows + i] = 80;
+            }
+        }
+        assert!(counts.iter().any(|&c| c > 0));
+        let h = HeatMap { x_edges: vec![0.0, 1.0, 2.0], y_edges, counts, ..HeatMap::default() };
+        let (lo, hi) = Grid::new(&h).y;
+        assert!(hi / lo >= 10.0 * (1.0 - 1e-9), "{lo}..{hi}");
+        assert!(lo < 39.0 && hi > 48.0);
+        assert_eq!(at_least_a_decade(1.0, 1000.0), (1.0, 1000.0));
+        let (a, b) = at_least_a_decade(40.0, 44.0);
+        assert!(((b / a) - 10.0).abs() < 1e-9 && ((a * b).sqrt() - (40.0f64 * 44.0).sqrt()).abs() < 1e-9);
     }
 }

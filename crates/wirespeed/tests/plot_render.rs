@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use wirespeed::plot::{heatmap_files, heatmap_png, heatmap_svg, line_chart_files, HeatMap, LineChart, Series};
+use wirespeed::plot::{heatmap_files, heatmap_png, heatmap_svg, line_chart_files, Band, HeatMap, LineChart, Series};
 use wirespeed::Error;
 
 /// A fresh directory under the system temp dir, removed when dropped (also on failure) unless
@@ -117,6 +117,8 @@ fn heat_map_renders_to_png_and_svg() {
     }
     // Cells carry a fill and nothing else.
     assert!(!text.contains("opacity=\"1\""));
+    // White is an empty cell, and the scale says so; with losses marked there is no "0 lost".
+    assert!(text.contains("0 (white)") && !text.contains("0 lost"), "the colour scale names empty cells");
 
     // Another size is honoured as given, and an odd extension still yields a PNG.
     let odd = dir.path("rtt.figure");
@@ -124,6 +126,17 @@ fn heat_map_renders_to_png_and_svg() {
     assert_png(&odd, 800, 500, 10_000);
     let leftovers: Vec<_> = std::fs::read_dir(&dir.0).unwrap().filter_map(|e| e.ok()).map(|e| e.file_name()).collect();
     assert_eq!(leftovers.len(), 3, "temporary files left behind: {leftovers:?}");
+}
+
+#[test]
+fn a_heat_map_without_loss_says_0_lost() {
+    // Without the strip a reader could not tell "nothing lost" from "losses not drawn".
+    let dir = TempDir::new("heat-clean");
+    let h = HeatMap { marks: vec![], ..synthetic() };
+    let svg = dir.path("clean.svg");
+    heatmap_svg(&h, &svg, 1200, 700).unwrap();
+    let text = assert_svg(&svg, 1200, 700);
+    assert!(text.contains("0 lost"), "an empty lost strip says so");
 }
 
 #[test]
@@ -230,13 +243,22 @@ fn line_chart_renders_to_png_and_svg() {
         x_label: "offered (packets/s)".into(),
         y_label: "received (packets/s)".into(),
         series: vec![series("64 B", 1.5e6), series("1472 B", 8e5)],
-        log_y: false,
         diagonal: true,
+        note: "Both axes from 0. On the dashed diagonal nothing was lost.".into(),
+        band: Some(Band { lo: 1.47e6, hi: 1.5e6, at: 1.5e6, label: "asked 1.5 Mpps (shaded: 98-100 %)".into() }),
+        ..LineChart::default()
     };
     let (png, svg) = line_chart_files(&chart, &dir.path("rate")).unwrap();
     assert_png(&png, 1000, 650, 10_000);
     let text = assert_svg(&svg, 1000, 650);
-    for needle in ["Received vs offered rate", "64 B", "1472 B", "offered (packets/s)"] {
+    for needle in [
+        "Received vs offered rate",
+        "64 B",
+        "1472 B",
+        "offered (packets/s)",
+        "Both axes from 0. On the dashed diagonal nothing was lost.",
+        "asked 1.5 Mpps (shaded: 98-100 %)",
+    ] {
         assert!(text.contains(needle), "SVG lacks {needle:?}");
     }
 
@@ -262,6 +284,25 @@ fn line_chart_renders_to_png_and_svg() {
             LineChart { series: vec![Series { name: "x".into(), points: vec![(3.0, 3.0)] }], ..LineChart::default() },
         ),
         ("all-nonpositive-log", LineChart { log_y: true, series: vec![series("zero", 0.0)], ..LineChart::default() }),
+        ("all-zero-counts", LineChart { y_integer: true, series: vec![series("zero", 0.0)], ..LineChart::default() }),
+        (
+            "band-without-data",
+            LineChart {
+                band: Some(Band { lo: 1.0, hi: 2.0, at: 2.0, label: "asked".into() }),
+                note: "a note far too long to fit on one line of the figure, so it has to be wrapped onto a \
+                       second line and then, when it still goes on and on, onto a third line at the most"
+                    .into(),
+                ..LineChart::default()
+            },
+        ),
+        (
+            "nan-band",
+            LineChart {
+                band: Some(Band { lo: f64::NAN, hi: f64::INFINITY, at: 1.0, label: "bad".into() }),
+                series: vec![series("x", 1e5)],
+                ..LineChart::default()
+            },
+        ),
     ] {
         let (png, svg) = line_chart_files(&c, &dir.path(name)).unwrap_or_else(|e| panic!("{name}: {e}"));
         assert_png(&png, 1000, 650, 2_000);

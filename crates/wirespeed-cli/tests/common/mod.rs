@@ -220,15 +220,111 @@ pub fn expect_fail(args: &[&str], code: i32, needle: &str) {
     assert!(!err.contains("panicked"), "{err}");
 }
 
-/// Start `wirespeed ARGS`, send it SIGTERM after `after`, and return what it printed: how the
-/// stop-by-signal tests stop a long benchmark part-way.
-pub fn run_then_term(args: &[&str], after: Duration) -> Output {
-    let child =
+/// Start `wirespeed ARGS`, send it SIGTERM as soon as it prints a line to stdout for which
+/// `ready` holds, and return what it printed: how the stop-by-signal tests stop a long benchmark
+/// part-way at a known point (after its first row, say) rather than after a guessed delay, which
+/// on a busy host may come before the first row or after the last. Panics if no such line comes
+/// within `limit`.
+pub fn run_then_term_when(args: &[&str], ready: impl Fn(&str) -> bool, limit: Duration) -> Output {
+    let mut child =
         Command::new(bin()).args(args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("start wirespeed");
-    std::thread::sleep(after);
-    let st = Command::new("kill").args(["-TERM", &child.id().to_string()]).status().expect("kill");
-    assert!(st.success());
-    child.wait_with_output().expect("wait for wirespeed")
+    let mut err = child.stderr.take().expect("stderr piped");
+    let stderr = std::thread::spawn(move || {
+        let mut s = Vec::new();
+        let _ = err.read_to_end(&mut s);
+        s
+    });
+    let out = BufReader::new(child.stdout.take().expect("stdout piped"));
+    let (tx, rx) = std::sync::mpsc::channel::<String>();
+    let reader = std::thread::spawn(move || {
+        for line in out.lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let t = Instant::now();
+    let mut stdout = String::new();
+    let mut signalled = false;
+    loop {
+        match rx.recv_timeout(Duration::from_millis(100)) {
+            Ok(line) => {
+                stdout.push_str(&line);
+                stdout.push('\n');
+                if !signalled && ready(&line) {
+                    let st = Command::new("kill").args(["-TERM", &child.id().to_string()]).status().expect("kill");
+                    assert!(st.success());
+                    signalled = true;
+                }
+            }
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+        }
+        if !signalled && t.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{args:?}: no line for which to stop it within {limit:?}; stdout:\n{stdout}");
+        }
+    }
+    let _ = reader.join();
+    let status = child.wait().expect("wait for wirespeed");
+    let stderr = stderr.join().unwrap_or_default();
+    assert!(signalled, "{args:?} ended before printing the line to stop it at; stdout:\n{stdout}");
+    Output { status, stdout: stdout.into_bytes(), stderr }
+}
+
+/// A benchmark point's accounting, exact whatever the host's load: every datagram the sender
+/// sent was received or is counted missing; with the end-of-stream message the ledger's loss is
+/// the same number (`injected` more: sequence numbers the sender left out on purpose); any loss
+/// beyond the injected one is explained by the kernel's own drop counters (on loopback or a veth
+/// link nothing else drops); and the point is called lossy exactly when something is missing.
+/// Whether the host kept up (nothing lost) is the scheduler's business, not the program's:
+/// callers may assert more only when this returns `true` (nothing but `injected` lost).
+pub fn assert_point_accounted(p: &Value, injected: u64) -> bool {
+    let (sent, received, lost, missing) = (u(p, "sent"), u(p, "received"), u(p, "lost"), u(p, "missing"));
+    assert!(sent > 0, "{p}");
+    assert_eq!(received + missing, sent, "every datagram sent was received or is missing: {p}");
+    let eos = p["end_of_stream"] == true;
+    if eos {
+        assert_eq!(lost, missing + injected, "the ledger's loss is the sender's count, exactly: {p}");
+    }
+    let kernel = p["kernel_socket_drops"].as_u64().unwrap_or(0)
+        + p["softnet_dropped"].as_u64().unwrap_or(0)
+        + p["kernel_rcvbuf_errors"].as_u64().unwrap_or(0);
+    assert!(missing <= kernel, "{missing} lost that no kernel counter dropped: {p}");
+    let clean = eos && missing == 0 && u(p, "invalid") == 0;
+    assert_eq!(p["lossy"], !(clean && injected == 0), "{p}");
+    clean
+}
+
+/// How many datagrams the kernel may have dropped before a `recv --json` report's ledger saw
+/// them: the socket's own counters (SO_RXQ_OVFL, /proc/net/udp), UDP RcvbufErrors and softnet
+/// backlog drops (the last two count the whole namespace or host, so this is an upper bound). On
+/// loopback nothing else drops a datagram: a test that must pass on a busy host asserts its
+/// exact counts when this is 0 and, when it is not, that every number is still received or lost
+/// and the loss beyond what was injected is no more than this.
+pub fn recv_kernel_drops(rep: &Value) -> u64 {
+    let k = &rep["kernel"];
+    let socket = [&k["socket_drops_rxq_ovfl"], &k["socket_drops_proc"], &k["namespace_delta"]["rcvbuf_errors"]]
+        .iter()
+        .filter_map(|v| v.as_u64())
+        .max()
+        .unwrap_or(0);
+    socket + k["namespace_delta"]["softnet_dropped"].as_u64().unwrap_or(0)
+}
+
+/// `12,345`: a count as the program prints it.
+pub fn commas(n: u64) -> String {
+    let s = n.to_string();
+    let mut out = String::new();
+    for (i, c) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
 }
 
 /// After `pause`, no process is left whose command line holds `marker` (a distinctive argument

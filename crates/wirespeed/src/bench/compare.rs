@@ -608,8 +608,11 @@ pub fn chart(doc: &CompareDoc) -> LineChart {
         x_label: "offered payload rate (Gb/s)".into(),
         y_label: "received payload rate (Gb/s)".into(),
         series,
-        log_y: false,
         diagonal: true,
+        note: "Both axes from 0. On the dashed diagonal every datagram offered was received; below it, the gap \
+               is the loss."
+            .into(),
+        ..LineChart::default()
     }
 }
 

@@ -53,8 +53,10 @@ pub fn figures(doc: &SweepDoc) -> Vec<Figure> {
                 x_label: "transmitted (Gb/s of UDP payload)".into(),
                 y_label: "received (Gb/s of UDP payload)".into(),
                 series: series(doc, |m| Some((m.achieved_bps / 1e9, m.received_bps / 1e9))),
-                log_y: false,
                 diagonal: true,
+                note: "Both axes from 0. On the dashed diagonal nothing was lost; below it, the gap is the loss."
+                    .into(),
+                ..LineChart::default()
             },
         },
         Figure {
@@ -70,8 +72,10 @@ pub fn figures(doc: &SweepDoc) -> Vec<Figure> {
                 x_label: "transmitted (thousand datagrams/s)".into(),
                 y_label: "received (thousand datagrams/s)".into(),
                 series: series(doc, |m| Some((m.achieved_pps / 1e3, m.received_pps / 1e3))),
-                log_y: false,
                 diagonal: true,
+                note: "Both axes from 0. On the dashed diagonal nothing was lost; below it, the gap is the loss."
+                    .into(),
+                ..LineChart::default()
             },
         },
         Figure {
@@ -86,8 +90,8 @@ pub fn figures(doc: &SweepDoc) -> Vec<Figure> {
                 x_label: "offered (Gb/s of UDP payload)".into(),
                 y_label: "lost (% of datagrams sent)".into(),
                 series: series(doc, |m| m.asked_bps.map(|a| (a / 1e9, m.max_loss_percent))),
-                log_y: false,
-                diagonal: false,
+                note: loss_note(doc),
+                ..LineChart::default()
             },
         },
         Figure {
@@ -100,11 +104,25 @@ pub fn figures(doc: &SweepDoc) -> Vec<Figure> {
                 x_label: "transmitted (thousand datagrams/s)".into(),
                 y_label: "receiver CPU per datagram (ns)".into(),
                 series: series(doc, |m| Some((m.achieved_pps / 1e3, m.recv_cpu_ns_per_packet))),
-                log_y: false,
-                diagonal: false,
+                note: "y from 0 ns: a line's height is the cost of a datagram.".into(),
+                ..LineChart::default()
             },
         },
     ]
+}
+
+/// What the loss figure shows, in words, so the figure says it without its caption: a sweep
+/// that lost nothing is a flat line at 0 on an axis from 0.
+fn loss_note(doc: &SweepDoc) -> String {
+    let offered: Vec<&MedianRow> = doc.medians.iter().filter(|m| m.asked_bps.is_some()).collect();
+    let lossy = offered.iter().filter(|m| m.max_loss_percent > 0.0).count();
+    if offered.is_empty() {
+        "no point with an offered rate was measured".into()
+    } else if lossy == 0 {
+        format!("0 % lost at every one of the {} points: a flat line at 0", offered.len())
+    } else {
+        format!("y from 0 %: loss at {lossy} of the {} points; 0 = nothing lost", offered.len())
+    }
 }
 
 /// Write every figure (PNG and SVG) and report.html into `dir`; returns the files written.

@@ -11,7 +11,7 @@
 //! end-of-stream message), so the intervals add up to the run's exact totals.
 
 use super::point::{Placement, Point, PointConfig, Runner, Stream, Streamed};
-use crate::plot::{LineChart, Series};
+use crate::plot::{Band, LineChart, Series};
 use crate::units::{self, Rate};
 use crate::Result;
 use serde::{Deserialize, Serialize};
@@ -924,6 +924,11 @@ pub fn csv(doc: &SoakDoc) -> String {
 
 /// Two charts: offered and received rate per row, and loss per row (ledger and socket), against
 /// time (minutes when rows are a minute or longer).
+///
+/// Both are evidence a reader judges at a glance, so both y axes start at zero: a steady run at
+/// 942 Mb/s is a flat line near the top, inside the shaded band of the rate asked (98-100 % of
+/// it: below, the sender was the limit), not a saw-tooth of 0.1 % wobbles stretched over the
+/// plot. The loss chart counts whole datagrams, and says in words what its line shows.
 pub fn charts(doc: &SoakDoc) -> (LineChart, LineChart) {
     let (scale, unit) = if doc.every_s >= 60.0 { (60.0, "minutes") } else { (1.0, "seconds") };
     let x = |r: &Interval| r.end_s / scale;
@@ -932,13 +937,29 @@ pub fn charts(doc: &SoakDoc) -> (LineChart, LineChart) {
         points: doc.intervals.iter().map(|r| (x(r), f(r))).collect(),
     };
     let title = format!("{} soak: {}-byte datagrams at {}", human_duration(doc.duration_s), doc.size, doc.asked);
+    let band = doc.asked_bps.filter(|a| a.is_finite() && *a > 0.0).map(|a| Band {
+        lo: a * SENDER_BOUND / 1e6,
+        hi: a / 1e6,
+        at: a / 1e6,
+        label: format!("asked {} Mb/s (shaded: {:.0}-100 %)", mbps(a), SENDER_BOUND * 100.0),
+    });
+    let rate_note = match &band {
+        Some(_) => format!(
+            "y from 0. A flat line in the shaded band ({:.0}-100 % of the rate asked) is a steady run at that rate; \
+             below the band, the sender was the limit. received covers offered in every {} where nothing was lost.",
+            SENDER_BOUND * 100.0,
+            row_name(doc.every_s, false)
+        ),
+        None => "y from 0; flat out, no rate asked. received lies on offered where nothing was lost.".into(),
+    };
     let rate = LineChart {
         title: title.clone(),
         x_label: format!("time since start ({unit})"),
         y_label: "rate per row (Mb/s of UDP payload)".into(),
         series: vec![series("offered", &|r| r.offered_bps / 1e6), series("received", &|r| r.received_bps / 1e6)],
-        log_y: false,
-        diagonal: false,
+        note: rate_note,
+        band,
+        ..LineChart::default()
     };
     let loss = LineChart {
         title,
@@ -948,10 +969,36 @@ pub fn charts(doc: &SoakDoc) -> (LineChart, LineChart) {
             series("lost (ledger)", &|r| r.lost as f64),
             series("kernel socket drops", &|r| r.kernel_socket_drops as f64),
         ],
-        log_y: false,
-        diagonal: false,
+        note: loss_note(doc),
+        y_integer: true,
+        ..LineChart::default()
     };
     (rate, loss)
+}
+
+/// What the loss chart shows, in words: "0 lost in every second (ledger and kernel)", or how
+/// many were lost in which rows; a run that did not finish says its tail is unproven.
+fn loss_note(doc: &SoakDoc) -> String {
+    let rows = &doc.intervals;
+    let lost = rows.last().map_or(0, |r| r.cumulative_lost);
+    let drops: u64 = rows.iter().map(|r| r.kernel_socket_drops).sum();
+    let unfinished = doc.stopped || doc.error.is_some() || doc.point.as_ref().is_some_and(|p| !p.end_of_stream);
+    let mut note = if rows.is_empty() {
+        "no rows were recorded".to_string()
+    } else if lost == 0 && drops == 0 {
+        format!("0 lost in every {} (ledger and kernel): a flat line at 0", row_name(doc.every_s, false))
+    } else {
+        format!(
+            "{} lost (ledger) in {}; {} kernel socket drops",
+            units::thousands(lost),
+            rows_phrase(&doc.lossy_intervals, doc.every_s),
+            units::thousands(drops)
+        )
+    };
+    if unfinished && !rows.is_empty() {
+        note.push_str("; the run did not finish, so its tail is unproven");
+    }
+    note
 }
 
 #[cfg(test)]
@@ -1390,5 +1437,85 @@ mod tests {
         );
         assert_eq!(parse_sample("wirespeed recv: listening on 127.0.0.1:5000"), None);
         assert_eq!(parse_sample("{not json"), None);
+    }
+
+    /// The seed's 30-minute run at 942 Mb/s, every minute within 0.15 % of the rate asked
+    /// (alternately 941.3 and 942.6 Mb/s), nothing lost.
+    fn steady_942() -> SoakDoc {
+        let per_min = |mbps: f64| (mbps * 1e6 * 60.0 / 8640.0).round() as u64;
+        let mut total = 0;
+        let mut s = Vec::new();
+        for m in 1..=30u64 {
+            total += per_min(if m % 2 == 1 { 941.3 } else { 942.6 });
+            s.push(sample(60.0 * m as f64, total, 0, 0));
+        }
+        let p = point(total, total, 0, false);
+        build(&cfg(), placement(), 65536, &s[..29], Some(streamed(p, 1800.0, total)), false, None)
+    }
+
+    /// The text of every `<text>` element of an SVG anchored at `anchor` (the y axis's tick labels
+    /// are anchored at their end, against the axis).
+    fn svg_texts(svg: &str, anchor: &str) -> Vec<String> {
+        svg.split("<text")
+            .skip(1)
+            .filter(|t| t.split('>').next().is_some_and(|attrs| attrs.contains(&format!("text-anchor=\"{anchor}\""))))
+            .filter_map(|t| t.split_once('>').and_then(|(_, rest)| rest.split("</text>").next()))
+            .map(|t| t.trim().to_string())
+            .collect()
+    }
+
+    #[test]
+    fn a_steady_run_is_a_flat_line_on_an_axis_from_zero_with_the_asked_band() {
+        let doc = steady_942();
+        assert_eq!(doc.intervals.len(), 30);
+        assert!(doc.zero_loss, "{}", doc.verdict);
+        let (rate, loss) = charts(&doc);
+        // The rate: y from 0, the asked rate with its band (98-100 %) drawn, labelled and
+        // explained, so 0.15 % between minutes is a flat line rather than the whole height.
+        let (_, (lo, hi)) = crate::plot::line_chart_axes(&rate);
+        assert_eq!(lo, 0.0, "the rate axis starts at zero");
+        assert!((942.6..1000.0).contains(&hi), "{hi}");
+        assert!((942.6 - 941.3) / (hi - lo) < 0.002, "the minutes' spread is a sliver of the axis");
+        let band = rate.band.as_ref().expect("the asked rate's band");
+        assert_eq!((band.lo, band.hi, band.at), (942.0 * SENDER_BOUND, 942.0, 942.0));
+        assert_eq!(band.label, "asked 942 Mb/s (shaded: 98-100 %)");
+        assert!(rate.note.starts_with("y from 0. A flat line in the shaded band"), "{}", rate.note);
+        // The loss: whole datagrams on an axis from 0, and the chart says "0 lost".
+        let (_, (llo, lhi)) = crate::plot::line_chart_axes(&loss);
+        assert_eq!((llo, loss.y_integer), (0.0, true));
+        assert!((1.0..2.0).contains(&lhi), "{lhi}");
+        assert_eq!(loss.note, "0 lost in every minute (ledger and kernel): a flat line at 0");
+
+        // The same in the drawn figure: the SVG's y tick labels run from 0, the band's legend
+        // entry and the note are in it; the loss chart's ticks are 0 and 1 datagrams.
+        let dir = std::env::temp_dir().join(format!("ws-soak-charts-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (_, rate_svg) = crate::plot::line_chart_files(&rate, &dir.join("soak-rate")).unwrap();
+        let (_, loss_svg) = crate::plot::line_chart_files(&loss, &dir.join("soak-loss")).unwrap();
+        let svg = std::fs::read_to_string(rate_svg).unwrap();
+        let loss_text = std::fs::read_to_string(loss_svg).unwrap();
+        let _ = std::fs::remove_dir_all(&dir);
+        let ticks: Vec<f64> = svg_texts(&svg, "end").iter().map(|t| t.replace(',', "").parse().unwrap()).collect();
+        assert_eq!(ticks.first(), Some(&0.0), "y ticks {ticks:?}");
+        assert!(ticks.iter().all(|t| t.fract() == 0.0) && ticks.len() >= 4, "round ticks from 0: {ticks:?}");
+        assert!(svg.contains("asked 942 Mb/s (shaded: 98-100 %)"), "the band is in the legend");
+        assert!(svg.contains("y from 0. A flat line in the shaded band"), "the note is on the chart");
+        assert_eq!(svg_texts(&loss_text, "end"), vec!["0", "1"], "the loss axis counts whole datagrams");
+        assert!(loss_text.contains("0 lost in every minute"), "the loss chart says it");
+    }
+
+    #[test]
+    fn a_lossy_run_says_where_on_its_loss_chart() {
+        let c = cfg();
+        let s = [sample(60.0, 100, 0, 0), sample(120.0, 200, 3, 3)];
+        let doc =
+            build(&c, placement(), 16384, &s[..1], Some(streamed(point(203, 200, 3, true), 120.5, 200)), false, None);
+        let (_, loss) = charts(&doc);
+        assert_eq!(loss.note, "3 lost (ledger) in minute 2; 3 kernel socket drops");
+        let flat_out = SoakConfig { rate: Rate::Max, ..cfg() };
+        let doc = build(&flat_out, placement(), 16384, &s, None, true, None);
+        let (rate, loss) = charts(&doc);
+        assert!(rate.band.is_none() && rate.note.starts_with("y from 0; flat out"), "{}", rate.note);
+        assert!(loss.note.ends_with("the run did not finish, so its tail is unproven"), "{}", loss.note);
     }
 }
