@@ -530,6 +530,12 @@ impl StreamLedger {
         self.started.then(|| self.wire(self.cur.first_ext))
     }
 
+    /// The current segment as it stands (`None` before any packet), so a
+    /// caller can compare it with the sender's account without allocating.
+    pub fn current_segment(&self) -> Option<Segment> {
+        self.started.then_some(self.cur.seg)
+    }
+
     /// Highest number received in the current segment (`None` before any
     /// packet), against which every packet is classified.
     pub fn highest(&self) -> Option<u64> {
