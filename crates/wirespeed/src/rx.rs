@@ -357,6 +357,49 @@ struct Capture<'a, S: Sink> {
 }
 
 impl<'a, S: Sink> Capture<'a, S> {
+    /// All the memory the capture will use: `max_streams` slots with their ledgers.
+    fn new(fmt: &'a dyn Format, sink: S, ledger_cfg: &LedgerConfig, max_streams: usize, now: u64) -> Self {
+        let slots: Vec<Slot> = (0..max_streams)
+            .map(|_| Slot {
+                src: None,
+                stream: 0,
+                ledger: StreamLedger::new(ledger_cfg),
+                len_lock: LengthLock::default(),
+                datagrams: 0,
+                bytes: 0,
+                invalid_kinds: [0; 3],
+                ring_full: 0,
+                end: None,
+                end_disputed: false,
+                first_ns: 0,
+                last_ns: 0,
+            })
+            .collect();
+        Capture {
+            fmt,
+            sink,
+            ring_full: 0,
+            unsequenced: 0,
+            slots,
+            active: 0,
+            last: 0,
+            untracked: 0,
+            datagrams: 0,
+            bytes: 0,
+            now,
+            first_session: None,
+            first_ns: 0,
+            last_ns: 0,
+            lock_len: fmt.length_locked(),
+            seq_mask: u64::MAX >> (64 - ledger_cfg.effective().seq_bits),
+            fmt_streams: fmt.stream_count().max(1),
+            stray_control: 0,
+            invalid_control: 0,
+            stray_ends: Vec::with_capacity(STRAY_ENDS_LISTED),
+            distrust_ns: 0,
+        }
+    }
+
     #[inline]
     fn slot(&mut self, src: Option<SocketAddr>, stream: u32) -> Option<usize> {
         let l = self.last;
@@ -522,15 +565,15 @@ impl<'a, S: Sink> Capture<'a, S> {
         }
     }
 
-    /// Checks an end message can pass without any data: its counts add up, its stream index
-    /// fits its stream count, and its format stream is the one a wirespeed sender gives that
-    /// index.
+    /// Checks an end message can pass without any data: no more sent and skipped than its
+    /// range holds (a wirespeed sender's add up exactly), its stream index fits its stream
+    /// count, and its format stream is the one a wirespeed sender gives that index.
     fn end_consistent(&self, e: &EndOfStream) -> bool {
         let generated = e.last_seq.wrapping_sub(e.first_seq).wrapping_add(1);
         e.stream_count >= 1
             && e.stream_index < e.stream_count
             && e.format_stream == e.stream_index % self.fmt_streams
-            && e.sent.checked_add(e.skipped) == Some(generated)
+            && (generated == 0 || e.sent.checked_add(e.skipped).is_some_and(|n| n <= generated))
     }
 
     fn stray_end(&mut self, e: EndOfStream, src: Option<SocketAddr>) {
@@ -831,23 +874,6 @@ pub fn capture_with<S: Sink>(
     }
     let mut ledger_cfg = cfg.ledger.clone();
     ledger_cfg.seq_bits = ledger_cfg.seq_bits.min(fmt.seq_bits());
-    let slots: Vec<Slot> = (0..cfg.max_streams)
-        .map(|_| Slot {
-            src: None,
-            stream: 0,
-            ledger: StreamLedger::new(&ledger_cfg),
-            len_lock: LengthLock::default(),
-            datagrams: 0,
-            bytes: 0,
-            invalid_kinds: [0; 3],
-            ring_full: 0,
-            end: None,
-            end_disputed: false,
-            first_ns: 0,
-            last_ns: 0,
-        })
-        .collect();
-    let seq_mask = u64::MAX >> (64 - ledger_cfg.effective().seq_bits);
     let live = Live::default();
     let done = AtomicBool::new(false);
     let fd = listener.sock.as_raw_fd();
@@ -871,29 +897,7 @@ pub fn capture_with<S: Sink>(
                     })?;
                 }
                 let backend = MmsgBackend::new(fd, cfg.batch, cfg.busy_poll, listener.rxq_ovfl);
-                let cap = Capture {
-                    fmt,
-                    sink,
-                    ring_full: 0,
-                    unsequenced: 0,
-                    slots,
-                    active: 0,
-                    last: 0,
-                    untracked: 0,
-                    datagrams: 0,
-                    bytes: 0,
-                    now: t0,
-                    first_session: None,
-                    first_ns: 0,
-                    last_ns: 0,
-                    lock_len: fmt.length_locked(),
-                    seq_mask,
-                    fmt_streams: fmt.stream_count().max(1),
-                    stray_control: 0,
-                    invalid_control: 0,
-                    stray_ends: Vec::with_capacity(STRAY_ENDS_LISTED),
-                    distrust_ns: 0,
-                };
+                let cap = Capture::new(fmt, sink, &ledger_cfg, cfg.max_streams, t0);
                 capture_loop(cfg, backend, cap, stop, &live, t0, nap_ns)
             })
             .expect("spawning the capture thread");
@@ -1464,6 +1468,114 @@ mod tests {
         let mut off = Moderation::new(0, 64, 0);
         off.update(50_000_000, 2_500);
         assert_eq!(off.pause, Pause::None);
+    }
+
+    use crate::wire::{ByteOrder, Counter};
+
+    fn addr(port: u16) -> Option<SocketAddr> {
+        Some(SocketAddr::from(([127, 0, 0, 1], port)))
+    }
+
+    fn end(session: u64, first: u64, last: u64) -> [u8; END_LEN] {
+        EndOfStream {
+            session,
+            stream_index: 0,
+            stream_count: 1,
+            format_stream: 0,
+            first_seq: first,
+            last_seq: last,
+            sent: last - first + 1,
+            skipped: 0,
+        }
+        .encode()
+    }
+
+    /// A capture over 64-byte counter datagrams fed from source port `src`.
+    fn feed(cap: &mut Capture<'_, NullSink>, fmt: &Counter, src: u16, seqs: impl IntoIterator<Item = u64>) {
+        let mut b = [0u8; 64];
+        for s in seqs {
+            fmt.emit(0, s, &mut b);
+            cap.handle(&b, addr(src));
+        }
+    }
+
+    #[test]
+    fn end_of_stream_settles_only_a_stream_seen_and_consistent_with_it() {
+        let fmt = Counter::new(64, ByteOrder::Be).unwrap();
+        let mut cap = Capture::new(&fmt, NullSink, &LedgerConfig::default(), 8, 1);
+        feed(&mut cap, &fmt, 5000, 0..100);
+        // From a port that sent nothing: stray, no slot.
+        cap.handle(&end(1, 0, 99), addr(5001));
+        assert_eq!((cap.stray_control, cap.active, cap.first_run_done()), (1, 1, false));
+        // From the sender's own address, but claiming less than was seen: not believed.
+        cap.handle(&end(1, 0, 49), addr(5000));
+        cap.handle(&end(1, 50, 120), addr(5000));
+        // Counts that cannot add up: more sent than the range holds.
+        let mut lie = EndOfStream::decode(&end(1, 0, 99)).unwrap();
+        lie.sent = 1000;
+        cap.handle(&lie.encode(), addr(5000));
+        assert_eq!((cap.invalid_control, cap.first_run_done()), (3, false));
+        // The real one.
+        cap.handle(&end(7, 0, 99), addr(5000));
+        cap.handle(&end(7, 0, 99), addr(5000)); // a repeated copy
+        assert!(cap.first_run_done());
+        assert_eq!((cap.stray_control, cap.invalid_control), (1, 3));
+    }
+
+    #[test]
+    fn data_after_an_end_of_stream_withdraws_it() {
+        let fmt = Counter::new(64, ByteOrder::Be).unwrap();
+        let mut cap = Capture::new(&fmt, NullSink, &LedgerConfig::default(), 8, 1);
+        feed(&mut cap, &fmt, 5000, 0..100);
+        // Forged from the sender's own address with the numbers seen so far: believable...
+        cap.handle(&end(1, 0, 99), addr(5000));
+        assert!(cap.first_run_done());
+        // ...until the sender goes on: the end is withdrawn and the stream's end is unknown.
+        feed(&mut cap, &fmt, 5000, 100..200);
+        assert!(!cap.first_run_done());
+        cap.handle(&end(2, 0, 199), addr(5000));
+        assert!(!cap.first_run_done(), "two accounts of one stream: neither is believed");
+        assert_eq!(cap.invalid_control, 2);
+        assert!(cap.slots[0].end.is_none() && cap.slots[0].end_disputed);
+        assert_eq!(cap.slots[0].ledger.counts().received, 200);
+    }
+
+    #[test]
+    fn two_different_ends_for_one_stream_are_both_disbelieved() {
+        let fmt = Counter::new(64, ByteOrder::Be).unwrap();
+        let mut cap = Capture::new(&fmt, NullSink, &LedgerConfig::default(), 8, 1);
+        feed(&mut cap, &fmt, 5000, 0..100);
+        cap.handle(&end(1, 0, 99), addr(5000));
+        cap.handle(&end(2, 0, 120), addr(5000));
+        assert!(!cap.first_run_done());
+        assert_eq!(cap.invalid_control, 2);
+    }
+
+    #[test]
+    fn without_size_a_stream_keeps_the_length_of_its_first_datagrams() {
+        let fmt = Counter::any_len(ByteOrder::Be);
+        let mut cap = Capture::new(&fmt, NullSink, &LedgerConfig::default(), 8, 1);
+        let strict = Counter::new(8800, ByteOrder::Be).unwrap();
+        let mut b = vec![0u8; 8800];
+        let mut send = |cap: &mut Capture<'_, NullSink>, seq: u64, len: usize| {
+            strict.emit(0, seq, &mut b);
+            cap.handle(&b[..len], addr(6000));
+        };
+        send(&mut cap, 5, 8); // a truncated first datagram: seq 5500 if believed
+        for s in 0..10 {
+            send(&mut cap, s, 8800);
+        }
+        send(&mut cap, 10, 8);
+        send(&mut cap, 10, 4400);
+        for s in 11..20 {
+            send(&mut cap, s, 8800);
+        }
+        let s = &mut cap.slots[0];
+        s.ledger.finish(None);
+        let c = s.ledger.counts();
+        assert_eq!((c.received, c.lost, c.invalid, c.late), (19, 1, 3, 0));
+        assert_eq!(s.invalid_kinds[Invalid::Length as usize], 3);
+        assert_eq!(s.ledger.gaps(), &[GapRange { first: 10, last: 10, count: 1 }]);
     }
 
     #[test]
