@@ -630,6 +630,10 @@ fn receive_tcp(cfg: &Config, listener: TcpListener, rep: &mut Report, stop: &Ato
     Ok(())
 }
 
+/// A start marker seen before any data: (source, planned datagrams and bytes, arrival time
+/// and process CPU time then).
+type StartSeen = (SocketAddr, (u64, u64), (u64, u64));
+
 fn receive_udp(cfg: &Config, sock: UdpSocket, rep: &mut Report, stop: &AtomicBool) -> Result<()> {
     sock.set_read_timeout(Some(POLL)).map_err(|e| Error::Runtime(format!("cannot set up the socket: {e}")))?;
     let mut buf = vec![0u8; UDP_RECV_BUF.max(cfg.buflen)];
@@ -642,7 +646,7 @@ fn receive_udp(cfg: &Config, sock: UdpSocket, rep: &mut Report, stop: &AtomicBoo
     // A start marker before any data: its source, plan and arrival. Markers alone never choose
     // the peer (anyone can send one); the first data datagram does, and a start marker counts
     // only when it came from there.
-    let mut candidate: Option<(SocketAddr, (u64, u64), (u64, u64))> = None;
+    let mut candidate: Option<StartSeen> = None;
     let mut unmatched_end: Option<(SocketAddr, u64)> = None;
     let (mut datagrams, mut stray) = (0u64, 0u64);
     loop {
