@@ -1407,7 +1407,7 @@ impl RecvReport {
         if self.stray_control + self.invalid_control > 0 {
             let _ = writeln!(
                 o,
-                "  control: {} stray end-of-stream message(s) (no data seen from their source), {} invalid (contradicted by the data or each other); none was believed",
+                "  end-of-stream messages ignored: {} stray (no data seen from their source), {} invalid (contradicted by the data or each other)",
                 units::thousands(self.stray_control),
                 units::thousands(self.invalid_control)
             );
