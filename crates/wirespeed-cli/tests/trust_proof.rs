@@ -201,3 +201,22 @@ s.sendto(ip + udp, ("127.0.0.1", 0))
     assert_eq!(u(&rep, "invalid_control"), 1);
     assert_eq!(u(&rep["streams"][0]["sender"], "session"), 0x600d);
 }
+
+/// Mark5B halves without a PSN (and not counter-filled) number only their header halves, by
+/// frame, while the sender's end message counts halves. The receiver compares them in the same
+/// numbers: the real sender's end is believed and books no loss (it booked billions before).
+#[test]
+fn mark5b_halves_end_message_is_read_in_frame_numbers() {
+    let _t = traffic();
+    let f = "mark5b,fps=2000,halves=1,psn=0,fill=tvg";
+    let r = spawn_recv(&["--once", "--json", "--format", f]);
+    let target = format!("127.0.0.1:{}", r.port);
+    let out = common::run(&["send", &target, "--format", f, "--count", "400", "--rate", "4000pps"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let (code, rep, err) = done(r);
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(rep["stopped_by"], "end of stream", "{rep}");
+    assert_eq!((u(&rep["total"], "received"), u(&rep["total"], "lost")), (200, 0), "{rep}");
+    assert_eq!(u(&rep, "unsequenced"), 200, "the second halves");
+    assert_eq!(u(&rep, "invalid_control"), 0);
+}

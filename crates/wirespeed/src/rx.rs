@@ -299,6 +299,8 @@ struct Slot {
     invalid_kinds: [u64; 3],
     ring_full: u64,
     end: Option<EndOfStream>,
+    /// The range `end` claims, in the numbers the format's check reports.
+    end_range: (u64, u64),
     /// Two end-of-stream messages disagreed, or data contradicted an accepted one: this
     /// stream's end is unknown and no later message settles it.
     end_disputed: bool,
@@ -370,6 +372,7 @@ impl<'a, S: Sink> Capture<'a, S> {
                 invalid_kinds: [0; 3],
                 ring_full: 0,
                 end: None,
+                end_range: (0, 0),
                 end_disputed: false,
                 first_ns: 0,
                 last_ns: 0,
@@ -501,9 +504,9 @@ impl<'a, S: Sink> Capture<'a, S> {
         };
         // A wirespeed sender sends nothing after its end message: data outside the range the
         // message claimed proves that message wrong (forged, or from another run).
-        if let Some(e) = s.end {
+        if s.end.is_some() {
             let seq = result.unwrap_or(0);
-            if !in_range(seq, &e, self.seq_mask) {
+            if !in_range(seq, s.end_range, self.seq_mask) {
                 self.retract_end(i, now);
             }
         }
@@ -552,12 +555,14 @@ impl<'a, S: Sink> Capture<'a, S> {
             return;
         }
         let received = s.ledger.current_segment().map_or(0, |g| g.received);
-        if !in_range(first, &e, mask) || !in_range(highest, &e, mask) || received > e.sent {
+        let range = self.fmt.checked_range(e.first_seq, e.last_seq);
+        if !in_range(first, range, mask) || !in_range(highest, range, mask) || received > e.sent {
             self.invalid_control += 1;
             self.distrust_ns = now;
             return;
         }
         s.end = Some(e);
+        s.end_range = range;
         match &mut self.first_session {
             None => self.first_session = Some((e.session, e.stream_count, 1)),
             Some((sess, _, ended)) if *sess == e.session => *ended += 1,
@@ -625,9 +630,9 @@ impl<'a, S: Sink> Capture<'a, S> {
 /// Whether `seq` lies in the range an end message claims (numbers compared at the ledger's
 /// width, `mask`). A range longer than the counter covers everything.
 #[inline]
-fn in_range(seq: u64, e: &EndOfStream, mask: u64) -> bool {
-    let span = e.last_seq.wrapping_sub(e.first_seq);
-    span >= mask || (seq.wrapping_sub(e.first_seq) & mask) <= (span & mask)
+fn in_range(seq: u64, (first, last): (u64, u64), mask: u64) -> bool {
+    let span = last.wrapping_sub(first);
+    span >= mask || (seq.wrapping_sub(first) & mask) <= (span & mask)
 }
 
 /// The ledger of one stream, as reported.
@@ -1061,7 +1066,7 @@ fn capture_loop<'a, B: Backend, S: Sink>(
                 ended_once = false;
                 if cap.distrust_ns != 0 && now.saturating_sub(cap.distrust_ns.max(cap.last_ns)) >= ONCE_QUIET_NS {
                     stopped_by = format!(
-                        "silence: {} s without data after an end-of-stream message that matched no data seen",
+                        "silence: {} s without data after an end-of-stream message that was not believed",
                         ONCE_QUIET_NS / 1_000_000_000
                     );
                     break;
@@ -1135,7 +1140,8 @@ fn build_report<S: Sink>(
         if let Some(seq) = s.len_lock.flush() {
             s.ledger.record(seq);
         }
-        let sender = s.end.filter(|e| !e.is_empty()).map(|e| SenderEnd { first: e.first_seq, last: e.last_seq });
+        let (first, last) = s.end_range;
+        let sender = s.end.filter(|e| !e.is_empty()).map(|_| SenderEnd { first, last });
         s.ledger.finish(sender);
         match s.end {
             Some(e) => sender_skipped += e.skipped,

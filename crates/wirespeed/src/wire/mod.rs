@@ -153,6 +153,13 @@ pub trait Format: Send + Sync + fmt::Debug {
     fn length_locked(&self) -> bool {
         self.fixed_len().is_none()
     }
+    /// The numbers `check` reports for the packets a sender numbered `first..=last` (what its
+    /// end-of-stream message claims), so that the receiver compares like with like. The same
+    /// numbers for every format whose `check` returns the number `emit` was given; Mark5B
+    /// halves without a PSN or counter fill number only their header halves, by frame.
+    fn checked_range(&self, first: u64, last: u64) -> (u64, u64) {
+        (first, last)
+    }
     /// A string that [`spec::parse`] turns back into an equal format. Recordings store it in
     /// their sidecar so that `verify` needs no arguments.
     fn spec(&self) -> String;
