@@ -41,6 +41,21 @@
 //! sender that restarts to a number less than `window` behind the highest is
 //! seen as duplicates and late packets, not as a restart.
 //!
+//! ## Stragglers of the previous segment
+//!
+//! After a restart, packets of the old run that were reordered behind the
+//! restart still arrive. Read against the new segment they would look like a
+//! forward jump (booking the numbers in between as loss) or like late
+//! packets below its first number (moving its start back and booking the
+//! numbers in between as loss). So for the next `window` packets after a
+//! resync, a packet less than `window` from the old segment's highest number
+//! (either side) that is not inside the new segment's span, and is nearer to
+//! the old segment's end than to the new segment, is counted as `stale`: its
+//! number was settled when the old segment closed (or lies beyond its end),
+//! and it changes nothing else. The check stops early once the new segment
+//! itself counts up to within `window` below the old segment's end (its
+//! packets there are its own).
+//!
 //! ## Finish
 //!
 //! [`StreamLedger::finish`] is terminal: it settles the window and, given the
@@ -254,6 +269,16 @@ struct LastHole {
     stored: bool,
 }
 
+/// The end of the segment before the last restart, kept for `left` more
+/// packets so that its stragglers are recognised (see the module docs).
+#[derive(Clone, Copy, Debug)]
+struct Previous {
+    /// Highest wire number of the previous segment.
+    highest: u64,
+    /// Packets still to be recorded before the check expires.
+    left: u64,
+}
+
 /// A provisionally counted suspect awaiting its successor.
 #[derive(Clone, Copy, Debug)]
 struct Pending {
@@ -285,6 +310,7 @@ pub struct StreamLedger {
     started: bool,
     cur: Current,
     pending: Option<Pending>,
+    prev: Option<Previous>,
     finished: bool,
 }
 
@@ -331,6 +357,7 @@ impl StreamLedger {
                 seg: Segment { first: 0, last: 0, received: 0, lost: 0 },
             },
             pending: None,
+            prev: None,
             finished: false,
             cfg,
         }
@@ -355,6 +382,17 @@ impl StreamLedger {
             }
         }
         let fwd = seq.wrapping_sub(self.cur.highest) & self.mask;
+        if let Some(prev) = self.prev.as_mut() {
+            prev.left -= 1;
+            let prev = *prev;
+            if prev.left == 0 {
+                self.prev = None;
+            }
+            if fwd != 1 && self.straggler(prev, seq, fwd) {
+                self.counts.stale += 1;
+                return Outcome::Stale;
+            }
+        }
         if fwd != 0 && fwd <= self.cfg.max_gap {
             self.advance(seq, fwd);
             return if fwd == 1 { Outcome::InOrder } else { Outcome::Gap { missing: fwd - 1 } };
@@ -492,6 +530,12 @@ impl StreamLedger {
         self.started.then(|| self.wire(self.cur.first_ext))
     }
 
+    /// The current segment as it stands (`None` before any packet), so a
+    /// caller can compare it with the sender's account without allocating.
+    pub fn current_segment(&self) -> Option<Segment> {
+        self.started.then_some(self.cur.seg)
+    }
+
     /// Highest number received in the current segment (`None` before any
     /// packet), against which every packet is classified.
     pub fn highest(&self) -> Option<u64> {
@@ -587,6 +631,41 @@ impl StreamLedger {
         Outcome::Late
     }
 
+    /// Whether `seq` (`fwd` ahead of the highest) is a late packet of the
+    /// segment before the last restart rather than one of the current
+    /// segment: less than `window` from the old segment's highest (either
+    /// side: its own lost tail may arrive late too), outside the
+    /// current segment's span, and nearer to the old end than to the current
+    /// segment. Drops `prev` once the current segment has counted up into the
+    /// old segment's last window.
+    fn straggler(&mut self, prev: Previous, seq: u64, fwd: u64) -> bool {
+        let (mask, w) = (self.mask, self.cfg.window);
+        let near_old = |x: u64| (prev.highest.wrapping_sub(x) & mask).min(x.wrapping_sub(prev.highest) & mask);
+        let to_old = near_old(seq);
+        if to_old >= w {
+            return false;
+        }
+        if prev.highest.wrapping_sub(self.cur.highest) & mask < w {
+            self.prev = None;
+            return false;
+        }
+        let to_new = if fwd <= self.cfg.max_gap {
+            fwd
+        } else {
+            let back = self.cur.highest.wrapping_sub(seq) & mask;
+            if back < w {
+                let p = self.cur.highest_ext - back;
+                if p >= self.cur.first_ext {
+                    return false; // inside the current segment: its own late or duplicate packet
+                }
+                self.cur.first_ext - p
+            } else {
+                u64::MAX
+            }
+        };
+        to_old < to_new
+    }
+
     /// The packet after suspect `p` is `p + 1`: the sender restarted.
     fn resync(&mut self, p: Pending, seq: u64) -> Outcome {
         if p.backward {
@@ -598,6 +677,7 @@ impl StreamLedger {
         // Clears the whole bitmap: bits below the first number are never set.
         self.settle(h - (self.cfg.window - 1), h);
         self.push_segment(self.cur.seg);
+        self.prev = Some(Previous { highest: self.cur.highest, left: self.cfg.window });
         self.counts.resync += 1;
         self.start_segment(p.seq);
         self.advance(seq, 1);
@@ -897,6 +977,51 @@ mod tests {
     }
 
     #[test]
+    fn straggler_after_a_backward_restart_is_stale_not_a_jump() {
+        let mut l = StreamLedger::new(&cfg(256, 1 << 20));
+        feed(&mut l, 0..1000);
+        assert_eq!(feed(&mut l, [0, 1]), vec![Outcome::Stale, Outcome::Resync]);
+        feed(&mut l, 2..6);
+        // 998 of the old run, reordered behind the restart: not 992 numbers of the new one lost.
+        assert_eq!(l.record(998), Outcome::Stale);
+        assert_eq!(l.highest(), Some(5));
+        feed(&mut l, 6..11);
+        l.finish(sender(0, 10));
+        let c = l.counts();
+        assert_eq!((c.received, c.lost, c.stale, c.resync), (1011, 0, 1, 1));
+        assert_eq!(l.segments(), vec![seg(0, 999, 1000, 0), seg(0, 10, 11, 0)]);
+    }
+
+    #[test]
+    fn straggler_after_a_forward_restart_does_not_move_the_start_back() {
+        let mut l = StreamLedger::new(&cfg(1024, 100));
+        feed(&mut l, 0..50);
+        assert_eq!(feed(&mut l, [1000, 1001]), vec![Outcome::Suspect, Outcome::Resync]);
+        // 45 of the old run: not a late packet 955 below the new segment's first.
+        assert_eq!(l.record(45), Outcome::Stale);
+        assert_eq!(l.first_seen(), Some(1000));
+        // The new segment's own late packet below its first still counts as late.
+        assert_eq!(l.record(999), Outcome::Late);
+        feed(&mut l, 1002..1010);
+        l.finish(sender(999, 1009));
+        let c = l.counts();
+        assert_eq!((c.received, c.lost, c.stale, c.late), (61, 0, 1, 1));
+        assert_eq!(l.segments(), vec![seg(0, 49, 50, 0), seg(999, 1009, 11, 0)]);
+    }
+
+    #[test]
+    fn straggler_check_ends_when_the_new_segment_reaches_the_old_end() {
+        let mut l = StreamLedger::new(&cfg(16, 1 << 20));
+        feed(&mut l, 0..100);
+        feed(&mut l, [0, 1]);
+        // The new run counts up into the old run's last window: its numbers are its own.
+        feed(&mut l, 2..90);
+        assert_eq!(l.record(95), Outcome::Gap { missing: 5 });
+        l.finish(None);
+        assert_eq!((l.counts().lost, l.counts().stale), (5, 0));
+    }
+
+    #[test]
     fn restart_less_than_a_window_back_reads_as_duplicates() {
         // Documented limitation of the probation rule.
         let mut l = StreamLedger::new(&LedgerConfig::default());
@@ -931,8 +1056,10 @@ mod tests {
         assert_eq!(l.record(255), Outcome::Stale);
         assert_eq!(l.record(0x100), Outcome::Resync, "255 + 1 is 0 in 8 bits");
         assert_eq!(l.segments()[1], seg(255, 0, 2, 0));
-        assert_eq!(l.record(100), Outcome::Suspect);
-        assert_eq!(l.record(101), Outcome::Resync);
+        // The old run's stragglers are watched until the new run nears the old end (100).
+        feed(&mut l, 1..=40);
+        assert_eq!(l.record(110), Outcome::Suspect);
+        assert_eq!(l.record(111), Outcome::Resync);
         assert_eq!(l.counts().resync, 2);
     }
 

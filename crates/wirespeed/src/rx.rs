@@ -13,7 +13,7 @@ use crate::kernel::{self, KernelCounters};
 use crate::ledger::{GapRange, LedgerConfig, LedgerCounts, Segment, SenderEnd, StreamLedger};
 use crate::sys;
 use crate::units;
-use crate::wire::{Format, Invalid, PacketInfo, UNSEQUENCED};
+use crate::wire::{Admit, Format, Invalid, LengthLock, PacketInfo, UNSEQUENCED};
 use serde::Serialize;
 use std::io;
 use std::net::{Ipv4Addr, SocketAddr, UdpSocket};
@@ -292,13 +292,39 @@ struct Slot {
     src: Option<SocketAddr>,
     stream: u32,
     ledger: StreamLedger,
+    /// The stream's datagram length, for formats that do not fix one.
+    len_lock: LengthLock,
     datagrams: u64,
     bytes: u64,
     invalid_kinds: [u64; 3],
     ring_full: u64,
     end: Option<EndOfStream>,
+    /// The range `end` claims, in the numbers the format's check reports.
+    end_range: (u64, u64),
+    /// Two end-of-stream messages disagreed, or data contradicted an accepted one: this
+    /// stream's end is unknown and no later message settles it.
+    end_disputed: bool,
     first_ns: u64,
     last_ns: u64,
+}
+
+/// How long `--once` waits in silence, after an end-of-stream message it could not trust
+/// (from a source whose data never arrived, or contradicting the data), before it gives up
+/// waiting for the run to end. A sender whose data was all lost (a firewall, an MTU that
+/// drops jumbo datagrams but passes the small end message) must not leave the receiver
+/// waiting forever; a stranger's message sent while data flows changes nothing.
+pub const ONCE_QUIET_NS: u64 = 3_000_000_000;
+
+/// Most end-of-stream messages from sources without data that a report lists (all are counted).
+const STRAY_ENDS_LISTED: usize = 16;
+
+/// An end-of-stream message that matched no stream this receiver saw data from.
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct StrayEnd {
+    /// Where it came from.
+    pub source: Option<SocketAddr>,
+    /// What it claimed.
+    pub claimed: EndOfStream,
 }
 
 struct Capture<'a, S: Sink> {
@@ -316,9 +342,67 @@ struct Capture<'a, S: Sink> {
     first_session: Option<(u64, u32, u32)>,
     first_ns: u64,
     last_ns: u64,
+    /// Whether the format needs [`LengthLock`] per stream.
+    lock_len: bool,
+    /// Sequence numbers' mask (the ledger's width).
+    seq_mask: u64,
+    /// The format's stream count (VDIF threads), to check an end message's stream id.
+    fmt_streams: u32,
+    /// End-of-stream messages from a source and stream that sent no data seen here.
+    stray_control: u64,
+    /// End-of-stream messages that contradict themselves, the data seen, or another message.
+    invalid_control: u64,
+    /// The first [`STRAY_ENDS_LISTED`] stray messages (capacity taken up front).
+    stray_ends: Vec<StrayEnd>,
+    /// When the last stray or invalid control message arrived (0: none).
+    distrust_ns: u64,
 }
 
 impl<'a, S: Sink> Capture<'a, S> {
+    /// All the memory the capture will use: `max_streams` slots with their ledgers.
+    fn new(fmt: &'a dyn Format, sink: S, ledger_cfg: &LedgerConfig, max_streams: usize, now: u64) -> Self {
+        let slots: Vec<Slot> = (0..max_streams)
+            .map(|_| Slot {
+                src: None,
+                stream: 0,
+                ledger: StreamLedger::new(ledger_cfg),
+                len_lock: LengthLock::default(),
+                datagrams: 0,
+                bytes: 0,
+                invalid_kinds: [0; 3],
+                ring_full: 0,
+                end: None,
+                end_range: (0, 0),
+                end_disputed: false,
+                first_ns: 0,
+                last_ns: 0,
+            })
+            .collect();
+        Capture {
+            fmt,
+            sink,
+            ring_full: 0,
+            unsequenced: 0,
+            slots,
+            active: 0,
+            last: 0,
+            untracked: 0,
+            datagrams: 0,
+            bytes: 0,
+            now,
+            first_session: None,
+            first_ns: 0,
+            last_ns: 0,
+            lock_len: fmt.length_locked(),
+            seq_mask: u64::MAX >> (64 - ledger_cfg.effective().seq_bits),
+            fmt_streams: fmt.stream_count().max(1),
+            stray_control: 0,
+            invalid_control: 0,
+            stray_ends: Vec::with_capacity(STRAY_ENDS_LISTED),
+            distrust_ns: 0,
+        }
+    }
+
     #[inline]
     fn slot(&mut self, src: Option<SocketAddr>, stream: u32) -> Option<usize> {
         let l = self.last;
@@ -391,36 +475,135 @@ impl<'a, S: Sink> Capture<'a, S> {
             return;
         }
         let now = self.now;
+        let lock_len = self.lock_len;
         let s = &mut self.slots[i];
         let result = checked.map(|i| i.seq);
         s.datagrams += 1;
         s.bytes += data.len() as u64;
         s.last_ns = now;
         match result {
-            Ok(seq) => {
-                s.ledger.record(seq);
-            }
+            Ok(seq) if !lock_len => s.ledger.record(seq),
+            Ok(seq) => match s.len_lock.admit(data.len(), seq) {
+                Admit::Now => s.ledger.record(seq),
+                Admit::Held => return,
+                Admit::WithHeld(first) => {
+                    s.ledger.record(first);
+                    s.ledger.record(seq)
+                }
+                Admit::Wrong | Admit::ReplacesHeld => {
+                    s.ledger.invalid();
+                    s.invalid_kinds[Invalid::Length as usize] += 1;
+                    return;
+                }
+            },
             Err(kind) => {
                 s.ledger.invalid();
                 s.invalid_kinds[kind as usize] += 1;
+                return;
+            }
+        };
+        // A wirespeed sender sends nothing after its end message: data outside the range the
+        // message claimed proves that message wrong (forged, or from another run).
+        if s.end.is_some() {
+            let seq = result.unwrap_or(0);
+            if !in_range(seq, s.end_range, self.seq_mask) {
+                self.retract_end(i, now);
             }
         }
     }
 
+    /// An end-of-stream message. It settles a stream only when it is consistent in itself and
+    /// with the data seen: from the source address and port and the format stream whose data
+    /// arrived here, claiming a range that covers every number of the stream's current segment
+    /// and at least as many datagrams sent as were received. Anything else is counted (stray
+    /// or invalid control) and ignored: it never opens a ledger slot and never ends a run.
     fn on_end(&mut self, e: EndOfStream, src: Option<SocketAddr>) {
-        let Some(i) = self.slot(src, e.format_stream) else {
-            self.untracked += 1;
+        let now = self.now;
+        if !self.end_consistent(&e) {
+            self.invalid_control += 1;
+            self.distrust_ns = now;
+            return;
+        }
+        let found = self.slots[..self.active].iter().position(|s| s.src == src && s.stream == e.format_stream);
+        let Some(i) = found else {
+            self.stray_end(e, src);
             return;
         };
+        let mask = self.seq_mask;
         let s = &mut self.slots[i];
-        if s.end.is_some_and(|old| old.session == e.session) {
-            return; // a repeated copy
+        if let Some(seq) = s.len_lock.flush() {
+            s.ledger.record(seq);
+        }
+        let (Some(first), Some(highest)) = (s.ledger.first_seen(), s.ledger.highest()) else {
+            // Only invalid datagrams came from there: nothing this message could settle.
+            self.stray_end(e, src);
+            return;
+        };
+        if s.end_disputed {
+            self.invalid_control += 1;
+            self.distrust_ns = now;
+            return;
+        }
+        if let Some(old) = s.end {
+            if old == e {
+                return; // a repeated copy
+            }
+            // Two different accounts of one stream: at least one is false, and which cannot be
+            // told. Neither is believed.
+            self.invalid_control += 1;
+            self.retract_end(i, now);
+            return;
+        }
+        let received = s.ledger.current_segment().map_or(0, |g| g.received);
+        let range = self.fmt.checked_range(e.first_seq, e.last_seq);
+        if !in_range(first, range, mask) || !in_range(highest, range, mask) || received > e.sent {
+            self.invalid_control += 1;
+            self.distrust_ns = now;
+            return;
         }
         s.end = Some(e);
+        s.end_range = range;
         match &mut self.first_session {
             None => self.first_session = Some((e.session, e.stream_count, 1)),
             Some((sess, _, ended)) if *sess == e.session => *ended += 1,
             _ => {}
+        }
+    }
+
+    /// Checks an end message can pass without any data: no more sent and skipped than its
+    /// range holds (a wirespeed sender's add up exactly), its stream index fits its stream
+    /// count, and its format stream is the one a wirespeed sender gives that index.
+    fn end_consistent(&self, e: &EndOfStream) -> bool {
+        let generated = e.last_seq.wrapping_sub(e.first_seq).wrapping_add(1);
+        e.stream_count >= 1
+            && e.stream_index < e.stream_count
+            && e.format_stream == e.stream_index % self.fmt_streams
+            && (generated == 0 || e.sent.checked_add(e.skipped).is_some_and(|n| n <= generated))
+    }
+
+    fn stray_end(&mut self, e: EndOfStream, src: Option<SocketAddr>) {
+        self.stray_control += 1;
+        self.distrust_ns = self.now;
+        if self.stray_ends.len() < STRAY_ENDS_LISTED {
+            self.stray_ends.push(StrayEnd { source: src, claimed: e });
+        }
+    }
+
+    /// Withdraw slot `i`'s accepted end message (contradicted): the stream's end is unknown.
+    fn retract_end(&mut self, i: usize, now: u64) {
+        self.invalid_control += 1;
+        self.distrust_ns = now;
+        let s = &mut self.slots[i];
+        s.end_disputed = true;
+        if let Some(e) = s.end.take() {
+            if let Some((sess, _, ended)) = &mut self.first_session {
+                if *sess == e.session {
+                    *ended -= 1;
+                    if *ended == 0 {
+                        self.first_session = None;
+                    }
+                }
+            }
         }
     }
 
@@ -442,6 +625,14 @@ impl<'a, S: Sink> Capture<'a, S> {
         live.socket_drops.store(socket_drops.unwrap_or(0), Ordering::Relaxed);
         live.ring_full.store(self.ring_full, Ordering::Relaxed);
     }
+}
+
+/// Whether `seq` lies in the range an end message claims (numbers compared at the ledger's
+/// width, `mask`). A range longer than the counter covers everything.
+#[inline]
+fn in_range(seq: u64, (first, last): (u64, u64), mask: u64) -> bool {
+    let span = last.wrapping_sub(first);
+    span >= mask || (seq.wrapping_sub(first) & mask) <= (span & mask)
 }
 
 /// The ledger of one stream, as reported.
@@ -536,6 +727,15 @@ pub struct RecvReport {
     pub sender_skipped: u64,
     /// Streams whose end message never arrived (their tail loss is unknowable).
     pub streams_without_end: usize,
+    /// End-of-stream messages from a source and stream whose data never arrived here: a
+    /// sender whose data was all lost, or a forgery. Ignored: they settle nothing.
+    pub stray_control: u64,
+    /// End-of-stream messages not believed: inconsistent in themselves, with the data seen
+    /// (a range that does not cover it, data after the end), or with another message for the
+    /// same stream. Ignored, and the stream's end counts as unknown.
+    pub invalid_control: u64,
+    /// The first stray end messages, with what they claimed.
+    pub stray_ends: Vec<StrayEnd>,
     /// Datagrams from streams beyond --max-streams (not in any ledger).
     pub untracked: u64,
     /// Datagrams truncated by the kernel.
@@ -679,20 +879,6 @@ pub fn capture_with<S: Sink>(
     }
     let mut ledger_cfg = cfg.ledger.clone();
     ledger_cfg.seq_bits = ledger_cfg.seq_bits.min(fmt.seq_bits());
-    let slots: Vec<Slot> = (0..cfg.max_streams)
-        .map(|_| Slot {
-            src: None,
-            stream: 0,
-            ledger: StreamLedger::new(&ledger_cfg),
-            datagrams: 0,
-            bytes: 0,
-            invalid_kinds: [0; 3],
-            ring_full: 0,
-            end: None,
-            first_ns: 0,
-            last_ns: 0,
-        })
-        .collect();
     let live = Live::default();
     let done = AtomicBool::new(false);
     let fd = listener.sock.as_raw_fd();
@@ -716,22 +902,7 @@ pub fn capture_with<S: Sink>(
                     })?;
                 }
                 let backend = MmsgBackend::new(fd, cfg.batch, cfg.busy_poll, listener.rxq_ovfl);
-                let cap = Capture {
-                    fmt,
-                    sink,
-                    ring_full: 0,
-                    unsequenced: 0,
-                    slots,
-                    active: 0,
-                    last: 0,
-                    untracked: 0,
-                    datagrams: 0,
-                    bytes: 0,
-                    now: t0,
-                    first_session: None,
-                    first_ns: 0,
-                    last_ns: 0,
-                };
+                let cap = Capture::new(fmt, sink, &ledger_cfg, cfg.max_streams, t0);
                 capture_loop(cfg, backend, cap, stop, &live, t0, nap_ns)
             })
             .expect("spawning the capture thread");
@@ -851,6 +1022,10 @@ fn capture_loop<'a, B: Backend, S: Sink>(
     let deadline = cfg.duration.map(|d| t0 + d.as_nanos() as u64);
     let mut publish_at = t0;
     let mut moderation = Moderation::new(nap_ns, cfg.batch, t0);
+    // `--once`: the run counts as ended when every stream's end message was accepted and the
+    // next receive call brought nothing that contradicts one (a wirespeed sender sends nothing
+    // after its end message but copies of it; a forged one is followed by more data).
+    let mut ended_once = false;
     let stopped_by;
     loop {
         if stop.load(Ordering::Relaxed) {
@@ -880,9 +1055,23 @@ fn capture_loop<'a, B: Backend, S: Sink>(
             stopped_by = "count".into();
             break;
         }
-        if cfg.once && cap.first_run_done() {
-            stopped_by = "end of stream".into();
-            break;
+        if cfg.once {
+            if cap.first_run_done() {
+                if ended_once {
+                    stopped_by = "end of stream".into();
+                    break;
+                }
+                ended_once = true;
+            } else {
+                ended_once = false;
+                if cap.distrust_ns != 0 && now.saturating_sub(cap.distrust_ns.max(cap.last_ns)) >= ONCE_QUIET_NS {
+                    stopped_by = format!(
+                        "silence: {} s without data after an end-of-stream message that was not believed",
+                        ONCE_QUIET_NS / 1_000_000_000
+                    );
+                    break;
+                }
+            }
         }
     }
     cap.sink.finish();
@@ -948,7 +1137,11 @@ fn build_report<S: Sink>(
     let mut sender_skipped = 0;
     let mut without_end = 0;
     for s in &mut cap.slots[..cap.active] {
-        let sender = s.end.filter(|e| !e.is_empty()).map(|e| SenderEnd { first: e.first_seq, last: e.last_seq });
+        if let Some(seq) = s.len_lock.flush() {
+            s.ledger.record(seq);
+        }
+        let (first, last) = s.end_range;
+        let sender = s.end.filter(|e| !e.is_empty()).map(|_| SenderEnd { first, last });
         s.ledger.finish(sender);
         match s.end {
             Some(e) => sender_skipped += e.skipped,
@@ -1004,6 +1197,9 @@ fn build_report<S: Sink>(
         drops_per_million: total.drops_per_million(),
         sender_skipped,
         streams_without_end: without_end,
+        stray_control: cap.stray_control,
+        invalid_control: cap.invalid_control,
+        stray_ends: cap.stray_ends.clone(),
         untracked: cap.untracked,
         truncated,
         ring_full: cap.ring_full,
@@ -1030,10 +1226,17 @@ pub fn diagnose(r: &RecvReport) -> Vec<String> {
     let sock = r.kernel.socket_drops_proc.or(r.kernel.socket_drops_rxq_ovfl).unwrap_or(0);
     if r.datagrams == 0 && r.streams.is_empty() {
         d.push(format!("nothing arrived on {}: is the sender pointed at this address and port?", r.listen));
+        d.extend(control_diagnosis(r));
         return d;
     }
-    if lost == 0 && sock == 0 {
+    let distrusted = r.stray_control + r.invalid_control;
+    if lost == 0 && sock == 0 && distrusted == 0 {
         d.push("no loss: every sequence number was received, and the kernel reports no drops at this socket".into());
+    } else if lost == 0 && sock == 0 {
+        d.push(format!(
+            "no loss in the streams whose data arrived, but {} end-of-stream message(s) could not be trusted: this run is no proof of zero loss",
+            units::thousands(distrusted)
+        ));
     } else {
         if r.sender_skipped > 0 {
             d.push(format!(
@@ -1075,6 +1278,7 @@ pub fn diagnose(r: &RecvReport) -> Vec<String> {
             ));
         }
     }
+    d.extend(control_diagnosis(r));
     if r.streams_without_end > 0 {
         d.push(format!(
             "{} stream(s) sent no end-of-stream message (not a wirespeed sender, or it was lost): loss after their last received packet cannot be known",
@@ -1085,6 +1289,35 @@ pub fn diagnose(r: &RecvReport) -> Vec<String> {
         d.push(format!(
             "UDP RcvbufErrors rose by {} in this network namespace: other sockets are dropping too",
             units::thousands(r.kernel.namespace_delta.rcvbuf_errors - sock)
+        ));
+    }
+    d
+}
+
+/// What the end-of-stream messages that were not believed mean, in words.
+fn control_diagnosis(r: &RecvReport) -> Vec<String> {
+    let mut d = Vec::new();
+    if r.stray_control > 0 {
+        let example = r
+            .stray_ends
+            .first()
+            .map(|s| {
+                format!(
+                    " (e.g. {} claimed {} datagrams sent)",
+                    s.source.map(|a| a.to_string()).unwrap_or_else(|| "?".into()),
+                    units::thousands(s.claimed.sent)
+                )
+            })
+            .unwrap_or_default();
+        d.push(format!(
+            "{} end-of-stream message(s) came from a source whose data never arrived here{example}: all of its data was lost, or the message was forged; ignored",
+            units::thousands(r.stray_control)
+        ));
+    }
+    if r.invalid_control > 0 {
+        d.push(format!(
+            "{} end-of-stream message(s) contradicted the data seen or each other (range, counts, data after the end): ignored, and those streams' tail loss is unknown",
+            units::thousands(r.invalid_control)
         ));
     }
     d
@@ -1177,6 +1410,14 @@ impl RecvReport {
             })
             .collect();
         ledger_table(&mut o, &rows, &self.total, show_gaps);
+        if self.stray_control + self.invalid_control > 0 {
+            let _ = writeln!(
+                o,
+                "  end-of-stream messages ignored: {} stray (no data seen from their source), {} invalid (contradicted by the data or each other)",
+                units::thousands(self.stray_control),
+                units::thousands(self.invalid_control)
+            );
+        }
         if self.unsequenced > 0 {
             let _ = writeln!(
                 o,
@@ -1233,6 +1474,114 @@ mod tests {
         let mut off = Moderation::new(0, 64, 0);
         off.update(50_000_000, 2_500);
         assert_eq!(off.pause, Pause::None);
+    }
+
+    use crate::wire::{ByteOrder, Counter};
+
+    fn addr(port: u16) -> Option<SocketAddr> {
+        Some(SocketAddr::from(([127, 0, 0, 1], port)))
+    }
+
+    fn end(session: u64, first: u64, last: u64) -> [u8; END_LEN] {
+        EndOfStream {
+            session,
+            stream_index: 0,
+            stream_count: 1,
+            format_stream: 0,
+            first_seq: first,
+            last_seq: last,
+            sent: last - first + 1,
+            skipped: 0,
+        }
+        .encode()
+    }
+
+    /// A capture over 64-byte counter datagrams fed from source port `src`.
+    fn feed(cap: &mut Capture<'_, NullSink>, fmt: &Counter, src: u16, seqs: impl IntoIterator<Item = u64>) {
+        let mut b = [0u8; 64];
+        for s in seqs {
+            fmt.emit(0, s, &mut b);
+            cap.handle(&b, addr(src));
+        }
+    }
+
+    #[test]
+    fn end_of_stream_settles_only_a_stream_seen_and_consistent_with_it() {
+        let fmt = Counter::new(64, ByteOrder::Be).unwrap();
+        let mut cap = Capture::new(&fmt, NullSink, &LedgerConfig::default(), 8, 1);
+        feed(&mut cap, &fmt, 5000, 0..100);
+        // From a port that sent nothing: stray, no slot.
+        cap.handle(&end(1, 0, 99), addr(5001));
+        assert_eq!((cap.stray_control, cap.active, cap.first_run_done()), (1, 1, false));
+        // From the sender's own address, but claiming less than was seen: not believed.
+        cap.handle(&end(1, 0, 49), addr(5000));
+        cap.handle(&end(1, 50, 120), addr(5000));
+        // Counts that cannot add up: more sent than the range holds.
+        let mut lie = EndOfStream::decode(&end(1, 0, 99)).unwrap();
+        lie.sent = 1000;
+        cap.handle(&lie.encode(), addr(5000));
+        assert_eq!((cap.invalid_control, cap.first_run_done()), (3, false));
+        // The real one.
+        cap.handle(&end(7, 0, 99), addr(5000));
+        cap.handle(&end(7, 0, 99), addr(5000)); // a repeated copy
+        assert!(cap.first_run_done());
+        assert_eq!((cap.stray_control, cap.invalid_control), (1, 3));
+    }
+
+    #[test]
+    fn data_after_an_end_of_stream_withdraws_it() {
+        let fmt = Counter::new(64, ByteOrder::Be).unwrap();
+        let mut cap = Capture::new(&fmt, NullSink, &LedgerConfig::default(), 8, 1);
+        feed(&mut cap, &fmt, 5000, 0..100);
+        // Forged from the sender's own address with the numbers seen so far: believable...
+        cap.handle(&end(1, 0, 99), addr(5000));
+        assert!(cap.first_run_done());
+        // ...until the sender goes on: the end is withdrawn and the stream's end is unknown.
+        feed(&mut cap, &fmt, 5000, 100..200);
+        assert!(!cap.first_run_done());
+        cap.handle(&end(2, 0, 199), addr(5000));
+        assert!(!cap.first_run_done(), "two accounts of one stream: neither is believed");
+        assert_eq!(cap.invalid_control, 2);
+        assert!(cap.slots[0].end.is_none() && cap.slots[0].end_disputed);
+        assert_eq!(cap.slots[0].ledger.counts().received, 200);
+    }
+
+    #[test]
+    fn two_different_ends_for_one_stream_are_both_disbelieved() {
+        let fmt = Counter::new(64, ByteOrder::Be).unwrap();
+        let mut cap = Capture::new(&fmt, NullSink, &LedgerConfig::default(), 8, 1);
+        feed(&mut cap, &fmt, 5000, 0..100);
+        cap.handle(&end(1, 0, 99), addr(5000));
+        cap.handle(&end(2, 0, 120), addr(5000));
+        assert!(!cap.first_run_done());
+        assert_eq!(cap.invalid_control, 2);
+    }
+
+    #[test]
+    fn without_size_a_stream_keeps_the_length_of_its_first_datagrams() {
+        let fmt = Counter::any_len(ByteOrder::Be);
+        let mut cap = Capture::new(&fmt, NullSink, &LedgerConfig::default(), 8, 1);
+        let strict = Counter::new(8800, ByteOrder::Be).unwrap();
+        let mut b = vec![0u8; 8800];
+        let mut send = |cap: &mut Capture<'_, NullSink>, seq: u64, len: usize| {
+            strict.emit(0, seq, &mut b);
+            cap.handle(&b[..len], addr(6000));
+        };
+        send(&mut cap, 5, 8); // a truncated first datagram: seq 5500 if believed
+        for s in 0..10 {
+            send(&mut cap, s, 8800);
+        }
+        send(&mut cap, 10, 8);
+        send(&mut cap, 10, 4400);
+        for s in 11..20 {
+            send(&mut cap, s, 8800);
+        }
+        let s = &mut cap.slots[0];
+        s.ledger.finish(None);
+        let c = s.ledger.counts();
+        assert_eq!((c.received, c.lost, c.invalid, c.late), (19, 1, 3, 0));
+        assert_eq!(s.invalid_kinds[Invalid::Length as usize], 3);
+        assert_eq!(s.ledger.gaps(), &[GapRange { first: 10, last: 10, count: 1 }]);
     }
 
     #[test]

@@ -630,6 +630,10 @@ fn receive_tcp(cfg: &Config, listener: TcpListener, rep: &mut Report, stop: &Ato
     Ok(())
 }
 
+/// A start marker seen before any data: (source, planned datagrams and bytes, arrival time
+/// and process CPU time then).
+type StartSeen = (SocketAddr, (u64, u64), (u64, u64));
+
 fn receive_udp(cfg: &Config, sock: UdpSocket, rep: &mut Report, stop: &AtomicBool) -> Result<()> {
     sock.set_read_timeout(Some(POLL)).map_err(|e| Error::Runtime(format!("cannot set up the socket: {e}")))?;
     let mut buf = vec![0u8; UDP_RECV_BUF.max(cfg.buflen)];
@@ -639,6 +643,11 @@ fn receive_udp(cfg: &Config, sock: UdpSocket, rep: &mut Report, stop: &AtomicBoo
     let mut last_data: Option<u64> = None;
     let mut plan: Option<(u64, u64)> = None;
     let mut end: Option<(u64, u64)> = None;
+    // A start marker before any data: its source, plan and arrival. Markers alone never choose
+    // the peer (anyone can send one); the first data datagram does, and a start marker counts
+    // only when it came from there.
+    let mut candidate: Option<StartSeen> = None;
+    let mut unmatched_end: Option<(SocketAddr, u64)> = None;
     let (mut datagrams, mut stray) = (0u64, 0u64);
     loop {
         match sock.recv_from(&mut buf) {
@@ -648,20 +657,44 @@ fn receive_udp(cfg: &Config, sock: UdpSocket, rep: &mut Report, stop: &AtomicBoo
                     stray += 1;
                     continue;
                 }
-                peer = Some(from);
-                rep.calls += 1;
                 match Marker::decode(&buf[..n]) {
                     Some(Marker::Start { datagrams: d, bytes: b }) => {
-                        plan = Some((d, b));
-                        start.get_or_insert((now, sys::process_cpu_ns()));
+                        if peer.is_some() {
+                            plan.get_or_insert((d, b));
+                        } else if candidate.replace((from, (d, b), (now, sys::process_cpu_ns()))).is_some() {
+                            stray += 1; // a start marker that no data followed
+                        }
+                        rep.calls += 1;
                     }
                     Some(Marker::End { datagrams: d, bytes: b }) => {
+                        // Only the transmitter's own end settles the run: from the peer whose
+                        // data arrived, claiming at least what arrived. An end with no data
+                        // before it (a stranger's, or a transmitter whose data was all lost)
+                        // only starts the silence timer.
+                        if peer != Some(from) || d < datagrams || b < rep.bytes {
+                            stray += 1;
+                            unmatched_end.get_or_insert((from, now));
+                            continue;
+                        }
+                        rep.calls += 1;
                         end = Some((d, b));
                         start.get_or_insert((now, sys::process_cpu_ns()));
                         rep.ended_by = "end marker".into();
                         break;
                     }
                     None => {
+                        if peer.is_none() {
+                            peer = Some(from);
+                            match candidate.take() {
+                                Some((c, p, t)) if c == from => {
+                                    plan = Some(p);
+                                    start = Some(t);
+                                }
+                                Some(_) => stray += 1,
+                                None => {}
+                            }
+                        }
+                        rep.calls += 1;
                         start.get_or_insert((now, sys::process_cpu_ns()));
                         datagrams += 1;
                         rep.bytes += n as u64;
@@ -674,13 +707,18 @@ fn receive_udp(cfg: &Config, sock: UdpSocket, rep: &mut Report, stop: &AtomicBoo
                     rep.ended_by = "signal".into();
                     break;
                 }
-                if let Some(since) = last_data.or(start.map(|s| s.0)) {
+                if let Some(since) = last_data.or(start.map(|s| s.0)).or(unmatched_end.map(|u| u.1)) {
                     if sys::monotonic_ns().saturating_sub(since) > cfg.timeout.as_nanos() as u64 {
                         rep.ended_by = "timeout".into();
                         rep.notes.push(format!(
                             "no end marker arrived: ended after {:.1} s without data",
                             cfg.timeout.as_secs_f64()
                         ));
+                        if let (Some((from, _)), 0) = (unmatched_end, datagrams) {
+                            rep.notes.push(format!(
+                                "an end marker came from {from}, but none of its data arrived (all lost, or the marker was not a transmitter's): ignored"
+                            ));
+                        }
                         break;
                     }
                 }
@@ -1136,6 +1174,33 @@ mod tests {
         assert_eq!(r.dropped_pct, Some(0.0));
         assert_eq!(r.ended_by, "end marker");
         assert!(r.human().contains("0.00 % data dropped"));
+    }
+
+    #[test]
+    fn markers_from_a_stranger_neither_start_nor_end_a_run() {
+        let mut cfg = Config::new(Proto::Udp);
+        cfg.buflen = 1000;
+        cfg.nbuf = 200;
+        cfg.rate = Rate::Packets(20_000.0);
+        cfg.sockbuf = Some(4 << 20);
+        let rx = Receiver::bind(&cfg, "127.0.0.1:0".parse().unwrap()).unwrap();
+        let dest = rx.local_addr();
+        // Before the transmitter starts, a stranger claims a run of 10 datagrams that ended.
+        let stranger = UdpSocket::bind("127.0.0.1:0").unwrap();
+        stranger.send_to(&Marker::Start { datagrams: 10, bytes: 10_000 }.encode(), dest).unwrap();
+        stranger.send_to(&Marker::End { datagrams: 10, bytes: 10_000 }.encode(), dest).unwrap();
+        let stop = AtomicBool::new(false);
+        let (t, r) = std::thread::scope(|s| {
+            let h = s.spawn(|| rx.run(&stop).unwrap());
+            let t = transmit(&cfg, dest, &stop).unwrap();
+            (t, h.join().unwrap())
+        });
+        assert_eq!(t.datagrams, Some(200));
+        assert_eq!(r.peer, t.local, "the stranger became the peer");
+        assert_eq!(r.datagrams, Some(200));
+        assert_eq!(r.sent_datagrams, Some(200));
+        assert_eq!(r.ended_by, "end marker");
+        assert_eq!(r.stray, Some(2), "the stranger's start and end markers");
     }
 
     #[test]

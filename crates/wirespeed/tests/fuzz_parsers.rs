@@ -59,3 +59,49 @@ fn the_fuzzer_finds_a_planted_bug() {
     std::panic::set_hook(prev);
     assert!(r.failures.iter().any(|m| m.contains("panicked")), "{r:?}");
 }
+
+/// Every format, every truncation (and a few extensions) of valid datagrams: a datagram cut
+/// short is never read as a valid one. Formats of a fixed or self-described length refuse it
+/// outright; formats that take their reading from the datagram's own length (the counter
+/// without `size=`) may accept it in isolation, so there the stream's [`LengthLock`], fixed by
+/// the first two datagrams, must refuse it. A field is never read from a datagram too short to
+/// hold it (no panic, which `check` would show).
+#[test]
+fn truncated_datagrams_are_never_numbers() {
+    use wirespeed::wire::{Admit, LengthLock, UNSEQUENCED};
+    for f in fuzz::formats() {
+        let len = f.fixed_len().unwrap_or(8 * 100).max(f.packet_len());
+        let mut buf = vec![0u8; len + 16];
+        let mut checked = 0;
+        let mut rng = fuzz::Rng::new(len as u64);
+        let base = f.seq_at(1_700_000_000_000_000_000).unwrap_or(0);
+        for k in 0..40u64 {
+            let seq = base.wrapping_add(if k < 4 { k } else { rng.next_u64() % 1_000_000 });
+            let stream = (rng.next_u64() % u64::from(f.stream_count())) as u32;
+            buf.iter_mut().for_each(|b| *b = 0);
+            f.emit(stream, seq, &mut buf[..len]);
+            let Ok(info) = f.check(&buf[..len]) else { continue };
+            checked += 1;
+            let mut lock = LengthLock::default();
+            if f.length_locked() {
+                assert_eq!(lock.admit(len, info.seq), Admit::Held);
+                assert!(matches!(lock.admit(len, info.seq), Admit::WithHeld(_)));
+            }
+            let longer = [len + 1, len + 8, len + 16];
+            for cut in (0..len).chain(longer) {
+                let d = &buf[..cut];
+                match f.check(d) {
+                    Err(_) => {}
+                    Ok(i) if f.length_locked() && i.stream != UNSEQUENCED => assert_eq!(
+                        lock.admit(cut, i.seq),
+                        Admit::Wrong,
+                        "{}: {cut} of {len} bytes of seq {seq} passed the length lock as {i:?}",
+                        f.spec()
+                    ),
+                    Ok(i) => panic!("{}: {cut} of {len} bytes of seq {seq} accepted as {i:?}", f.spec()),
+                }
+            }
+        }
+        assert!(checked >= 4, "{}: only {checked} valid datagrams to cut", f.spec());
+    }
+}

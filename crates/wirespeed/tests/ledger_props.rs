@@ -181,6 +181,8 @@ struct Model {
     cur: Option<ModelSeg>,
     closed: Vec<(Segment, Vec<GapRange>)>,
     pending: Option<(i128, bool)>,
+    /// The previous segment's highest number and how many packets its stragglers are watched.
+    prev: Option<(i128, i128)>,
     finished: bool,
 }
 
@@ -235,8 +237,34 @@ impl Model {
             cur: None,
             closed: Vec::new(),
             pending: None,
+            prev: None,
             finished: false,
         }
+    }
+
+    /// The ledger's straggler rule, written out plainly: within a window of the previous
+    /// segment's end, outside the current segment, nearer to the old end than to the current.
+    fn straggler(&mut self, old: i128, v: i128) -> bool {
+        let cur = self.cur.as_ref().expect("started");
+        if (old - v).abs() >= self.window {
+            return false;
+        }
+        if (0..self.window).contains(&(old - cur.highest)) {
+            self.prev = None;
+            return false;
+        }
+        let d = v - cur.highest;
+        let to_new = if 1 <= d && d <= self.max_gap {
+            d
+        } else if -self.window < d && d <= 0 {
+            if v >= cur.first {
+                return false;
+            }
+            cur.first - v
+        } else {
+            i128::MAX
+        };
+        (old - v).abs() < to_new
     }
 
     fn record(&mut self, seq: u64) -> Outcome {
@@ -258,6 +286,7 @@ impl Model {
                     self.counts.stray -= 1;
                 }
                 self.closed.push((cur.segment(), cur.ranges()));
+                self.prev = Some((cur.highest, self.window));
                 let mut seg = ModelSeg::new(x);
                 seg.received.insert(v);
                 seg.highest = v;
@@ -267,7 +296,16 @@ impl Model {
                 return Outcome::Resync;
             }
         }
-        let d = v - cur.highest;
+        let mut d = v - cur.highest;
+        if let Some((old, left)) = self.prev {
+            self.prev = (left > 1).then_some((old, left - 1));
+            if d != 1 && self.straggler(old, v) {
+                self.counts.stale += 1;
+                return Outcome::Stale;
+            }
+        }
+        let cur = self.cur.as_mut().expect("started");
+        d = v - cur.highest;
         if 1 <= d && d <= self.max_gap {
             cur.received.insert(v);
             cur.highest = v;
@@ -409,5 +447,47 @@ proptest! {
         prop_assert_eq!(l.segments(), segs);
         prop_assert_eq!(l.gaps(), &gaps[..]);
         prop_assert_eq!(l.counts().lost, gaps.iter().map(|g| g.count).sum::<u64>());
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    /// A sender restarts (back to 0, or far ahead) while a few packets of its old run's last
+    /// window, its tail included, are still in flight and arrive among the new run's first
+    /// packets. They belong to the old run: they count as stale, the new run books no loss,
+    /// does not move its start and keeps its highest number.
+    #[test]
+    fn stragglers_of_a_restarted_run_book_no_phantom_loss(
+        n in 300u64..3000,
+        m in 2u64..60,
+        backward in any::<bool>(),
+        delayed in prop::collection::btree_set(0u64..64, 0..8),
+        positions in prop::collection::vec(2usize..60, 8),
+    ) {
+        let cfg = LedgerConfig { window: 64, max_gap: 1 << 20, ..LedgerConfig::default() };
+        let held: Vec<u64> = delayed.iter().map(|d| n - 1 - d).collect();
+        let start = if backward { 0 } else { n + (1 << 21) };
+        let mut arrivals: Vec<u64> = (0..n).filter(|s| !held.contains(s)).collect();
+        let old_highest = *arrivals.last().expect("most of the old run arrives");
+        let mut new: Vec<u64> = (start..start + m).collect();
+        for (i, &h) in held.iter().enumerate() {
+            new.insert(positions[i].min(new.len()), h);
+        }
+        arrivals.extend(new);
+        let mut l = StreamLedger::new(&cfg);
+        for &s in &arrivals {
+            l.record(s);
+        }
+        prop_assert_eq!(l.first_seen(), Some(start));
+        prop_assert_eq!(l.highest(), Some(start + m - 1));
+        l.finish(Some(SenderEnd { first: start, last: start + m - 1 }));
+        let c = l.counts();
+        let lost_in_old = held.iter().filter(|&&h| h < old_highest).count() as u64;
+        prop_assert_eq!(c.resync, 1);
+        prop_assert_eq!(c.stale, held.len() as u64);
+        prop_assert_eq!(c.lost, lost_in_old, "only the old run's held-back numbers below its end");
+        prop_assert_eq!(c.received, n - held.len() as u64 + m);
+        prop_assert_eq!(l.segments()[1], Segment { first: start, last: start + m - 1, received: m, lost: 0 });
     }
 }

@@ -21,6 +21,7 @@ pub const SPECS: &[&str] = &[
     "counter,order=le",
     "seqfield,offset=3,width=5,order=le,size=64,fill=counter",
     "seqfield,offset=0,width=8,order=be,fill=any",
+    "seqfield,offset=2,width=4,order=be,fill=counter",
     "vdif,frame=1032,threads=4,station=WS,bits=2,chans=4,fps=1000,epoch=40,start=1000,fill=counter",
     "vdif,frame=1032,threads=1,station=7,bits=8,chans=1,complex=1,fps=100,epoch=40,start=0,fill=tvg",
     "vdif,frame=1032,threads=1024,fps=1000,epoch=40,start=5,fill=any",

@@ -313,6 +313,15 @@ impl Format for Mark5b {
         })
     }
 
+    fn checked_range(&self, first: u64, last: u64) -> (u64, u64) {
+        if !self.cfg.halves || self.cfg.psn || self.cfg.fill == Fill::Counter {
+            return (first, last);
+        }
+        // Sender number 2f is frame f's header half, 2f+1 its second half (see split_seq).
+        let (f, l) = (first as i64, last as i64);
+        ((f.div_euclid(2) + f.rem_euclid(2)) as u64, l.div_euclid(2) as u64)
+    }
+
     fn raw_part(&self, datagram: &[u8]) -> Option<u64> {
         // A first half starts with the sync word (after any PSN); a second half has no header.
         let body = datagram.get(self.prefix()..self.prefix() + 4)?;
@@ -393,6 +402,38 @@ mod tests {
 
     fn cfg() -> Mark5bConfig {
         Mark5bConfig { mjd: Some(57_821), sec: Some(19_801), user: 0xBEAD, fill: Fill::Any, ..Mark5bConfig::default() }
+    }
+
+    #[test]
+    fn checked_range_is_what_check_reports_for_the_senders_numbers() {
+        for fill in [Fill::Any, Fill::Tvg, Fill::Counter, Fill::Zeros] {
+            for psn in [false, true] {
+                let m = Mark5b::new(Mark5bConfig { halves: true, psn, fill, fps: 1000, ..cfg() }).unwrap();
+                let mut b = vec![0u8; m.packet_len()];
+                // Around zero too: frame numbers before the configured second are negative.
+                for (first, last) in [(0u64, 9u64), (1, 10), (u64::MAX - 6, 3)] {
+                    if fill == Fill::Counter && first > last {
+                        continue; // the counter fill has no negative frames
+                    }
+                    let (lo, hi) = m.checked_range(first, last);
+                    let mut seen = Vec::new();
+                    let mut seq = first;
+                    loop {
+                        m.emit(0, seq, &mut b);
+                        let info = m.check(&b).unwrap_or_else(|e| panic!("{fill} psn {psn} seq {seq}: {e}"));
+                        if info.stream != UNSEQUENCED {
+                            seen.push(info.seq);
+                        }
+                        if seq == last {
+                            break;
+                        }
+                        seq = seq.wrapping_add(1);
+                    }
+                    assert_eq!(seen.first(), Some(&lo), "{fill} psn {psn} {first}..={last}");
+                    assert_eq!(seen.last(), Some(&hi), "{fill} psn {psn} {first}..={last}");
+                }
+            }
+        }
     }
 
     #[test]

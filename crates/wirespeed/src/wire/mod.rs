@@ -24,7 +24,7 @@ pub use fill::Fill;
 pub use mark5b::{Mark5b, Mark5bConfig};
 pub use seqfield::SeqField;
 pub use spead::{Spead, SpeadConfig};
-pub use stream::UNSEQUENCED;
+pub use stream::{Admit, LengthLock, UNSEQUENCED};
 pub use vdif::{Vdif, VdifConfig, Vtp};
 
 /// Byte order of multi-byte fields that a format lets the user choose.
@@ -145,6 +145,20 @@ pub trait Format: Send + Sync + fmt::Debug {
     /// back, no framing) can only be split again when this is `Some`.
     fn fixed_len(&self) -> Option<usize> {
         Some(self.packet_len())
+    }
+    /// Whether a receiver must fix each stream's datagram length from its first valid
+    /// datagrams ([`LengthLock`]): true when no length is fixed, because then what `check`
+    /// reads depends on the datagram's own length (the counter's words per packet, a fill's
+    /// offsets), and a truncated datagram would be read as another valid one.
+    fn length_locked(&self) -> bool {
+        self.fixed_len().is_none()
+    }
+    /// The numbers `check` reports for the packets a sender numbered `first..=last` (what its
+    /// end-of-stream message claims), so that the receiver compares like with like. The same
+    /// numbers for every format whose `check` returns the number `emit` was given; Mark5B
+    /// halves without a PSN or counter fill number only their header halves, by frame.
+    fn checked_range(&self, first: u64, last: u64) -> (u64, u64) {
+        (first, last)
     }
     /// A string that [`spec::parse`] turns back into an equal format. Recordings store it in
     /// their sidecar so that `verify` needs no arguments.
