@@ -496,6 +496,9 @@ fn loss_verdict(r: &RecvReport, expect_zero: bool) -> u8 {
             units::thousands(r.total.lost)
         );
         EXIT_LOSS
+    } else if let Some(why) = r.zero_loss_unproven().filter(|_| expect_zero) {
+        eprintln!("wirespeed: {why} (--expect-zero-loss)");
+        EXIT_LOSS
     } else {
         0
     }

@@ -105,16 +105,19 @@ fn record_once_ignores_a_forged_end_of_stream() {
 }
 
 /// A sender whose data was all lost (here: it sent none) has an end message that matches no
-/// data. The run neither claims "no loss" nor waits forever.
+/// data, and so has a stranger's. A receiver still waiting for its first datagram ignores it
+/// entirely (a stranger cannot end a run before it starts): the run ends on `--duration`,
+/// names the message, and does not claim "no loss"; `--expect-zero-loss` fails on it.
 #[test]
-fn end_of_stream_without_data_neither_proves_nor_hangs() {
+fn end_of_stream_without_data_neither_ends_the_run_nor_proves_anything() {
     let _t = traffic();
-    let r = spawn_recv(&["--once", "--json"]);
+    let r = spawn_recv(&["--once", "--json", "--duration", "4s", "--expect-zero-loss"]);
     let lost_sender = socket(r.port);
     lost_sender.send(&end(7, 0, 999)).unwrap();
     let (code, rep, err) = done(r);
-    assert_eq!(code, Some(0), "{err}");
-    assert!(rep["stopped_by"].as_str().unwrap().starts_with("silence"), "{rep}");
+    assert_eq!(code, Some(3), "zero loss was not proven, so --expect-zero-loss must fail: {err}");
+    assert!(err.contains("zero loss is not proven"), "{err}");
+    assert_eq!(rep["stopped_by"], "duration", "a stray end message ended an idle receiver: {rep}");
     assert_eq!(u(&rep, "datagrams"), 0);
     assert_eq!(u(&rep, "stray_control"), 1);
     assert_eq!(u(&rep["stray_ends"][0]["claimed"], "sent"), 1000);
@@ -122,6 +125,25 @@ fn end_of_stream_without_data_neither_proves_nor_hangs() {
     let diag = rep["diagnosis"].to_string();
     assert!(!diag.contains("no loss"), "{diag}");
     assert!(diag.contains("all of its data was lost"), "{diag}");
+}
+
+/// Once data has arrived, a run whose own end message never comes must not wait forever
+/// after a message it could not believe: it stops after a quiet spell, says why, and
+/// `--expect-zero-loss` fails because the stranger's message settled nothing.
+#[test]
+fn a_disbelieved_end_after_data_stops_the_run_on_silence_without_proof() {
+    let _t = traffic();
+    let r = spawn_recv(&["--once", "--json", "--expect-zero-loss"]);
+    let data = socket(r.port);
+    let stranger = socket(r.port);
+    send_all(&data, (0..50).map(|s| counter(s, 64)));
+    stranger.send(&end(0xbad, 0, 49)).unwrap();
+    let (code, rep, err) = done(r);
+    assert_eq!(code, Some(3), "{err}");
+    assert!(rep["stopped_by"].as_str().unwrap().starts_with("silence"), "{rep}");
+    assert_eq!(u(&rep["total"], "received"), 50);
+    assert_eq!(u(&rep, "stray_control"), 1);
+    assert_eq!(u(&rep, "streams_without_end"), 1);
 }
 
 /// Issue 13's exact repro: counter datagrams of 8800 B, seq 0-9, then an 8-byte and a

@@ -310,9 +310,11 @@ struct Slot {
 
 /// How long `--once` waits in silence, after an end-of-stream message it could not trust
 /// (from a source whose data never arrived, or contradicting the data), before it gives up
-/// waiting for the run to end. A sender whose data was all lost (a firewall, an MTU that
-/// drops jumbo datagrams but passes the small end message) must not leave the receiver
-/// waiting forever; a stranger's message sent while data flows changes nothing.
+/// waiting for the run to end. Only once data has arrived: a receiver still waiting for its
+/// first datagram ignores such messages entirely, so a stranger cannot end a run before it
+/// starts (a sender whose data is all lost then leaves it to `--duration` or Ctrl-C, and the
+/// report names the message). After data, a run whose own end message was lost or disputed
+/// must not wait forever; a stranger's message sent while data flows changes nothing.
 pub const ONCE_QUIET_NS: u64 = 3_000_000_000;
 
 /// Most end-of-stream messages from sources without data that a report lists (all are counted).
@@ -1064,7 +1066,10 @@ fn capture_loop<'a, B: Backend, S: Sink>(
                 ended_once = true;
             } else {
                 ended_once = false;
-                if cap.distrust_ns != 0 && now.saturating_sub(cap.distrust_ns.max(cap.last_ns)) >= ONCE_QUIET_NS {
+                if cap.distrust_ns != 0
+                    && cap.datagrams > 0
+                    && now.saturating_sub(cap.distrust_ns.max(cap.last_ns)) >= ONCE_QUIET_NS
+                {
                     stopped_by = format!(
                         "silence: {} s without data after an end-of-stream message that was not believed",
                         ONCE_QUIET_NS / 1_000_000_000
@@ -1379,6 +1384,23 @@ pub fn ledger_table(
 }
 
 impl RecvReport {
+    /// Why this run cannot prove zero loss even though its ledger counted none, if it cannot.
+    ///
+    /// An end-of-stream message that settled nothing is either a sender whose data was all
+    /// lost or a forgery, and the receiver cannot tell which; a disputed one leaves a stream's
+    /// tail unknown. `--expect-zero-loss` must not pass on either.
+    pub fn zero_loss_unproven(&self) -> Option<String> {
+        if self.stray_control == 0 && self.invalid_control == 0 {
+            return None;
+        }
+        Some(format!(
+            "zero loss is not proven: {} end-of-stream message(s) came from sources whose data never arrived \
+             (a sender whose data was all lost, or a forgery) and {} contradicted the data or each other",
+            units::thousands(self.stray_control),
+            units::thousands(self.invalid_control)
+        ))
+    }
+
     /// The human summary printed at the end of `wirespeed recv`.
     pub fn human(&self, show_gaps: usize) -> String {
         use std::fmt::Write;
