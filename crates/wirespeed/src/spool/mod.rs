@@ -12,7 +12,7 @@ pub mod verify;
 pub mod writer;
 
 use crate::ledger::{GapRange, LedgerConfig, LedgerCounts, Segment, StreamLedger};
-use crate::wire::{Format, Invalid, UNSEQUENCED};
+use crate::wire::{Admit, Format, Invalid, LengthLock, UNSEQUENCED};
 use serde::{Deserialize, Serialize};
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::sync::Arc;
@@ -336,7 +336,10 @@ pub struct FileStream {
 pub struct FileLedger {
     reader: Arc<dyn Format>,
     cfg: LedgerConfig,
-    streams: Vec<(Option<SocketAddr>, u32, StreamLedger)>,
+    /// Per source and stream: its ledger and, for formats without a fixed length, the length
+    /// its first valid records fixed (as the receiver's capture does, so that the two agree).
+    streams: Vec<(Option<SocketAddr>, u32, StreamLedger, LengthLock)>,
+    lock_len: bool,
     last: usize,
     /// Records seen.
     pub records: u64,
@@ -362,9 +365,11 @@ impl FileLedger {
     /// A ledger for records checked by `reader`.
     pub fn new(reader: Arc<dyn Format>, window: u64) -> Self {
         let cfg = LedgerConfig { seq_bits: reader.seq_bits().min(64), window, ..LedgerConfig::default() }.effective();
+        let lock_len = reader.length_locked();
         FileLedger {
             reader,
             cfg,
+            lock_len,
             streams: Vec::new(),
             last: 0,
             records: 0,
@@ -379,15 +384,15 @@ impl FileLedger {
     }
 
     fn slot(&mut self, src: Option<SocketAddr>, stream: u32) -> usize {
-        if let Some((s, t, _)) = self.streams.get(self.last) {
+        if let Some((s, t, _, _)) = self.streams.get(self.last) {
             if *s == src && *t == stream {
                 return self.last;
             }
         }
-        let i = match self.streams.iter().position(|(s, t, _)| *s == src && *t == stream) {
+        let i = match self.streams.iter().position(|(s, t, _, _)| *s == src && *t == stream) {
             Some(i) => i,
             None => {
-                self.streams.push((src, stream, StreamLedger::new(&self.cfg)));
+                self.streams.push((src, stream, StreamLedger::new(&self.cfg), LengthLock::default()));
                 self.streams.len() - 1
             }
         };
@@ -405,9 +410,29 @@ impl FileLedger {
         }
         match self.reader.check(payload) {
             Ok(info) if info.stream == UNSEQUENCED => self.unsequenced += 1,
-            Ok(info) => {
+            Ok(info) if !self.lock_len => {
                 let i = self.slot(src, info.stream);
                 self.streams[i].2.record(info.seq);
+            }
+            Ok(info) => {
+                // A record whose length differs from the stream's is invalid, never a number:
+                // without a fixed length the format reads its number through its length.
+                let i = self.slot(src, info.stream);
+                let (_, _, ledger, lock) = &mut self.streams[i];
+                match lock.admit(payload.len(), info.seq) {
+                    Admit::Now => {
+                        ledger.record(info.seq);
+                    }
+                    Admit::Held => {}
+                    Admit::WithHeld(first) => {
+                        ledger.record(first);
+                        ledger.record(info.seq);
+                    }
+                    Admit::Wrong | Admit::ReplacesHeld => {
+                        ledger.invalid();
+                        self.invalid_kinds[Invalid::Length as usize] += 1;
+                    }
+                }
             }
             Err(kind) => {
                 let i = self.slot(src, 0);
@@ -442,7 +467,10 @@ impl FileLedger {
     pub fn finish(&mut self) -> (Vec<FileStream>, LedgerCounts) {
         let mut out = Vec::with_capacity(self.streams.len());
         let mut total = LedgerCounts::default();
-        for (src, stream, l) in &mut self.streams {
+        for (src, stream, l, lock) in &mut self.streams {
+            if let Some(seq) = lock.flush() {
+                l.record(seq);
+            }
             l.finish(None);
             let counts = l.counts();
             total.merge(&counts);
@@ -754,6 +782,33 @@ mod tests {
         {
             assert!(!looks_recorded(stray), "{stray}");
         }
+    }
+
+    /// Issue 13's truncation repro, read back from a recording: a pcap of counter datagrams
+    /// without a fixed size holds an 8-byte and a 4400-byte prefix of number 10. They are
+    /// invalid (length), never the numbers 11000 and 20, so verify finds exactly one lost.
+    #[test]
+    fn truncated_records_of_a_sizeless_counter_are_invalid_not_numbers() {
+        let fmt: Arc<dyn Format> = Arc::new(Counter::any_len(ByteOrder::Be));
+        let counter = |seq: u64, len: usize| -> Vec<u8> {
+            let w = (len / 8) as u64;
+            (0..w).flat_map(|i| (seq * w + i).to_be_bytes()).collect()
+        };
+        let src = Some(SocketAddr::V4(SocketAddrV4::new(Ipv4Addr::new(198, 18, 0, 1), 4000)));
+        let mut l = FileLedger::new(fmt, 1024);
+        for seq in 0..10 {
+            l.add(src, &counter(seq, 8800));
+        }
+        let ten = counter(10, 8800);
+        l.add(src, &ten[..8]);
+        l.add(src, &ten[..4400]);
+        for seq in 11..20 {
+            l.add(src, &counter(seq, 8800));
+        }
+        let (streams, total) = l.finish();
+        assert_eq!((total.received, total.lost, total.invalid), (19, 1, 2));
+        assert_eq!(streams.len(), 1);
+        assert_eq!(streams[0].last_seq, Some(19));
     }
 
     #[test]
