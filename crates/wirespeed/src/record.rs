@@ -385,6 +385,18 @@ pub fn run(
     };
     drop(sink);
     let wreport = handle.join().map_err(|_| Error::Runtime("the writer thread panicked".into()))?;
+    let mut report = report;
+    if wreport.error.is_some() || wreport.unwritten_records > 0 {
+        // The capture's verdict speaks of the network; records it received were lost on the
+        // way to the disk after it, and the summary must not say "no loss" beside that.
+        for d in report.diagnosis.iter_mut().filter(|d| d.starts_with("no loss")) {
+            *d = format!(
+                "no loss on the network, but the recording is incomplete: {} records received into RAM never reached the disk ({})",
+                units::thousands(wreport.unwritten_records),
+                d
+            );
+        }
+    }
     let wall = (sys::monotonic_ns() - t0) as f64 / 1e9;
     let high = shared.high_water.load(Ordering::Relaxed);
     Ok(RecordReport {
