@@ -86,6 +86,36 @@ pub struct FileVerdict {
     pub problems: Vec<String>,
 }
 
+impl FileVerdict {
+    /// A verdict on a file before anything of it was read: nothing counted, no content judged,
+    /// not known to be complete.
+    fn unread(path: String, sidecar: Option<String>, file_format: FileFormat, format: String) -> FileVerdict {
+        FileVerdict {
+            path,
+            sidecar,
+            file_format,
+            format,
+            bytes: 0,
+            records: 0,
+            trailing_bytes: 0,
+            streams: Vec::new(),
+            total: LedgerCounts::default(),
+            invalid_by_reason: InvalidReasons::default(),
+            unreadable: 0,
+            cut_short: 0,
+            not_udp: 0,
+            control: 0,
+            content: String::new(),
+            differences: Vec::new(),
+            complete: false,
+            incomplete: None,
+            unwritten: 0,
+            notes: Vec::new(),
+            problems: Vec::new(),
+        }
+    }
+}
+
 /// A file of a directory that was not read, and why.
 #[derive(Clone, Debug, Serialize)]
 pub struct Skipped {
@@ -474,29 +504,14 @@ pub fn verify(found: &Collected, opts: &VerifyOptions) -> Result<VerifyReport> {
             (_, e) => e,
         })?;
         let part = name_of(path).ends_with(PART_SUFFIX);
-        let mut v = FileVerdict {
-            path: path.display().to_string(),
-            sidecar: side_path.map(|p| p.display().to_string()),
-            file_format: layout.file_format,
-            format: layout.reader.spec(),
-            bytes: 0,
-            records: 0,
-            trailing_bytes: 0,
-            streams: Vec::new(),
-            total: LedgerCounts::default(),
-            invalid_by_reason: InvalidReasons::default(),
-            unreadable: 0,
-            cut_short: 0,
-            not_udp: 0,
-            control: 0,
-            content: String::new(),
-            differences: Vec::new(),
-            complete: true,
-            incomplete: None,
-            unwritten: side.as_ref().map_or(0, |s| s.unwritten),
-            notes: Vec::new(),
-            problems: Vec::new(),
-        };
+        let mut v = FileVerdict::unread(
+            path.display().to_string(),
+            side_path.map(|p| p.display().to_string()),
+            layout.file_format,
+            layout.reader.spec(),
+        );
+        v.complete = true;
+        v.unwritten = side.as_ref().map_or(0, |s| s.unwritten);
         let mut f =
             std::fs::File::open(path).map_err(|e| Error::Runtime(format!("cannot open {}: {e}", path.display())))?;
         let md = f.metadata().map_err(|e| Error::Runtime(format!("cannot read {}: {e}", path.display())))?;
@@ -695,33 +710,22 @@ pub fn verify(found: &Collected, opts: &VerifyOptions) -> Result<VerifyReport> {
         let data = o.with_file_name(name_of(o).trim_end_matches(".json"));
         let side = read_sidecar(o).ok();
         let records = side.as_ref().map_or(0, |s| s.records);
-        verdicts.push(FileVerdict {
-            path: data.display().to_string(),
-            sidecar: Some(o.display().to_string()),
-            file_format: side.as_ref().map_or(FileFormat::Raw, |s| s.file_format),
-            format: side.as_ref().map_or(String::new(), |s| s.reader_format.clone()),
-            bytes: 0,
-            records: 0,
-            trailing_bytes: 0,
-            streams: Vec::new(),
-            total: LedgerCounts::default(),
-            invalid_by_reason: InvalidReasons::default(),
-            unreadable: 0,
-            cut_short: 0,
-            not_udp: 0,
-            control: 0,
-            content: "differs".into(),
-            differences: vec![format!("the data file is missing; its sidecar says it held {records} records")],
-            complete: false,
-            incomplete: Some("missing".into()),
-            unwritten: side.as_ref().map_or(0, |s| s.unwritten),
-            notes: Vec::new(),
-            problems: vec![format!(
-                "the data file is missing: its sidecar {} says it held {} records",
-                o.display(),
-                units::thousands(records)
-            )],
-        });
+        let mut v = FileVerdict::unread(
+            data.display().to_string(),
+            Some(o.display().to_string()),
+            side.as_ref().map_or(FileFormat::Raw, |s| s.file_format),
+            side.as_ref().map_or(String::new(), |s| s.reader_format.clone()),
+        );
+        v.content = "differs".into();
+        v.differences = vec![format!("the data file is missing; its sidecar says it held {records} records")];
+        v.incomplete = Some("missing".into());
+        v.unwritten = side.as_ref().map_or(0, |s| s.unwritten);
+        v.problems = vec![format!(
+            "the data file is missing: its sidecar {} says it held {} records",
+            o.display(),
+            units::thousands(records)
+        )];
+        verdicts.push(v);
     }
     let (streams, total) = match whole {
         Some((_, mut l)) if whole_ok && files.len() > 1 => l.finish(),
