@@ -385,7 +385,7 @@ fn demo_uses_partitions_when_privileged_and_removes_them() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .expect("start demo");
-    let prefix = format!("wsdemo{}x", child.id() % 1_000_000);
+    let prefix = format!("wsdemo{}x", child.id());
     let out = child.wait_with_output().expect("demo ends");
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let d = json(&String::from_utf8_lossy(&out.stdout));
