@@ -269,7 +269,9 @@ fn ping_counts_forged_replies_as_strays_never_as_samples() {
     // send time 1 ns earlier (a forged, longer round trip), and another session's reply.
     let sock = UdpSocket::bind("127.0.0.1:0").expect("bind");
     let target = format!("127.0.0.1:{}", sock.local_addr().expect("addr").port());
-    sock.set_read_timeout(Some(Duration::from_millis(1500))).expect("timeout");
+    // The echo runs until the test sends it an empty datagram after the ping; the timeout only
+    // guards against a hang (a short one would end it before a slow ping starts).
+    sock.set_read_timeout(Some(Duration::from_secs(120))).expect("timeout");
     // Pinned, so that the forgeries reach ping before the true echo: ping stops at its last
     // reply and must have read every forgery by then.
     let echo = std::thread::spawn(move || {
@@ -277,6 +279,9 @@ fn ping_counts_forged_replies_as_strays_never_as_samples() {
         let mut buf = [0u8; 2048];
         let mut n = 0u64;
         while let Ok((len, from)) = sock.recv_from(&mut buf) {
+            if len == 0 {
+                break;
+            }
             n += 1;
             let p = &buf[..len];
             let mut never_sent = p.to_vec();
@@ -292,15 +297,30 @@ fn ping_counts_forged_replies_as_strays_never_as_samples() {
         }
         n
     });
-    let out = run(&["ping", &target, "--pps", "1000", "--count", "200", "--json", "--no-files"]);
+    // A long linger: a late reply is waited for, not counted lost (the run ends at the last).
+    let before = udp_rcvbuf_errors();
+    let out = run(&["ping", &target, "--pps", "1000", "--count", "200", "--linger", "20s", "--json", "--no-files"]);
+    let kernel = udp_rcvbuf_errors() - before;
+    UdpSocket::bind("127.0.0.1:0").expect("bind").send_to(&[], &target).expect("stop the echo");
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let doc = json(&String::from_utf8_lossy(&out.stdout));
     let run0 = &doc["runs"][0];
     let c = &run0["replies"];
-    assert_eq!((u(c, "received"), u(c, "lost"), u(c, "duplicate"), u(c, "invalid")), (200, 0, 0, 0), "{run0}");
-    assert_eq!(u(run0, "strays"), 600, "{run0}");
-    assert_eq!(u(&run0["rtt"], "count"), 200, "{run0}");
-    assert_eq!(echo.join().expect("echo thread"), 200);
+    assert_eq!((u(c, "duplicate"), u(c, "invalid")), (0, 0), "{run0}");
+    // Not one forgery is a sample, whatever the host's load: the round trips are the true replies.
+    assert_eq!(u(&run0["rtt"], "count"), u(c, "received"), "{run0}");
+    assert_eq!(u(c, "received") + u(c, "lost"), 200, "{run0}");
+    let echoed = echo.join().expect("echo thread");
+    if kernel == 0 {
+        assert_eq!((u(c, "received"), u(c, "lost")), (200, 0), "{run0}");
+        assert_eq!(u(run0, "strays"), 600, "{run0}");
+        assert_eq!(echoed, 200);
+    } else {
+        // On a busy host a full socket buffer may drop a probe or a reply: the loss and the
+        // missing forgeries are no more than the kernel dropped.
+        assert!(u(c, "lost") <= kernel, "{} lost, {kernel} dropped by the kernel: {run0}", u(c, "lost"));
+        assert!(600 - u(run0, "strays").min(600) <= 3 * kernel, "{run0}");
+    }
 }
 
 #[test]

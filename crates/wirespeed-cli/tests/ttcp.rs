@@ -83,6 +83,7 @@ fn udp_at_a_modest_rate_loses_nothing() {
     let (code, out, err) = finish(rx, Duration::from_secs(15));
     assert_eq!(code, Some(0), "{err}");
     let r = json(&out);
+    assert!(u(&r["sockbuf"], "granted") >= 4 << 20, "the buffer that holds the whole transfer: {r}");
     assert_eq!(u(&tx, "datagrams"), 1000);
     assert_eq!(u(&tx, "bytes"), 1_200_000);
     assert_eq!(u(&r, "datagrams"), 1000, "{r}");
@@ -97,22 +98,37 @@ fn udp_at_a_modest_rate_loses_nothing() {
 }
 
 #[test]
-fn udp_flat_out_into_a_tiny_buffer_drops_and_says_how_much() {
-    let rx = receiver(&["-u", "-l", "32768", "-b", "1", "--json"]);
+fn udp_into_a_tiny_buffer_drops_and_says_how_much() {
+    // Whether a receiver keeps up with a flat-out sender is the scheduler's business. What makes
+    // the drop certain: the receiver is stopped (SIGSTOP, and seen stopped) while the whole
+    // transfer is sent, so its minimum-size buffer holds at most a datagram or two; the kernel
+    // drops the rest.
+    let rx = receiver(&["-u", "-l", "32768", "-b", "1", "--timeout", "1", "--json"]);
+    let pid = rx.child.id().to_string();
+    sh(&["kill", "-STOP", &pid]);
+    let stat = format!("/proc/{pid}/stat");
+    let t = Instant::now();
+    while !std::fs::read_to_string(&stat).unwrap_or_default().rsplit(')').next().unwrap_or("").starts_with(" T") {
+        assert!(t.elapsed() < Duration::from_secs(60), "the receiver did not stop");
+        std::thread::sleep(Duration::from_millis(10));
+    }
     let tx = ok_json(&transmit(rx.port, &["-u", "-l", "32768", "-n", "20000", "--json"]));
-    let (code, out, err) = finish(rx, Duration::from_secs(15));
+    sh(&["kill", "-CONT", &pid]);
+    let (code, out, err) = finish(rx, Duration::from_secs(60));
     assert_eq!(code, Some(0), "{err}");
     let r = json(&out);
     let (sent, sent_bytes) = (u(&tx, "datagrams"), u(&tx, "bytes"));
-    assert_eq!(sent, 20000);
-    // The end marker carried the transmitter's own counts.
+    assert_eq!((sent, sent_bytes), (20000, 20000 * 32768));
+    // Which of the small markers found room is the kernel's business; either says what was sent.
+    let from = r["sent_from"].as_str().unwrap_or("");
+    assert!(from == "transmitter's end marker" || from == "start marker (the transmitter's plan)", "{r}");
     assert_eq!((u(&r, "sent_datagrams"), u(&r, "sent_bytes")), (sent, sent_bytes));
     let (got, got_bytes) = (u(&r, "datagrams"), u(&r, "bytes"));
     assert_eq!(got_bytes, got * 32768);
-    assert!(got < sent, "a one-datagram receive buffer against a flat-out sender must drop: {r}");
+    assert!(got <= 2, "a one-datagram buffer holds one datagram while its reader is stopped: {r}");
     let want = 100.0 * (sent_bytes - got_bytes) as f64 / sent_bytes as f64;
     assert!((f(&r, "dropped_pct") - want).abs() < 1e-9, "dropped {} vs counts {want}", f(&r, "dropped_pct"));
-    assert!(f(&r, "dropped_pct") > 0.0);
+    assert!(f(&r, "dropped_pct") > 99.9);
     assert!(u(&r["sockbuf"], "granted") < 32768 * 2, "the kernel's minimum buffer, not a large one: {r}");
 }
 
@@ -123,12 +139,13 @@ fn udp_receiver_without_markers_times_out_and_uses_n_times_l() {
     for _ in 0..5 {
         s.send_to(&[b'x'; 100], ("127.0.0.1", rx.port)).unwrap();
     }
-    let t = Instant::now();
-    let (code, out, err) = finish(rx, Duration::from_secs(10));
+    let (code, out, err) = finish(rx, Duration::from_secs(60));
     assert_eq!(code, Some(0), "{err}");
-    assert!(t.elapsed() < Duration::from_secs(5), "ended by the 0.5 s timeout");
     let r = json(&out);
     assert_eq!(r["ended_by"], "timeout");
+    // The receiver says which timeout ended it (not the 5 s default); how long the host took to
+    // run it is not the program's to promise.
+    assert!(r["notes"].to_string().contains("ended after 0.5 s without data"), "{r}");
     assert_eq!(u(&r, "datagrams"), 5);
     assert_eq!(u(&r, "sent_bytes"), 1000);
     assert_eq!(f(&r, "dropped_pct"), 50.0);
@@ -236,7 +253,7 @@ fn bench_in_partitions_as_root() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let prefix = format!("wsttcp{}x", child.id() % 1_000_000);
+    let prefix = format!("wsttcp{}x", child.id());
     let out = child.wait_with_output().unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
     let doc = json(&String::from_utf8_lossy(&out.stdout));
@@ -263,7 +280,7 @@ fn bench_stopped_by_a_signal_removes_its_partitions() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let prefix = format!("wsttcp{}x", child.id() % 1_000_000);
+    let prefix = format!("wsttcp{}x", child.id());
     let mut err = BufReader::new(child.stderr.take().unwrap());
     let mut line = String::new();
     // The first progress line: the partitions exist and a run is behind us.
@@ -277,7 +294,7 @@ fn bench_stopped_by_a_signal_removes_its_partitions() {
         if let Some(s) = child.try_wait().unwrap() {
             break s.code();
         }
-        assert!(t.elapsed() < Duration::from_secs(15), "bench did not stop");
+        assert!(t.elapsed() < Duration::from_secs(120), "bench did not stop");
         std::thread::sleep(Duration::from_millis(20));
     };
     let mut rest = String::new();

@@ -22,6 +22,10 @@ fn interval_log_round_trips_to_the_reported_distribution() {
     cfg.count = Some(3000);
     cfg.interval = Duration::from_millis(100);
     cfg.hlog = Some(path.clone());
+    // A reply later than the linger counts as lost; a long one leaves only the kernel to lose a
+    // reply (the run ends as soon as every reply is in, so it costs nothing when none is lost).
+    cfg.linger = Duration::from_secs(20);
+    let rcvbuf_errors_before = udp_rcvbuf_errors();
     let run = std::thread::scope(|s| {
         let h = s.spawn(|| reflector.run(&rcfg, &done, None));
         let run = ping::run(&cfg, &stop);
@@ -29,9 +33,19 @@ fn interval_log_round_trips_to_the_reported_distribution() {
         h.join().expect("reflector thread").expect("reflector");
         run.expect("ping")
     });
-    assert_eq!(run.report.sent, 3000);
-    assert_eq!(run.report.replies.received, 3000);
-    assert_eq!(run.grid.total(), 3000, "every reply is in the heat map");
+    // What the ping guarantees whatever the host's load: every probe sent is answered or counted
+    // lost, the lost ones are the sequence numbers of its ranges, and on loopback only a full
+    // socket buffer loses a datagram, so the loss is no more than the kernel's count of those.
+    let r = &run.report;
+    assert_eq!(r.sent, 3000);
+    assert_eq!(r.replies.received + r.replies.lost, r.sent, "every probe answered or lost: {:?}", r.replies);
+    let in_ranges: u64 = r.lost_ranges.iter().map(|g| g.last - g.first + 1).sum();
+    assert_eq!(in_ranges, r.replies.lost, "the lost ranges hold exactly the lost probes: {:?}", r.lost_ranges);
+    let kernel = udp_rcvbuf_errors().saturating_sub(rcvbuf_errors_before);
+    assert!(r.replies.lost <= kernel, "{} probes lost that no socket buffer dropped", r.replies.lost);
+    let replies = r.replies.received;
+    assert!(replies > 0);
+    assert_eq!(run.grid.total(), replies, "every reply is in the heat map");
 
     let text = std::fs::read(&path).expect("read log");
     let _ = std::fs::remove_file(&path);
@@ -58,15 +72,35 @@ fn interval_log_round_trips_to_the_reported_distribution() {
     }
     assert!(start_time_seen);
     assert_eq!(intervals, run.report.intervals.len());
-    assert!(intervals >= 7, "3000 probes at 4000/s in 100 ms intervals: {intervals}");
+    assert!(intervals >= 1);
+    let in_intervals: u64 = run.report.intervals.iter().map(|i| i.replies).sum();
+    assert_eq!(in_intervals, replies, "every reply is in one interval");
     assert_eq!(merged.len(), run.total.len());
-    assert_eq!(merged.len(), 3000);
+    assert_eq!(merged.len(), replies);
     assert_eq!(merged.max(), run.total.max());
     assert_eq!(merged.min(), run.total.min());
     for q in [0.5, 0.9, 0.99, 0.999] {
         assert_eq!(merged.value_at_quantile(q), run.total.value_at_quantile(q));
     }
     assert_eq!(run.report.rtt.p99, merged.value_at_quantile(0.99));
+}
+
+/// The host's UDP RcvbufErrors (IPv4 and IPv6): datagrams a full socket buffer dropped.
+fn udp_rcvbuf_errors() -> u64 {
+    let mut total = 0;
+    for (file, proto) in [("/proc/net/snmp", "Udp:"), ("/proc/net/snmp6", "Udp6RcvbufErrors")] {
+        let text = std::fs::read_to_string(file).unwrap_or_default();
+        if proto == "Udp:" {
+            let rows: Vec<&str> = text.lines().filter(|l| l.starts_with(proto)).collect();
+            if let [head, vals] = rows[..] {
+                let k = head.split_whitespace().position(|w| w == "RcvbufErrors");
+                total += k.and_then(|k| vals.split_whitespace().nth(k)).and_then(|v| v.parse().ok()).unwrap_or(0);
+            }
+        } else if let Some(l) = text.lines().find(|l| l.starts_with(proto)) {
+            total += l.split_whitespace().nth(1).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+        }
+    }
+    total
 }
 
 /// Standard base64 (the log's alphabet), without a dependency for one test.

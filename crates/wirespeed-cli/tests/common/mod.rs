@@ -314,6 +314,24 @@ pub fn recv_kernel_drops(rep: &Value) -> u64 {
     socket + k["namespace_delta"]["softnet_dropped"].as_u64().unwrap_or(0)
 }
 
+/// The host's UDP RcvbufErrors, IPv4 and IPv6: datagrams a full socket buffer dropped. Read it
+/// before and after a run on loopback, where nothing else drops a datagram, to bound the loss a
+/// busy host may add to a test whose program reports no kernel counters of its own.
+pub fn udp_rcvbuf_errors() -> u64 {
+    let v4 = std::fs::read_to_string("/proc/net/snmp").unwrap_or_default();
+    let rows: Vec<&str> = v4.lines().filter(|l| l.starts_with("Udp:")).collect();
+    let mut total = 0;
+    if let [head, vals] = rows[..] {
+        let k = head.split_whitespace().position(|w| w == "RcvbufErrors");
+        total += k.and_then(|k| vals.split_whitespace().nth(k)).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+    }
+    let v6 = std::fs::read_to_string("/proc/net/snmp6").unwrap_or_default();
+    if let Some(l) = v6.lines().find(|l| l.starts_with("Udp6RcvbufErrors")) {
+        total += l.split_whitespace().nth(1).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+    }
+    total
+}
+
 /// `12,345`: a count as the program prints it.
 pub fn commas(n: u64) -> String {
     let s = n.to_string();
