@@ -458,6 +458,14 @@ fn full_disk_sidecars_agree_with_the_summary_and_match_their_files() {
     assert_eq!(rep["capture"]["stopped_by"], "disk full");
     let summary_unwritten = u(&rep["writer"], "unwritten_records");
     assert!(summary_unwritten > 0, "a write failed, so records were left in RAM: {}", rep["writer"]);
+    // The capture's verdict must not say "no loss" beside records that never reached the disk.
+    for d in rep["capture"]["diagnosis"].as_array().expect("diagnosis") {
+        let d = d.as_str().unwrap();
+        assert!(!d.starts_with("no loss:"), "a full disk lost records, yet the summary says: {d}");
+        if d.starts_with("no loss") {
+            assert!(d.contains(&format!("{} records", common::commas(summary_unwritten))), "{d}");
+        }
+    }
     let mut side_unwritten = 0;
     let mut side_records = 0;
     for s in files_ending(&fs.0 .0, ".json") {
