@@ -82,7 +82,18 @@ enum Cmd {
     Verify(record_cmd::VerifyArgs),
     /// Measure the sustained write rate of a disk with the recorder's own I/O pattern.
     DiskTest(record_cmd::DiskTestArgs),
-    /// Send every datagram straight back to its sender (the far end of `wirespeed ping`).
+    /// Answer wirespeed probes from allowed clients, each within a rate cap (the far end of `ping`).
+    #[command(
+        long_about = "The far end of `wirespeed ping`: send each wirespeed probe straight back to its sender.\n\n\
+        Only wirespeed probes are answered, and only to clients the rules allow: never the \
+        reflector's own port (a forged source would make it answer itself) nor another \
+        reflector's replies; source ports below 1024 only with --allow-low-ports; only sources in \
+        --allow CIDR when given; each source address at most --max-pps-per-client probes per \
+        second (burst --client-burst). What it refuses is counted per reason and shown.\n\n\
+        Try:  wirespeed reflect 127.0.0.1:7149\n      \
+        wirespeed ping 127.0.0.1:7149 --pps 10000 --duration 10   (in another terminal)\n\n\
+        Exit codes: 0 success, 1 runtime failure, 2 bad usage."
+    )]
     Reflect(latency_cmd::ReflectArgs),
     /// Round-trip latency at fixed packet rates: percentiles, HdrHistogram logs and heat maps.
     #[command(long_about = "Round-trip latency at fixed packet rates, as seed 003 measured it.\n\n\
@@ -120,7 +131,7 @@ enum Cmd {
         wirespeed partition list\n      \
         sudo wirespeed partition exec 2 -- wirespeed recv 7148 --once\n      \
         sudo wirespeed partition exec 1 -- wirespeed send 198.19.0.2:7148 --duration 5\n      \
-        sudo wirespeed partition init                       (undo everything)\n\n\
+        sudo wirespeed partition init                       (remove what wirespeed made)\n\n\
         Everything but list, plan and status needs root (CAP_NET_ADMIN).")]
     Partition(PartitionArgs),
 }
@@ -306,10 +317,6 @@ struct DemoArgs {
     /// demo builds two partitions joined by a veth link, runs there, and removes them).
     #[arg(long)]
     loopback: bool,
-}
-
-fn parse_size(s: &str) -> Result<u64, String> {
-    units::parse_bytes(s)
 }
 
 fn parse_range(s: &str) -> Result<(u64, u64), String> {
