@@ -336,6 +336,15 @@ fn sleep_unless_stopped(d: Duration, stop: &AtomicBool) -> bool {
     }
 }
 
+/// Sets its flag when dropped, on every way out of a scope.
+struct SetOnDrop<'a>(&'a AtomicBool);
+
+impl Drop for SetOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+}
+
 /// No target, no privilege (or --loopback): a reflector thread on 127.0.0.1, on the other core.
 fn ping_loopback(a: &PingArgs) -> Result<u8, Error> {
     let mut cfg = ReflectConfig::new("127.0.0.1:0".parse().expect("static address"));
@@ -358,8 +367,11 @@ fn ping_loopback(a: &PingArgs) -> Result<u8, Error> {
     let label = a.label.clone().unwrap_or_else(|| "loopback".into());
     std::thread::scope(|s| {
         let h = s.spawn(|| reflector.run(&cfg, &done, None));
+        // The reflector stops however the sweep ends, a panic included: the scope waits for
+        // it, so a reflector left running would hang the process past every signal.
+        let stop_reflector = SetOnDrop(&done);
         let r = ping_sweep(&args, target, &label);
-        done.store(true, Ordering::Relaxed);
+        drop(stop_reflector);
         let refl = h.join().map_err(|_| Error::Runtime("the reflector thread failed".into()))??;
         if !a.json {
             eprintln!("reflector: {}", refl.human().lines().next().unwrap_or_default());

@@ -1,5 +1,30 @@
 //! The `wirespeed` command: argument parsing and printing only; the work is in the library.
 
+// Output that cannot be written (`wirespeed ping | head -1`, a closed terminal) must not panic:
+// std's print macros do, and a panic mid-run skips the cleanup (a reflector thread left
+// running, partitions left behind). These shadow them in every module below: what cannot be
+// printed is dropped, and the run goes on to finish, clean up and exit with its own code.
+macro_rules! print {
+    ($($arg:tt)*) => { $crate::write_out(false, format_args!($($arg)*)) };
+}
+macro_rules! println {
+    () => { $crate::write_out(false, format_args!("\n")) };
+    ($($arg:tt)*) => { $crate::write_out(false, format_args!("{}\n", format_args!($($arg)*))) };
+}
+macro_rules! eprint {
+    ($($arg:tt)*) => { $crate::write_out(true, format_args!($($arg)*)) };
+}
+macro_rules! eprintln {
+    () => { $crate::write_out(true, format_args!("\n")) };
+    ($($arg:tt)*) => { $crate::write_out(true, format_args!("{}\n", format_args!($($arg)*))) };
+}
+
+/// Write to stdout (or stderr), ignoring a reader that went away.
+pub(crate) fn write_out(to_stderr: bool, text: std::fmt::Arguments) {
+    use std::io::Write;
+    let _ = if to_stderr { std::io::stderr().lock().write_fmt(text) } else { std::io::stdout().lock().write_fmt(text) };
+}
+
 mod args;
 mod bench_cmd;
 mod compare_cmd;

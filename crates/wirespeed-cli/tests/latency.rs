@@ -360,3 +360,33 @@ fn ping_waiting_for_replies_stops_promptly_on_sigterm() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("replies 0") && text.contains("lost 5"), "{text}");
 }
+
+#[test]
+fn ping_whose_reader_went_away_finishes_without_a_panic() {
+    // `wirespeed ping | head -1`: stdout is closed before the report is printed. The run must
+    // still finish (its reflector stopped, its partitions removed) and exit, not panic and
+    // then wait forever for a reflector nobody stops.
+    let mut child = std::process::Command::new(bin())
+        .args(["ping", "--loopback", "--count", "1000", "--pps", "1000", "--no-files"])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start ping");
+    drop(child.stdout.take());
+    let t0 = std::time::Instant::now();
+    let limit = Duration::from_secs(30);
+    while child.try_wait().expect("wait").is_none() {
+        if t0.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("ping with a closed stdout still running after {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let out = child.wait_with_output().expect("output");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains("panicked"), "{err}");
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(err.contains("reflector: reflected"), "the run finished and reported: {err}");
+}
