@@ -219,11 +219,11 @@ pub fn probe_size(s: &str) -> Result<usize, String> {
 
 /// Bytes of one disk write: a multiple of 4 KiB (O_DIRECT alignment), at most [`MAX_BLOCK`].
 pub fn block(s: &str) -> Result<u64, String> {
-    let n = size_in(s, 4096, MAX_BLOCK, "one write buffer is allocated and locked up front")?;
-    if n % 4096 != 0 {
-        return Err(format!("{n} is not a multiple of 4 KiB (O_DIRECT writes are aligned): e.g. 8M"));
+    let n = units::parse_bytes(s)?;
+    if n == 0 || n % 4096 != 0 {
+        return Err(format!("{n} is not a non-zero multiple of 4 KiB (O_DIRECT writes are aligned): e.g. 8M"));
     }
-    Ok(n)
+    in_range(n, 4096, MAX_BLOCK, "a multiple of 4 KiB; one write buffer is allocated and locked up front")
 }
 
 /// Physical memory of this host in bytes (MemTotal), if it can be read.
