@@ -227,6 +227,7 @@ fn out_dir(a: &PingArgs) -> Result<Option<PathBuf>, Error> {
 
 /// Run every rate against `target`, write the files, print the table.
 fn ping_sweep(a: &PingArgs, target: SocketAddr, label: &str) -> Result<u8, Error> {
+    let fresh = !a.out.as_ref().is_some_and(|d| d.exists());
     let dir = out_dir(a)?;
     let stop = sys::install_stop_handler();
     let mut runs = Vec::new();
@@ -263,7 +264,20 @@ fn ping_sweep(a: &PingArgs, target: SocketAddr, label: &str) -> Result<u8, Error
                 if a.pps.len() > 1 { format!(" (rate {} of {})", k + 1, a.pps.len()) } else { String::new() }
             );
         }
-        let run = ping::run(&cfg, stop)?;
+        let run = match ping::run(&cfg, stop) {
+            Ok(run) => run,
+            Err(e) => {
+                // Nothing measured: remove this rate's log, and the directory if this run made
+                // it and nothing else is in it (remove_dir refuses a directory that is not empty).
+                if let Some(h) = &cfg.hlog {
+                    let _ = std::fs::remove_file(h);
+                }
+                if let (Some(d), true, true) = (&dir, fresh, runs.is_empty()) {
+                    let _ = std::fs::remove_dir(d);
+                }
+                return Err(e);
+            }
+        };
         if let Some(d) = &dir {
             let (png, svg) = plot::heatmap_files(&report::heatmap(&run, label), &d.join(format!("heatmap-{tag}")))?;
             files.extend([png, svg].iter().map(|p| p.display().to_string()));

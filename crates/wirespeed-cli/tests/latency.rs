@@ -390,3 +390,16 @@ fn ping_whose_reader_went_away_finishes_without_a_panic() {
     assert_eq!(out.status.code(), Some(0), "{err}");
     assert!(err.contains("reflector: reflected"), "the run finished and reported: {err}");
 }
+
+#[test]
+fn a_ping_that_measured_nothing_leaves_no_files() {
+    // Nothing listens: ping fails at once, and removes the directory and log it had made.
+    let sock = std::net::UdpSocket::bind("127.0.0.1:0").expect("bind");
+    let port = sock.local_addr().expect("addr").port();
+    drop(sock);
+    let d = TempDir::new("ping-nothing");
+    let out_dir = format!("{}/rtt", d.path());
+    let out = run(&["ping", &format!("127.0.0.1:{port}"), "--count", "10", "-o", &out_dir]);
+    assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(!std::path::Path::new(&out_dir).exists(), "{out_dir} was left behind");
+}
