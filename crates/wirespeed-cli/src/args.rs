@@ -151,6 +151,163 @@ pub fn skips_everything(ranges: &[(u64, u64)], start: u64, count: u64) -> bool {
     false
 }
 
+/// Longest wait for the last replies of a ping: a reply later than a minute is lost to any
+/// reader, and a longer wait only makes a run look hung.
+pub const MAX_LINGER: Duration = Duration::from_secs(60);
+
+/// Longest pause between the rates of a ping sweep or a progress interval: an hour; longer is a
+/// typo, not a test plan.
+pub const MAX_PAUSE: Duration = Duration::from_secs(3600);
+
+/// Largest disk write of `record --block` and `disk-test --block`: the writer keeps one such
+/// buffer locked in RAM, and larger writes gain nothing on any disk.
+pub const MAX_BLOCK: u64 = 1 << 30;
+
+/// Largest file of `record --file-size` (ext4's largest file): the space is reserved up front.
+pub const MAX_FILE_SIZE: u64 = 16 << 40;
+
+/// Most `disk-test --size`: a terabyte measures any disk; more only wears it.
+pub const MAX_DISK_TEST: u64 = 1 << 40;
+
+/// Ring size used when physical memory cannot be read (no /proc): 64 GiB.
+const FALLBACK_RAM: u64 = 64 << 30;
+
+/// A bound as a user would write it: 0, 10ms, 60s.
+fn duration_text(d: Duration) -> String {
+    match (d.subsec_nanos(), d.as_secs()) {
+        (0, 0) => "0".into(),
+        (0, s) => format!("{s}s"),
+        _ => format!("{}ms", d.as_millis()),
+    }
+}
+
+fn duration_in(s: &str, lo: Duration, hi: Duration, why: &str) -> Result<Duration, String> {
+    let d = units::parse_duration(s)?;
+    if d < lo || d > hi {
+        return Err(format!("{} is out of range: give {}..{} ({why})", s.trim(), duration_text(lo), duration_text(hi)));
+    }
+    Ok(d)
+}
+
+/// How long ping waits for the last replies (0..1 min).
+pub fn linger(s: &str) -> Result<Duration, String> {
+    duration_in(s, Duration::ZERO, MAX_LINGER, "a reply later than that is lost to any reader")
+}
+
+/// Pause between the rates of a ping sweep (0..1 h).
+pub fn pause(s: &str) -> Result<Duration, String> {
+    duration_in(s, Duration::ZERO, MAX_PAUSE, "longer is a typo, not a test plan")
+}
+
+/// A progress or histogram interval with an upper bound too (10 ms..1 h).
+pub fn bounded_interval(s: &str) -> Result<Duration, String> {
+    interval(s)?;
+    duration_in(s, MIN_INTERVAL, MAX_PAUSE, "shorter floods the terminal, longer shows nothing")
+}
+
+/// How long data may wait in the recorder before it is written anyway (10 ms..1 h).
+pub fn flush(s: &str) -> Result<Duration, String> {
+    duration_in(s, MIN_INTERVAL, MAX_PAUSE, "what a crash can lose at low rates")
+}
+
+/// Payload bytes of one latency probe: its 24-byte header up to a UDP datagram.
+pub fn probe_size(s: &str) -> Result<usize, String> {
+    let lo = wirespeed::latency::probe::MIN_SIZE as u64;
+    size_in(s, lo, units::MAX_UDP_PAYLOAD as u64, "a probe carries a 24-byte header in one UDP datagram")
+        .map(|n| n as usize)
+}
+
+/// Bytes of one disk write: a multiple of 4 KiB (O_DIRECT alignment), at most [`MAX_BLOCK`].
+pub fn block(s: &str) -> Result<u64, String> {
+    let n = units::parse_bytes(s)?;
+    if n == 0 || n % 4096 != 0 {
+        return Err(format!("{n} is not a non-zero multiple of 4 KiB (O_DIRECT writes are aligned): e.g. 8M"));
+    }
+    in_range(n, 4096, MAX_BLOCK, "a multiple of 4 KiB; one write buffer is allocated and locked up front")
+}
+
+/// Physical memory of this host in bytes (MemTotal), if it can be read.
+fn physical_memory() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = text.lines().find(|l| l.starts_with("MemTotal:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    kib.checked_mul(1024)
+}
+
+/// The recorder's RAM ring: allocated, pre-faulted and locked up front, so it must fit in this
+/// host's physical memory (checked here, before anything is allocated).
+pub fn ring_buffer(s: &str) -> Result<u64, String> {
+    let n = units::parse_bytes(s)?;
+    let ram = physical_memory();
+    let top = ram.unwrap_or(FALLBACK_RAM);
+    if n == 0 || n > top {
+        return Err(format!(
+            "{} is out of range: give 1..{} ({})",
+            s.trim(),
+            units::bytes(top),
+            if ram.is_some() {
+                "the ring is locked in RAM, and this host has no more physical memory than that"
+            } else {
+                "the ring is locked in RAM"
+            }
+        ));
+    }
+    Ok(n)
+}
+
+/// Largest size of one recorded file (space is reserved up front).
+pub fn file_size(s: &str) -> Result<u64, String> {
+    size_in(s, 1 << 20, MAX_FILE_SIZE, "each file's space is reserved up front; ext4 holds no larger file")
+}
+
+/// How much `disk-test` writes.
+pub fn disk_test_size(s: &str) -> Result<u64, String> {
+    size_in(s, 1 << 20, MAX_DISK_TEST, "a terabyte measures any disk; more only wears it")
+}
+
+/// Probes a reflector client may send back to back beyond its cap.
+pub fn client_burst(s: &str) -> Result<u64, String> {
+    count_in(s, 1, 10_000_000, "the token bucket of one client; 0 would answer nothing")
+}
+
+/// A probe rate cap per reflector client: probes per second (fractions allowed, or 10kpps),
+/// 0 for no cap, at most ping's own maximum rate times 100.
+pub fn client_cap(s: &str) -> Result<f64, String> {
+    let v = match wirespeed::units::Rate::parse(s) {
+        Ok(wirespeed::units::Rate::Packets(p)) => Some(p),
+        _ => s.trim().replace('_', "").parse::<f64>().ok(),
+    };
+    match v {
+        Some(v) if v.is_finite() && (0.0..=1e9).contains(&v) => Ok(v),
+        _ => Err(format!(
+            "'{s}' is not a probe rate: give probes per second up to 1e9, e.g. 100000 or 100kpps, or 0 for no cap"
+        )),
+    }
+}
+
+/// A partition id: 1..64, as namespaces PREFIX1..PREFIX64 (and their addresses) are laid out.
+pub fn partition_id(s: &str) -> Result<u32, String> {
+    let top = wirespeed::testbed::MAX_PARTITIONS as u64;
+    count_in(s, 1, top, "partitions are numbered 1..64").map(|n| n as u32)
+}
+
+/// A link MTU: IPv4 needs at least 68, and the length field holds no more than 65535.
+pub fn mtu(s: &str) -> Result<u32, String> {
+    count_in(s, 68, 65535, "IPv4's smallest MTU up to its largest packet; 9000 for jumbo").map(|n| n as u32)
+}
+
+/// Checks without a heartbeat before a peer is reported not responding.
+pub fn hb_misses(s: &str) -> Result<u32, String> {
+    count_in(s, 1, 1000, "0 would report every peer at once").map(|n| n as u32)
+}
+
+/// A partition's memory limit: at least 16 MiB (a process needs some), at most this host's
+/// physical memory.
+pub fn mem_limit(s: &str) -> Result<u64, String> {
+    let top = physical_memory().unwrap_or(FALLBACK_RAM);
+    size_in(s, 16 << 20, top, "a limit above the host's physical memory limits nothing")
+}
+
 /// Gap ranges shown per stream: no ledger keeps more than its `max_ranges`.
 pub fn gaps(s: &str) -> Result<usize, String> {
     let top = LedgerConfig::default().max_ranges as u64;
@@ -202,6 +359,18 @@ mod tests {
         assert!(check_ledger_budget(MAX_TRACKED_STREAMS, 65536).is_ok());
         assert!(check_ledger_budget(MAX_TRACKED_STREAMS, MAX_WINDOW).is_err());
         assert!(check_ledger_budget(64, MAX_WINDOW).is_ok());
+        assert!(linger("1e6").is_err() && linger("0").is_ok() && linger("60s").is_ok());
+        assert!(pause("2h").is_err() && pause("0").is_ok());
+        assert!(probe_size("1K").unwrap() == 1024 && probe_size("1e3").unwrap() == 1000);
+        assert!(probe_size("23").is_err() && probe_size("65508").is_err());
+        assert!(block("0").is_err() && block("5000").is_err() && block("8M").is_ok() && block("2G").is_err());
+        assert!(ring_buffer("1T").is_err() || physical_memory().is_some_and(|m| m >= 1 << 40));
+        assert!(ring_buffer("0").is_err() && ring_buffer("16M").is_ok());
+        assert!(file_size("1P").is_err() && file_size("1G").is_ok());
+        assert!(disk_test_size("2T").is_err() && disk_test_size("0").is_err());
+        assert!(flush("0").is_err() && flush("1s").is_ok() && flush("2h").is_err());
+        assert!(client_burst("0").is_err() && client_cap("0").is_ok() && client_cap("1e12").is_err());
+        assert!(bounded_interval("0").is_err() && bounded_interval("2h").is_err());
         assert!(skips_everything(&[(0, 4), (5, 9)], 0, 10));
         assert!(skips_everything(&[(3, 20)], 5, 10));
         assert!(!skips_everything(&[(0, 4), (6, 9)], 0, 10));

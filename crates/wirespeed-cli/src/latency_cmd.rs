@@ -2,7 +2,7 @@
 //! packet rates (seed 003), its heat maps and percentile tables, and the Ethernet arithmetic
 //! that sizes such a test.
 
-use crate::print_json;
+use crate::{args, print_json};
 use clap::Args;
 use std::io::{BufRead, Read};
 use std::net::SocketAddr;
@@ -27,10 +27,10 @@ pub struct ReflectArgs {
     /// Where to listen: PORT or ADDR:PORT.
     listen: String,
     /// Stop after this long (default: until Ctrl-C or SIGTERM).
-    #[arg(long, value_parser = units::parse_duration)]
+    #[arg(long, value_parser = args::run_duration)]
     duration: Option<Duration>,
     /// Stop after reflecting this many datagrams.
-    #[arg(long, value_parser = units::parse_count)]
+    #[arg(long, value_parser = args::run_count)]
     count: Option<u64>,
     /// Pin the reflecting thread to this CPU.
     #[arg(long)]
@@ -38,8 +38,8 @@ pub struct ReflectArgs {
     /// Poll without sleeping: lowest latency, but one core at 100 %.
     #[arg(long)]
     spin: bool,
-    /// Datagrams per receive (and send) call.
-    #[arg(long, default_value_t = 64)]
+    /// Datagrams per receive (and send) call, 1..1024.
+    #[arg(long, default_value = "64", value_parser = args::batch)]
     batch: usize,
     /// Answer only sources in this network: ADDRESS or ADDRESS/BITS, e.g. 198.18.0.0/15
     /// (repeatable). Default: any source, as a reflector is there to be pinged from wherever
@@ -52,36 +52,19 @@ pub struct ReflectArgs {
     allow_low_ports: bool,
     /// Most probes per second answered to one source address; 0 = no cap. The default is
     /// ping's own maximum --pps, so no wirespeed ping is throttled; lower it on an exposed host.
-    #[arg(long, value_name = "PPS", default_value = "10000000")]
-    max_pps_per_client: String,
+    #[arg(long, value_name = "PPS", default_value = "10000000", value_parser = args::client_cap)]
+    max_pps_per_client: f64,
     /// Probes one source may send back to back beyond its cap (the token bucket's size).
     /// Default: 100 ms at the cap, at least 64.
-    #[arg(long, value_name = "N")]
-    client_burst: Option<String>,
+    #[arg(long, value_name = "N", value_parser = args::client_burst)]
+    client_burst: Option<u64>,
     /// Print one JSON document (schema wirespeed.reflect/1) instead of the summary.
     #[arg(long)]
     json: bool,
 }
 
-/// A per-client cap: probes per second as a number (fractions allowed) or as 10kpps; 0 = none.
-fn parse_client_cap(s: &str) -> Result<f64, Error> {
-    let v = match Rate::parse(s) {
-        Ok(Rate::Packets(p)) => Some(p),
-        _ => s.trim().replace('_', "").parse::<f64>().ok(),
-    };
-    match v {
-        Some(v) if v.is_finite() && (0.0..=1e12).contains(&v) => Ok(v),
-        _ => Err(Error::Usage(format!(
-            "--max-pps-per-client '{s}' is not a rate: give probes per second, e.g. 100000 or 100kpps, or 0 for no cap"
-        ))),
-    }
-}
-
 pub fn cmd_reflect(a: ReflectArgs) -> Result<u8, Error> {
     let listen = parse_listen(&a.listen)?;
-    if a.batch == 0 || a.batch > 1024 {
-        return Err(Error::Usage("--batch must be 1..1024".into()));
-    }
     let mut cfg = ReflectConfig::new(listen);
     cfg.duration = a.duration;
     cfg.count = a.count;
@@ -90,11 +73,8 @@ pub fn cmd_reflect(a: ReflectArgs) -> Result<u8, Error> {
     cfg.batch = a.batch;
     cfg.allow = a.allow.iter().map(|c| c.parse::<Cidr>().map_err(Error::Usage)).collect::<Result<_, _>>()?;
     cfg.allow_low_ports = a.allow_low_ports;
-    cfg.max_pps_per_client = parse_client_cap(&a.max_pps_per_client)?;
-    cfg.client_burst = match &a.client_burst {
-        Some(b) => Some(units::parse_count(b).map_err(|e| Error::Usage(format!("--client-burst: {e}")))?),
-        None => None,
-    };
+    cfg.max_pps_per_client = a.max_pps_per_client;
+    cfg.client_burst = a.client_burst;
     let r = Reflector::bind(&cfg)?;
     let addr = r.local_addr().map(|a| a.to_string()).unwrap_or_else(|| listen.to_string());
     eprintln!(
@@ -141,23 +121,26 @@ pub struct PingArgs {
     /// 10000,20000,30000,40000, and writes a heat map per rate and one percentile table.
     #[arg(long, default_value = "10000", value_delimiter = ',', value_parser = parse_pps)]
     pps: Vec<f64>,
-    /// UDP payload bytes per probe (24..65507; the probe header is 24 bytes).
-    #[arg(long, default_value_t = 64)]
+    /// UDP payload bytes per probe (24..65507, e.g. 64, 1K or 1e3; the probe header is 24 bytes).
+    #[arg(long, default_value = "64", value_parser = args::probe_size)]
     size: usize,
     /// How long to probe at each rate (5, 30s, 2m).
-    #[arg(long, default_value = "10s", value_parser = units::parse_duration)]
+    #[arg(long, default_value = "10s", value_parser = args::run_duration)]
     duration: Duration,
     /// Probes per rate instead of a duration.
-    #[arg(long, value_parser = units::parse_count)]
+    #[arg(long, value_parser = args::run_count)]
     count: Option<u64>,
-    /// Histogram interval: one log entry and one progress line per interval (seed 003 used 2 s).
-    #[arg(long, default_value = "2s", value_parser = units::parse_duration)]
+    /// Histogram interval: one log entry and one progress line per interval (seed 003 used 2 s;
+    /// 10ms..1h).
+    #[arg(long, default_value = "2s", value_parser = args::bounded_interval)]
     interval: Duration,
-    /// How long to wait for the last replies; later ones count as lost.
-    #[arg(long, default_value = "1s", value_parser = units::parse_duration)]
+    /// How long to wait for the last replies (0..60s); later ones count as lost. Ctrl-C or
+    /// SIGTERM cuts the wait short.
+    #[arg(long, default_value = "1s", value_parser = args::linger)]
     linger: Duration,
-    /// Pause between the rates of a sweep, so one rate's queues do not spill into the next.
-    #[arg(long, default_value = "1s", value_parser = units::parse_duration)]
+    /// Pause between the rates of a sweep (0..1h), so one rate's queues do not spill into the
+    /// next.
+    #[arg(long, default_value = "1s", value_parser = args::pause)]
     pause: Duration,
     /// Pin the ping thread to this CPU.
     #[arg(long)]
@@ -218,15 +201,7 @@ struct LatencyDoc {
 }
 
 pub fn cmd_ping(a: PingArgs) -> Result<u8, Error> {
-    if a.size < wirespeed::latency::probe::MIN_SIZE || a.size > 65507 {
-        return Err(Error::Usage(format!(
-            "--size {} cannot carry a probe: use 24..65507 (the probe header is 24 bytes)",
-            a.size
-        )));
-    }
-    if a.duration.is_zero() && a.count.is_none() {
-        return Err(Error::Usage("--duration must be more than 0".into()));
-    }
+    // --size, --count, --duration, --interval, --linger and --pause were bounded by their parsers.
     match &a.target {
         Some(t) => {
             let target = resolve(t)?;
@@ -252,6 +227,7 @@ fn out_dir(a: &PingArgs) -> Result<Option<PathBuf>, Error> {
 
 /// Run every rate against `target`, write the files, print the table.
 fn ping_sweep(a: &PingArgs, target: SocketAddr, label: &str) -> Result<u8, Error> {
+    let fresh = !a.out.as_ref().is_some_and(|d| d.exists());
     let dir = out_dir(a)?;
     let stop = sys::install_stop_handler();
     let mut runs = Vec::new();
@@ -260,8 +236,8 @@ fn ping_sweep(a: &PingArgs, target: SocketAddr, label: &str) -> Result<u8, Error
         if stop.load(Ordering::Relaxed) {
             break;
         }
-        if k > 0 {
-            std::thread::sleep(a.pause);
+        if k > 0 && !sleep_unless_stopped(a.pause, stop) {
+            break;
         }
         let mut cfg = PingConfig::new(target);
         cfg.pps = pps;
@@ -288,7 +264,20 @@ fn ping_sweep(a: &PingArgs, target: SocketAddr, label: &str) -> Result<u8, Error
                 if a.pps.len() > 1 { format!(" (rate {} of {})", k + 1, a.pps.len()) } else { String::new() }
             );
         }
-        let run = ping::run(&cfg, stop)?;
+        let run = match ping::run(&cfg, stop) {
+            Ok(run) => run,
+            Err(e) => {
+                // Nothing measured: remove this rate's log, and the directory if this run made
+                // it and nothing else is in it (remove_dir refuses a directory that is not empty).
+                if let Some(h) = &cfg.hlog {
+                    let _ = std::fs::remove_file(h);
+                }
+                if let (Some(d), true, true) = (&dir, fresh, runs.is_empty()) {
+                    let _ = std::fs::remove_dir(d);
+                }
+                return Err(e);
+            }
+        };
         if let Some(d) = &dir {
             let (png, svg) = plot::heatmap_files(&report::heatmap(&run, label), &d.join(format!("heatmap-{tag}")))?;
             files.extend([png, svg].iter().map(|p| p.display().to_string()));
@@ -346,6 +335,30 @@ fn ping_sweep(a: &PingArgs, target: SocketAddr, label: &str) -> Result<u8, Error
     Ok(0)
 }
 
+/// Sleep for `d`, waking at least every 50 ms to see whether a stop was asked; false if it was.
+fn sleep_unless_stopped(d: Duration, stop: &AtomicBool) -> bool {
+    let end = std::time::Instant::now() + d;
+    loop {
+        if stop.load(Ordering::Relaxed) {
+            return false;
+        }
+        let left = end.saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() {
+            return true;
+        }
+        std::thread::sleep(left.min(Duration::from_millis(50)));
+    }
+}
+
+/// Sets its flag when dropped, on every way out of a scope.
+struct SetOnDrop<'a>(&'a AtomicBool);
+
+impl Drop for SetOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+}
+
 /// No target, no privilege (or --loopback): a reflector thread on 127.0.0.1, on the other core.
 fn ping_loopback(a: &PingArgs) -> Result<u8, Error> {
     let mut cfg = ReflectConfig::new("127.0.0.1:0".parse().expect("static address"));
@@ -368,8 +381,11 @@ fn ping_loopback(a: &PingArgs) -> Result<u8, Error> {
     let label = a.label.clone().unwrap_or_else(|| "loopback".into());
     std::thread::scope(|s| {
         let h = s.spawn(|| reflector.run(&cfg, &done, None));
+        // The reflector stops however the sweep ends, a panic included: the scope waits for
+        // it, so a reflector left running would hang the process past every signal.
+        let stop_reflector = SetOnDrop(&done);
         let r = ping_sweep(&args, target, &label);
-        done.store(true, Ordering::Relaxed);
+        drop(stop_reflector);
         let refl = h.join().map_err(|_| Error::Runtime("the reflector thread failed".into()))??;
         if !a.json {
             eprintln!("reflector: {}", refl.human().lines().next().unwrap_or_default());
@@ -379,7 +395,8 @@ fn ping_loopback(a: &PingArgs) -> Result<u8, Error> {
 }
 
 impl PingArgs {
-    /// The same request as arguments for a child `wirespeed ping TARGET`.
+    /// The same request as arguments for a child `wirespeed ping TARGET`. Durations go in
+    /// nanoseconds, so that no value the parent accepted rounds to one the child refuses.
     fn child_args(&self, target: &str, out: Option<&Path>, label: &str) -> Vec<String> {
         let mut v = vec![
             "ping".to_string(),
@@ -389,13 +406,13 @@ impl PingArgs {
             "--size".into(),
             self.size.to_string(),
             "--duration".into(),
-            format!("{}ms", self.duration.as_millis()),
+            format!("{}ns", self.duration.as_nanos()),
             "--interval".into(),
-            format!("{}ms", self.interval.as_millis()),
+            format!("{}ns", self.interval.as_nanos()),
             "--linger".into(),
-            format!("{}ms", self.linger.as_millis()),
+            format!("{}ns", self.linger.as_nanos()),
             "--pause".into(),
-            format!("{}ms", self.pause.as_millis()),
+            format!("{}ns", self.pause.as_nanos()),
             "--label".into(),
             label.to_string(),
         ];

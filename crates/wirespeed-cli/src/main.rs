@@ -1,5 +1,30 @@
 //! The `wirespeed` command: argument parsing and printing only; the work is in the library.
 
+// Output that cannot be written (`wirespeed ping | head -1`, a closed terminal) must not panic:
+// std's print macros do, and a panic mid-run skips the cleanup (a reflector thread left
+// running, partitions left behind). These shadow them in every module below: what cannot be
+// printed is dropped, and the run goes on to finish, clean up and exit with its own code.
+macro_rules! print {
+    ($($arg:tt)*) => { $crate::write_out(false, format_args!($($arg)*)) };
+}
+macro_rules! println {
+    () => { $crate::write_out(false, format_args!("\n")) };
+    ($($arg:tt)*) => { $crate::write_out(false, format_args!("{}\n", format_args!($($arg)*))) };
+}
+macro_rules! eprint {
+    ($($arg:tt)*) => { $crate::write_out(true, format_args!($($arg)*)) };
+}
+macro_rules! eprintln {
+    () => { $crate::write_out(true, format_args!("\n")) };
+    ($($arg:tt)*) => { $crate::write_out(true, format_args!("{}\n", format_args!($($arg)*))) };
+}
+
+/// Write to stdout (or stderr), ignoring a reader that went away.
+pub(crate) fn write_out(to_stderr: bool, text: std::fmt::Arguments) {
+    use std::io::Write;
+    let _ = if to_stderr { std::io::stderr().lock().write_fmt(text) } else { std::io::stdout().lock().write_fmt(text) };
+}
+
 mod args;
 mod bench_cmd;
 mod compare_cmd;
@@ -82,7 +107,18 @@ enum Cmd {
     Verify(record_cmd::VerifyArgs),
     /// Measure the sustained write rate of a disk with the recorder's own I/O pattern.
     DiskTest(record_cmd::DiskTestArgs),
-    /// Send every datagram straight back to its sender (the far end of `wirespeed ping`).
+    /// Answer wirespeed probes from allowed clients, each within a rate cap (the far end of `ping`).
+    #[command(
+        long_about = "The far end of `wirespeed ping`: send each wirespeed probe straight back to its sender.\n\n\
+        Only wirespeed probes are answered, and only to clients the rules allow: never the \
+        reflector's own port (a forged source would make it answer itself) nor another \
+        reflector's replies; source ports below 1024 only with --allow-low-ports; only sources in \
+        --allow CIDR when given; each source address at most --max-pps-per-client probes per \
+        second (burst --client-burst). What it refuses is counted per reason and shown.\n\n\
+        Try:  wirespeed reflect 127.0.0.1:7149\n      \
+        wirespeed ping 127.0.0.1:7149 --pps 10000 --duration 10   (in another terminal)\n\n\
+        Exit codes: 0 success, 1 runtime failure, 2 bad usage."
+    )]
     Reflect(latency_cmd::ReflectArgs),
     /// Round-trip latency at fixed packet rates: percentiles, HdrHistogram logs and heat maps.
     #[command(long_about = "Round-trip latency at fixed packet rates, as seed 003 measured it.\n\n\
@@ -120,7 +156,7 @@ enum Cmd {
         wirespeed partition list\n      \
         sudo wirespeed partition exec 2 -- wirespeed recv 7148 --once\n      \
         sudo wirespeed partition exec 1 -- wirespeed send 198.19.0.2:7148 --duration 5\n      \
-        sudo wirespeed partition init                       (undo everything)\n\n\
+        sudo wirespeed partition init                       (remove what wirespeed made)\n\n\
         Everything but list, plan and status needs root (CAP_NET_ADMIN).")]
     Partition(PartitionArgs),
 }
@@ -306,10 +342,6 @@ struct DemoArgs {
     /// demo builds two partitions joined by a veth link, runs there, and removes them).
     #[arg(long)]
     loopback: bool,
-}
-
-fn parse_size(s: &str) -> Result<u64, String> {
-    units::parse_bytes(s)
 }
 
 fn parse_range(s: &str) -> Result<(u64, u64), String> {

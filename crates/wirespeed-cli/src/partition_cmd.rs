@@ -1,6 +1,6 @@
 //! The `wirespeed partition` subcommand: arguments and printing for the library's `testbed`.
 
-use crate::{parse_size, print_json};
+use crate::{args, print_json};
 use clap::{Args, Subcommand};
 use std::time::Duration;
 use wirespeed::testbed::{self, topology};
@@ -34,6 +34,7 @@ enum PartCmd {
     /// Run a command inside partition P: its namespace, CPUs and memory limit, inherited by children.
     Exec {
         /// Partition id.
+        #[arg(value_parser = args::partition_id)]
         id: u32,
         /// The command and its arguments, after `--`.
         #[arg(last = true, required = true)]
@@ -42,11 +43,13 @@ enum PartCmd {
     /// Isolate partition P: its links go down and its heartbeat stops (mkpart -d P).
     Deactivate {
         /// Partition id.
+        #[arg(value_parser = args::partition_id)]
         id: u32,
     },
     /// Bring a deactivated partition back: links up, routes, heartbeat (mkpart -a).
     Activate {
         /// Partition id.
+        #[arg(value_parser = args::partition_id)]
         id: u32,
     },
     /// The configuration and live state (namespaces, daemons, each daemon's view of its peers).
@@ -65,23 +68,23 @@ struct HbArgs {
     #[arg(long, default_value = "1s", value_parser = units::parse_duration)]
     hb_check: Duration,
     /// Checks without a new heartbeat before a peer is reported not responding.
-    #[arg(long, default_value_t = 3)]
+    #[arg(long, default_value = "3", value_parser = args::hb_misses)]
     hb_misses: u32,
 }
 
 #[derive(Args)]
 struct CreateArgs {
     /// Partition id (1..64); repeat -p ID -c CPUS per partition (the Nth -c belongs to the Nth -p).
-    #[arg(short = 'p', long = "partition", value_name = "ID", required = true)]
+    #[arg(short = 'p', long = "partition", value_name = "ID", required = true, value_parser = args::partition_id)]
     ids: Vec<u32>,
     /// CPUs of the partition: a Linux CPU list (0, 0-3, 0,2). SMT siblings must stay together.
     #[arg(short = 'c', long = "cpus", value_name = "CPUS", value_parser = parse_cpus, required = true)]
     cpus: Vec<std::collections::BTreeSet<usize>>,
     /// MTU of every link (9000 for jumbo frames).
-    #[arg(long, default_value_t = 1500)]
+    #[arg(long, default_value = "1500", value_parser = args::mtu)]
     mtu: u32,
     /// Memory limit per partition (e.g. 4G), through the cgroup memory controller.
-    #[arg(long, value_parser = parse_size)]
+    #[arg(long, value_parser = args::mem_limit)]
     mem: Option<u64>,
     /// Allow partitions to share cores (needed for more partitions than cores): timing
     /// isolation is lost, network and memory isolation remain.
@@ -100,6 +103,7 @@ struct CreateArgs {
 #[derive(Args)]
 struct DaemonArgs {
     /// Partition id this daemon speaks for.
+    #[arg(value_parser = args::partition_id)]
     id: u32,
     #[command(flatten)]
     hb: HbArgs,

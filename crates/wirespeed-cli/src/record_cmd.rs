@@ -1,7 +1,7 @@
 //! `wirespeed record`, `verify` and `disk-test`: argument layer over `wirespeed::record` and
 //! `wirespeed::spool`.
 
-use super::{loss_verdict, parse_size, print_json, recv_config, recv_format, RecvArgs, EXIT_LOSS};
+use super::{args, loss_verdict, print_json, recv_config, recv_format, RecvArgs, EXIT_LOSS};
 use clap::Args;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -36,15 +36,16 @@ pub struct RecordArgs {
     sink: Option<String>,
     /// RAM burst buffer between the capture thread and the disk (preallocated, pre-faulted and
     /// locked in RAM where allowed). When the input outruns the disk the buffer absorbs it; if
-    /// it fills, datagrams are dropped and counted as ring-full loss.
-    #[arg(long, default_value = "1G", value_parser = parse_size)]
+    /// it fills, datagrams are dropped and counted as ring-full loss. At most this host's
+    /// physical memory.
+    #[arg(long, default_value = "1G", value_parser = args::ring_buffer)]
     buffer: u64,
-    /// Bytes per disk write (a multiple of 4K).
-    #[arg(long, default_value = "8M", value_parser = parse_size)]
+    /// Bytes per disk write (a multiple of 4K, 4K..1G).
+    #[arg(long, default_value = "8M", value_parser = args::block)]
     block: u64,
     /// Start a new file before one would exceed this size (e.g. 1G). Space for each file is
-    /// reserved up front.
-    #[arg(long, value_parser = parse_size)]
+    /// reserved up front (1M..16T).
+    #[arg(long, value_parser = args::file_size)]
     file_size: Option<u64>,
     /// Start a new file at every multiple of this wall-clock period (UTC), e.g. 10s or 1m.
     #[arg(long, value_parser = units::parse_duration)]
@@ -58,8 +59,8 @@ pub struct RecordArgs {
     #[arg(long)]
     buffered: bool,
     /// Write data that has waited this long even if less than a --block has gathered (bounds
-    /// what a crash can lose at low rates).
-    #[arg(long, default_value = "1s", value_parser = units::parse_duration)]
+    /// what a crash can lose at low rates; 10ms..1h).
+    #[arg(long, default_value = "1s", value_parser = args::flush)]
     flush: Duration,
     /// The rate you expect (e.g. 8G, payload bits/s). The disk is measured briefly at start
     /// and a warning given if it cannot keep up for the run's --duration.
@@ -155,14 +156,14 @@ pub struct VerifyArgs {
     #[arg(long, value_name = "SPEC")]
     format: Option<String>,
     /// Reorder window of the ledger (power of two).
-    #[arg(long, default_value_t = 65536)]
+    #[arg(long, default_value = "65536", value_parser = args::window)]
     window: u64,
     /// Exit with code 3 if the recording has any loss, or if no record passed the format's
     /// checks (nothing then shows zero loss).
     #[arg(long)]
     expect_zero_loss: bool,
     /// Gap ranges shown per stream (all are in --json).
-    #[arg(long, default_value_t = 8)]
+    #[arg(long, default_value = "8", value_parser = args::gaps)]
     gaps: usize,
     /// Print one JSON document (schema wirespeed.verify/2).
     #[arg(long)]
@@ -205,11 +206,11 @@ pub fn cmd_verify(a: VerifyArgs) -> Result<u8, Error> {
 pub struct DiskTestArgs {
     /// Directory on the disk to test (a temporary file is written there and removed).
     dir: PathBuf,
-    /// How much to write.
-    #[arg(long, default_value = "2G", value_parser = parse_size)]
+    /// How much to write (1M..1T).
+    #[arg(long, default_value = "2G", value_parser = args::disk_test_size)]
     size: u64,
-    /// Bytes per write, as record's --block.
-    #[arg(long, default_value = "8M", value_parser = parse_size)]
+    /// Bytes per write, as record's --block (a multiple of 4K, 4K..1G).
+    #[arg(long, default_value = "8M", value_parser = args::block)]
     block: u64,
     /// Write through the page cache (plus a final fdatasync) instead of O_DIRECT.
     #[arg(long)]

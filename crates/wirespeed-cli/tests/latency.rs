@@ -140,7 +140,7 @@ fn sweep_writes_heatmaps_logs_and_tables() {
 #[test]
 fn bad_input_gets_one_line() {
     for (args, needle) in [
-        (vec!["ping", "127.0.0.1:9", "--size", "10"], "--size 10"),
+        (vec!["ping", "127.0.0.1:9", "--size", "10"], "24..65507"),
         (vec!["ping", "127.0.0.1:9", "--pps", "0"], "out of range"),
         (vec!["ping", "127.0.0.1", "--no-files"], "no port"),
         (vec!["ping", "127.0.0.1:9", "--pps", "fast"], "not a probe rate"),
@@ -274,4 +274,132 @@ fn closed_loop_counts_what_it_did_not_send() {
     assert!((301..=315).contains(&sent), "{run0}");
     assert!((999..=1000).contains(&(sent + skipped)), "{run0}");
     assert_eq!(echo.join().expect("echo thread"), sent);
+}
+
+/// Run `args`, which must be refused: exit 2 within `limit`, one line naming `option`.
+fn refused_at_once(args: &[&str], option: &str, limit: Duration) {
+    let mut child = std::process::Command::new(bin())
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start wirespeed");
+    let t0 = std::time::Instant::now();
+    while child.try_wait().expect("wait").is_none() {
+        if t0.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{args:?} still running after {limit:?}: it must be refused at once");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let out = child.wait_with_output().expect("output");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+    let lines: Vec<&str> =
+        err.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with("For more information")).collect();
+    assert_eq!(lines.len(), 1, "{args:?}: one line, before anything ran:\n{err}");
+    assert!(lines[0].contains(option), "{args:?}: the line must name {option}: {err}");
+    assert!(!err.contains("panicked"), "{args:?}: {err}");
+    assert!(out.stdout.is_empty(), "{args:?}: nothing may have run: {}", String::from_utf8_lossy(&out.stdout));
+}
+
+#[test]
+fn ping_that_would_measure_nothing_is_refused_at_once() {
+    // Self-contained (its own reflector) and against a target alike: refused before a reflector
+    // runs or a probe leaves.
+    let limit = Duration::from_secs(10);
+    for base in [vec!["ping", "--loopback", "--no-files"], vec!["ping", "127.0.0.1:9", "--no-files"]] {
+        refused_at_once(&[&base[..], &["--count", "0"]].concat(), "--count", limit);
+        refused_at_once(&[&base[..], &["--interval", "0"]].concat(), "--interval", limit);
+        refused_at_once(&[&base[..], &["--duration", "0"]].concat(), "--duration", limit);
+    }
+    refused_at_once(&["reflect", "127.0.0.1:0", "--count", "0"], "--count", limit);
+    refused_at_once(&["reflect", "127.0.0.1:0", "--duration", "0"], "--duration", limit);
+}
+
+#[test]
+fn ping_waiting_for_replies_stops_promptly_on_sigterm() {
+    // A far end that takes the probes and never answers: ping sends its 5 and then waits up to
+    // --linger for replies that will not come. SIGTERM must end that wait (and the run, with its
+    // report) promptly, not after the minute.
+    let sink = std::net::UdpSocket::bind("127.0.0.1:0").expect("bind");
+    sink.set_read_timeout(Some(Duration::from_secs(60))).expect("timeout");
+    let target = sink.local_addr().expect("addr").to_string();
+    let mut child = std::process::Command::new(bin())
+        .args(["ping", &target, "--count", "5", "--pps", "1000", "--linger", "60s", "--no-files"])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start ping");
+    // All five probes received: ping has sent its count and now only waits for replies.
+    let mut buf = [0u8; 2048];
+    for k in 0..5 {
+        if let Err(e) = sink.recv_from(&mut buf) {
+            let _ = child.kill();
+            panic!("probe {k} never came: {e}");
+        }
+    }
+    let t0 = std::time::Instant::now();
+    let r = std::process::Command::new("kill").args(["-TERM", &child.id().to_string()]).status().expect("kill");
+    assert!(r.success());
+    let limit = Duration::from_secs(10);
+    while child.try_wait().expect("wait").is_none() {
+        if t0.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("ping still waiting {limit:?} after SIGTERM: the --linger wait must end on a signal");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let out = child.wait_with_output().expect("output");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "a stopped ping still reports: {err}");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("replies 0") && text.contains("lost 5"), "{text}");
+}
+
+#[test]
+fn ping_whose_reader_went_away_finishes_without_a_panic() {
+    // `wirespeed ping | head -1`: stdout is closed before the report is printed. The run must
+    // still finish (its reflector stopped, its partitions removed) and exit, not panic and
+    // then wait forever for a reflector nobody stops.
+    let mut child = std::process::Command::new(bin())
+        .args(["ping", "--loopback", "--count", "1000", "--pps", "1000", "--no-files"])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start ping");
+    drop(child.stdout.take());
+    let t0 = std::time::Instant::now();
+    let limit = Duration::from_secs(30);
+    while child.try_wait().expect("wait").is_none() {
+        if t0.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("ping with a closed stdout still running after {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let out = child.wait_with_output().expect("output");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains("panicked"), "{err}");
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(err.contains("reflector: reflected"), "the run finished and reported: {err}");
+}
+
+#[test]
+fn a_ping_that_measured_nothing_leaves_no_files() {
+    // Nothing listens: ping fails at once, and removes the directory and log it had made.
+    let sock = std::net::UdpSocket::bind("127.0.0.1:0").expect("bind");
+    let port = sock.local_addr().expect("addr").port();
+    drop(sock);
+    let d = TempDir::new("ping-nothing");
+    let out_dir = format!("{}/rtt", d.path());
+    let out = run(&["ping", &format!("127.0.0.1:{port}"), "--count", "10", "-o", &out_dir]);
+    assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(!std::path::Path::new(&out_dir).exists(), "{out_dir} was left behind");
 }

@@ -285,3 +285,77 @@ fn help_examples_that_send_stay_on_the_host() {
     }
     assert!(n >= 4, "expected the help texts' send examples to be found (found {n})");
 }
+
+#[test]
+fn latency_record_and_partition_options_are_bounded() {
+    let dir = TempDir::new("trust-inputs2-bounds");
+    let d = dir.path();
+    let rec = |extra: &[&'static str]| -> Vec<String> {
+        ["record", "127.0.0.1:0", "-o", d]
+            .iter()
+            .map(|s| s.to_string())
+            .chain(extra.iter().map(|s| s.to_string()))
+            .collect()
+    };
+    let mut cases: Vec<(Vec<String>, &str, &str)> = Vec::new();
+    let own = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    for (args, option, also) in [
+        (own(&["ping", "127.0.0.1:9", "--linger", "1e6"]), "--linger", "out of range"),
+        (own(&["ping", "127.0.0.1:9", "--pause", "1e6"]), "--pause", "out of range"),
+        (own(&["ping", "127.0.0.1:9", "--interval", "1e9"]), "--interval", ""),
+        (own(&["ping", "127.0.0.1:9", "--size", "1e6"]), "--size", "24..65507"),
+        (own(&["ping", "127.0.0.1:9", "--size", "23"]), "--size", "24..65507"),
+        (own(&["reflect", "127.0.0.1:0", "--batch", "0"]), "--batch", "out of range"),
+        (own(&["reflect", "127.0.0.1:0", "--batch", "1e6"]), "--batch", "out of range"),
+        (own(&["reflect", "127.0.0.1:0", "--client-burst", "0"]), "--client-burst", ""),
+        (own(&["reflect", "127.0.0.1:0", "--client-burst", "1e30"]), "--client-burst", ""),
+        (own(&["reflect", "127.0.0.1:0", "--max-pps-per-client", "1e30"]), "--max-pps-per-client", ""),
+        (rec(&["--buffer", "1048576G"]), "--buffer", "out of range"),
+        (rec(&["--buffer", "0"]), "--buffer", "out of range"),
+        (rec(&["--block", "0"]), "--block", "multiple of 4 KiB"),
+        (rec(&["--block", "5000"]), "--block", "4 KiB"),
+        (rec(&["--block", "1T"]), "--block", "out of range"),
+        (rec(&["--file-size", "1048576G"]), "--file-size", "out of range"),
+        (rec(&["--flush", "0"]), "--flush", "out of range"),
+        (rec(&["--flush", "1e6"]), "--flush", "out of range"),
+        (own(&["disk-test", d, "--size", "1048576G"]), "--size", "out of range"),
+        (own(&["disk-test", d, "--size", "0"]), "--size", "out of range"),
+        (own(&["disk-test", d, "--block", "0"]), "--block", "multiple of 4 KiB"),
+        (own(&["verify", d, "--window", "1099511627776"]), "--window", "out of range"),
+        (own(&["partition", "exec", "0", "--", "true"]), "<ID>", "1..64"),
+        (own(&["partition", "deactivate", "1e9"]), "<ID>", "1..64"),
+        (own(&["partition", "create", "-p", "65", "-c", "0"]), "--partition", "1..64"),
+        (own(&["partition", "create", "-p", "1", "-c", "0", "--mtu", "1e6"]), "--mtu", "68..65535"),
+        (own(&["partition", "create", "-p", "1", "-c", "0", "--mem", "1048576G"]), "--mem", "out of range"),
+        (own(&["partition", "create", "-p", "1", "-c", "0", "--hb-misses", "0"]), "--hb-misses", ""),
+    ] {
+        cases.push((args, option, also));
+    }
+    for (args, option, also) in &cases {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        refused(&args, option, also);
+    }
+}
+
+#[test]
+fn reflect_that_would_answer_nothing_is_refused() {
+    refused(&["reflect", "127.0.0.1:0", "--count", "0"], "--count", "nothing");
+    refused(&["reflect", "127.0.0.1:0", "--duration", "0"], "--duration", "no time");
+    refused(&["ping", "127.0.0.1:9", "--count", "0"], "--count", "nothing");
+    refused(&["ping", "127.0.0.1:9", "--interval", "0"], "--interval", "at least 10ms");
+}
+
+#[test]
+fn ping_size_reads_numbers_like_every_size() {
+    // 1e3 and 1K are sizes as in send's --size: the probe that leaves has exactly that length.
+    for (v, len) in [("1e3", 1000usize), ("1K", 1024)] {
+        let sink = UdpSocket::bind("127.0.0.1:0").unwrap();
+        sink.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        let dest = sink.local_addr().unwrap().to_string();
+        let out = run(&["ping", &dest, "--size", v, "--count", "1", "--linger", "0", "--no-files"]);
+        assert_eq!(out.status.code(), Some(0), "--size {v}: {}", String::from_utf8_lossy(&out.stderr));
+        let mut buf = [0u8; 4096];
+        let (n, _) = sink.recv_from(&mut buf).expect("the probe");
+        assert_eq!(n, len, "--size {v}");
+    }
+}

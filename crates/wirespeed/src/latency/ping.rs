@@ -346,6 +346,12 @@ fn probe_error(target: SocketAddr, e: &std::io::Error) -> Error {
     }
 }
 
+/// Longest single wait in the probe loop, so a stop is seen within this time.
+const MAX_POLL_NS: u64 = 100_000_000;
+
+/// How long replies are still awaited after a stop.
+const STOP_LINGER_NS: u64 = 200_000_000;
+
 /// Run one ping; `stop` ends the sending early (the replies still in flight are awaited for at
 /// most 200 ms).
 pub fn run(cfg: &PingConfig, stop: &AtomicBool) -> Result<PingRun> {
@@ -362,6 +368,13 @@ pub fn run(cfg: &PingConfig, stop: &AtomicBool) -> Result<PingRun> {
     }
     if cfg.interval < Duration::from_millis(10) {
         return Err(Error::Usage("the interval must be at least 10 ms".into()));
+    }
+    // A run that would send nothing must not look like a measurement (and 0 probes gives the
+    // ledger nothing to settle).
+    if cfg.count == Some(0) || (cfg.count.is_none() && cfg.duration.is_some_and(|d| d.is_zero())) {
+        return Err(Error::Usage(
+            "a ping of 0 probes or of no time measures nothing: give --count or --duration above 0".into(),
+        ));
     }
     let bind: SocketAddr = if cfg.target.is_ipv4() { "0.0.0.0:0" } else { "[::]:0" }.parse().expect("static");
     let sock = UdpSocket::bind(bind).map_err(|e| Error::Runtime(format!("cannot open a UDP socket: {e}")))?;
@@ -461,6 +474,7 @@ fn probe_loop(
     // Closed loop: the probe awaiting its reply, and when it left.
     let mut outstanding: Option<(u64, u64)> = None;
     let mut skipped = 0u64;
+    let mut stop_seen = false;
     let cpu0 = sys::thread_cpu_ns();
 
     loop {
@@ -479,11 +493,15 @@ fn probe_loop(
                 let due_before = (horizon.saturating_sub(start) as f64 / period_ns).ceil() as u64;
                 skipped += due_before.saturating_sub(slot);
             }
-            let wait =
-                if stop.load(Ordering::Relaxed) { cfg.linger.min(Duration::from_millis(200)) } else { cfg.linger };
-            reply_deadline = now + wait.as_nanos() as u64;
+            let wait = if stop.load(Ordering::Relaxed) {
+                stop_seen = true;
+                cfg.linger.min(Duration::from_nanos(STOP_LINGER_NS))
+            } else {
+                cfg.linger
+            };
+            reply_deadline = now.saturating_add(wait.as_nanos().min(u64::MAX as u128) as u64);
         }
-        if closed && outstanding.is_some_and(|(_, t)| now >= t + linger_ns) {
+        if closed && outstanding.is_some_and(|(_, t)| now >= t.saturating_add(linger_ns)) {
             outstanding = None; // given up: the ledger counts it lost unless it still comes
         }
         if sending && closed && outstanding.is_none() && now >= due(slot) {
@@ -541,6 +559,12 @@ fn probe_loop(
             live.sent.store(seq, Ordering::Relaxed);
             continue;
         }
+        // A stop while waiting for the last replies cuts the wait short too, however long
+        // --linger is.
+        if !sending && stop.load(Ordering::Relaxed) && !stop_seen {
+            stop_seen = true;
+            reply_deadline = reply_deadline.min(now + STOP_LINGER_NS);
+        }
         if !sending && (now >= reply_deadline || ledger.counts().received >= seq) {
             break;
         }
@@ -555,7 +579,7 @@ fn probe_loop(
         }
         let next_interval = start + interval_start + interval_ns;
         let deadline = match outstanding {
-            Some((_, t)) if sending => (t + linger_ns).min(end_by.unwrap_or(u64::MAX)),
+            Some((_, t)) if sending => t.saturating_add(linger_ns).min(end_by.unwrap_or(u64::MAX)),
             _ if sending => due(slot),
             _ => reply_deadline,
         }
@@ -563,7 +587,9 @@ fn probe_loop(
         let readable = if cfg.spin {
             true
         } else {
-            let wait = deadline.saturating_sub(sys::monotonic_ns());
+            // Never sleep past MAX_POLL_NS: a stop signal may be delivered to another thread and
+            // so not interrupt this wait, and the flag must still be seen promptly.
+            let wait = deadline.saturating_sub(sys::monotonic_ns()).min(MAX_POLL_NS);
             if wait == 0 {
                 continue;
             }

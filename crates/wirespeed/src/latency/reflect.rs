@@ -169,6 +169,16 @@ impl ReflectConfig {
         if self.client_burst == Some(0) {
             return Err(Error::Usage("--client-burst 0 would refuse every probe: give 1 or more".into()));
         }
+        // A reflector that stops before it starts would exit 0 having answered nothing.
+        if self.count == Some(0) {
+            return Err(Error::Usage("--count 0 would reflect nothing: give 1 or more".into()));
+        }
+        if self.duration.is_some_and(|d| d.is_zero()) {
+            return Err(Error::Usage("--duration 0 would reflect nothing: give a length like 10s".into()));
+        }
+        if self.batch == 0 || self.batch > 1024 {
+            return Err(Error::Usage(format!("--batch {} is out of range: use 1..1024", self.batch)));
+        }
         Ok(())
     }
 }
