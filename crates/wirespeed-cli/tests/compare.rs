@@ -131,11 +131,8 @@ fn compare_on_loopback_writes_table_csv_json_and_plot() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn compare_across_partitions() {
-    if !is_root() {
-        eprintln!("compare_across_partitions: needs root (network namespaces); skipped");
-        return;
-    }
     require_iperf3("compare_across_partitions");
     let _turn = traffic();
     let out = run(&["bench", "compare", "--rates", "300M", "--sizes", "8800", "--duration", "1", "--json"]);

@@ -398,57 +398,11 @@ fn bad_record_and_verify_input_gets_one_clear_line() {
     assert_eq!(out.status.code(), Some(4), "{}", String::from_utf8_lossy(&out.stdout));
 }
 
-/// Mount a small tmpfs (needs root); unmounted on drop.
-struct SmallFs(TempDir);
-
-impl SmallFs {
-    fn new(size: &str) -> SmallFs {
-        let d = TempDir::new("rec-full");
-        sh(&["mount", "-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs", d.path()]);
-        SmallFs(d)
-    }
-}
-
-impl Drop for SmallFs {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg(self.0.path()).status();
-    }
-}
-
 #[test]
+#[ignore = "needs root"]
 fn full_disk_stops_cleanly_and_keeps_files_valid() {
-    if !is_root() {
-        eprintln!("full_disk_stops_cleanly_and_keeps_files_valid: needs root (mount); not run");
-        return;
-    }
-    let fs = SmallFs::new("12m");
-    let dir = fs.0.path().to_string();
-    let r = spawn_cmd_with(
-        &[],
-        "record",
-        "127.0.0.1:0",
-        &[
-            "--size",
-            "1024",
-            "-o",
-            &dir,
-            "--json",
-            "--buffer",
-            "8M",
-            "--block",
-            "1M",
-            "--file-size",
-            "4M",
-            "--duration",
-            "60",
-        ],
-    );
-    // Offered until the 12 MiB filesystem is full, however much of it the kernel drops on a busy
-    // host: the sender runs until the recorder has stopped.
-    let mut sender = spawn_sender(r.port, &["--size", "1024", "--rate", "30kpps", "--duration", "600"]);
-    let (code, stdout, stderr) = finish(r, Duration::from_secs(120));
-    let _ = sender.kill();
-    let _ = sender.wait();
+    let (fs, code, stdout, stderr) = record_into_full_disk();
+    let dir = fs.path().to_string();
     assert_eq!(code, Some(1), "a full disk is a failure: {stderr}");
     assert!(stderr.contains("full"), "{stderr}");
     assert_eq!(stderr.lines().filter(|l| l.starts_with("wirespeed:")).count(), 1, "one line: {stderr}");
@@ -473,11 +427,8 @@ fn full_disk_stops_cleanly_and_keeps_files_valid() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn record_across_namespaces_attributes_injected_loss() {
-    if !is_root() {
-        eprintln!("record_across_namespaces_attributes_injected_loss: needs root; not run");
-        return;
-    }
     let a = Netns::new("reca");
     let b = Netns::new("recb");
     let va = format!("wsra{}", std::process::id() % 100000);

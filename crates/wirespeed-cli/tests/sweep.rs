@@ -265,11 +265,8 @@ fn sweep_with_record_writes_to_disk_and_cleans_up() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn sweep_across_partitions() {
-    if !is_root() {
-        eprintln!("sweep_across_partitions: needs root (network namespaces); skipped");
-        return;
-    }
     let _turn = traffic();
     let dir = TempDir::new("sweep-part");
     let doc = ok_json(&[

@@ -408,51 +408,12 @@ fn malformed_traffic_counted_alike_is_a_stream_fact_not_differs() {
     assert_eq!(v["files"][0]["complete"], true, "still whole, only changed");
 }
 
-/// Mount a small tmpfs (needs root); unmounted on drop.
-struct SmallFs(TempDir);
-
-impl SmallFs {
-    fn new(size: &str) -> SmallFs {
-        let d = TempDir::new("tv-full");
-        sh(&["mount", "-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs", d.path()]);
-        SmallFs(d)
-    }
-}
-
-impl Drop for SmallFs {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg(self.0.path()).status();
-    }
-}
-
 #[test]
 #[ignore = "needs root"]
 fn full_disk_sidecars_agree_with_the_summary_and_match_their_files() {
-    let fs = SmallFs::new("12m");
-    let dir = fs.0.path().to_string();
     let _t = traffic();
-    let r = spawn_cmd_with(
-        &[],
-        "record",
-        "127.0.0.1:0",
-        &[
-            "--size",
-            "1024",
-            "-o",
-            &dir,
-            "--json",
-            "--buffer",
-            "8M",
-            "--block",
-            "1M",
-            "--file-size",
-            "4M",
-            "--duration",
-            "60",
-        ],
-    );
-    send(r.port, &["--size", "1024", "--count", "30000", "--rate", "30kpps"]);
-    let (code, stdout, stderr) = finish(r, Duration::from_secs(60));
+    let (fs, code, stdout, stderr) = record_into_full_disk();
+    let dir = fs.path().to_string();
     assert_eq!(code, Some(1), "a full disk is a failure: {stderr}");
     let rep = json(&stdout);
     assert_eq!(rep["capture"]["stopped_by"], "disk full");

@@ -242,11 +242,8 @@ fn namespaces_with(prefix: &str) -> Vec<String> {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn bench_in_partitions_as_root() {
-    if !is_root() {
-        eprintln!("skipped: making partitions needs root");
-        return;
-    }
     let child = Command::new(bin())
         .args(["bench", "ttcp", "--buffers", "128K", "-n", "300", "--json"])
         .stdout(Stdio::piped())
@@ -269,11 +266,8 @@ fn bench_in_partitions_as_root() {
 }
 
 #[test]
+#[ignore = "needs root"]
 fn bench_stopped_by_a_signal_removes_its_partitions() {
-    if !is_root() {
-        eprintln!("skipped: making partitions needs root");
-        return;
-    }
     let mut child = Command::new(bin())
         .args(["bench", "ttcp", "--buffers", "64K,128K,256K", "-n", "20000"])
         .stdout(Stdio::piped())

@@ -377,3 +377,63 @@ pub fn stopped_after(stderr: &str) -> usize {
         .and_then(|n| n.parse().ok())
         .unwrap_or_else(|| panic!("no 'stopped by a signal after N' in: {stderr}"))
 }
+
+/// A small tmpfs mounted for one test (needs root); unmounted on drop, before its directory
+/// is removed.
+pub struct SmallFs(pub TempDir);
+
+impl SmallFs {
+    pub fn new(size: &str) -> SmallFs {
+        let d = TempDir::new("small-fs");
+        sh(&["mount", "-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs", d.path()]);
+        SmallFs(d)
+    }
+
+    pub fn path(&self) -> &str {
+        self.0.path()
+    }
+}
+
+impl Drop for SmallFs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(self.0.path()).status();
+    }
+}
+
+/// `wirespeed record --json` of 1024-byte counter datagrams into a 12 MiB tmpfs until it is
+/// full (needs root): the sender keeps offering until the recorder has stopped, however much
+/// of it a busy host's kernel drops, so the disk fills on any host. Returns the filesystem
+/// (keep it while reading the files) and the recorder's exit code, stdout and stderr.
+pub fn record_into_full_disk() -> (SmallFs, Option<i32>, String, String) {
+    let fs = SmallFs::new("12m");
+    let r = spawn_cmd_with(
+        &[],
+        "record",
+        "127.0.0.1:0",
+        &[
+            "--size",
+            "1024",
+            "-o",
+            fs.path(),
+            "--json",
+            "--buffer",
+            "8M",
+            "--block",
+            "1M",
+            "--file-size",
+            "4M",
+            "--duration",
+            "60",
+        ],
+    );
+    let mut sender = Command::new(bin())
+        .args(["send", &format!("127.0.0.1:{}", r.port), "--size", "1024", "--rate", "30kpps", "--duration", "600"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start sender");
+    let (code, stdout, stderr) = finish(r, Duration::from_secs(120));
+    let _ = sender.kill();
+    let _ = sender.wait();
+    (fs, code, stdout, stderr)
+}
