@@ -7,19 +7,10 @@
 //! mean the same in every option that takes that kind.
 
 use std::time::Duration;
-use wirespeed::ledger::{GapRange, LedgerConfig, Segment, StreamLedger};
+use wirespeed::ledger::LedgerConfig;
 use wirespeed::units::{self, in_range};
 
-/// Largest reorder window: 16 Mi sequence numbers (a 2 MiB bitmap per stream), several seconds
-/// of reordering even at millions of datagrams per second.
-pub const MAX_WINDOW: u64 = 1 << 24;
-
-/// Most streams one receiver tracks (each has a preallocated ledger of about 100 KiB, most of
-/// it room for gap ranges; 8192 of them stay under [`LEDGER_BUDGET`] with the default window).
-pub const MAX_TRACKED_STREAMS: usize = 8192;
-
-/// Most memory the ledgers of one receiver may take (`--max-streams` x per-stream ledger).
-pub const LEDGER_BUDGET: u64 = 1 << 30;
+pub use wirespeed::rx::{MAX_BATCH, MAX_TRACKED_STREAMS, MAX_WINDOW};
 
 /// Largest socket buffer to ask for: the kernel doubles the value and keeps it in an int.
 pub const MAX_SOCKBUF: u64 = 1 << 30;
@@ -67,7 +58,7 @@ pub fn window(s: &str) -> Result<u64, String> {
 
 /// Datagrams per receive or send call.
 pub fn batch(s: &str) -> Result<usize, String> {
-    count_in(s, 1, 1024, "the buffers for one call are allocated up front").map(|n| n as usize)
+    count_in(s, 1, MAX_BATCH as u64, "the buffers for one call are allocated up front").map(|n| n as usize)
 }
 
 /// Streams a receiver tracks.
@@ -314,35 +305,10 @@ pub fn gaps(s: &str) -> Result<usize, String> {
     count_in(s, 0, top, "a ledger keeps no more ranges than that").map(|n| n as usize)
 }
 
-/// Bytes one stream's ledger takes with this window (what `StreamLedger::new` allocates).
-pub fn ledger_bytes(window: u64) -> u64 {
-    let cfg = LedgerConfig { window, ..LedgerConfig::default() };
-    let bitmap = (window / 64).max(1) * 8;
-    bitmap
-        + (cfg.max_ranges * std::mem::size_of::<GapRange>()) as u64
-        + (cfg.max_segments * std::mem::size_of::<Segment>()) as u64
-        + std::mem::size_of::<StreamLedger>() as u64
-}
-
-/// Refuse a `--max-streams` x `--window` whose ledgers together would take more than
-/// [`LEDGER_BUDGET`]: each bound alone is sane, their product need not be.
-pub fn check_ledger_budget(max_streams: usize, window: u64) -> Result<(), String> {
-    let per = ledger_bytes(window);
-    let total = per.saturating_mul(max_streams as u64);
-    if total > LEDGER_BUDGET {
-        return Err(format!(
-            "--max-streams {max_streams} with --window {window} needs {} of ledger memory ({} a stream), more than the {} allowed: lower --max-streams or --window",
-            units::bytes(total),
-            units::bytes(per),
-            units::bytes(LEDGER_BUDGET)
-        ));
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use wirespeed::rx::check_ledger_budget;
 
     #[test]
     fn bounds() {
@@ -355,7 +321,7 @@ mod tests {
         assert!(run_count("0").is_err() && run_duration("0").is_err() && run_duration("0ms").is_err());
         assert!(interval("0").is_err() && interval("9ms").is_err() && interval("10ms").is_ok());
         assert!(check_ledger_budget(64, 65536).is_ok());
-        assert!(check_ledger_budget(65536, 65536).unwrap_err().contains("--max-streams"));
+        assert!(check_ledger_budget(65536, 65536).unwrap_err().to_string().contains("--max-streams"));
         assert!(check_ledger_budget(MAX_TRACKED_STREAMS, 65536).is_ok());
         assert!(check_ledger_budget(MAX_TRACKED_STREAMS, MAX_WINDOW).is_err());
         assert!(check_ledger_budget(64, MAX_WINDOW).is_ok());

@@ -506,7 +506,7 @@ fn recv_config(a: &RecvArgs) -> Result<RecvConfig, Error> {
     c.show_gaps = a.gaps;
     // The value parsers bound each option; their product is checked here, before any ledger
     // is allocated.
-    args::check_ledger_budget(a.max_streams, a.window).map_err(Error::Usage)?;
+    wirespeed::rx::check_ledger_budget(a.max_streams, a.window)?;
     c.ledger = LedgerConfig { window: a.window, ..LedgerConfig::default() };
     if a.iface.is_some() && !c.listen.ip().is_multicast() {
         return Err(Error::Usage(format!(
@@ -723,9 +723,32 @@ fn cmd_formats() -> Result<u8, Error> {
     Ok(0)
 }
 
+/// A command line clap refused, said in one line (what is wrong, with clap's tip folded in),
+/// exit code 2; help and version requests are printed whole as clap has them.
+fn usage_error(e: clap::Error) -> ExitCode {
+    use clap::error::ErrorKind;
+    if matches!(
+        e.kind(),
+        ErrorKind::DisplayHelp | ErrorKind::DisplayVersion | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+    ) {
+        e.exit();
+    }
+    let text = e.render().to_string();
+    let first: Vec<&str> = text.lines().map(str::trim).take_while(|l| !l.is_empty()).collect();
+    let msg = first.join(" ");
+    eprintln!("wirespeed: {} (--help explains)", msg.strip_prefix("error: ").unwrap_or(&msg));
+    ExitCode::from(2)
+}
+
 fn main() -> ExitCode {
-    let matches = Cli::command().get_matches();
-    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+    let matches = match Cli::command().try_get_matches() {
+        Ok(m) => m,
+        Err(e) => return usage_error(e),
+    };
+    let cli = match Cli::from_arg_matches(&matches) {
+        Ok(c) => c,
+        Err(e) => return usage_error(e),
+    };
     if let Some(m) = matches.subcommand_matches("partition").and_then(|m| m.subcommand_matches("create")) {
         if let Err(e) = check_pairing(m) {
             eprintln!("wirespeed: {e}");

@@ -331,6 +331,18 @@ fn low_bits(len: u64) -> u64 {
 }
 
 impl StreamLedger {
+    /// Bytes one stream's ledger takes with this window (what [`StreamLedger::new`] allocates
+    /// with the default limits), so that a receiver can refuse a configuration before it
+    /// allocates.
+    pub fn bytes_for(window: u64) -> u64 {
+        let cfg = LedgerConfig { window, ..LedgerConfig::default() };
+        let bitmap = (window / 64).max(1) * 8;
+        bitmap
+            + (cfg.max_ranges * std::mem::size_of::<GapRange>()) as u64
+            + (cfg.max_segments * std::mem::size_of::<Segment>()) as u64
+            + std::mem::size_of::<StreamLedger>() as u64
+    }
+
     /// Creates a ledger and takes all the memory it will ever need, so the
     /// per-packet path never allocates. The configuration is normalised with
     /// [`LedgerConfig::effective`].

@@ -96,6 +96,63 @@ impl RecvConfig {
     }
 }
 
+/// Largest reorder window: 16 Mi sequence numbers (a 2 MiB bitmap per stream), several seconds
+/// of reordering even at millions of datagrams per second.
+pub const MAX_WINDOW: u64 = 1 << 24;
+
+/// Most streams one receiver tracks (each has a preallocated ledger of about 100 KiB, most of
+/// it room for gap ranges; 8192 of them stay under [`LEDGER_BUDGET`] with the default window).
+pub const MAX_TRACKED_STREAMS: usize = 8192;
+
+/// Most memory the ledgers of one receiver may take (streams x per-stream ledger).
+pub const LEDGER_BUDGET: u64 = 1 << 30;
+
+/// Most datagrams per receive call (the buffers for one call are allocated up front).
+pub const MAX_BATCH: usize = 1024;
+
+impl RecvConfig {
+    /// Refuse a configuration whose preallocated buffers no run could use, before anything is
+    /// allocated: the library's own guard, so that every front end (the CLI's parsers give the
+    /// same limits earlier, with the option's name) is held to it.
+    pub fn check_limits(&self) -> Result<()> {
+        if self.max_streams == 0 || self.batch == 0 {
+            return Err(Error::Usage("--max-streams and --batch must be at least 1".into()));
+        }
+        if self.batch > MAX_BATCH {
+            return Err(Error::Usage(format!("--batch {} is more than {MAX_BATCH} datagrams a call", self.batch)));
+        }
+        if self.max_streams > MAX_TRACKED_STREAMS {
+            return Err(Error::Usage(format!(
+                "--max-streams {} is more than the {MAX_TRACKED_STREAMS} streams one receiver tracks",
+                self.max_streams
+            )));
+        }
+        if self.ledger.window == 0 || self.ledger.window > MAX_WINDOW {
+            return Err(Error::Usage(format!(
+                "--window {} is out of range: give 1..{MAX_WINDOW} (one bit per number per stream, allocated up front)",
+                self.ledger.window
+            )));
+        }
+        check_ledger_budget(self.max_streams, self.ledger.window)
+    }
+}
+
+/// Refuse a streams x window whose ledgers together would take more than [`LEDGER_BUDGET`]:
+/// each bound alone is sane, their product need not be.
+pub fn check_ledger_budget(max_streams: usize, window: u64) -> Result<()> {
+    let per = StreamLedger::bytes_for(window);
+    let total = per.saturating_mul(max_streams as u64);
+    if total > LEDGER_BUDGET {
+        return Err(Error::Usage(format!(
+            "--max-streams {max_streams} with --window {window} needs {} of ledger memory ({} a stream), more than the {} allowed: lower --max-streams or --window",
+            units::bytes(total),
+            units::bytes(per),
+            units::bytes(LEDGER_BUDGET)
+        )));
+    }
+    Ok(())
+}
+
 /// One receive path into the capture loop.
 pub trait Backend {
     /// Name shown in reports, e.g. `recvmmsg`.
@@ -876,9 +933,7 @@ pub fn capture_with<S: Sink>(
     progress: &(dyn Fn(&Progress) + Sync),
     sink: S,
 ) -> Result<(RecvReport, S)> {
-    if cfg.max_streams == 0 || cfg.batch == 0 {
-        return Err(Error::Usage("--max-streams and --batch must be at least 1".into()));
-    }
+    cfg.check_limits()?;
     let mut ledger_cfg = cfg.ledger.clone();
     ledger_cfg.seq_bits = ledger_cfg.seq_bits.min(fmt.seq_bits());
     let live = Live::default();
