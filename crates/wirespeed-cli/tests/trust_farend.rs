@@ -329,9 +329,9 @@ fn bad_policy_options_get_one_line_and_exit_2() {
         (&["reflect", "0", "--allow", "nonsense"][..], "--allow 'nonsense' is not a network"),
         (&["reflect", "0", "--allow", "10.0.0.1/8"][..], "did you mean 10.0.0.0/8"),
         (&["reflect", "0", "--allow", "10.0.0.0/33"][..], "is not a network"),
-        (&["reflect", "0", "--max-pps-per-client", "fast"][..], "--max-pps-per-client 'fast' is not a rate"),
-        (&["reflect", "0", "--max-pps-per-client=-5"][..], "is not a rate"),
-        (&["reflect", "0", "--client-burst", "0"][..], "--client-burst 0"),
+        (&["reflect", "0", "--max-pps-per-client", "fast"][..], "'fast' is not a probe rate"),
+        (&["reflect", "0", "--max-pps-per-client=-5"][..], "'-5' is not a probe rate"),
+        (&["reflect", "0", "--client-burst", "0"][..], "'0' for '--client-burst"),
         (&["reflect", "0", "--client-burst", "many"][..], "--client-burst"),
     ] {
         expect_fail(args, 2, needle);

@@ -38,9 +38,9 @@ fn run_within(args: &[&str], limit: Duration) -> (Option<i32>, String, String) {
     }
 }
 
-/// The lines of an error, without clap's pointer to --help.
+/// The lines of an error (a refusal is exactly one).
 fn message_lines(stderr: &str) -> Vec<&str> {
-    stderr.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with("For more information")).collect()
+    stderr.lines().collect()
 }
 
 /// Exit code 2, one line naming `option`, no panic or backtrace, and no more than a few

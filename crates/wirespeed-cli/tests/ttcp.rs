@@ -119,17 +119,26 @@ fn udp_into_a_tiny_buffer_drops_and_says_how_much() {
     let r = json(&out);
     let (sent, sent_bytes) = (u(&tx, "datagrams"), u(&tx, "bytes"));
     assert_eq!((sent, sent_bytes), (20000, 20000 * 32768));
+    assert!(u(&r["sockbuf"], "granted") < 32768 * 2, "the kernel's minimum buffer, not a large one: {r}");
+    let (got, got_bytes) = (u(&r, "datagrams"), u(&r, "bytes"));
+    if got == 0 {
+        // Whether a data datagram or only the small markers found room is the kernel's
+        // business. With no data, a marker proves nothing (it could be anyone's): the receiver
+        // ignores it, names it, and claims no drop figure rather than a made-up one.
+        assert!(r["dropped_pct"].is_null(), "{r}");
+        assert!(u(&r, "stray") >= 1, "the marker that arrived without data is counted: {r}");
+        assert!(r["notes"].to_string().contains("none of its data arrived"), "{r}");
+        return;
+    }
     // Which of the small markers found room is the kernel's business; either says what was sent.
     let from = r["sent_from"].as_str().unwrap_or("");
     assert!(from == "transmitter's end marker" || from == "start marker (the transmitter's plan)", "{r}");
     assert_eq!((u(&r, "sent_datagrams"), u(&r, "sent_bytes")), (sent, sent_bytes));
-    let (got, got_bytes) = (u(&r, "datagrams"), u(&r, "bytes"));
     assert_eq!(got_bytes, got * 32768);
     assert!(got <= 2, "a one-datagram buffer holds one datagram while its reader is stopped: {r}");
     let want = 100.0 * (sent_bytes - got_bytes) as f64 / sent_bytes as f64;
     assert!((f(&r, "dropped_pct") - want).abs() < 1e-9, "dropped {} vs counts {want}", f(&r, "dropped_pct"));
     assert!(f(&r, "dropped_pct") > 99.9);
-    assert!(u(&r["sockbuf"], "granted") < 32768 * 2, "the kernel's minimum buffer, not a large one: {r}");
 }
 
 #[test]
