@@ -1668,6 +1668,24 @@ mod tests {
         assert!(nap_cap_ns(64 << 20) > 1_000_000);
     }
 
+    /// The library's own guard: a front end that skips the CLI's parsers still cannot make a
+    /// receiver allocate 128 GiB of ledger (issue 13's `--window 1099511627776`).
+    #[test]
+    fn limits_are_checked_before_anything_is_allocated() {
+        let mut c = RecvConfig::new("127.0.0.1:0".parse().unwrap());
+        assert!(c.check_limits().is_ok());
+        c.ledger.window = 1 << 40;
+        assert!(c.check_limits().unwrap_err().to_string().contains("--window"));
+        c.ledger.window = MAX_WINDOW;
+        c.max_streams = MAX_TRACKED_STREAMS;
+        assert!(c.check_limits().unwrap_err().to_string().contains("ledger memory"));
+        c.ledger.window = 65536;
+        c.batch = MAX_BATCH + 1;
+        assert!(c.check_limits().unwrap_err().to_string().contains("--batch"));
+        c.batch = 0;
+        assert!(c.check_limits().is_err());
+    }
+
     #[test]
     fn clamp_note_names_the_sysctl() {
         let n = rcvbuf_clamp_note(1 << 30, 8 << 20);
