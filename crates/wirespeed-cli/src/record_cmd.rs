@@ -111,7 +111,7 @@ pub fn cmd_record(a: RecordArgs) -> Result<u8, Error> {
             Rate::Max => f64::INFINITY,
         };
         eprintln!("wirespeed record: measuring {} (512 MiB with the recorder's own writes)...", dir.display());
-        let t = record::disk_test(&dir, 512 << 20, cfg.chunk, cfg.direct)?;
+        let t = record::disk_test(&dir, 512 << 20, cfg.chunk, cfg.direct, sys::install_stop_handler())?;
         if let Some(w) = record::rate_warning(bytes_per_s, t.bytes_per_s, cfg.buffer as u64, rcfg.duration) {
             eprintln!("wirespeed record: warning: {w}");
             warnings.push(w);
@@ -224,7 +224,8 @@ pub fn cmd_disk_test(a: DiskTestArgs) -> Result<u8, Error> {
     if a.size == 0 {
         return Err(Error::Usage("--size must be more than 0".into()));
     }
-    let t = record::disk_test(&a.dir, a.size, usize::try_from(a.block).unwrap_or(0), !a.buffered)?;
+    let stop = sys::install_stop_handler();
+    let t = record::disk_test(&a.dir, a.size, usize::try_from(a.block).unwrap_or(0), !a.buffered, stop)?;
     if a.json {
         print_json(&t)?;
     } else {

@@ -549,3 +549,31 @@ fn recorders_in_the_same_second_take_the_next_free_name_and_overwrite_nothing() 
     }
     assert!(files_ending(&d.0, ".part").is_empty());
 }
+
+/// `disk-test` stopped by SIGTERM part-way removes its test file (wirespeed leaves nothing of
+/// its own behind) and says in one line that no figure was measured.
+#[test]
+fn a_stopped_disk_test_leaves_no_file_and_claims_no_figure() {
+    let d = TempDir::new("tv-disk-test");
+    // 8 GiB with O_DIRECT takes seconds on any disk; the signal is sent as soon as the test
+    // file exists, so it always lands part-way.
+    let child = Command::new(bin())
+        .args(["disk-test", d.path(), "--size", "8G"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start disk-test");
+    let t = Instant::now();
+    while names(Path::new(d.path())).iter().all(|n| !n.starts_with(".wirespeed-disk-test-")) {
+        assert!(t.elapsed() < Duration::from_secs(60), "disk-test never created its file");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    sh(&["kill", "-TERM", &child.id().to_string()]);
+    let out = child.wait_with_output().expect("disk-test ends");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("stopped by a signal"), "{err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "one line: {err}");
+    assert!(out.stdout.is_empty(), "no figure from a partial test");
+    assert_eq!(names(Path::new(d.path())), Vec::<String>::new(), "its file was removed");
+}

@@ -148,8 +148,9 @@ pub struct DiskTest {
 }
 
 /// Write `bytes` in `chunk`-sized aligned writes from locked memory to a preallocated file in
-/// `dir` (as the recorder does), then remove it.
-pub fn disk_test(dir: &Path, bytes: u64, chunk: usize, direct: bool) -> Result<DiskTest> {
+/// `dir` (as the recorder does), then remove it. `stop` (Ctrl-C, SIGTERM) ends it early: the
+/// file is removed all the same and the run is an error, since a partial figure is no figure.
+pub fn disk_test(dir: &Path, bytes: u64, chunk: usize, direct: bool, stop: &AtomicBool) -> Result<DiskTest> {
     check_dir(dir)?;
     if chunk == 0 || chunk % sys::RING_ALIGN != 0 {
         return Err(Error::Usage(format!("--block {chunk} must be a non-zero multiple of 4 KiB")));
@@ -180,6 +181,9 @@ pub fn disk_test(dir: &Path, bytes: u64, chunk: usize, direct: bool) -> Result<D
         let mut deciles = Vec::new();
         let (mut dt0, mut doff) = (t0, 0u64);
         while off < bytes {
+            if stop.load(Ordering::Relaxed) {
+                return Err(std::io::Error::from(std::io::ErrorKind::Interrupted));
+            }
             let n = (chunk as u64).min(bytes - off) as usize;
             let n = if direct_io { n.div_ceil(sys::RING_ALIGN) * sys::RING_ALIGN } else { n };
             let t = sys::monotonic_ns();
@@ -202,7 +206,12 @@ pub fn disk_test(dir: &Path, bytes: u64, chunk: usize, direct: bool) -> Result<D
     })();
     let _ = std::fs::remove_file(&path);
     let (rate, max_ns, deciles) = result.map_err(|e| {
-        if e.raw_os_error() == Some(libc::ENOSPC) {
+        if e.kind() == std::io::ErrorKind::Interrupted && stop.load(Ordering::Relaxed) {
+            Error::Runtime(format!(
+                "stopped by a signal after a partial test; its file in {} was removed",
+                dir.display()
+            ))
+        } else if e.raw_os_error() == Some(libc::ENOSPC) {
             Error::Runtime(format!("the disk holding {} filled during the test: use a smaller --size", dir.display()))
         } else {
             Error::Runtime(format!("writing to {} failed: {e}", dir.display()))
