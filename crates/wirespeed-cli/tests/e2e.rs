@@ -448,3 +448,17 @@ fn demo_uses_partitions_when_privileged_and_removes_them() {
     let left = String::from_utf8_lossy(&ns.stdout).lines().any(|l| l.starts_with(&prefix));
     assert!(!left, "demo partitions {prefix}* left behind");
 }
+
+/// A run bounded by --duration reports no longer than it ran: one 64-bit datagram at 10 b/s
+/// is due every 6.4 s, and the old report said 6.4 s for a run that ended after 1 s.
+#[test]
+fn a_duration_bounded_send_reports_no_more_time_than_it_had() {
+    let sink = UdpSocket::bind("127.0.0.1:0").expect("bind a sink");
+    let port = sink.local_addr().unwrap().port();
+    let out = run(&["send", &format!("127.0.0.1:{port}"), "--rate", "10", "--size", "8", "--duration", "1", "--json"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let rep = json(&String::from_utf8_lossy(&out.stdout));
+    assert_eq!(u(&rep, "sent"), 1, "{rep}");
+    let secs = rep["elapsed_s"].as_f64().expect("elapsed_s");
+    assert!(secs > 0.0 && secs <= 1.0, "a 1 s run reported {secs} s: {rep}");
+}

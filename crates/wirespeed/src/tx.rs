@@ -186,7 +186,9 @@ pub struct SendReport {
     pub gso_segments: usize,
     /// Datagrams per send call (the burst bound).
     pub burst: usize,
-    /// Wall time from first to last send, seconds.
+    /// Seconds the schedule spanned: from the first send to one period after the last (so N
+    /// packets at R read as exactly R), never more than `--duration`; a run stopped by a signal,
+    /// to the moment it stopped.
     pub elapsed_s: f64,
     /// Datagrams sent (all streams).
     pub sent: u64,
@@ -526,6 +528,9 @@ fn summarise(
         (None, None) => elapsed_ns as f64 / 1e9,
     }
     .max(1e-9);
+    // A run bounded by --duration took no longer than that, whatever the schedule's period
+    // (one 64-bit datagram at 10 b/s is due every 6.4 s, yet a 1 s run ends after 1 s).
+    let span_s = cfg.duration.map_or(span_s, |d| span_s.min(d.as_secs_f64().max(1e-9)));
     let mut gaps = Histogram::<u64>::new_with_bounds(1, 3_600_000_000_000, 3).expect("static bounds are valid");
     let mut per_tenth: Vec<u64> = Vec::new();
     for s in &streams {
