@@ -4,29 +4,11 @@
 mod common;
 
 use common::*;
+use common::{send_to_port as send, spawn_send as spawn_sender, visible_files as files};
 use serde_json::Value;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
-
-fn files(dir: &Path, ext: &str) -> Vec<PathBuf> {
-    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
-        .expect("list dir")
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.to_string_lossy().ends_with(ext))
-        .filter(|p| !p.file_name().unwrap().to_string_lossy().starts_with('.'))
-        .collect();
-    v.sort();
-    v
-}
-
-fn send(port: u16, args: &[&str]) {
-    let target = format!("127.0.0.1:{port}");
-    let mut a = vec!["send", target.as_str()];
-    a.extend_from_slice(args);
-    let out = run(&a);
-    assert!(out.status.success(), "send failed: {}", String::from_utf8_lossy(&out.stderr));
-}
 
 fn verify_json(dir: &str) -> (Option<i32>, Value) {
     let out = run(&["verify", dir, "--json"]);
@@ -214,17 +196,6 @@ fn pcap_recording_reads_back_in_independent_readers() {
     let (vcode, v) = verify_json(d.path());
     assert_eq!(vcode, Some(0), "{v}");
     assert_eq!(v["streams"].as_array().unwrap().len(), 2, "pcap keeps the sources apart");
-}
-
-/// `wirespeed send` to 127.0.0.1:`port` with `args`, running in the background.
-fn spawn_sender(port: u16, args: &[&str]) -> std::process::Child {
-    Command::new(bin())
-        .args(["send", &format!("127.0.0.1:{port}")])
-        .args(args)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("start sender")
 }
 
 /// Wait until the one `.part` file in `dir` holds at least `bytes`; returns its length then.

@@ -4,9 +4,10 @@
 mod common;
 
 use common::*;
+use common::{send_to_port as send, visible_files as files_ending};
 use serde_json::Value;
 use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -58,25 +59,6 @@ fn names(dir: &Path) -> Vec<String> {
         .collect();
     v.sort();
     v
-}
-
-fn files_ending(dir: &Path, ext: &str) -> Vec<PathBuf> {
-    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
-        .expect("list dir")
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.to_string_lossy().ends_with(ext))
-        .filter(|p| !p.file_name().unwrap().to_string_lossy().starts_with('.'))
-        .collect();
-    v.sort();
-    v
-}
-
-fn send(port: u16, args: &[&str]) {
-    let target = format!("127.0.0.1:{port}");
-    let mut a = vec!["send", target.as_str()];
-    a.extend_from_slice(args);
-    let out = run(&a);
-    assert!(out.status.success(), "send failed: {}", String::from_utf8_lossy(&out.stderr));
 }
 
 /// A raw recording of `n` counter datagrams of 1024 bytes (with its sidecar) in `dir`.

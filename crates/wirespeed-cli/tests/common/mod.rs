@@ -426,14 +426,42 @@ pub fn record_into_full_disk() -> (SmallFs, Option<i32>, String, String) {
             "60",
         ],
     );
-    let mut sender = Command::new(bin())
-        .args(["send", &format!("127.0.0.1:{}", r.port), "--size", "1024", "--rate", "30kpps", "--duration", "600"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start sender");
+    let mut sender = spawn_send(r.port, &["--size", "1024", "--rate", "30kpps", "--duration", "600"]);
     let (code, stdout, stderr) = finish(r, Duration::from_secs(120));
     let _ = sender.kill();
     let _ = sender.wait();
     (fs, code, stdout, stderr)
+}
+
+/// The recording files in `dir` whose names end in `ext`, sorted; hidden files (a recorder's
+/// directory probe, disk-test's file) are left out.
+pub fn visible_files(dir: &std::path::Path, ext: &str) -> Vec<std::path::PathBuf> {
+    let mut v: Vec<std::path::PathBuf> = std::fs::read_dir(dir)
+        .expect("list dir")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.to_string_lossy().ends_with(ext))
+        .filter(|p| !p.file_name().unwrap().to_string_lossy().starts_with('.'))
+        .collect();
+    v.sort();
+    v
+}
+
+/// `wirespeed send 127.0.0.1:PORT ARGS...`, run to its end; it must succeed.
+pub fn send_to_port(port: u16, args: &[&str]) {
+    let target = format!("127.0.0.1:{port}");
+    let mut a = vec!["send", target.as_str()];
+    a.extend_from_slice(args);
+    let out = run(&a);
+    assert!(out.status.success(), "send failed: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// `wirespeed send 127.0.0.1:PORT ARGS...` running in the background, its output discarded.
+pub fn spawn_send(port: u16, args: &[&str]) -> Child {
+    Command::new(bin())
+        .args(["send", &format!("127.0.0.1:{port}")])
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start sender")
 }
