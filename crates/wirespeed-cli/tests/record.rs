@@ -4,7 +4,7 @@
 mod common;
 
 use common::*;
-use common::{send_to_port as send, spawn_send as spawn_sender, visible_files as files};
+use common::{send_to_port as send, spawn_send as spawn_sender, visible_files as files, wait_part_file};
 use serde_json::Value;
 use std::path::Path;
 use std::process::Command;
@@ -196,19 +196,6 @@ fn pcap_recording_reads_back_in_independent_readers() {
     let (vcode, v) = verify_json(d.path());
     assert_eq!(vcode, Some(0), "{v}");
     assert_eq!(v["streams"].as_array().unwrap().len(), 2, "pcap keeps the sources apart");
-}
-
-/// Wait until the one `.part` file in `dir` holds at least `bytes`; returns its length then.
-fn wait_part_file(dir: &Path, bytes: u64) -> u64 {
-    let t = std::time::Instant::now();
-    loop {
-        let len = files(dir, ".part").first().and_then(|p| std::fs::metadata(p).ok()).map_or(0, |m| m.len());
-        if len >= bytes {
-            return len;
-        }
-        assert!(t.elapsed() < Duration::from_secs(120), "{len} bytes on disk, not {bytes}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }
 
 #[test]

@@ -299,23 +299,9 @@ fn part_file_from_kill_9_is_incomplete_not_differs() {
         "127.0.0.1:0",
         &["--size", "1024", "-o", d.path(), "--buffer", "16M", "--block", "1M", "--flush", "100ms", "--duration", "60"],
     );
-    let target = format!("127.0.0.1:{}", r.port);
-    let mut sender = Command::new(bin())
-        .args(["send", &target, "--size", "1024", "--rate", "10kpps", "--duration", "600"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start the sender");
+    let mut sender = spawn_send(r.port, &["--size", "1024", "--rate", "10kpps", "--duration", "600"]);
     // Kill once data is on disk (the .part file has whole records), not after a guessed delay.
-    let t = Instant::now();
-    loop {
-        let parts = files_ending(&d.0, ".part");
-        if parts.iter().any(|p| std::fs::metadata(p).map(|m| m.len() >= 8192).unwrap_or(false)) {
-            break;
-        }
-        assert!(t.elapsed() < Duration::from_secs(60), "no data reached the .part file");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_part_file(&d.0, 8192);
     let mut child = r.child;
     child.kill().unwrap(); // SIGKILL
     let _ = child.wait();

@@ -465,3 +465,16 @@ pub fn spawn_send(port: u16, args: &[&str]) -> Child {
         .spawn()
         .expect("start sender")
 }
+
+/// Wait until the one `.part` file in `dir` holds at least `bytes`; returns its length then.
+pub fn wait_part_file(dir: &std::path::Path, bytes: u64) -> u64 {
+    let t = std::time::Instant::now();
+    loop {
+        let len = visible_files(dir, ".part").first().and_then(|p| std::fs::metadata(p).ok()).map_or(0, |m| m.len());
+        if len >= bytes {
+            return len;
+        }
+        assert!(t.elapsed() < Duration::from_secs(120), "{len} bytes on disk, not {bytes}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
