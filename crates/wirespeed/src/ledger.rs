@@ -64,6 +64,7 @@
 //! counted as `stale` (it arrived after the books were closed) and changes
 //! nothing else.
 
+use crate::wire::{Admit, LengthLock};
 use serde::{Deserialize, Serialize};
 
 /// Internal ("extended") position of a segment's first packet.
@@ -331,6 +332,38 @@ fn low_bits(len: u64) -> u64 {
 }
 
 impl StreamLedger {
+    /// Account for a valid datagram of `len` bytes, number `seq`, of a stream whose length is
+    /// fixed by its first valid datagrams ([`LengthLock`]): the one place that turns the lock's
+    /// verdict into ledger entries, for the receiver's capture and verify's file ledger alike.
+    /// False when the length is wrong: the datagram is counted invalid here, and the caller
+    /// files it under [`crate::wire::Invalid::Length`].
+    #[inline]
+    pub fn record_locked(&mut self, lock: &mut LengthLock, len: usize, seq: u64) -> bool {
+        match lock.admit(len, seq) {
+            Admit::Now => {
+                self.record(seq);
+            }
+            Admit::Held => {}
+            Admit::WithHeld(first) => {
+                self.record(first);
+                self.record(seq);
+            }
+            Admit::Wrong | Admit::ReplacesHeld => {
+                self.invalid();
+                return false;
+            }
+        }
+        true
+    }
+
+    /// Account for the datagram a [`LengthLock`] still holds (the stream ended, or must be
+    /// judged, before a second datagram confirmed its length).
+    pub fn record_held(&mut self, lock: &mut LengthLock) {
+        if let Some(seq) = lock.flush() {
+            self.record(seq);
+        }
+    }
+
     /// Bytes one stream's ledger takes with this window (what [`StreamLedger::new`] allocates
     /// with the default limits), so that a receiver can refuse a configuration before it
     /// allocates.

@@ -13,7 +13,7 @@ use crate::kernel::{self, KernelCounters};
 use crate::ledger::{GapRange, LedgerConfig, LedgerCounts, Segment, SenderEnd, StreamLedger};
 use crate::sys;
 use crate::units;
-use crate::wire::{Admit, Format, Invalid, LengthLock, PacketInfo, UNSEQUENCED};
+use crate::wire::{Format, Invalid, LengthLock, PacketInfo, UNSEQUENCED};
 use serde::Serialize;
 use std::io;
 use std::net::{Ipv4Addr, SocketAddr, UdpSocket};
@@ -541,20 +541,15 @@ impl<'a, S: Sink> Capture<'a, S> {
         s.bytes += data.len() as u64;
         s.last_ns = now;
         match result {
-            Ok(seq) if !lock_len => s.ledger.record(seq),
-            Ok(seq) => match s.len_lock.admit(data.len(), seq) {
-                Admit::Now => s.ledger.record(seq),
-                Admit::Held => return,
-                Admit::WithHeld(first) => {
-                    s.ledger.record(first);
-                    s.ledger.record(seq)
-                }
-                Admit::Wrong | Admit::ReplacesHeld => {
-                    s.ledger.invalid();
+            Ok(seq) if !lock_len => {
+                s.ledger.record(seq);
+            }
+            Ok(seq) => {
+                if !s.ledger.record_locked(&mut s.len_lock, data.len(), seq) {
                     s.invalid_kinds[Invalid::Length as usize] += 1;
                     return;
                 }
-            },
+            }
             Err(kind) => {
                 s.ledger.invalid();
                 s.invalid_kinds[kind as usize] += 1;
@@ -590,9 +585,7 @@ impl<'a, S: Sink> Capture<'a, S> {
         };
         let mask = self.seq_mask;
         let s = &mut self.slots[i];
-        if let Some(seq) = s.len_lock.flush() {
-            s.ledger.record(seq);
-        }
+        s.ledger.record_held(&mut s.len_lock);
         let (Some(first), Some(highest)) = (s.ledger.first_seen(), s.ledger.highest()) else {
             // Only invalid datagrams came from there: nothing this message could settle.
             self.stray_end(e, src);
@@ -1197,9 +1190,7 @@ fn build_report<S: Sink>(
     let mut sender_skipped = 0;
     let mut without_end = 0;
     for s in &mut cap.slots[..cap.active] {
-        if let Some(seq) = s.len_lock.flush() {
-            s.ledger.record(seq);
-        }
+        s.ledger.record_held(&mut s.len_lock);
         let (first, last) = s.end_range;
         let sender = s.end.filter(|e| !e.is_empty()).map(|_| SenderEnd { first, last });
         s.ledger.finish(sender);

@@ -12,7 +12,7 @@ pub mod verify;
 pub mod writer;
 
 use crate::ledger::{GapRange, LedgerConfig, LedgerCounts, Segment, StreamLedger};
-use crate::wire::{Admit, Format, Invalid, LengthLock, UNSEQUENCED};
+use crate::wire::{Format, Invalid, LengthLock, UNSEQUENCED};
 use serde::{Deserialize, Serialize};
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::sync::Arc;
@@ -419,19 +419,8 @@ impl FileLedger {
                 // without a fixed length the format reads its number through its length.
                 let i = self.slot(src, info.stream);
                 let (_, _, ledger, lock) = &mut self.streams[i];
-                match lock.admit(payload.len(), info.seq) {
-                    Admit::Now => {
-                        ledger.record(info.seq);
-                    }
-                    Admit::Held => {}
-                    Admit::WithHeld(first) => {
-                        ledger.record(first);
-                        ledger.record(info.seq);
-                    }
-                    Admit::Wrong | Admit::ReplacesHeld => {
-                        ledger.invalid();
-                        self.invalid_kinds[Invalid::Length as usize] += 1;
-                    }
+                if !ledger.record_locked(lock, payload.len(), info.seq) {
+                    self.invalid_kinds[Invalid::Length as usize] += 1;
                 }
             }
             Err(kind) => {
@@ -468,9 +457,7 @@ impl FileLedger {
         let mut out = Vec::with_capacity(self.streams.len());
         let mut total = LedgerCounts::default();
         for (src, stream, l, lock) in &mut self.streams {
-            if let Some(seq) = lock.flush() {
-                l.record(seq);
-            }
+            l.record_held(lock);
             l.finish(None);
             let counts = l.counts();
             total.merge(&counts);
