@@ -184,8 +184,8 @@ fn parse_pps(s: &str) -> Result<f64, String> {
             .parse::<f64>()
             .map_err(|_| format!("'{s}' is not a probe rate: give probes per second, e.g. 10000 or 10kpps"))?,
     };
-    if !(v.is_finite() && v > 0.0 && v <= 10_000_000.0) {
-        return Err(format!("{s} probes/s is out of range: use 1..10000000"));
+    if !(v.is_finite() && v > 0.0 && v <= ping::MAX_PPS) {
+        return Err(format!("{s} probes/s is out of range: use 1..{}", ping::MAX_PPS));
     }
     Ok(v)
 }

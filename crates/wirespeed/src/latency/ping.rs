@@ -22,6 +22,10 @@ use hdrhistogram::serialization::interval_log::IntervalLogWriterBuilder;
 use hdrhistogram::serialization::V2DeflateSerializer;
 use hdrhistogram::Histogram;
 use serde::Serialize;
+
+/// Highest probe rate a ping run takes, probes per second (and the reflector's default cap per
+/// client, so that no legitimate ping is throttled).
+pub const MAX_PPS: f64 = 10_000_000.0;
 use std::io::Write;
 use std::net::{SocketAddr, UdpSocket};
 use std::os::fd::AsRawFd;
@@ -363,7 +367,7 @@ pub fn run(cfg: &PingConfig, stop: &AtomicBool) -> Result<PingRun> {
             probe::MIN_SIZE
         )));
     }
-    if !(cfg.pps.is_finite() && cfg.pps > 0.0 && cfg.pps <= 10_000_000.0) {
+    if !(cfg.pps.is_finite() && cfg.pps > 0.0 && cfg.pps <= MAX_PPS) {
         return Err(Error::Usage(format!("{} probes/s is not a rate ping can keep: use 1..10000000", cfg.pps)));
     }
     if cfg.interval < Duration::from_millis(10) {

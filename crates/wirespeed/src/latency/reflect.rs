@@ -29,7 +29,7 @@ use std::time::Duration;
 pub const MAX_CLIENTS: usize = 64;
 /// Default cap per source address, probes/s: `ping --pps` goes up to 10,000,000, so no rate a
 /// wirespeed ping can ask for is ever throttled by default; set it lower on an exposed host.
-pub const DEFAULT_MAX_PPS_PER_CLIENT: f64 = 10_000_000.0;
+pub const DEFAULT_MAX_PPS_PER_CLIENT: f64 = crate::latency::ping::MAX_PPS;
 /// Source addresses whose rate is tracked at once (token buckets); more evict the idlest.
 pub const RATE_TABLE: usize = 4096;
 
@@ -176,8 +176,12 @@ impl ReflectConfig {
         if self.duration.is_some_and(|d| d.is_zero()) {
             return Err(Error::Usage("--duration 0 would reflect nothing: give a length like 10s".into()));
         }
-        if self.batch == 0 || self.batch > 1024 {
-            return Err(Error::Usage(format!("--batch {} is out of range: use 1..1024", self.batch)));
+        if self.batch == 0 || self.batch > crate::rx::MAX_BATCH {
+            return Err(Error::Usage(format!(
+                "--batch {} is out of range: use 1..{}",
+                self.batch,
+                crate::rx::MAX_BATCH
+            )));
         }
         Ok(())
     }

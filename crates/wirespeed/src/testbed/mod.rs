@@ -995,11 +995,8 @@ pub fn reap_stale() -> Vec<String> {
 }
 
 fn alive(pid: u32) -> bool {
-    // A zombie still answers signal 0; count it as gone.
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(s) => !s.rsplit(')').next().is_some_and(|r| r.trim_start().starts_with('Z')),
-        Err(_) => false,
-    }
+    // A zombie still answers signal 0; start_time counts it as gone.
+    sys::proc::start_time(pid).is_some()
 }
 
 /// Processes whose network namespace is `ns` (compared by the namespace's inode).
