@@ -86,6 +86,23 @@ pub fn looks_recorded(name: &str) -> bool {
 /// Extension of files still being written (renamed when complete).
 pub const PART_SUFFIX: &str = ".part";
 
+/// The sidecar of the data file `name`: `NAME.json`. `verify` finds a file's sidecar by this
+/// name, so the writer and the reader both spell it here.
+pub fn sidecar_name(name: &str) -> String {
+    format!("{name}.json")
+}
+
+/// A data file while it is written: `NAME.part`, renamed to `NAME` when complete.
+pub fn part_name(name: &str) -> String {
+    format!("{name}{PART_SUFFIX}")
+}
+
+/// A sidecar while it is written: `.NAME.json.part` (hidden, so a directory listing shows only
+/// finished sidecars).
+pub fn sidecar_part_name(name: &str) -> String {
+    format!(".{name}.json{PART_SUFFIX}")
+}
+
 /// How datagrams are laid out in a recorded file.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]

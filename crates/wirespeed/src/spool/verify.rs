@@ -17,8 +17,8 @@
 //! and only regular files are read, each up to the length it had when opened.
 
 use super::{
-    looks_recorded, reasons, FileFormat, FileLedger, FileStream, ReadLayout, RecordWalker, Sidecar, PART_SUFFIX,
-    PCAP_GLOBAL_LEN, SIDECAR_SCHEMAS_READ,
+    looks_recorded, reasons, sidecar_name, sidecar_part_name, FileFormat, FileLedger, FileStream, ReadLayout,
+    RecordWalker, Sidecar, PART_SUFFIX, PCAP_GLOBAL_LEN, SIDECAR_SCHEMAS_READ,
 };
 use crate::error::{Error, Result};
 use crate::ledger::LedgerCounts;
@@ -323,8 +323,8 @@ pub fn collect(paths: &[PathBuf], format: Option<&Arc<dyn Format>>) -> Result<Co
 fn sidecar_path(path: &Path) -> Option<PathBuf> {
     let name = path.file_name()?.to_str()?;
     Some(match name.strip_suffix(PART_SUFFIX) {
-        Some(base) => path.with_file_name(format!(".{base}.json{PART_SUFFIX}")),
-        None => path.with_file_name(format!("{name}.json")),
+        Some(base) => path.with_file_name(sidecar_part_name(base)),
+        None => path.with_file_name(sidecar_name(name)),
     })
 }
 

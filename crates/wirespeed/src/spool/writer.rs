@@ -13,8 +13,8 @@
 //! It allocates only when a file or a stream starts, and makes no system call per record.
 
 use super::{
-    file_name, pcap_global_header, pcap_record_header, reasons, utc_iso, FileFormat, FileLedger, ReadLayout,
-    RecordWalker, Sidecar, PART_SUFFIX, SIDECAR_SCHEMA,
+    file_name, part_name, pcap_global_header, pcap_record_header, reasons, sidecar_name, sidecar_part_name, utc_iso,
+    FileFormat, FileLedger, ReadLayout, RecordWalker, Sidecar, PART_SUFFIX, SIDECAR_SCHEMA,
 };
 use crate::rx::Sink;
 use crate::sys::{self, RingConsumer, RingProducer, RING_ALIGN};
@@ -564,7 +564,7 @@ impl Writer {
     /// Whether any name of the recording file `name` (data or sidecar) exists already.
     fn taken(&self, name: &str) -> bool {
         let d = &self.cfg.dir;
-        [name.to_string(), format!("{name}.json"), format!("{name}{PART_SUFFIX}"), format!(".{name}.json{PART_SUFFIX}")]
+        [name.to_string(), sidecar_name(name), part_name(name), sidecar_part_name(name)]
             .iter()
             .any(|n| std::fs::symlink_metadata(d.join(n)).is_ok())
     }
@@ -592,7 +592,7 @@ impl Writer {
     fn claim(&mut self, unix_ns: u64) -> io::Result<(String, PathBuf, File, bool)> {
         for _ in 0..NAME_TRIES {
             let name = self.next_free_name(unix_ns)?;
-            let part = self.cfg.dir.join(format!("{name}{PART_SUFFIX}"));
+            let part = self.cfg.dir.join(part_name(&name));
             match sys::create_direct(&part, self.cfg.direct) {
                 Ok((file, direct)) => return Ok((name, part, file, direct)),
                 Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
@@ -617,7 +617,7 @@ impl Writer {
             Ok(()) => self.cfg.prealloc,
             Err(_) => 0,
         };
-        let side_part = self.cfg.dir.join(format!(".{name}.json{PART_SUFFIX}"));
+        let side_part = self.cfg.dir.join(sidecar_part_name(&name));
         // Created new: a name this recorder claimed has no sidecar of anybody else.
         let side_file = std::fs::OpenOptions::new().write(true).create_new(true).open(&side_part).ok();
         if let Some(f) = &side_file {
@@ -731,7 +731,7 @@ impl Writer {
     fn finalize_name(&mut self, f: &mut OpenFile) -> io::Result<PathBuf> {
         for _ in 0..NAME_TRIES {
             let to = self.cfg.dir.join(&f.name);
-            let in_use = std::fs::symlink_metadata(self.cfg.dir.join(format!("{}.json", f.name))).is_ok();
+            let in_use = std::fs::symlink_metadata(self.cfg.dir.join(sidecar_name(&f.name))).is_ok();
             if !in_use {
                 match sys::file::rename_noreplace(&f.part, &to) {
                     Ok(()) => return Ok(to),
@@ -774,7 +774,7 @@ impl Writer {
         sidecar.write_stalls = f.stalls;
         sidecar.max_write_ms = f.max_write_ns as f64 / 1e6;
         let json = serde_json::to_vec_pretty(&sidecar).map_err(io::Error::other)?;
-        let side_path = self.cfg.dir.join(format!("{}.json", f.name));
+        let side_path = self.cfg.dir.join(sidecar_name(&f.name));
         let side_file = match f.side_file.take() {
             Some(s) => s,
             None => std::fs::OpenOptions::new().write(true).create_new(true).open(&f.side_part)?,
