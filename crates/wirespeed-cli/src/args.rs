@@ -6,9 +6,17 @@
 //! range and why, exit code 2. Numbers are read by `wirespeed::units`, so `1e6`, `10k` and `16M`
 //! mean the same in every option that takes that kind.
 
+use clap::Args;
+use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
+use wirespeed::error::parse_listen;
 use wirespeed::ledger::LedgerConfig;
+use wirespeed::rx::RecvConfig;
+use wirespeed::units::Rate;
 use wirespeed::units::{self, in_range};
+use wirespeed::wire::{spec, ByteOrder, Counter, Format};
+use wirespeed::Error;
 
 pub use wirespeed::rx::{MAX_BATCH, MAX_TRACKED_STREAMS, MAX_WINDOW};
 
@@ -303,6 +311,280 @@ pub fn mem_limit(s: &str) -> Result<u64, String> {
 pub fn gaps(s: &str) -> Result<usize, String> {
     let top = LedgerConfig::default().max_ranges as u64;
     count_in(s, 0, top, "a ledger keeps no more ranges than that").map(|n| n as usize)
+}
+
+// ---- Shared option groups: the payload format (send, recv, record, verify) and the capture
+// (recv, record). ----
+
+#[derive(Args, Clone)]
+pub struct FormatArgs {
+    /// Payload format: `counter` (CASPER: each datagram W consecutive 64-bit words of one running
+    /// counter), a preset (mark5b, mark5c, casper, vdif, vtp, spead, seq64), or a full spec such
+    /// as `vdif,frame=8032,threads=4,fps=32000` or `mark5b,fps=25600,halves=1,psn=1`.
+    /// `wirespeed formats` lists them all with their keys.
+    #[arg(long, default_value = "counter", value_name = "FORMAT|PRESET|SPEC")]
+    pub format: String,
+    /// Byte order of the counter words: be (FPGA default) or le.
+    #[arg(long, default_value = "be", value_parser = ByteOrder::parse)]
+    pub byte_order: ByteOrder,
+    /// Generic instrument header: the sequence number is the field at this byte offset (with
+    /// --seq-width and --seq-endian); the rest of the datagram is not checked.
+    #[arg(long, value_name = "BYTES", value_parser = seq_offset)]
+    pub seq_offset: Option<usize>,
+    /// Width of the sequence field in bytes, 1..8.
+    #[arg(long, default_value_t = 8, value_name = "BYTES")]
+    pub seq_width: u8,
+    /// Byte order of the sequence field.
+    #[arg(long, default_value = "be", value_parser = ByteOrder::parse)]
+    pub seq_endian: ByteOrder,
+}
+
+#[derive(Args)]
+pub struct RecvArgs {
+    /// Where to listen: PORT, ADDR:PORT, or a multicast GROUP:PORT (joins the group).
+    pub listen: String,
+    /// Expected payload bytes per datagram; others count as invalid. Default: any multiple of 8.
+    #[arg(long, value_parser = udp_size)]
+    pub size: Option<u64>,
+    /// Socket receive buffer to ask for (e.g. 16M). The granted size is printed; when
+    /// net.core.rmem_max caps it, so is the sysctl that raises the cap. At most 1G.
+    #[arg(long, default_value = "32M", value_parser = sockbuf)]
+    pub rcvbuf: u64,
+    /// Ask for UDP GRO: the kernel hands over coalesced datagrams, split here by segment size.
+    #[arg(long)]
+    pub gro: bool,
+    /// Pin the capture thread to this CPU.
+    #[arg(long)]
+    pub cpu: Option<usize>,
+    /// Stop after this long (5, 2.5s, 2m). Default: until Ctrl-C, --count or --once.
+    #[arg(long, value_parser = run_duration)]
+    pub duration: Option<Duration>,
+    /// Stop once this many datagrams have arrived.
+    #[arg(long, value_parser = run_count)]
+    pub count: Option<u64>,
+    /// Stop when every stream of the first wirespeed sender has sent its end-of-stream message.
+    #[arg(long)]
+    pub once: bool,
+    /// Print a progress line every SECS seconds (to stderr); at least 10ms.
+    #[arg(long, value_name = "SECS", value_parser = interval)]
+    pub interval: Option<Duration>,
+    /// With --interval: print each progress line as one JSON object (elapsed_s, pps, bps and
+    /// the cumulative counts) instead of text, so a program following a long run (bench soak)
+    /// reads numbers, not a layout.
+    #[arg(long, requires = "interval")]
+    pub interval_json: bool,
+    /// Exit with code 3 if any packet was lost.
+    #[arg(long)]
+    pub expect_zero_loss: bool,
+    /// Datagrams per receive call, 1..1024.
+    #[arg(long, default_value = "64", value_parser = batch)]
+    pub batch: usize,
+    /// Most streams (source address/port pairs) tracked, 1..8192; their ledgers are
+    /// preallocated, and --max-streams x --window may take at most 1 GiB.
+    #[arg(long, default_value = "64", value_parser = max_streams)]
+    pub max_streams: usize,
+    /// Reorder window in packets (a power of two up to 16M = 16777216): later arrivals count as
+    /// stale, not late.
+    #[arg(long, default_value = "65536", value_parser = window)]
+    pub window: u64,
+    /// Poll without blocking: lowest latency, but the capture core runs at 100%.
+    #[arg(long)]
+    pub busy_poll: bool,
+    /// Longest nap after a receive call that found the socket nearly drained (like NIC interrupt
+    /// moderation: one wake-up per batch, not per datagram; the socket buffer holds what arrives
+    /// meanwhile). The nap adapts to the arrival rate and is skipped when a batch arrives within
+    /// 200 us; it is capped so a 40 Gb/s burst fills at most 1/8 of the granted buffer. 0 disables.
+    #[arg(long, default_value = "1ms", value_parser = units::parse_duration)]
+    pub coalesce: Duration,
+    /// Local interface address to join a multicast group on (only with a multicast GROUP:PORT).
+    #[arg(long)]
+    pub iface: Option<std::net::Ipv4Addr>,
+    /// Gap ranges shown per stream in the summary (all are in --json), 0..4096.
+    #[arg(long, default_value = "8", value_parser = gaps)]
+    pub gaps: usize,
+    #[command(flatten)]
+    pub fmt: FormatArgs,
+    /// Print one JSON document (schema wirespeed.recv/1, or record/1 for record) instead of the summary.
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn parse_range(s: &str) -> Result<(u64, u64), String> {
+    let (a, b) = s.split_once("..").ok_or_else(|| format!("'{s}' is not a range: write A..B, e.g. 100..199"))?;
+    let a = units::parse_count(a).map_err(|e| format!("'{a}' in '{s}' is not a sequence number: {e}"))?;
+    let b = units::parse_count(b).map_err(|e| format!("'{b}' in '{s}' is not a sequence number: {e}"))?;
+    if a > b {
+        return Err(format!("range {s} is empty: write the smaller number first"));
+    }
+    Ok((a, b))
+}
+
+/// The format named by --format/--preset and the seq-field options, with the size the user gave
+/// (`None`: the format's own, or for the counter receiver, any multiple of 8; `send` passes its
+/// default). Returns the preset too, for its default rate.
+pub fn resolve_format(
+    f: &FormatArgs,
+    preset: Option<&str>,
+    size: Option<u64>,
+) -> Result<(Arc<dyn Format>, Option<&'static spec::Preset>), Error> {
+    if let Some(off) = f.seq_offset {
+        let mut s = format!("seqfield,offset={off},width={},order={}", f.seq_width, f.seq_endian);
+        if let Some(n) = size {
+            s.push_str(&format!(",size={n}"));
+        }
+        return Ok((spec::parse(&s).map_err(Error::Usage)?, None));
+    }
+    let name = preset.unwrap_or(&f.format);
+    let found = spec::presets().iter().find(|p| p.name == name);
+    if preset.is_some() && found.is_none() {
+        let names: Vec<&str> = spec::presets().iter().map(|p| p.name).collect();
+        return Err(Error::Usage(format!("unknown preset '{name}': use one of {}", names.join(", "))));
+    }
+    if name == "counter" {
+        return match size {
+            Some(n) => Ok((counter_format(n, f)?, None)),
+            None => Ok((Arc::new(Counter::any_len(f.byte_order)), None)),
+        };
+    }
+    let fmt = match found {
+        Some(p) if p.spec.starts_with("counter") && size.is_some() => {
+            (counter_format(size.unwrap_or(p.size as u64), f)?, Some(p))
+        }
+        Some(p) => (spec::parse(p.spec).map_err(Error::Usage)?, Some(p)),
+        None => (spec::parse(name).map_err(|e| Error::Usage(format!("--format: {e}")))?, None),
+    };
+    if let (Some(n), Some(len)) = (size, fmt.0.fixed_len()) {
+        if n as usize != len {
+            return Err(Error::Usage(format!(
+                "--size {n} does not match {}, whose datagrams are {len} bytes: leave --size out",
+                fmt.0.name()
+            )));
+        }
+    }
+    Ok(fmt)
+}
+
+pub fn counter_format(size: u64, f: &FormatArgs) -> Result<Arc<dyn Format>, Error> {
+    if size == 0 || size > units::MAX_UDP_PAYLOAD as u64 {
+        return Err(Error::Usage(format!(
+            "--size {size} does not fit a UDP datagram: use 8..{} bytes (8800 is the usual jumbo size)",
+            units::MAX_UDP_PAYLOAD
+        )));
+    }
+    Ok(Arc::new(Counter::new(size as usize, f.byte_order).map_err(Error::Usage)?))
+}
+
+pub fn recv_config(a: &RecvArgs) -> Result<RecvConfig, Error> {
+    let mut c = RecvConfig::new(parse_listen(&a.listen)?);
+    c.rcvbuf = usize::try_from(a.rcvbuf).unwrap_or(usize::MAX);
+    c.gro = a.gro;
+    c.cpu = a.cpu;
+    c.duration = a.duration;
+    c.count = a.count;
+    c.once = a.once;
+    c.batch = a.batch;
+    c.max_streams = a.max_streams;
+    c.busy_poll = a.busy_poll;
+    if a.coalesce > Duration::from_millis(100) {
+        return Err(Error::Usage("--coalesce above 100ms risks overflowing the socket buffer: use 0..100ms".into()));
+    }
+    c.coalesce = a.coalesce;
+    c.multicast_iface = a.iface;
+    c.show_gaps = a.gaps;
+    // The value parsers bound each option; their product is checked here, before any ledger
+    // is allocated.
+    wirespeed::rx::check_ledger_budget(a.max_streams, a.window)?;
+    c.ledger = LedgerConfig { window: a.window, ..LedgerConfig::default() };
+    if a.iface.is_some() && !c.listen.ip().is_multicast() {
+        return Err(Error::Usage(format!(
+            "--iface chooses where to join a multicast group, and {} is not one: leave --iface out",
+            c.listen.ip()
+        )));
+    }
+    Ok(c)
+}
+
+pub fn recv_format(a: &RecvArgs) -> Result<Arc<dyn Format>, Error> {
+    resolve_format(&a.fmt, None, a.size).map(|(f, _)| f)
+}
+
+// ---- Shared by the bench commands: where the probes run, and their values read as text. ----
+
+/// Where the probes run, shared by `max` and `rates`.
+#[derive(Args)]
+pub struct PlaceArgs {
+    /// Stay on loopback (receiver on the second CPU, sender on the first) even when partitions
+    /// could be made. Without it, as root, the sender and receiver run in two partitions joined by
+    /// a veth link (made for the run, removed at the end).
+    #[arg(long)]
+    pub loopback: bool,
+    /// Receive buffer the receiver asks for (16M = 16 MiB).
+    #[arg(long, default_value = "32M", value_name = "BYTES")]
+    pub rcvbuf: String,
+    /// Use UDP segmentation offload on the sender (one system call carries many datagrams: a
+    /// higher flat-out rate from one core).
+    #[arg(long)]
+    pub gso: bool,
+    /// Write the report files into this directory (created if needed).
+    #[arg(short = 'o', long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// Print one JSON document instead of the table (progress lines go to stderr).
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn usage(s: String) -> Error {
+    Error::Usage(s)
+}
+
+pub fn parse_size(s: &str) -> Result<usize, Error> {
+    let n = units::parse_bytes(s).map_err(|e| usage(format!("--size: {e}")))?;
+    if !(8..=units::MAX_UDP_PAYLOAD as u64).contains(&n) || n % 8 != 0 {
+        return Err(usage(format!(
+            "--size {n} is not a counter datagram: use a multiple of 8 from 8 to {} (8800 suits a 9000-byte MTU)",
+            units::MAX_UDP_PAYLOAD - units::MAX_UDP_PAYLOAD % 8
+        )));
+    }
+    Ok(n as usize)
+}
+
+pub fn parse_duration(s: &str) -> Result<Duration, Error> {
+    let d = units::parse_duration(s).map_err(|e| usage(format!("--duration: {e}")))?;
+    if d < Duration::from_millis(10) {
+        return Err(usage(format!("--duration {s} is too short to measure: give at least 10ms (the seed used 1 s)")));
+    }
+    if d > Duration::from_secs(3600) {
+        return Err(usage(format!("--duration {s} is more than an hour per point: give at most 1h")));
+    }
+    Ok(d)
+}
+
+pub fn parse_repeat(s: &str) -> Result<u32, Error> {
+    match units::parse_count(s) {
+        Ok(n) if (1..=100).contains(&n) => Ok(n as u32),
+        _ => Err(usage(format!("--repeat '{s}' must be a whole number from 1 to 100"))),
+    }
+}
+
+/// The receive buffer of `bench` commands: the same kind, and the same bound, as `recv --rcvbuf`.
+pub fn parse_rcvbuf(s: &str) -> Result<u64, Error> {
+    sockbuf(s).map_err(|e| usage(format!("--rcvbuf {s}: {e}")))
+}
+
+pub fn parse_bits(flag: &str, s: &str) -> Result<f64, Error> {
+    match Rate::parse(s) {
+        Ok(Rate::Bits(b)) => Ok(b),
+        Ok(_) => Err(usage(format!("{flag} {s}: give payload bits/s here, like 100M or 9.5G"))),
+        Err(e) => Err(usage(format!("{flag}: {e}"))),
+    }
+}
+
+pub fn parse_list<T>(flag: &str, s: &str, one: impl Fn(&str) -> Result<T, Error>) -> Result<Vec<T>, Error> {
+    let v: Vec<T> = s.split(',').map(str::trim).filter(|p| !p.is_empty()).map(one).collect::<Result<_, _>>()?;
+    if v.is_empty() {
+        return Err(usage(format!("{flag} is empty: give at least one value")));
+    }
+    Ok(v)
 }
 
 #[cfg(test)]

@@ -1,6 +1,7 @@
 //! The `wirespeed partition` subcommand: arguments and printing for the library's `testbed`.
 
-use crate::{args, print_json};
+use crate::args;
+use crate::out::print_json;
 use clap::{Args, Subcommand};
 use std::time::Duration;
 use wirespeed::testbed::{self, topology};

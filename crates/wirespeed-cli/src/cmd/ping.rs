@@ -1,8 +1,8 @@
-//! `wirespeed reflect`, `wirespeed ping` and `wirespeed linerate`: round-trip latency at fixed
-//! packet rates (seed 003), its heat maps and percentile tables, and the Ethernet arithmetic
-//! that sizes such a test.
+//! `wirespeed ping`: round-trip latency at fixed packet rates (seed 003): percentile tables,
+//! HdrHistogram logs and heat maps.
 
-use crate::{args, print_json};
+use crate::args;
+use crate::out::print_json;
 use clap::Args;
 use std::io::{BufRead, Read};
 use std::net::SocketAddr;
@@ -10,10 +10,9 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
-use wirespeed::error::{parse_listen, resolve};
-use wirespeed::latency::linerate::{self, Layer};
+use wirespeed::error::resolve;
 use wirespeed::latency::ping::{self, PingConfig, PingReport};
-use wirespeed::latency::reflect::{Cidr, ReflectConfig, Reflector};
+use wirespeed::latency::reflect::{ReflectConfig, Reflector};
 use wirespeed::latency::report::{self, Row};
 use wirespeed::testbed::{self, pair::Pair};
 use wirespeed::units::{self, Rate};
@@ -21,95 +20,6 @@ use wirespeed::{plot, sys, Error};
 
 /// Port the self-contained run's reflector listens on inside its partition.
 const PARTITION_PORT: u16 = 7149;
-
-#[derive(Args)]
-pub struct ReflectArgs {
-    /// Where to listen: PORT or ADDR:PORT.
-    listen: String,
-    /// Stop after this long (default: until Ctrl-C or SIGTERM).
-    #[arg(long, value_parser = args::run_duration)]
-    duration: Option<Duration>,
-    /// Stop after reflecting this many datagrams.
-    #[arg(long, value_parser = args::run_count)]
-    count: Option<u64>,
-    /// Pin the reflecting thread to this CPU.
-    #[arg(long)]
-    cpu: Option<usize>,
-    /// Poll without sleeping: lowest latency, but one core at 100 %.
-    #[arg(long)]
-    spin: bool,
-    /// Datagrams per receive (and send) call, 1..1024.
-    #[arg(long, default_value = "64", value_parser = args::batch)]
-    batch: usize,
-    /// Answer only sources in this network: ADDRESS or ADDRESS/BITS, e.g. 198.18.0.0/15
-    /// (repeatable). Default: any source, as a reflector is there to be pinged from wherever
-    /// the test runs; the other rules below still hold.
-    #[arg(long = "allow", value_name = "CIDR")]
-    allow: Vec<String>,
-    /// Also answer source ports below 1024. They are refused by default: system services (echo,
-    /// chargen, DNS) live there, and answering them is how a forged datagram starts a loop.
-    #[arg(long)]
-    allow_low_ports: bool,
-    /// Most probes per second answered to one source address; 0 = no cap. The default is
-    /// ping's own maximum --pps, so no wirespeed ping is throttled; lower it on an exposed host.
-    #[arg(long, value_name = "PPS", default_value = "10000000", value_parser = args::client_cap)]
-    max_pps_per_client: f64,
-    /// Probes one source may send back to back beyond its cap (the token bucket's size).
-    /// Default: 100 ms at the cap, at least 64.
-    #[arg(long, value_name = "N", value_parser = args::client_burst)]
-    client_burst: Option<u64>,
-    /// Print one JSON document (schema wirespeed.reflect/1) instead of the summary.
-    #[arg(long)]
-    json: bool,
-}
-
-pub fn cmd_reflect(a: ReflectArgs) -> Result<u8, Error> {
-    let listen = parse_listen(&a.listen)?;
-    let mut cfg = ReflectConfig::new(listen);
-    cfg.duration = a.duration;
-    cfg.count = a.count;
-    cfg.cpu = a.cpu;
-    cfg.spin = a.spin;
-    cfg.batch = a.batch;
-    cfg.allow = a.allow.iter().map(|c| c.parse::<Cidr>().map_err(Error::Usage)).collect::<Result<_, _>>()?;
-    cfg.allow_low_ports = a.allow_low_ports;
-    cfg.max_pps_per_client = a.max_pps_per_client;
-    cfg.client_burst = a.client_burst;
-    let r = Reflector::bind(&cfg)?;
-    let addr = r.local_addr().map(|a| a.to_string()).unwrap_or_else(|| listen.to_string());
-    eprintln!(
-        "wirespeed reflect: listening on {addr} (every wirespeed probe goes back to its sender; {}); Ctrl-C stops",
-        policy_text(&cfg)
-    );
-    let stop = sys::install_stop_handler();
-    let rep = r.run(&cfg, stop, None)?;
-    if a.json {
-        print_json(&rep)?;
-    } else {
-        print!("{}", rep.human());
-    }
-    Ok(0)
-}
-
-/// The reflector's answering rules in a few words, for its start line.
-fn policy_text(cfg: &ReflectConfig) -> String {
-    let who = if cfg.allow.is_empty() {
-        "any source".to_string()
-    } else {
-        format!("sources in {}", cfg.allow.iter().map(|c| c.to_string()).collect::<Vec<_>>().join(", "))
-    };
-    let cap = if cfg.max_pps_per_client > 0.0 {
-        let rate = if cfg.max_pps_per_client >= 1.0 {
-            units::pps(cfg.max_pps_per_client)
-        } else {
-            format!("{} pps", cfg.max_pps_per_client)
-        };
-        format!("at most {rate} per client (burst {})", cfg.burst())
-    } else {
-        "no per-client cap".to_string()
-    };
-    format!("{who}{}, {cap}", if cfg.allow_low_ports { "" } else { " with ports 1024 and up" })
-}
 
 #[derive(Args, Clone)]
 pub struct PingArgs {
@@ -330,7 +240,7 @@ fn ping_sweep(a: &PingArgs, target: SocketAddr, label: &str) -> Result<u8, Error
         }
     }
     if a.expect_zero_loss && lost > 0 {
-        return Ok(crate::EXIT_LOSS);
+        return Ok(crate::out::EXIT_LOSS);
     }
     Ok(0)
 }
@@ -518,80 +428,4 @@ fn ping_in_partitions(a: &PingArgs) -> Result<u8, Error> {
         eprintln!("wirespeed ping: stopped; partitions '{prefix}' removed");
     }
     Ok(status.code().map(|c| c as u8).unwrap_or(1))
-}
-
-#[derive(Args)]
-pub struct LinerateArgs {
-    /// Link speed in bits/s: 1G, 10G, 25G, 100G...
-    #[arg(long, default_value = "1G", value_parser = parse_link)]
-    link: f64,
-    /// Packet sizes (comma list). By default the IP packet, which is what an MTU counts
-    /// (seed 003's 1500); see --layer.
-    #[arg(long, default_value = "1500", value_delimiter = ',', value_parser = units::parse_count)]
-    size: Vec<u64>,
-    /// What --size counts: ip (the IP packet), udp (the UDP payload, as `send --size`), or
-    /// frame (the Ethernet frame, header to FCS).
-    #[arg(long, default_value = "ip", value_parser = parse_layer)]
-    layer: Layer,
-    /// IPv6 (a 40-byte IP header instead of 20).
-    #[arg(long)]
-    ipv6: bool,
-    /// Add an 802.1Q VLAN tag (4 bytes).
-    #[arg(long)]
-    vlan: bool,
-    /// Print JSON instead of the table.
-    #[arg(long)]
-    json: bool,
-}
-
-fn parse_link(s: &str) -> Result<f64, String> {
-    match Rate::parse(s) {
-        Ok(Rate::Bits(b)) if b > 0.0 => Ok(b),
-        _ => Err(format!("'{s}' is not a link speed: write bits/s like 1G, 10G or 100G")),
-    }
-}
-
-fn parse_layer(s: &str) -> Result<Layer, String> {
-    match s {
-        "ip" => Ok(Layer::Ip),
-        "udp" => Ok(Layer::Udp),
-        "frame" => Ok(Layer::Frame),
-        _ => Err(format!("'{s}' is not a layer: use ip, udp or frame")),
-    }
-}
-
-pub fn cmd_linerate(a: LinerateArgs) -> Result<u8, Error> {
-    let ip_header = if a.ipv6 { 40 } else { 20 };
-    let rows = a
-        .size
-        .iter()
-        .map(|&s| linerate::compute(a.link, s, a.layer, ip_header, a.vlan).map_err(Error::Usage))
-        .collect::<Result<Vec<_>, Error>>()?;
-    if a.json {
-        return print_json(&serde_json::json!({"schema": "wirespeed.linerate/1", "rows": rows})).map(|_| 0);
-    }
-    println!(
-        "Line rate of a {} Ethernet link{}{}: frame + preamble/SFD 8 B + inter-frame gap 12 B (96 bit times)",
-        units::bits(a.link),
-        if a.vlan { ", 802.1Q tag" } else { "" },
-        if a.ipv6 { ", IPv6" } else { ", IPv4" }
-    );
-    println!(
-        "{:>9} {:>9} {:>7} {:>7} {:>14} {:>11} {:>13} {:>12}",
-        "UDP data", "IP packet", "frame", "on wire", "frames/s", "frame time", "UDP goodput", "IP rate"
-    );
-    for r in &rows {
-        println!(
-            "{:>9} {:>9} {:>7} {:>7} {:>14} {:>11} {:>13} {:>12}",
-            r.udp_payload.map_or("-".into(), |u| u.to_string()),
-            r.ip_packet,
-            r.frame,
-            r.wire,
-            units::thousands(r.frames_per_s.floor() as u64),
-            units::nanos(r.frame_time_ns),
-            units::bits(r.udp_goodput_bps),
-            units::bits(r.ip_bps)
-        );
-    }
-    Ok(0)
 }

@@ -2,8 +2,8 @@
 //!
 //! Options are read as text and checked here, so a bad value is one line and exit code 2.
 
-use crate::bench_cmd::{out_dir, parse_rcvbuf, usage, write_files};
-use crate::print_json;
+use crate::args::{parse_rcvbuf, usage};
+use crate::out::{out_dir, print_json, write_files};
 use clap::Args;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -12,7 +12,7 @@ use wirespeed::bench::soak::{self, SoakConfig};
 use wirespeed::units::{self, Rate};
 use wirespeed::{plot, sys, Error};
 
-pub(crate) const SOAK_HELP: &str = "Seed 001 (Sun, 'Cassini UDP performance', 2004) sent 1080-byte UDP \
+pub const SOAK_HELP: &str = "Seed 001 (Sun, 'Cassini UDP performance', 2004) sent 1080-byte UDP \
     packets for long runs and reported zero loss at 691 Mb/s sustained for 24 minutes, 864 Mb/s \
     for 30 minutes and 940 Mb/s for 1 to 2 minutes. A short probe (bench max, bench rates) \
     cannot show that: a buffer that creeps full, or a job that wakes up on the receiving host \

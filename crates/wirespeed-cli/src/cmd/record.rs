@@ -1,22 +1,16 @@
-//! `wirespeed record`, `verify` and `disk-test`: argument layer over `wirespeed::record` and
-//! `wirespeed::spool`.
+//! `wirespeed record`: capture to disk through a RAM ring, with the ledger per file.
 
-use super::{args, loss_verdict, print_json, recv_config, recv_format, RecvArgs, EXIT_LOSS};
+use crate::args::{self, recv_config, recv_format, RecvArgs};
+use crate::out::{loss_verdict, print_json};
 use clap::Args;
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::Duration;
 use wirespeed::record::{self, RecordConfig};
 use wirespeed::rx::Listener;
-use wirespeed::spool::verify::{self, VerifyOptions};
 use wirespeed::spool::writer::Rotation;
 use wirespeed::spool::FileFormat;
 use wirespeed::units::{self, Rate};
-use wirespeed::wire::{spec, Format};
 use wirespeed::{sys, Error};
-
-/// Exit code of `verify` when a file is damaged, incomplete or differs from its sidecar.
-pub const EXIT_MISMATCH: u8 = 4;
 
 #[derive(Args)]
 pub struct RecordArgs {
@@ -144,103 +138,4 @@ pub fn cmd_record(a: RecordArgs) -> Result<u8, Error> {
         return Ok(1);
     }
     Ok(loss_verdict(&report.capture, a.recv.expect_zero_loss))
-}
-
-#[derive(Args)]
-pub struct VerifyArgs {
-    /// Recorded files, or directories of them (read in name order, as one recording).
-    #[arg(required = true)]
-    paths: Vec<PathBuf>,
-    /// Check the records as this format instead of what the sidecar names (needed for files
-    /// without a sidecar, e.g. another recorder's pcap): a spec such as `counter,size=8800`.
-    #[arg(long, value_name = "SPEC")]
-    format: Option<String>,
-    /// Reorder window of the ledger (power of two).
-    #[arg(long, default_value = "65536", value_parser = args::window)]
-    window: u64,
-    /// Exit with code 3 if the recording has any loss, or if no record passed the format's
-    /// checks (nothing then shows zero loss).
-    #[arg(long)]
-    expect_zero_loss: bool,
-    /// Gap ranges shown per stream (all are in --json).
-    #[arg(long, default_value = "8", value_parser = args::gaps)]
-    gaps: usize,
-    /// Print one JSON document (schema wirespeed.verify/2).
-    #[arg(long)]
-    json: bool,
-}
-
-pub fn cmd_verify(a: VerifyArgs) -> Result<u8, Error> {
-    if !a.window.is_power_of_two() {
-        return Err(Error::Usage(format!("--window {} must be a power of two", a.window)));
-    }
-    let format: Option<Arc<dyn Format>> = match &a.format {
-        Some(s) => Some(spec::parse(s).map_err(Error::Usage)?),
-        None => None,
-    };
-    let found = verify::collect(&a.paths, format.as_ref())?;
-    let report = verify::verify(&found, &VerifyOptions { format, window: a.window })?;
-    if a.json {
-        print_json(&report)?;
-    } else {
-        print!("{}", report.human(a.gaps));
-    }
-    if report.problems > 0 {
-        return Ok(EXIT_MISMATCH);
-    }
-    if a.expect_zero_loss && report.total.received == 0 {
-        eprintln!("wirespeed: no datagram in the files passed the format's checks, so zero loss is not shown");
-        return Ok(EXIT_LOSS);
-    }
-    if a.expect_zero_loss && report.total.lost > 0 {
-        eprintln!(
-            "wirespeed: the recording lacks {} packets, zero loss was expected",
-            units::thousands(report.total.lost)
-        );
-        return Ok(EXIT_LOSS);
-    }
-    Ok(0)
-}
-
-#[derive(Args)]
-pub struct DiskTestArgs {
-    /// Directory on the disk to test (a temporary file is written there and removed).
-    dir: PathBuf,
-    /// How much to write (1M..1T).
-    #[arg(long, default_value = "2G", value_parser = args::disk_test_size)]
-    size: u64,
-    /// Bytes per write, as record's --block (a multiple of 4K, 4K..1G).
-    #[arg(long, default_value = "8M", value_parser = args::block)]
-    block: u64,
-    /// Write through the page cache (plus a final fdatasync) instead of O_DIRECT.
-    #[arg(long)]
-    buffered: bool,
-    /// Print one JSON document (schema wirespeed.disk-test/1).
-    #[arg(long)]
-    json: bool,
-}
-
-pub fn cmd_disk_test(a: DiskTestArgs) -> Result<u8, Error> {
-    if a.size == 0 {
-        return Err(Error::Usage("--size must be more than 0".into()));
-    }
-    let stop = sys::install_stop_handler();
-    let t = record::disk_test(&a.dir, a.size, usize::try_from(a.block).unwrap_or(0), !a.buffered, stop)?;
-    if a.json {
-        print_json(&t)?;
-    } else {
-        println!(
-            "wirespeed disk-test {}: {} in {} writes ({}), {} sustained ({}/s), slowest write {:.1} ms",
-            t.dir,
-            units::bytes(t.bytes),
-            units::bytes(t.chunk as u64),
-            if t.direct_io { "O_DIRECT" } else { "buffered + fdatasync" },
-            units::bits(t.bytes_per_s * 8.0),
-            units::bytes(t.bytes_per_s as u64),
-            t.max_write_ms
-        );
-        let d: Vec<String> = t.deciles.iter().map(|r| units::bytes(*r as u64)).collect();
-        println!("  per tenth of the run (/s): {}", d.join("  "));
-    }
-    Ok(0)
 }

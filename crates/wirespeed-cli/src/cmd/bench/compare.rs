@@ -3,8 +3,8 @@
 //!
 //! Options are read as text and checked here, so a bad value is one line and exit code 2.
 
-use crate::bench_cmd::{out_dir, parse_rcvbuf, parse_repeat, usage, write_files};
-use crate::print_json;
+use crate::args::{parse_rcvbuf, parse_repeat, usage};
+use crate::out::{out_dir, print_json, write_files};
 use clap::Args;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -14,7 +14,7 @@ use wirespeed::bench::point::Runner;
 use wirespeed::units;
 use wirespeed::{plot, sys, Error};
 
-pub(crate) const COMPARE_HELP: &str = "The same sweep with wirespeed and with iperf3, side by side: at every \
+pub const COMPARE_HELP: &str = "The same sweep with wirespeed and with iperf3, side by side: at every \
     (rate, size) point a wirespeed receiver and sender (wirespeed recv --once, wirespeed send) \
     and an iperf3 server and client (iperf3 -s -1 / iperf3 -c -u -b RATE -l SIZE -t SECS -w \
     BUF -J) run one after the other in the same place: two partitions joined by a veth link \

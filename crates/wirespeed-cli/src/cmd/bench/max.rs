@@ -1,0 +1,134 @@
+//! `wirespeed bench max`: the highest zero-loss rate, by binary search (RFC 2544 style).
+
+use crate::args::{parse_bits, parse_duration, parse_rcvbuf, parse_repeat, parse_size, usage, PlaceArgs};
+use crate::out::{out_dir, print_json, to_json, write_files};
+use clap::Args;
+use wirespeed::bench::max::{self, MaxConfig, Progress};
+use wirespeed::bench::point::Runner;
+use wirespeed::bench::search::SearchConfig;
+use wirespeed::{sys, Error};
+
+pub const MAX_HELP: &str = "The highest rate at which a sender and a receiver lose nothing, found by \
+    binary search as RFC 2544's throughput test and spead2's benchmark do.\n\n\
+    The first probe sends flat out (--rate max, or --hi): if even that loses nothing, the \
+    receiver was never the limit and the result is '>= X (sender-bound)'. Otherwise each probe \
+    sends for --duration at the geometric middle of the bracket; a probe that loses anything \
+    (a ledger gap, an invalid datagram, or no end-of-stream message, so tail loss cannot hide) \
+    lowers the top, a clean one raises the bottom, until top/bottom - 1 < --precision.\n\n\
+    Zero loss is judged at the rate the sender ACHIEVED, not the rate it was asked for: a \
+    sender asked for 8 Gb/s that manages 5 and loses nothing has shown zero loss at 5 only. The \
+    result is the highest achieved rate of a clean probe below every lossy one (a clean probe \
+    above a lossy one shows intermittent loss, not a safe rate, and a note says so); the 'loss \
+    at' figure is the lowest achieved rate of a lossy probe.\n\n\
+    --repeat runs independent searches and reports each and their median: one unlucky probe \
+    (something else woke up on the host) can pull one search down, not the median.\n\n\
+    Every probe is printed as it finishes: asked, achieved and received rates, packets sent, \
+    lost (ledger), the receiving socket's kernel drop counter, the sender's real time, verdict.\n\n\
+    Try:  wirespeed bench max                  (8800-byte datagrams, 5 s probes, 3 searches)\n      \
+    wirespeed bench max --gso --size 1472 --precision 5%\n      \
+    wirespeed bench max --loopback --duration 1 --repeat 1 --hi 2G --json\n\n\
+    Exit codes: 0 done, 1 runtime failure or stopped by a signal (Ctrl-C: what was measured is \
+    still reported, and partitions are removed), 2 bad usage.";
+
+#[derive(Args)]
+pub struct MaxArgs {
+    /// UDP payload bytes per datagram (a multiple of 8; 8800 suits a 9000-byte MTU).
+    #[arg(long, default_value = "8800", value_name = "BYTES")]
+    size: String,
+    /// Sending time of each probe. Shorter probes miss slow leaks (a buffer that fills in 3 s).
+    #[arg(long, default_value = "5s")]
+    duration: String,
+    /// Stop when the bracket's top/bottom - 1 is below this (0.1%..50%; 2% or 0.02).
+    #[arg(long, default_value = "2%")]
+    precision: String,
+    /// Independent searches; each is reported, and their median is the result.
+    #[arg(long, default_value = "3")]
+    repeat: String,
+    /// Bottom of the range, payload bits/s.
+    #[arg(long, default_value = "10M", value_name = "RATE")]
+    lo: String,
+    /// Top of the range, payload bits/s. Default: the sender flat out (max).
+    #[arg(long, value_name = "RATE")]
+    hi: Option<String>,
+    #[command(flatten)]
+    place: PlaceArgs,
+}
+
+fn parse_precision(s: &str) -> Result<f64, Error> {
+    let t = s.trim();
+    let v = match t.strip_suffix('%') {
+        Some(p) => p.trim().parse::<f64>().map(|v| v / 100.0),
+        None => t.parse::<f64>(),
+    }
+    .map_err(|_| usage(format!("--precision '{s}' is not a fraction: write 2% or 0.02")))?;
+    if !(v.is_finite() && (0.001..=0.5).contains(&v)) {
+        return Err(usage(format!("--precision {s} is out of range: use 0.1% to 50%")));
+    }
+    Ok(v)
+}
+
+pub fn cmd_max(a: MaxArgs) -> Result<u8, Error> {
+    let hi = match a.hi.as_deref() {
+        None => None,
+        Some(h) if h.trim().eq_ignore_ascii_case("max") => None,
+        Some(h) => Some(parse_bits("--hi", h)?),
+    };
+    let cfg = MaxConfig {
+        search: SearchConfig {
+            lo: parse_bits("--lo", &a.lo)?,
+            hi,
+            precision: parse_precision(&a.precision)?,
+            max_probes: 40,
+        },
+        size: parse_size(&a.size)?,
+        duration: parse_duration(&a.duration)?,
+        gso: a.place.gso,
+        rcvbuf: parse_rcvbuf(&a.place.rcvbuf)?,
+        repeat: parse_repeat(&a.repeat)?,
+    };
+    cfg.search.validate().map_err(Error::Usage)?;
+    let dir = out_dir(&a.place.out)?;
+    // Ctrl-C reaches the children too; this process lives on to report and remove partitions.
+    let stop = sys::install_stop_handler();
+    let runner = Runner::auto(a.place.loopback, stop)?;
+    let json = a.place.json;
+    let head = max::header(&cfg, &runner.placement());
+    let say = |l: &str| if json { eprintln!("{l}") } else { println!("{l}") };
+    say(&head);
+    let mut text = format!("{head}\n");
+    let doc = max::run(&runner, &cfg, &mut |p| match p {
+        Progress::Probe { search, n, point } => {
+            let l = max::probe_line(search, n, point);
+            say(&l);
+            text.push_str(&l);
+            text.push('\n');
+        }
+        Progress::Done { search, result } => {
+            let l = max::search_line(search, result);
+            say(&l);
+            text.push_str(&l);
+            text.push('\n');
+        }
+    })?;
+    drop(runner);
+    let summary = max::summary(&doc);
+    text.push('\n');
+    text.push_str(&summary);
+    if let Some(d) = &dir {
+        write_files(d, &[("max.txt", &text), ("max.json", &to_json(&doc)?)])?;
+    }
+    if json {
+        print_json(&doc)?;
+    } else {
+        println!();
+        print!("{summary}");
+        if let Some(d) = &dir {
+            println!("max.txt and max.json in {}", d.display());
+        }
+    }
+    if doc.stopped {
+        let n: usize = doc.searches.iter().map(|s| s.probes.len()).sum();
+        return Err(Error::Runtime(format!("stopped by a signal after {n} probe(s); the results above are partial")));
+    }
+    Ok(0)
+}

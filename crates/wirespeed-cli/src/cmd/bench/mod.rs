@@ -1,0 +1,54 @@
+//! `wirespeed bench`: benchmark reports like the seeds' (issue #7). `max` searches for the
+//! highest zero-loss rate, `rates` reproduces seed 002's table; one file per
+//! bench command below.
+//!
+//! Each bench command is one file here: its long help, its options and its printing; the
+//! measuring is in `wirespeed::bench`.
+
+pub mod compare;
+pub mod max;
+pub mod rates;
+pub mod soak;
+pub mod sweep;
+pub mod ttcp;
+
+use clap::{Args, Subcommand};
+use wirespeed::Error;
+
+#[derive(Args)]
+pub struct BenchArgs {
+    #[command(subcommand)]
+    cmd: BenchCmd,
+}
+
+#[derive(Subcommand)]
+enum BenchCmd {
+    /// The highest zero-loss rate, by binary search (RFC 2544 style).
+    #[command(long_about = max::MAX_HELP)]
+    Max(max::MaxArgs),
+    /// Seed 002's table: per offered rate, packets captured and lost (ledger and kernel).
+    #[command(long_about = rates::RATES_HELP)]
+    Rates(rates::RatesArgs),
+    /// Seed 000's ttcp tables: TCP and UDP by socket buffer size, and read/write sizes.
+    Ttcp(ttcp::BenchTtcpArgs),
+    /// Rate x size x receive-buffer sweep with seed 004's figures and an HTML report.
+    #[command(long_about = sweep::SWEEP_HELP)]
+    Sweep(sweep::SweepArgs),
+    /// A long zero-loss run with a record per minute (seed 001's 24- and 30-minute runs).
+    #[command(long_about = soak::SOAK_HELP)]
+    Soak(soak::SoakArgs),
+    /// The same points with wirespeed and with iperf3, side by side in one table and one plot.
+    #[command(long_about = compare::COMPARE_HELP)]
+    Compare(compare::CompareArgs),
+}
+
+pub fn cmd_bench(a: BenchArgs) -> Result<u8, Error> {
+    match a.cmd {
+        BenchCmd::Max(m) => max::cmd_max(m),
+        BenchCmd::Rates(r) => rates::cmd_rates(r),
+        BenchCmd::Ttcp(t) => ttcp::cmd_bench_ttcp(t),
+        BenchCmd::Sweep(s) => sweep::cmd_sweep(s),
+        BenchCmd::Soak(s) => soak::cmd_soak(s),
+        BenchCmd::Compare(c) => compare::cmd_compare(c),
+    }
+}

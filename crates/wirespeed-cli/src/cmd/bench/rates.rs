@@ -1,0 +1,121 @@
+//! `wirespeed bench rates`: seed 002's table, per offered rate the packets captured and lost.
+
+use crate::args::{parse_duration, parse_rcvbuf, parse_repeat, parse_size, usage, PlaceArgs};
+use crate::out::{out_dir, print_json, to_json, write_files};
+use clap::Args;
+use wirespeed::bench::point::Runner;
+use wirespeed::bench::rates::{self, RatesConfig};
+use wirespeed::units::Rate;
+use wirespeed::{sys, Error};
+
+pub const RATES_HELP: &str = "Seed 002's table (Haystack, 'Burst Mode Benchmarking', 2010): a packet \
+    emulator sent 8800-byte Mark5B packets for 1 s at 1024..8192 Mb/s to a capture host, timed \
+    with the shell's `time`, and the table gave per rate the packets the receiving kernel \
+    captured and lost. It found loss from 5120 Mb/s and concluded the receiver keeps up to at \
+    least 4.5 Gb/s.\n\n\
+    Here each rate is one point: a fresh receiver (wirespeed recv --once) and a sender \
+    (wirespeed send --rate R --duration T), in two partitions joined by a veth link when root, \
+    on loopback otherwise. Columns:\n  \
+    -t (s)            seconds to send (--duration)\n  \
+    -r (Mb/s)         the rate asked for, 10^6 bits/s of UDP payload\n  \
+    time (s)          the sender's real execution time, start to exit (the seed's `time`)\n  \
+    achieved (Mb/s)   what the sender really sent per second: below -r, the sender was the limit\n  \
+    sent              datagrams the sender sent (its own count)\n  \
+    packets captured  unique sequence numbers received (the ledger)\n  \
+    lost (ledger)     sequence numbers that never arrived, exact, tail included\n  \
+    lost (kernel)     the receiving socket's own drop counter (SO_RXQ_OVFL)\n  \
+    drops/M           lost per million sent\n\n\
+    Reading it: loss the kernel counted at the socket means the receiver did not keep up (its \
+    buffer overflowed); ledger loss the kernel did not count happened before the socket \
+    (sender, link, stack); an achieved rate below -r means the sender was the limit. The lines \
+    after the table say this per lossy rate.\n\n\
+    Try:  wirespeed bench rates              (the seed's rates, 1 s each, 8800-byte datagrams)\n      \
+    wirespeed bench rates --rates 500M,1G,2G --duration 5 --repeat 3 -o results/\n\n\
+    Exit codes: 0 done (loss is a result, not a failure), 1 runtime failure or stopped by a \
+    signal (Ctrl-C: the rows measured are still reported, and partitions are removed), 2 bad usage.";
+
+#[derive(Args)]
+pub struct RatesArgs {
+    /// Offered rates, comma-separated: payload bits/s (1024M = 1.024 * 10^9 b/s), datagrams/s
+    /// (500kpps) or max.
+    #[arg(long, default_value = rates::SEED_RATES)]
+    rates: String,
+    /// Seconds to send at each rate (the seed's -t).
+    #[arg(long, default_value = "1")]
+    duration: String,
+    /// UDP payload bytes per datagram (a multiple of 8).
+    #[arg(long, default_value = "8800", value_name = "BYTES")]
+    size: String,
+    /// Run the whole list this many times.
+    #[arg(long, default_value = "1")]
+    repeat: String,
+    #[command(flatten)]
+    place: PlaceArgs,
+}
+
+fn parse_rates(s: &str) -> Result<Vec<Rate>, Error> {
+    let v: Vec<Rate> = s
+        .split(',')
+        .map(str::trim)
+        .filter(|p| !p.is_empty())
+        .map(|p| Rate::parse(p).map_err(|e| usage(format!("--rates: {e}"))))
+        .collect::<Result<_, _>>()?;
+    if v.is_empty() {
+        return Err(usage("--rates is empty: give rates like 1024M,2048M".into()));
+    }
+    Ok(v)
+}
+
+pub fn cmd_rates(a: RatesArgs) -> Result<u8, Error> {
+    let cfg = RatesConfig {
+        rates: parse_rates(&a.rates)?,
+        size: parse_size(&a.size)?,
+        duration: parse_duration(&a.duration)?,
+        gso: a.place.gso,
+        rcvbuf: parse_rcvbuf(&a.place.rcvbuf)?,
+        repeat: parse_repeat(&a.repeat)?,
+    };
+    let dir = out_dir(&a.place.out)?;
+    let stop = sys::install_stop_handler();
+    let runner = Runner::auto(a.place.loopback, stop)?;
+    let json = a.place.json;
+    let head = rates::header(cfg.size, cfg.duration, &runner.placement());
+    if json {
+        eprint!("{head}");
+    } else {
+        print!("{head}");
+    }
+    let doc = rates::run(&runner, &cfg, &mut |r| {
+        let l = rates::line(r);
+        if json {
+            eprintln!("{l}");
+        } else {
+            println!("{l}");
+        }
+    })?;
+    drop(runner);
+    if let Some(d) = &dir {
+        write_files(
+            d,
+            &[("rates.txt", &rates::text(&doc)), ("rates.csv", &rates::csv(&doc)), ("rates.json", &to_json(&doc)?)],
+        )?;
+    }
+    if json {
+        print_json(&doc)?;
+    } else {
+        for l in &doc.summary {
+            println!("=> {l}");
+        }
+        if let Some(d) = &dir {
+            println!("rates.txt, rates.csv and rates.json in {}", d.display());
+        }
+    }
+    if doc.stopped {
+        return Err(Error::Runtime(format!(
+            "stopped by a signal after {} of {} points; the rows above are partial",
+            doc.rows.len(),
+            cfg.rates.len() * cfg.repeat as usize
+        )));
+    }
+    Ok(0)
+}

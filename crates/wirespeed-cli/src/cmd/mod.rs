@@ -1,0 +1,17 @@
+//! One file per command: its options, its long help and its printing. The work is in the
+//! library; what several commands share (option groups, value parsers, output) is in
+//! `crate::args` and `crate::out`, never in another command's file.
+
+pub mod bench;
+pub mod demo;
+pub mod disk_test;
+pub mod formats;
+pub mod linerate;
+pub mod partition;
+pub mod ping;
+pub mod record;
+pub mod recv;
+pub mod reflect;
+pub mod send;
+pub mod ttcp;
+pub mod verify;

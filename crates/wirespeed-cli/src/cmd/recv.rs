@@ -1,0 +1,29 @@
+//! `wirespeed recv`: receive and account for every datagram, beside the kernel's counters.
+
+use crate::args::{recv_config, recv_format, RecvArgs};
+use crate::out::{loss_verdict, print_json};
+use wirespeed::rx::{self, Listener};
+use wirespeed::{sys, Error};
+
+pub fn cmd_recv(a: RecvArgs) -> Result<u8, Error> {
+    let cfg = recv_config(&a)?;
+    let fmt = recv_format(&a)?;
+    let stop = sys::install_stop_handler();
+    let listener = Listener::bind(&cfg)?;
+    // Always on stderr, so scripts that bind port 0 can learn the port even with --json.
+    if let Some(addr) = listener.local_addr() {
+        eprintln!("wirespeed recv: listening on {addr} ({}); Ctrl-C stops and prints the ledger", fmt.name());
+    }
+    let as_json = a.interval_json;
+    let progress = |p: &rx::Progress| {
+        let j = if as_json { serde_json::to_string(p).ok() } else { None };
+        eprintln!("{}", j.unwrap_or_else(|| p.line()));
+    };
+    let report = rx::capture(&cfg, listener, fmt.as_ref(), stop, a.interval, &progress)?;
+    if a.json {
+        print_json(&report)?;
+    } else {
+        print!("{}", report.human(a.gaps));
+    }
+    Ok(loss_verdict(&report, a.expect_zero_loss))
+}

@@ -1,0 +1,191 @@
+//! `wirespeed ttcp`: the classic ttcp measurement (seed 000), one transfer at a time.
+
+use crate::out::print_json;
+use clap::Args;
+use std::net::{IpAddr, SocketAddr};
+use std::time::Duration;
+use wirespeed::error::resolve;
+use wirespeed::ttcp::{self, Config, Proto, Receiver, Role};
+use wirespeed::units::{self, Rate};
+use wirespeed::{sys, Error};
+
+fn parse_size(s: &str) -> Result<u64, String> {
+    units::parse_bytes(s)
+}
+
+// The subcommand's one-line `about` comes from its registration in main.rs; the teaching text
+// is the long help's epilogue.
+#[derive(Args)]
+#[command(
+    after_help = "`wirespeed ttcp --help` explains what each side times and how UDP loss is counted.",
+    after_long_help = "ttcp in the classic style: bulk TCP (or UDP with -u) transfer between two hosts, \
+        reported in MB/s (10^6 bytes/s) by each side, with ttcp's KB/sec, I/O calls and CPU time.\n\n\
+        Start the receiver first, then the transmitter (here both on this host; between two \
+        hosts, the receiver's address in place of 127.0.0.1):\n  \
+        wirespeed ttcp -r -l49152 -b 1M                      (in one terminal: the receiver)\n  \
+        wirespeed ttcp -t -l49152 -b 1M -n 20000 127.0.0.1   (in another: the transmitter)\n\n\
+        Each side times its own part, as ttcp does: the transmitter from connect to the return \
+        of its last write (data can still be in its socket buffer then, so its figure may \
+        exceed what was delivered; the TCP transmitter also reports when the receiver had \
+        everything), the receiver from accept (TCP) or the start marker (UDP) to the end of \
+        the data.\n\n\
+        UDP: datagrams of -l bytes, bracketed by marker datagrams like ttcp's; the end marker \
+        carries the transmitter's counts and is sent 4 times, 5 ms apart, so the receiver \
+        reports % data dropped = 1 - bytes received / bytes sent even under heavy loss. The \
+        transmitter sends as fast as it can unless --rate paces it.\n\n\
+        Seed 000 measured its Tables 4 and 5 with `ttcp -r/-t -s -l49152 -b <socket buffer \
+        size> -n 126976`; `wirespeed bench ttcp` runs that whole table set.\n\n\
+        Exit codes: 0 success, 1 runtime failure (port in use, connection refused), 2 bad usage."
+)]
+pub struct TtcpArgs {
+    /// Transmit: connect to HOST and write -n buffers of -l bytes.
+    #[arg(short = 't', long = "transmit")]
+    transmit: bool,
+    /// Receive: listen, accept one transmitter and read until its end of stream.
+    #[arg(short = 'r', long = "receive")]
+    receive: bool,
+    /// UDP instead of TCP: -l-byte datagrams, and the receiver reports % data dropped.
+    #[arg(short = 'u', long)]
+    udp: bool,
+    /// Bytes per read or write call (ttcp -l); with -u the datagram size (at most 65507).
+    /// Accepts 64K style sizes (K = 1024).
+    #[arg(short = 'l', long = "buflen", value_name = "LEN", default_value = "8192", value_parser = parse_size)]
+    buflen: u64,
+    /// Socket buffer size in bytes (ttcp -b): SO_SNDBUF on the transmitter, SO_RCVBUF on the
+    /// receiver. Left out, the kernel's default is kept and reported ("default", the seed's
+    /// shaded row). Linux grants twice the request for its bookkeeping and caps it at
+    /// net.core.[rw]mem_max unless run as root.
+    #[arg(short = 'b', long = "sockbuf", value_name = "BUF", value_parser = crate::args::sockbuf_request)]
+    sockbuf: Option<u64>,
+    /// Number of buffers the transmitter writes (ttcp -n); a UDP receiver uses -n x -l as
+    /// the amount sent only when no marker from the transmitter arrived.
+    #[arg(short = 'n', long = "nbuf", value_name = "COUNT", default_value = "2048", value_parser = units::parse_count)]
+    nbuf: u64,
+    /// Port: the receiver listens on it (0 picks a free one and prints it), the transmitter
+    /// connects to it.
+    #[arg(short = 'p', long, default_value_t = ttcp::DEFAULT_PORT)]
+    port: u16,
+    /// Accepted for ttcp compatibility and ignored: wirespeed always sources and sinks a
+    /// pattern in memory (ttcp without -s moved stdin to stdout).
+    #[arg(short = 's', long = "sink")]
+    sink: bool,
+    /// TCP_NODELAY on the transmitter (ttcp -D): small writes go out at once instead of being
+    /// gathered by Nagle's algorithm.
+    #[arg(short = 'D', long)]
+    nodelay: bool,
+    /// Receiver: the local address to listen on (default all, 0.0.0.0).
+    #[arg(long, value_name = "ADDR")]
+    bind: Option<String>,
+    /// Transmitter: pace the writes, in payload bits/s (2G) or buffers per second (100kpps);
+    /// default: as fast as possible, as ttcp.
+    #[arg(long, value_parser = Rate::parse)]
+    rate: Option<Rate>,
+    /// UDP receiver: end after this long without data once data began, when no end marker
+    /// arrives (default 5 s).
+    #[arg(long, value_parser = crate::args::run_duration)]
+    timeout: Option<Duration>,
+    /// Pin the thread doing the I/O to this CPU (bench ttcp puts the two ends on different cores).
+    #[arg(long)]
+    cpu: Option<usize>,
+    /// Print one JSON document (schema wirespeed.ttcp/1) instead of the ttcp-style lines.
+    #[arg(long)]
+    json: bool,
+    /// Transmitter: the receiver's host name or address.
+    host: Option<String>,
+}
+
+pub fn cmd_ttcp(a: TtcpArgs) -> Result<u8, Error> {
+    let role = match (a.transmit, a.receive) {
+        (true, false) => Role::Transmit,
+        (false, true) => Role::Receive,
+        (false, false) => {
+            return Err(Error::Usage(
+                "say which end this is: -r to receive (start it first), -t HOST to transmit".into(),
+            ))
+        }
+        (true, true) => {
+            return Err(Error::Usage(
+                "-t and -r together: a ttcp process is either the transmitter (-t HOST) or the receiver (-r)".into(),
+            ))
+        }
+    };
+    let _ = a.sink;
+    let proto = if a.udp { Proto::Udp } else { Proto::Tcp };
+    let mut cfg = Config::new(proto);
+    cfg.buflen = usize::try_from(a.buflen).map_err(|_| Error::Usage(format!("-l {} is too large", a.buflen)))?;
+    cfg.nbuf = a.nbuf;
+    cfg.sockbuf = match a.sockbuf {
+        Some(b) => Some(usize::try_from(b).map_err(|_| Error::Usage(format!("-b {b} is too large")))?),
+        None => None,
+    };
+    cfg.nodelay = a.nodelay;
+    cfg.rate = a.rate.unwrap_or(Rate::Max);
+    cfg.timeout = a.timeout.unwrap_or(ttcp::DEFAULT_UDP_TIMEOUT);
+    cfg.cpu = a.cpu;
+    cfg.validate()?;
+    if a.nodelay && proto == Proto::Udp {
+        return Err(Error::Usage("-D (TCP_NODELAY) is a TCP option: leave it out with -u".into()));
+    }
+    let stop = sys::install_stop_handler();
+    let rep = match role {
+        Role::Transmit => {
+            let Some(host) = a.host.as_deref() else {
+                return Err(Error::Usage(
+                    "-t needs the receiver's HOST: wirespeed ttcp -t [options] HOST (start wirespeed ttcp -r there first)"
+                        .into(),
+                ));
+            };
+            if a.bind.is_some() {
+                return Err(Error::Usage("--bind is for the receiver (-r); the transmitter connects to HOST".into()));
+            }
+            if a.timeout.is_some() {
+                return Err(Error::Usage("--timeout is for the UDP receiver (-r -u)".into()));
+            }
+            let target = if host.contains(':') && !host.starts_with('[') {
+                format!("[{host}]:{}", a.port)
+            } else {
+                format!("{host}:{}", a.port)
+            };
+            let dest = resolve(&target)?;
+            ttcp::transmit(&cfg, dest, stop)?
+        }
+        Role::Receive => {
+            if let Some(h) = &a.host {
+                return Err(Error::Usage(format!(
+                    "'{h}': a receiver takes no HOST (it listens; use --bind ADDR to choose the address)"
+                )));
+            }
+            if a.rate.is_some() {
+                return Err(Error::Usage("--rate paces the transmitter: give it with -t".into()));
+            }
+            if a.nodelay {
+                return Err(Error::Usage("-D (TCP_NODELAY) acts on the transmitter's writes: give it with -t".into()));
+            }
+            if a.timeout.is_some() && proto == Proto::Tcp {
+                return Err(Error::Usage(
+                    "--timeout is for the UDP receiver (-r -u); a TCP receiver ends at end of stream".into(),
+                ));
+            }
+            let bind = a.bind.as_deref().unwrap_or("0.0.0.0");
+            let ip: IpAddr = bind.parse().map_err(|_| {
+                Error::Usage(format!("--bind '{bind}' is not an IP address: give one of this host's, e.g. 127.0.0.1"))
+            })?;
+            let rx = Receiver::bind(&cfg, SocketAddr::new(ip, a.port))?;
+            // Always on stderr, also with --json: whoever starts the transmitter waits for it.
+            eprintln!(
+                "wirespeed ttcp-r: listening on {} ({}, -l {}, -b {}); Ctrl-C stops",
+                rx.local_addr(),
+                proto.name(),
+                cfg.buflen,
+                cfg.sockbuf.map(|b| b.to_string()).unwrap_or_else(|| "default".into())
+            );
+            rx.run(stop)?
+        }
+    };
+    if a.json {
+        print_json(&rep)?;
+    } else {
+        print!("{}", rep.human());
+    }
+    Ok(0)
+}

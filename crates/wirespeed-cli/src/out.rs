@@ -1,0 +1,66 @@
+//! What every command shares for output: writing that survives a closed stdout, JSON documents,
+//! report files, and the exit codes beyond 0, 1 and 2.
+
+use std::path::{Path, PathBuf};
+use wirespeed::rx::RecvReport;
+use wirespeed::{units, Error};
+
+/// Exit code when --expect-zero-loss was given and packets were lost.
+pub const EXIT_LOSS: u8 = 3;
+
+/// Exit code of `verify` when a recording is damaged, incomplete or differs from its sidecar.
+pub const EXIT_MISMATCH: u8 = 4;
+
+/// Write to stdout (or stderr), ignoring a reader that went away.
+pub(crate) fn write_out(to_stderr: bool, text: std::fmt::Arguments) {
+    use std::io::Write;
+    let _ = if to_stderr { std::io::stderr().lock().write_fmt(text) } else { std::io::stdout().lock().write_fmt(text) };
+}
+
+pub fn print_json<T: serde::Serialize>(v: &T) -> Result<(), Error> {
+    let s = serde_json::to_string_pretty(v).map_err(|e| Error::Runtime(format!("cannot encode JSON: {e}")))?;
+    println!("{s}");
+    Ok(())
+}
+
+/// A document as pretty JSON text, for the report files beside the terminal output.
+pub fn to_json<T: serde::Serialize>(v: &T) -> Result<String, Error> {
+    serde_json::to_string_pretty(v).map_err(|e| Error::Runtime(format!("cannot encode JSON: {e}")))
+}
+
+/// The exit code a capture's report earns: 3 when zero loss was expected and is not shown.
+pub fn loss_verdict(r: &RecvReport, expect_zero: bool) -> u8 {
+    if expect_zero && r.total.lost > 0 {
+        eprintln!(
+            "wirespeed: {} packets lost, zero loss was expected (--expect-zero-loss)",
+            units::thousands(r.total.lost)
+        );
+        EXIT_LOSS
+    } else if let Some(why) = r.zero_loss_unproven().filter(|_| expect_zero) {
+        eprintln!("wirespeed: {why} (--expect-zero-loss)");
+        EXIT_LOSS
+    } else {
+        0
+    }
+}
+
+/// Create the output directory before any traffic, so a bad path fails at once.
+pub fn out_dir(p: &Option<PathBuf>) -> Result<Option<PathBuf>, Error> {
+    match p {
+        None => Ok(None),
+        Some(d) => {
+            std::fs::create_dir_all(d)
+                .map_err(|e| Error::Runtime(format!("cannot create the output directory {}: {e}", d.display())))?;
+            Ok(Some(d.clone()))
+        }
+    }
+}
+
+/// Write a report's files into its directory, naming the file that could not be written.
+pub fn write_files(dir: &Path, files: &[(&str, &str)]) -> Result<(), Error> {
+    for (name, body) in files {
+        let p = dir.join(name);
+        std::fs::write(&p, body).map_err(|e| Error::Runtime(format!("cannot write {}: {e}", p.display())))?;
+    }
+    Ok(())
+}
