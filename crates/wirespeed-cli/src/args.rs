@@ -172,7 +172,7 @@ pub const MAX_DISK_TEST: u64 = 1 << 40;
 const FALLBACK_RAM: u64 = 64 << 30;
 
 /// A bound as a user would write it: 0, 10ms, 60s.
-fn duration_text(d: Duration) -> String {
+pub fn duration_text(d: Duration) -> String {
     match (d.subsec_nanos(), d.as_secs()) {
         (0, 0) => "0".into(),
         (0, s) => format!("{s}s"),
@@ -508,9 +508,11 @@ pub fn recv_format(a: &RecvArgs) -> Result<Arc<dyn Format>, Error> {
     resolve_format(&a.fmt, None, a.size).map(|(f, _)| f)
 }
 
-// ---- Shared by the bench commands: where the probes run, and their values read as text. ----
+// ---- Shared by the bench commands: where the traffic runs, where the report goes, and the
+// kinds of value their options take. ----
 
-/// Where the probes run, shared by `max` and `rates`.
+/// Where a bench command's traffic runs and how its sender sends, the same for every bench
+/// command.
 #[derive(Args)]
 pub struct PlaceArgs {
     /// Stay on loopback (receiver on the second CPU, sender on the first) even when partitions
@@ -518,13 +520,15 @@ pub struct PlaceArgs {
     /// a veth link (made for the run, removed at the end).
     #[arg(long)]
     pub loopback: bool,
-    /// Receive buffer the receiver asks for (16M = 16 MiB).
-    #[arg(long, default_value = "32M", value_name = "BYTES")]
-    pub rcvbuf: String,
-    /// Use UDP segmentation offload on the sender (one system call carries many datagrams: a
-    /// higher flat-out rate from one core).
+    /// Use UDP segmentation offload on wirespeed's sender (one system call carries many
+    /// datagrams: a higher flat-out rate from one core; iperf3 has none).
     #[arg(long)]
     pub gso: bool,
+}
+
+/// Where a bench command's report goes: files in a directory, and JSON instead of the table.
+#[derive(Args)]
+pub struct OutputArgs {
     /// Write the report files into this directory (created if needed).
     #[arg(short = 'o', long, value_name = "DIR")]
     pub out: Option<PathBuf>,
@@ -533,58 +537,122 @@ pub struct PlaceArgs {
     pub json: bool,
 }
 
-pub fn usage(s: String) -> Error {
-    Error::Usage(s)
-}
+/// The values of a comma-separated list option, as one parsed value: clap hands a list option's
+/// text to one parser, so an empty list and a bad element are refused the same way as a bad
+/// single value.
+#[derive(Clone, Debug, PartialEq)]
+pub struct List<T>(pub Vec<T>);
 
-pub fn parse_size(s: &str) -> Result<usize, Error> {
-    let n = units::parse_bytes(s).map_err(|e| usage(format!("--size: {e}")))?;
-    if !(8..=units::MAX_UDP_PAYLOAD as u64).contains(&n) || n % 8 != 0 {
-        return Err(usage(format!(
-            "--size {n} is not a counter datagram: use a multiple of 8 from 8 to {} (8800 suits a 9000-byte MTU)",
-            units::MAX_UDP_PAYLOAD - units::MAX_UDP_PAYLOAD % 8
-        )));
+/// Largest counter datagram: the largest UDP payload that is a whole number of 64-bit words.
+const COUNTER_TOP: u64 = (units::MAX_UDP_PAYLOAD - units::MAX_UDP_PAYLOAD % 8) as u64;
+
+/// A bench datagram size: the counter format's (whole 64-bit words, one UDP payload).
+pub fn counter_size(s: &str) -> Result<usize, String> {
+    let n = units::parse_bytes(s)?;
+    if !(8..=COUNTER_TOP).contains(&n) || n % 8 != 0 {
+        return Err(format!(
+            "{n} is not a counter datagram: use a multiple of 8 from 8 to {COUNTER_TOP} (8800 suits a 9000-byte MTU)"
+        ));
     }
     Ok(n as usize)
 }
 
-pub fn parse_duration(s: &str) -> Result<Duration, Error> {
-    let d = units::parse_duration(s).map_err(|e| usage(format!("--duration: {e}")))?;
+/// Datagram sizes of a sweep or comparison, comma-separated counter sizes.
+pub fn counter_sizes(s: &str) -> Result<List<usize>, String> {
+    let v = s
+        .split(',')
+        .map(str::trim)
+        .filter(|p| !p.is_empty())
+        .map(|p| counter_size(p).map_err(|e| format!("{e}; give multiples of 8 such as 1080,8800")))
+        .collect::<Result<Vec<_>, _>>()?;
+    if v.is_empty() {
+        return Err("--sizes is empty: give sizes like 1080,8800".into());
+    }
+    Ok(List(v))
+}
+
+/// Receive buffers of a sweep, comma-separated, each bounded as `recv --rcvbuf` is.
+pub fn sockbufs(s: &str) -> Result<List<u64>, String> {
+    let v = s.split(',').map(str::trim).filter(|p| !p.is_empty()).map(sockbuf).collect::<Result<Vec<_>, _>>()?;
+    if v.is_empty() {
+        return Err("--rcvbuf is empty: give buffers like 128K,1M,16M".into());
+    }
+    Ok(List(v))
+}
+
+/// Offered rates of a bench command: a list of rates and FROM:TO:STEP ranges, at most `max`.
+pub fn rate_list(s: &str, max: usize) -> Result<List<Rate>, String> {
+    if s.split(',').all(|p| p.trim().is_empty()) {
+        return Err("--rates is empty: no rates given; write rates like 1024M,2048M or a range like 1G:9G:1G".into());
+    }
+    units::parse_rate_list(s, max).map(List)
+}
+
+/// The sending time of one bench point: long enough to measure, short enough to be a point.
+pub fn point_duration(s: &str) -> Result<Duration, String> {
+    let d = units::parse_duration(s)?;
     if d < Duration::from_millis(10) {
-        return Err(usage(format!("--duration {s} is too short to measure: give at least 10ms (the seed used 1 s)")));
+        return Err(format!("{} is too short to measure: give at least 10ms (the seed used 1 s)", s.trim()));
     }
     if d > Duration::from_secs(3600) {
-        return Err(usage(format!("--duration {s} is more than an hour per point: give at most 1h")));
+        return Err(format!("{} is more than an hour per point: give at most 1h", s.trim()));
     }
     Ok(d)
 }
 
-pub fn parse_repeat(s: &str) -> Result<u32, Error> {
+/// The length of a soak: at least a second, at most a day (seed 001 ran 24 and 30 minutes).
+pub fn soak_duration(s: &str) -> Result<Duration, String> {
+    let d = units::parse_duration(s)?;
+    if d < Duration::from_secs(1) {
+        return Err(format!("{} is too short for a soak: give at least 1s (the seed ran 30m)", s.trim()));
+    }
+    if d > Duration::from_secs(24 * 3600) {
+        return Err(format!("{} is more than a day: give at most 24h", s.trim()));
+    }
+    Ok(d)
+}
+
+/// Passes over a bench's points: their median is the result, so one is allowed, 100 is plenty.
+pub fn repeat(s: &str) -> Result<u32, String> {
     match units::parse_count(s) {
         Ok(n) if (1..=100).contains(&n) => Ok(n as u32),
-        _ => Err(usage(format!("--repeat '{s}' must be a whole number from 1 to 100"))),
+        _ => Err(format!("'{}' must be a whole number from 1 to 100", s.trim())),
     }
 }
 
-/// The receive buffer of `bench` commands: the same kind, and the same bound, as `recv --rcvbuf`.
-pub fn parse_rcvbuf(s: &str) -> Result<u64, Error> {
-    sockbuf(s).map_err(|e| usage(format!("--rcvbuf {s}: {e}")))
-}
-
-pub fn parse_bits(flag: &str, s: &str) -> Result<f64, Error> {
-    match Rate::parse(s) {
-        Ok(Rate::Bits(b)) => Ok(b),
-        Ok(_) => Err(usage(format!("{flag} {s}: give payload bits/s here, like 100M or 9.5G"))),
-        Err(e) => Err(usage(format!("{flag}: {e}"))),
+/// A payload rate in bits/s (a search bound): packet rates have no place in a bits bracket.
+pub fn bits_rate(s: &str) -> Result<f64, String> {
+    match Rate::parse(s)? {
+        Rate::Bits(b) => Ok(b),
+        _ => Err(format!("{}: give payload bits/s here, like 100M or 9.5G", s.trim())),
     }
 }
 
-pub fn parse_list<T>(flag: &str, s: &str, one: impl Fn(&str) -> Result<T, Error>) -> Result<Vec<T>, Error> {
-    let v: Vec<T> = s.split(',').map(str::trim).filter(|p| !p.is_empty()).map(one).collect::<Result<_, _>>()?;
-    if v.is_empty() {
-        return Err(usage(format!("{flag} is empty: give at least one value")));
+/// The top of a search: payload bits/s, or `max` (the sender flat out).
+pub fn bits_or_max(s: &str) -> Result<Rate, String> {
+    match Rate::parse(s)? {
+        Rate::Packets(_) => Err(format!("{}: give payload bits/s here, like 100M or 9.5G, or max", s.trim())),
+        r => Ok(r),
+    }
+}
+
+/// A search's precision: a fraction (0.02) or a percentage (2%), 0.1% to 50%.
+pub fn precision(s: &str) -> Result<f64, String> {
+    let t = s.trim();
+    let v = match t.strip_suffix('%') {
+        Some(p) => p.trim().parse::<f64>().map(|v| v / 100.0),
+        None => t.parse::<f64>(),
+    }
+    .map_err(|_| format!("'{s}' is not a fraction: write 2% or 0.02"))?;
+    if !(v.is_finite() && (0.001..=0.5).contains(&v)) {
+        return Err(format!("{s} is out of range: use 0.1% to 50%"));
     }
     Ok(v)
+}
+
+/// A command-level refusal (a check across options), exit code 2.
+pub fn usage(s: String) -> Error {
+    Error::Usage(s)
 }
 
 #[cfg(test)]
@@ -623,5 +691,18 @@ mod tests {
         assert!(skips_everything(&[(3, 20)], 5, 10));
         assert!(!skips_everything(&[(0, 4), (6, 9)], 0, 10));
         assert!(!skips_everything(&[(1, 9)], 0, 10));
+        assert!(counter_size("1081").unwrap_err().contains("multiple of 8") && counter_size("8").is_ok());
+        assert_eq!(counter_sizes("1080, 8800").unwrap(), List(vec![1080, 8800]));
+        assert!(counter_sizes(",").unwrap_err().contains("--sizes is empty"));
+        assert!(counter_sizes("1080,1081").unwrap_err().contains("multiples of 8"));
+        assert!(sockbufs("1M,lots").unwrap_err().contains("cannot read size") && sockbufs(" , ").is_err());
+        assert_eq!(rate_list("1G:3G:1G", 200).unwrap().0.len(), 3);
+        assert!(rate_list(",", 200).unwrap_err().contains("--rates is empty"));
+        assert!(point_duration("0").unwrap_err().contains("too short") && point_duration("2h").is_err());
+        assert!(soak_duration("25h").unwrap_err().contains("more than a day") && soak_duration("30m").is_ok());
+        assert!(repeat("0").is_err() && repeat("101").is_err() && repeat("3").unwrap() == 3);
+        assert!(bits_rate("100kpps").is_err() && bits_rate("1G").unwrap() == 1e9);
+        assert!(bits_or_max("max").unwrap() == Rate::Max && bits_or_max("5kpps").is_err());
+        assert!(precision("80%").unwrap_err().contains("out of range") && precision("2%").unwrap() == 0.02);
     }
 }

@@ -3,15 +3,14 @@
 //!
 //! Options are read as text and checked here, so a bad value is one line and exit code 2.
 
-use crate::args::{parse_rcvbuf, parse_repeat, usage};
+use crate::args::{self, usage, List, OutputArgs, PlaceArgs};
 use crate::out::{out_dir, print_json, write_files};
 use clap::Args;
-use std::path::PathBuf;
 use std::time::Duration;
 use wirespeed::bench::compare::{self, CompareConfig};
 use wirespeed::bench::peer::{self, Iperf3};
 use wirespeed::bench::point::Runner;
-use wirespeed::units;
+use wirespeed::units::Rate;
 use wirespeed::{plot, sys, Error};
 
 pub const COMPARE_HELP: &str = "The same sweep with wirespeed and with iperf3, side by side: at every \
@@ -61,87 +60,73 @@ pub const COMPARE_HELP: &str = "The same sweep with wirespeed and with iperf3, s
 pub struct CompareArgs {
     /// Offered rates: payload bits/s (2G), datagrams/s (500kpps), max, and ranges
     /// FROM:TO:STEP (1G:9G:1G), comma-separated.
-    #[arg(long, default_value = "1G,2G,4G,6G")]
-    rates: String,
+    #[arg(long, default_value = "1G,2G,4G,6G", value_parser = |s: &str| args::rate_list(s, compare::MAX_RATES))]
+    rates: List<Rate>,
     /// UDP payload bytes per datagram, comma-separated (multiples of 8, at least 16).
-    #[arg(long, default_value = "1080,8800", value_name = "BYTES")]
-    sizes: String,
+    #[arg(long, default_value = "1080,8800", value_name = "BYTES", value_parser = args::counter_sizes)]
+    sizes: List<usize>,
     /// Sending time of each point, whole seconds (iperf3's -t takes no fraction).
-    #[arg(long, default_value = "5s")]
-    duration: String,
+    #[arg(long, default_value = "5s", value_parser = args::point_duration)]
+    duration: Duration,
     /// Passes over the whole grid; the table shows each point's median.
-    #[arg(long, default_value = "1")]
-    repeat: String,
+    #[arg(long, default_value = "1", value_parser = args::repeat)]
+    repeat: u32,
     /// Socket buffer for both tools (16M = 16 MiB): wirespeed's receiver asks for it, iperf3
     /// gets it as -w; both are held to net.core.rmem_max and wmem_max when those are lower.
-    #[arg(long, default_value = "32M", value_name = "BYTES")]
-    rcvbuf: String,
-    /// Use UDP segmentation offload on wirespeed's sender (iperf3 has none).
-    #[arg(long)]
-    gso: bool,
-    /// Stay on loopback (receivers on the second CPU, senders on the first) even when
-    /// partitions could be made.
-    #[arg(long)]
-    loopback: bool,
-    /// Write compare.txt, .csv, .json and the plot compare.png/.svg into this directory.
-    #[arg(short = 'o', long, value_name = "DIR")]
-    out: Option<PathBuf>,
-    /// Print one JSON document instead of the table (progress lines go to stderr).
-    #[arg(long)]
-    json: bool,
+    #[arg(long, default_value = "32M", value_name = "BYTES", value_parser = args::sockbuf)]
+    rcvbuf: u64,
+    #[command(flatten)]
+    place: PlaceArgs,
+    #[command(flatten)]
+    output: OutputArgs,
 }
 
-fn parse_sizes(s: &str) -> Result<Vec<usize>, Error> {
+/// The sizes both tools can send: iperf3's -l has a floor the counter format lacks. Repeats
+/// are measured once.
+fn check_sizes(sizes: Vec<usize>) -> Result<Vec<usize>, Error> {
     let mut out = Vec::new();
-    for p in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-        let n = units::parse_bytes(p).map_err(|e| usage(format!("--sizes: {e}")))?;
-        let top = units::MAX_UDP_PAYLOAD - units::MAX_UDP_PAYLOAD % 8;
-        if n < peer::IPERF3_MIN_SIZE as u64 || n > top as u64 || n % 8 != 0 {
+    for n in sizes {
+        if n < peer::IPERF3_MIN_SIZE {
             return Err(usage(format!(
-                "--sizes {n} does not suit both tools: use multiples of 8 from {} to {top} (wirespeed's counter datagrams, iperf3's -l)",
+                "--sizes {n} does not suit both tools: use multiples of 8 from {} (wirespeed's counter datagrams, iperf3's -l)",
                 peer::IPERF3_MIN_SIZE
             )));
         }
-        if !out.contains(&(n as usize)) {
-            out.push(n as usize);
+        if !out.contains(&n) {
+            out.push(n);
         }
-    }
-    if out.is_empty() {
-        return Err(usage("--sizes is empty: give sizes like 1080,8800".into()));
     }
     Ok(out)
 }
 
-fn parse_duration(s: &str) -> Result<Duration, Error> {
-    let d = units::parse_duration(s).map_err(|e| usage(format!("--duration: {e}")))?;
+/// iperf3's -t takes whole seconds, so a point's length must be one.
+fn check_duration(d: Duration) -> Result<Duration, Error> {
     if d < Duration::from_secs(1) || d.subsec_nanos() != 0 {
         return Err(usage(format!(
-            "--duration {s} is not whole seconds: give 1s or more, like 5 (iperf3's -t takes whole seconds)"
+            "--duration {} is not whole seconds: give 1s or more, like 5 (iperf3's -t takes whole seconds)",
+            args::duration_text(d)
         )));
-    }
-    if d > Duration::from_secs(3600) {
-        return Err(usage(format!("--duration {s} is more than an hour per point: give at most 1h")));
     }
     Ok(d)
 }
 
 pub fn cmd_compare(a: CompareArgs) -> Result<u8, Error> {
     let cfg = CompareConfig {
-        rates: compare::parse_rates(&a.rates).map_err(|e| usage(format!("--rates: {e}")))?,
-        sizes: parse_sizes(&a.sizes)?,
-        duration: parse_duration(&a.duration)?,
-        gso: a.gso,
-        rcvbuf: parse_rcvbuf(&a.rcvbuf)?,
-        repeat: parse_repeat(&a.repeat)?,
+        rates: a.rates.0,
+        sizes: check_sizes(a.sizes.0)?,
+        duration: check_duration(a.duration)?,
+        gso: a.place.gso,
+        rcvbuf: a.rcvbuf,
+        repeat: a.repeat,
     };
     // iperf3 first: without it there is nothing to compare, and no partition is made.
     peer::iperf3_version()?;
-    let dir = out_dir(&a.out)?;
+    let dir = out_dir(&a.output.out)?;
     // Ctrl-C reaches the children too; this process lives on to report and remove partitions.
     let stop = sys::install_stop_handler();
-    let runner = Runner::auto(a.loopback, stop)?;
+    let runner = Runner::auto(a.place.loopback, stop)?;
     let iperf3 = Iperf3::prepare(&runner, cfg.rcvbuf)?;
-    let json = a.json;
+    let json = a.output.json;
     let head = compare::header(&cfg, &runner.placement(), &iperf3);
     if json {
         eprint!("{head}");

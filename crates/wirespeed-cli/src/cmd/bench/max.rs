@@ -1,11 +1,13 @@
 //! `wirespeed bench max`: the highest zero-loss rate, by binary search (RFC 2544 style).
 
-use crate::args::{parse_bits, parse_duration, parse_rcvbuf, parse_repeat, parse_size, usage, PlaceArgs};
+use crate::args::{self, OutputArgs, PlaceArgs};
 use crate::out::{out_dir, print_json, to_json, write_files};
 use clap::Args;
+use std::time::Duration;
 use wirespeed::bench::max::{self, MaxConfig, Progress};
 use wirespeed::bench::point::Runner;
 use wirespeed::bench::search::SearchConfig;
+use wirespeed::units::Rate;
 use wirespeed::{sys, Error};
 
 pub const MAX_HELP: &str = "The highest rate at which a sender and a receiver lose nothing, found by \
@@ -33,65 +35,51 @@ pub const MAX_HELP: &str = "The highest rate at which a sender and a receiver lo
 #[derive(Args)]
 pub struct MaxArgs {
     /// UDP payload bytes per datagram (a multiple of 8; 8800 suits a 9000-byte MTU).
-    #[arg(long, default_value = "8800", value_name = "BYTES")]
-    size: String,
+    #[arg(long, default_value = "8800", value_name = "BYTES", value_parser = args::counter_size)]
+    size: usize,
     /// Sending time of each probe. Shorter probes miss slow leaks (a buffer that fills in 3 s).
-    #[arg(long, default_value = "5s")]
-    duration: String,
+    #[arg(long, default_value = "5s", value_parser = args::point_duration)]
+    duration: Duration,
     /// Stop when the bracket's top/bottom - 1 is below this (0.1%..50%; 2% or 0.02).
-    #[arg(long, default_value = "2%")]
-    precision: String,
+    #[arg(long, default_value = "2%", value_parser = args::precision)]
+    precision: f64,
     /// Independent searches; each is reported, and their median is the result.
-    #[arg(long, default_value = "3")]
-    repeat: String,
+    #[arg(long, default_value = "3", value_parser = args::repeat)]
+    repeat: u32,
     /// Bottom of the range, payload bits/s.
-    #[arg(long, default_value = "10M", value_name = "RATE")]
-    lo: String,
+    #[arg(long, default_value = "10M", value_name = "RATE", value_parser = args::bits_rate)]
+    lo: f64,
     /// Top of the range, payload bits/s. Default: the sender flat out (max).
-    #[arg(long, value_name = "RATE")]
-    hi: Option<String>,
+    #[arg(long, value_name = "RATE", value_parser = args::bits_or_max)]
+    hi: Option<Rate>,
+    /// Receive buffer the receiver asks for (16M = 16 MiB).
+    #[arg(long, default_value = "32M", value_name = "BYTES", value_parser = args::sockbuf)]
+    rcvbuf: u64,
     #[command(flatten)]
     place: PlaceArgs,
-}
-
-fn parse_precision(s: &str) -> Result<f64, Error> {
-    let t = s.trim();
-    let v = match t.strip_suffix('%') {
-        Some(p) => p.trim().parse::<f64>().map(|v| v / 100.0),
-        None => t.parse::<f64>(),
-    }
-    .map_err(|_| usage(format!("--precision '{s}' is not a fraction: write 2% or 0.02")))?;
-    if !(v.is_finite() && (0.001..=0.5).contains(&v)) {
-        return Err(usage(format!("--precision {s} is out of range: use 0.1% to 50%")));
-    }
-    Ok(v)
+    #[command(flatten)]
+    output: OutputArgs,
 }
 
 pub fn cmd_max(a: MaxArgs) -> Result<u8, Error> {
-    let hi = match a.hi.as_deref() {
-        None => None,
-        Some(h) if h.trim().eq_ignore_ascii_case("max") => None,
-        Some(h) => Some(parse_bits("--hi", h)?),
+    let hi = match a.hi {
+        Some(Rate::Bits(b)) => Some(b),
+        _ => None,
     };
     let cfg = MaxConfig {
-        search: SearchConfig {
-            lo: parse_bits("--lo", &a.lo)?,
-            hi,
-            precision: parse_precision(&a.precision)?,
-            max_probes: 40,
-        },
-        size: parse_size(&a.size)?,
-        duration: parse_duration(&a.duration)?,
+        search: SearchConfig { lo: a.lo, hi, precision: a.precision, max_probes: 40 },
+        size: a.size,
+        duration: a.duration,
         gso: a.place.gso,
-        rcvbuf: parse_rcvbuf(&a.place.rcvbuf)?,
-        repeat: parse_repeat(&a.repeat)?,
+        rcvbuf: a.rcvbuf,
+        repeat: a.repeat,
     };
     cfg.search.validate().map_err(Error::Usage)?;
-    let dir = out_dir(&a.place.out)?;
+    let dir = out_dir(&a.output.out)?;
     // Ctrl-C reaches the children too; this process lives on to report and remove partitions.
     let stop = sys::install_stop_handler();
     let runner = Runner::auto(a.place.loopback, stop)?;
-    let json = a.place.json;
+    let json = a.output.json;
     let head = max::header(&cfg, &runner.placement());
     let say = |l: &str| if json { eprintln!("{l}") } else { println!("{l}") };
     say(&head);

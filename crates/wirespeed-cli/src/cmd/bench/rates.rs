@@ -1,8 +1,9 @@
 //! `wirespeed bench rates`: seed 002's table, per offered rate the packets captured and lost.
 
-use crate::args::{parse_duration, parse_rcvbuf, parse_repeat, parse_size, usage, PlaceArgs};
+use crate::args::{self, List, OutputArgs, PlaceArgs};
 use crate::out::{out_dir, print_json, to_json, write_files};
 use clap::Args;
+use std::time::Duration;
 use wirespeed::bench::point::Runner;
 use wirespeed::bench::rates::{self, RatesConfig};
 use wirespeed::units::Rate;
@@ -37,48 +38,43 @@ pub const RATES_HELP: &str = "Seed 002's table (Haystack, 'Burst Mode Benchmarki
 #[derive(Args)]
 pub struct RatesArgs {
     /// Offered rates, comma-separated: payload bits/s (1024M = 1.024 * 10^9 b/s), datagrams/s
-    /// (500kpps) or max.
-    #[arg(long, default_value = rates::SEED_RATES)]
-    rates: String,
+    /// (500kpps), max, or ranges FROM:TO:STEP.
+    #[arg(long, default_value = rates::SEED_RATES, value_parser = |s: &str| args::rate_list(s, MAX_RATES))]
+    rates: List<Rate>,
     /// Seconds to send at each rate (the seed's -t).
-    #[arg(long, default_value = "1")]
-    duration: String,
+    #[arg(long, default_value = "1", value_parser = args::point_duration)]
+    duration: Duration,
     /// UDP payload bytes per datagram (a multiple of 8).
-    #[arg(long, default_value = "8800", value_name = "BYTES")]
-    size: String,
+    #[arg(long, default_value = "8800", value_name = "BYTES", value_parser = args::counter_size)]
+    size: usize,
     /// Run the whole list this many times.
-    #[arg(long, default_value = "1")]
-    repeat: String,
+    #[arg(long, default_value = "1", value_parser = args::repeat)]
+    repeat: u32,
+    /// Receive buffer the receiver asks for (16M = 16 MiB).
+    #[arg(long, default_value = "32M", value_name = "BYTES", value_parser = args::sockbuf)]
+    rcvbuf: u64,
     #[command(flatten)]
     place: PlaceArgs,
+    #[command(flatten)]
+    output: OutputArgs,
 }
 
-fn parse_rates(s: &str) -> Result<Vec<Rate>, Error> {
-    let v: Vec<Rate> = s
-        .split(',')
-        .map(str::trim)
-        .filter(|p| !p.is_empty())
-        .map(|p| Rate::parse(p).map_err(|e| usage(format!("--rates: {e}"))))
-        .collect::<Result<_, _>>()?;
-    if v.is_empty() {
-        return Err(usage("--rates is empty: give rates like 1024M,2048M".into()));
-    }
-    Ok(v)
-}
+/// Most rates in one table: a row each.
+const MAX_RATES: usize = 200;
 
 pub fn cmd_rates(a: RatesArgs) -> Result<u8, Error> {
     let cfg = RatesConfig {
-        rates: parse_rates(&a.rates)?,
-        size: parse_size(&a.size)?,
-        duration: parse_duration(&a.duration)?,
+        rates: a.rates.0,
+        size: a.size,
+        duration: a.duration,
         gso: a.place.gso,
-        rcvbuf: parse_rcvbuf(&a.place.rcvbuf)?,
-        repeat: parse_repeat(&a.repeat)?,
+        rcvbuf: a.rcvbuf,
+        repeat: a.repeat,
     };
-    let dir = out_dir(&a.place.out)?;
+    let dir = out_dir(&a.output.out)?;
     let stop = sys::install_stop_handler();
     let runner = Runner::auto(a.place.loopback, stop)?;
-    let json = a.place.json;
+    let json = a.output.json;
     let head = rates::header(cfg.size, cfg.duration, &runner.placement());
     if json {
         eprint!("{head}");

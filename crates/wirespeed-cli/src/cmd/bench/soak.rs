@@ -2,10 +2,9 @@
 //!
 //! Options are read as text and checked here, so a bad value is one line and exit code 2.
 
-use crate::args::{parse_rcvbuf, usage};
+use crate::args::{self, usage, OutputArgs, PlaceArgs};
 use crate::out::{out_dir, print_json, write_files};
 use clap::Args;
-use std::path::PathBuf;
 use std::time::Duration;
 use wirespeed::bench::point::Runner;
 use wirespeed::bench::soak::{self, SoakConfig};
@@ -58,109 +57,63 @@ pub const SOAK_HELP: &str = "Seed 001 (Sun, 'Cassini UDP performance', 2004) sen
 #[derive(Args)]
 pub struct SoakArgs {
     /// Offered rate: payload bits/s (942M = 942 * 10^6 b/s), datagrams/s (100kpps) or max.
-    #[arg(long, default_value = soak::DEFAULT_RATE)]
-    rate: String,
+    #[arg(long, default_value = soak::DEFAULT_RATE, value_parser = Rate::parse)]
+    rate: Rate,
     /// How long to send (30m, 24m, 90s, 1h; at most 24h).
-    #[arg(long, default_value = soak::DEFAULT_DURATION)]
-    duration: String,
+    #[arg(long, default_value = soak::DEFAULT_DURATION, value_parser = args::soak_duration)]
+    duration: Duration,
     /// One row per this much time (1m, 10s; from 100ms, at most --duration).
-    #[arg(long, default_value = soak::DEFAULT_EVERY)]
-    every: String,
+    #[arg(long, default_value = soak::DEFAULT_EVERY, value_parser = units::parse_duration)]
+    every: Duration,
     /// UDP payload bytes per datagram (a multiple of 8; the seed's 1080 fits a 1500-byte MTU).
-    #[arg(long, default_value = "1080", value_name = "BYTES")]
-    size: String,
-    /// Stay on loopback (receiver on the second CPU, sender on the first) even when partitions
-    /// could be made. Without it, as root, the sender and receiver run in two partitions joined by
-    /// a veth link (made for the run, removed at the end).
-    #[arg(long)]
-    loopback: bool,
+    #[arg(long, default_value = "1080", value_name = "BYTES", value_parser = args::counter_size)]
+    size: usize,
     /// Receive buffer the receiver asks for (16M = 16 MiB).
-    #[arg(long, default_value = "32M", value_name = "BYTES")]
-    rcvbuf: String,
-    /// Use UDP segmentation offload on the sender.
-    #[arg(long)]
-    gso: bool,
-    /// Write soak.txt, soak.csv, soak.json and the charts soak-rate and soak-loss (.png, .svg)
-    /// into this directory (created if needed).
-    #[arg(short = 'o', long, value_name = "DIR")]
-    out: Option<PathBuf>,
-    /// Print one JSON document (schema wirespeed.bench.soak/1) instead of the table (the rows
-    /// still go to stderr as they come).
-    #[arg(long)]
-    json: bool,
+    #[arg(long, default_value = "32M", value_name = "BYTES", value_parser = args::sockbuf)]
+    rcvbuf: u64,
+    #[command(flatten)]
+    place: PlaceArgs,
+    // -o DIR gets soak.txt, .csv, .json and the rate and loss charts; --json prints the
+    // document (schema wirespeed.bench.soak/1), the rows still going to stderr as they come.
+    #[command(flatten)]
+    output: OutputArgs,
     /// Leave out every Nth sequence number at the sender: known loss, to test the record.
-    #[arg(long, value_name = "N", hide = true)]
-    skip_every: Option<String>,
+    #[arg(long, value_name = "N", hide = true, value_parser = args::skip_every)]
+    skip_every: Option<u64>,
 }
 
-fn parse_rate(s: &str) -> Result<Rate, Error> {
-    Rate::parse(s).map_err(|e| usage(format!("--rate: {e}")))
-}
-
-fn parse_size(s: &str) -> Result<usize, Error> {
-    let n = units::parse_bytes(s).map_err(|e| usage(format!("--size: {e}")))?;
-    if !(8..=units::MAX_UDP_PAYLOAD as u64).contains(&n) || n % 8 != 0 {
-        return Err(usage(format!(
-            "--size {n} is not a counter datagram: use a multiple of 8 from 8 to {} (the seed used 1080)",
-            units::MAX_UDP_PAYLOAD - units::MAX_UDP_PAYLOAD % 8
-        )));
-    }
-    Ok(n as usize)
-}
-
-fn parse_duration(s: &str) -> Result<Duration, Error> {
-    let d = units::parse_duration(s).map_err(|e| usage(format!("--duration: {e}")))?;
-    if d < Duration::from_secs(1) {
-        return Err(usage(format!("--duration {s} is too short for a soak: give at least 1s (the seed ran 30m)")));
-    }
-    if d > Duration::from_secs(24 * 3600) {
-        return Err(usage(format!("--duration {s} is more than a day: give at most 24h")));
-    }
-    Ok(d)
-}
-
-fn parse_every(s: &str, duration: Duration) -> Result<Duration, Error> {
-    let d = units::parse_duration(s).map_err(|e| usage(format!("--every: {e}")))?;
-    if d < Duration::from_millis(100) {
+/// The row interval, checked against the soak's length (a bound no single value carries).
+fn check_every(every: Duration, duration: Duration) -> Result<Duration, Error> {
+    let s = args::duration_text(every);
+    if every < Duration::from_millis(100) {
         return Err(usage(format!("--every {s} is too short: give at least 100ms (the default is one row a minute)")));
     }
-    if d > duration {
+    if every > duration {
         return Err(usage(format!(
             "--every {s} is longer than --duration {}: give a shorter --every",
             soak::human_duration(duration.as_secs_f64())
         )));
     }
-    Ok(d)
-}
-
-fn parse_skip(s: &Option<String>) -> Result<Option<u64>, Error> {
-    match s.as_deref().map(str::trim) {
-        None => Ok(None),
-        Some(t) => match units::parse_count(t) {
-            Ok(n) if n >= 2 => Ok(Some(n)),
-            _ => Err(usage(format!("--skip-every '{t}' must be a whole number of at least 2"))),
-        },
-    }
+    Ok(every)
 }
 
 /// Run `bench soak`: header, one row per interval as the receiver reports it, then the last
 /// row (with the tail), the totals and the verdict.
 pub fn cmd_soak(a: SoakArgs) -> Result<u8, Error> {
-    let duration = parse_duration(&a.duration)?;
     let cfg = SoakConfig {
-        rate: parse_rate(&a.rate)?,
-        size: parse_size(&a.size)?,
-        duration,
-        every: parse_every(&a.every, duration)?,
-        gso: a.gso,
-        rcvbuf: parse_rcvbuf(&a.rcvbuf)?,
-        skip_every: parse_skip(&a.skip_every)?,
+        rate: a.rate,
+        size: a.size,
+        duration: a.duration,
+        every: check_every(a.every, a.duration)?,
+        gso: a.place.gso,
+        rcvbuf: a.rcvbuf,
+        skip_every: a.skip_every,
     };
-    let dir = out_dir(&a.out)?;
+    let dir = out_dir(&a.output.out)?;
     // Ctrl-C reaches the children too; this process lives on to report and remove partitions.
     let stop = sys::install_stop_handler();
-    let runner = Runner::auto(a.loopback, stop)?;
-    let json = a.json;
+    let runner = Runner::auto(a.place.loopback, stop)?;
+    let json = a.output.json;
     let say = |l: &str| if json { eprintln!("{l}") } else { println!("{l}") };
     say(soak::header(&cfg, &runner.placement()).trim_end());
     let mut live_rows = 0;

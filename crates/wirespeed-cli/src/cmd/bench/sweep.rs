@@ -1,10 +1,12 @@
 //! `wirespeed bench sweep`: rate x size x receive buffer, seed 004's figures and an HTML report.
 
-use crate::args::{parse_duration, parse_list, parse_rcvbuf, parse_repeat, parse_size, usage};
+use crate::args::{self, usage, List, OutputArgs, PlaceArgs};
 use crate::out::{out_dir, print_json};
 use clap::Args;
 use std::path::PathBuf;
+use std::time::Duration;
 use wirespeed::bench::point::Runner;
+use wirespeed::bench::sweep::{self, Meta, SweepConfig};
 use wirespeed::units::{self, Rate};
 use wirespeed::{sys, Error};
 
@@ -41,29 +43,22 @@ pub const SWEEP_HELP: &str = "Every offered rate x datagram size x receive buffe
 pub struct SweepArgs {
     /// Offered rates: payload bits/s (2G), datagrams/s (500kpps), max, and ranges
     /// FIRST:LAST:STEP (1G:9G:1G), comma-separated.
-    #[arg(long, default_value = "1G:9G:1G")]
-    rates: String,
+    #[arg(long, default_value = "1G:9G:1G", value_parser = |s: &str| args::rate_list(s, sweep::MAX_POINTS))]
+    rates: List<Rate>,
     /// UDP payload bytes per datagram, comma-separated (multiples of 8).
-    #[arg(long, default_value = "1080,4096,8800", value_name = "BYTES,...")]
-    sizes: String,
+    #[arg(long, default_value = "1080,4096,8800", value_name = "BYTES,...", value_parser = args::counter_sizes)]
+    sizes: List<usize>,
     /// Receive buffers the receiver asks for, comma-separated (128K,1M,16M).
-    #[arg(long, default_value = "32M", value_name = "BYTES,...")]
-    rcvbuf: String,
+    #[arg(long, default_value = "32M", value_name = "BYTES,...", value_parser = args::sockbufs)]
+    rcvbuf: List<u64>,
     /// Sending time of each point.
-    #[arg(long, default_value = "5s")]
-    duration: String,
+    #[arg(long, default_value = "5s", value_parser = args::point_duration)]
+    duration: Duration,
     /// Passes over the whole grid; plots use the median of the passes.
-    #[arg(long, default_value = "1")]
-    repeat: String,
-    /// Use UDP segmentation offload on the sender (a higher flat-out rate from one core).
-    #[arg(long)]
-    gso: bool,
-    /// Stay on loopback (receiver on the second CPU, sender on the first) even as root.
-    #[arg(long)]
-    loopback: bool,
-    /// Directory for the results, figures and report (created if needed).
-    #[arg(short = 'o', long, value_name = "DIR")]
-    out: Option<PathBuf>,
+    #[arg(long, default_value = "1", value_parser = args::repeat)]
+    repeat: u32,
+    #[command(flatten)]
+    place: PlaceArgs,
     /// Receive with `wirespeed record` writing to this directory instead of `recv`: every point
     /// measures the whole path to disk (RAM ring, O_DIRECT writer). Each point's files are
     /// removed after it.
@@ -72,71 +67,31 @@ pub struct SweepArgs {
     /// Continue the sweep whose results.json is in -o DIR: measure only the points it lacks.
     #[arg(long, requires = "out")]
     resume: bool,
-    /// Print the results as one JSON document on stdout (progress goes to stderr).
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    output: OutputArgs,
 }
 
-/// A progress bar on a terminal: points done, the point running, elapsed and remaining time.
-struct Bar {
-    on: bool,
-    t0: std::time::Instant,
-    done_here: usize,
-    drawn: bool,
-}
-
-impl Bar {
-    fn new() -> Bar {
-        use std::io::IsTerminal;
-        Bar { on: std::io::stderr().is_terminal(), t0: std::time::Instant::now(), done_here: 0, drawn: false }
-    }
-
-    fn clear(&mut self) {
-        if self.on && self.drawn {
-            eprint!("\r\x1b[2K");
-            self.drawn = false;
-        }
-    }
-
-    fn draw(&mut self, n: usize, of: usize, what: &str, left_here: usize) {
-        if !self.on {
-            return;
-        }
-        let width = 30;
-        let filled = ((n - 1) * width).checked_div(of).unwrap_or(0);
-        let el = self.t0.elapsed().as_secs();
-        let eta = if self.done_here > 0 {
-            let per = self.t0.elapsed().as_secs_f64() / self.done_here as f64;
-            let s = (per * left_here as f64) as u64;
-            format!("  ~{}:{:02} left", s / 60, s % 60)
-        } else {
-            String::new()
-        };
-        eprint!(
-            "\r\x1b[2K[{}{}] {}/{}  {what}  {}:{:02}{eta}",
-            "#".repeat(filled),
-            ".".repeat(width - filled),
-            n,
-            of,
-            el / 60,
-            el % 60
-        );
-        self.drawn = true;
-    }
+/// The sweep's progress bar on a terminal: points done, the point running, elapsed and
+/// remaining time. indicatif draws it: it fits the bar to the terminal's width (a hand-drawn
+/// line wider than the terminal wraps, and `\r` then clears only its last row), limits redraws,
+/// and draws nothing when stderr is not a terminal, so logs and tests get only the result lines.
+fn progress_bar(of: usize) -> indicatif::ProgressBar {
+    let bar = indicatif::ProgressBar::with_draw_target(Some(of as u64), indicatif::ProgressDrawTarget::stderr());
+    let style = indicatif::ProgressStyle::with_template("[{bar:30}] {pos}/{len}  {msg}  {elapsed}  ~{eta} left")
+        .map(|s| s.progress_chars("#>."))
+        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar());
+    bar.set_style(style);
+    bar
 }
 
 pub fn cmd_sweep(a: SweepArgs) -> Result<u8, Error> {
-    use wirespeed::bench::sweep::{self, Meta, SweepConfig};
-    let rates = sweep::parse_rates(&a.rates).map_err(|e| usage(format!("--rates: {e}")))?;
-    let sizes = parse_list("--sizes", &a.sizes, parse_size)?;
-    let rcvbufs = parse_list("--rcvbuf", &a.rcvbuf, parse_rcvbuf)?;
     let cfg = SweepConfig {
-        rates,
-        sizes,
-        rcvbufs,
-        duration: parse_duration(&a.duration)?,
-        repeat: parse_repeat(&a.repeat)?,
-        gso: a.gso,
+        rates: a.rates.0,
+        sizes: a.sizes.0,
+        rcvbufs: a.rcvbuf.0,
+        duration: a.duration,
+        repeat: a.repeat,
+        gso: a.place.gso,
     };
     // The same point twice would be one point in the results (its key): repeats are --repeat's.
     let twice = |flag: &str, keys: Vec<String>| -> Result<(), Error> {
@@ -162,6 +117,7 @@ pub fn cmd_sweep(a: SweepArgs) -> Result<u8, Error> {
     }
     let now = sweep::unix_ns();
     let dir = a
+        .output
         .out
         .clone()
         .unwrap_or_else(|| PathBuf::from(format!("wirespeed-sweep-{}", wirespeed::spool::utc_compact(now))));
@@ -172,8 +128,11 @@ pub fn cmd_sweep(a: SweepArgs) -> Result<u8, Error> {
         )));
     }
     // An earlier sweep is checked before anything is built, so a refused --resume costs nothing.
-    let kind =
-        if !a.loopback && wirespeed::testbed::require_net_admin("bench").is_ok() { "partitions" } else { "loopback" };
+    let kind = if !a.place.loopback && wirespeed::testbed::require_net_admin("bench").is_ok() {
+        "partitions"
+    } else {
+        "loopback"
+    };
     let receiver = if a.record.is_some() { "record" } else { "recv" };
     let (earlier, started) = if a.resume {
         sweep::load_earlier(&dir, &cfg, kind, receiver)?
@@ -182,12 +141,12 @@ pub fn cmd_sweep(a: SweepArgs) -> Result<u8, Error> {
     };
     let dir = out_dir(&Some(dir))?.unwrap_or_default();
     let stop = sys::install_stop_handler();
-    let mut runner = Runner::auto(a.loopback, stop)?;
+    let mut runner = Runner::auto(a.place.loopback, stop)?;
     if let Some(r) = &a.record {
         runner.record_to(r.clone())?;
     }
     let placement = runner.placement();
-    let json = a.json;
+    let json = a.output.json;
     let say = |l: &str| if json { eprintln!("{l}") } else { println!("{l}") };
     say(&sweep::header(&cfg, &placement, runner.receiver()));
     if !earlier.is_empty() {
@@ -196,10 +155,10 @@ pub fn cmd_sweep(a: SweepArgs) -> Result<u8, Error> {
     let todo_total = cfg.missing(&earlier).len();
     let command = std::env::args().collect::<Vec<_>>().join(" ");
     let meta = Meta { command, started, host: sweep::HostInfo::read() };
-    let mut bar = Bar::new();
+    let bar = progress_bar(todo_total);
     let doc = sweep::run(&runner, &cfg, meta, earlier, &mut |p| {
         match p {
-            sweep::Progress::Start { n, of, point } => {
+            sweep::Progress::Start { of, point, .. } => {
                 let what = format!(
                     "{} B, rcvbuf {}, {}",
                     point.size,
@@ -209,18 +168,18 @@ pub fn cmd_sweep(a: SweepArgs) -> Result<u8, Error> {
                         r => r.to_string(),
                     }
                 );
-                bar.draw(n, of, &what, todo_total - bar.done_here);
+                bar.set_length(of as u64);
+                bar.set_message(what);
             }
             sweep::Progress::Done { n, of, row, doc } => {
-                bar.clear();
-                bar.done_here += 1;
-                say(&sweep::row_line(n, of, row));
+                bar.suspend(|| say(&sweep::row_line(n, of, row)));
+                bar.set_position(n as u64);
                 sweep::save(&dir, doc)?;
             }
         }
         Ok(())
     });
-    bar.clear();
+    bar.finish_and_clear();
     let doc = doc?;
     drop(runner);
     sweep::save(&dir, &doc)?;
