@@ -1,11 +1,12 @@
-//! Every `unsafe` block and raw libc call in wirespeed lives here, behind safe functions.
+//! Every raw libc call in wirespeed, and every `unsafe` block but the SIMD counter kernel's
+//! (`wire::simd`), lives here, behind safe functions.
 //!
 //! Keeping them in one room makes the audit surface small: each block carries a `// SAFETY:`
 //! comment saying why the pointers and lengths it hands the kernel are valid, and the crate
-//! root denies `unsafe_code` everywhere else (the only other allowed room is the SIMD counter
-//! kernel in `wire::simd`). The room is split by what the calls are about — [`socket`] (with
-//! its one control-message encoder and iterator), [`time`], [`signal`], [`cpu`], [`file`],
-//! the capture-to-disk [`ring`] and child [`proc`]esses — and everything is re-exported here,
+//! root denies `unsafe_code` everywhere but here and `wire::simd`. The room is split by what
+//! the calls are about — [`socket`] (with its one control-message encoder and iterator),
+//! [`time`], [`signal`], [`cpu`], [`file`](mod@file), the capture-to-disk [`ring`] and child
+//! [`proc`]esses — and everything is re-exported here,
 //! so callers write `sys::monotonic_ns` without knowing the file. A new system call goes into
 //! the file of its subject, plus one name in the `pub use` list below.
 

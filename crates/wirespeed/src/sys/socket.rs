@@ -1,6 +1,6 @@
 //! Sockets: the options wirespeed sets (buffers, drop counter, GRO, timeouts), the batched
 //! `recvmmsg`/`sendmmsg` state the capture, sender and reflector loops reuse without
-//! allocating, and the readiness wait. Control messages are encoded and walked by [`cmsg`] only.
+//! allocating, and the readiness wait. Control messages are encoded and walked by the `cmsg` module only.
 
 use std::io;
 use std::mem::{size_of, zeroed};
