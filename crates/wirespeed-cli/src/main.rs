@@ -1,5 +1,7 @@
 //! The `wirespeed` command: argument parsing and printing only; the work is in the library.
 
+#![forbid(unsafe_code)]
+
 // Output that cannot be written (`wirespeed ping | head -1`, a closed terminal) must not panic:
 // std's print macros do, and a panic mid-run skips the cleanup (a reflector thread left
 // running, partitions left behind). These shadow them in every module below: what cannot be

@@ -7,6 +7,7 @@
 //! which layer dropped what. All `unsafe` code and raw system calls live in [`sys`].
 
 #![warn(missing_docs)]
+#![deny(unsafe_code)]
 
 pub mod bench;
 pub mod control;
@@ -19,6 +20,7 @@ pub mod plot;
 pub mod record;
 pub mod rx;
 pub mod spool;
+#[allow(unsafe_code)]
 pub mod sys;
 pub mod testbed;
 pub mod ttcp;

@@ -1,10 +1,15 @@
-//! File-system calls the recorder needs beyond std: a rename that never replaces a file that
-//! is not its own.
+//! File-system calls the recorder needs beyond std: O_DIRECT recording files (created new,
+//! switched off for the unaligned tail), space reserved ahead of the writes, free space, and a
+//! rename that never replaces a file that is not its own.
 
 use std::ffi::CString;
 use std::io;
+use std::mem::zeroed;
+use std::os::fd::RawFd;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
+
+use super::cvt;
 
 fn c_path(p: &Path) -> io::Result<CString> {
     CString::new(p.as_os_str().as_bytes())
@@ -31,6 +36,53 @@ pub fn rename_noreplace(from: &Path, to: &Path) -> io::Result<()> {
         }
         _ => Err(e),
     }
+}
+
+/// Open `path` for a recording: created new (never overwriting), write-only, with O_DIRECT
+/// when the filesystem allows it. Returns the file and whether O_DIRECT is on; tmpfs and some
+/// other filesystems refuse O_DIRECT with EINVAL, and the caller then says so once.
+pub fn create_direct(path: &Path, direct: bool) -> io::Result<(std::fs::File, bool)> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let open = |flags: libc::c_int| {
+        std::fs::OpenOptions::new().write(true).create_new(true).custom_flags(flags).mode(0o644).open(path)
+    };
+    if direct {
+        match open(libc::O_DIRECT) {
+            Ok(f) => return Ok((f, true)),
+            Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    open(0).map(|f| (f, false))
+}
+
+/// Switch O_DIRECT off on an open file, for the unaligned tail of a recording.
+pub fn clear_direct(fd: RawFd) -> io::Result<()> {
+    // SAFETY: F_GETFL/F_SETFL on a descriptor we own; flags are plain integers.
+    let flags = cvt(unsafe { libc::fcntl(fd, libc::F_GETFL) })?;
+    // SAFETY: as above.
+    cvt(unsafe { libc::fcntl(fd, libc::F_SETFL, flags & !libc::O_DIRECT) })?;
+    Ok(())
+}
+
+/// Reserve disk space for `len` bytes from `offset` without changing the file size, so that
+/// writes into it cannot fail for lack of space and the file stays contiguous. Filesystems
+/// without fallocate report EOPNOTSUPP, which callers may ignore.
+pub fn preallocate(fd: RawFd, offset: u64, len: u64) -> io::Result<()> {
+    // SAFETY: fallocate takes integers only; failure is reported through the return value.
+    let r = unsafe { libc::fallocate(fd, libc::FALLOC_FL_KEEP_SIZE, offset as libc::off_t, len as libc::off_t) };
+    cvt(r).map(|_| ())
+}
+
+/// Free space on the filesystem holding `path`, bytes available to this user.
+pub fn free_space(path: &Path) -> io::Result<u64> {
+    let c = CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "path contains a NUL byte"))?;
+    // SAFETY: statvfs is plain old data for which all-zero is valid.
+    let mut s: libc::statvfs = unsafe { zeroed() };
+    // SAFETY: `c` is a valid NUL-terminated path and `s` a valid out-pointer.
+    cvt(unsafe { libc::statvfs(c.as_ptr(), &mut s) })?;
+    Ok(s.f_bavail as u64 * s.f_frsize as u64)
 }
 
 #[cfg(test)]

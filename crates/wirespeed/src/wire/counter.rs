@@ -9,7 +9,7 @@ use super::{ByteOrder, Format, Invalid, PacketInfo};
 
 /// Write the words `first, first+1, ...` into `buf` (whole 8-byte words only).
 ///
-/// Plain safe code written so that LLVM vectorises it; [`crate::sys::counter_fill`] compiles it
+/// Plain safe code written so that LLVM vectorises it; [`super::simd::counter_fill`] compiles it
 /// a second time with AVX2 enabled and picks the version the CPU supports at run time.
 #[inline(always)]
 pub(crate) fn fill_words(buf: &mut [u8], first: u64, big_endian: bool) {
@@ -96,7 +96,7 @@ impl Format for Counter {
     #[inline]
     fn emit(&self, _stream: u32, seq: u64, buf: &mut [u8]) {
         let words = (buf.len() / 8) as u64;
-        crate::sys::counter_fill(buf, seq.wrapping_mul(words), self.order == ByteOrder::Be);
+        super::simd::counter_fill(buf, seq.wrapping_mul(words), self.order == ByteOrder::Be);
     }
 
     #[inline]
@@ -110,7 +110,7 @@ impl Format for Counter {
         if first % words != 0 {
             return Err(Invalid::Payload);
         }
-        let diff = crate::sys::counter_mismatch(buf, first, self.order == ByteOrder::Be);
+        let diff = super::simd::counter_mismatch(buf, first, self.order == ByteOrder::Be);
         if diff != 0 {
             return Err(Invalid::Payload);
         }
@@ -179,15 +179,15 @@ mod simd_tests {
                 let mut a = vec![0u8; len];
                 let mut b = vec![0u8; len];
                 fill_words(&mut a, first, be);
-                crate::sys::counter_fill(&mut b, first, be);
+                crate::wire::simd::counter_fill(&mut b, first, be);
                 assert_eq!(a, b, "fill len {len} be {be}");
-                assert_eq!(crate::sys::counter_mismatch(&a, first, be), 0);
+                assert_eq!(crate::wire::simd::counter_mismatch(&a, first, be), 0);
                 for pos in [0, len / 2, len - 1] {
                     let mut d = a.clone();
                     d[pos] ^= 0x80;
                     let plain = mismatch_words(&d, first, be);
                     assert_ne!(plain, 0);
-                    assert_eq!(crate::sys::counter_mismatch(&d, first, be), plain);
+                    assert_eq!(crate::wire::simd::counter_mismatch(&d, first, be), plain);
                 }
             }
         }

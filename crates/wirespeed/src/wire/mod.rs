@@ -12,6 +12,8 @@ pub mod fill;
 pub mod fuzz;
 pub mod mark5b;
 pub mod seqfield;
+#[allow(unsafe_code)]
+pub(crate) mod simd;
 pub mod spead;
 pub mod spec;
 pub mod stream;
