@@ -10,6 +10,7 @@
 
 pub mod bench;
 pub mod control;
+pub mod demo;
 pub mod error;
 pub mod kernel;
 pub mod latency;
