@@ -218,6 +218,21 @@ impl Runner {
         &self.place
     }
 
+    /// [`Place::tool_command`] by partition number (1 sends, 2 receives): kept for peers written
+    /// against it before [`Runner::place`]; new code uses the place.
+    #[allow(dead_code)]
+    pub(crate) fn tool_command(&self, partition: u32, program: &str, args: &[String]) -> std::process::Command {
+        let side = if partition == 1 { Side::Send } else { Side::Recv };
+        self.place.tool_command(side, program, args)
+    }
+
+    /// The address the receiving side listens on: [`Place::ip`] of [`Side::Recv`] (kept like
+    /// [`Runner::tool_command`]).
+    #[allow(dead_code)]
+    pub(crate) fn receiver_ip(&self) -> std::net::IpAddr {
+        self.place.ip(Side::Recv)
+    }
+
     /// The flag raised by Ctrl-C or SIGTERM: a caller running its own children checks it.
     pub(crate) fn stop_flag(&self) -> &'static AtomicBool {
         self.stop
