@@ -11,6 +11,7 @@
 
 pub mod bench;
 pub mod control;
+pub mod demo;
 pub mod error;
 pub mod kernel;
 pub mod latency;

@@ -15,3 +15,4 @@ pub mod report;
 pub mod search;
 pub mod soak;
 pub mod sweep;
+pub mod ttcp;

@@ -20,12 +20,14 @@
 //! reconciled with the sender (the server prints one total only when it is interrupted, and the
 //! sender's total includes its warm-up messages), so its "loss" would be a guess.
 
-use super::point::{drain, last_line, Kid, PointConfig, Runner};
+use super::point::{last_line, PointConfig, Runner};
+use crate::testbed::place::Side;
+use crate::testbed::proc::{Proc, Wait};
 use crate::units::Rate;
-use crate::{sys, Error, Result};
+use crate::{Error, Result};
 use serde::{Deserialize, Serialize};
 use std::io::ErrorKind;
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
@@ -280,8 +282,8 @@ pub fn iperf3_version() -> Result<String> {
 }
 
 /// Read one number from `/proc/sys` on one side of the placement.
-fn side_sysctl(runner: &Runner, side: u32, path: &str) -> Option<u64> {
-    let out = runner.tool_command(side, "cat", &[path.to_string()]).stdin(Stdio::null()).output().ok()?;
+fn side_sysctl(runner: &Runner, side: Side, path: &str) -> Option<u64> {
+    let out = runner.place().tool_command(side, "cat", &[path]).stdin(Stdio::null()).output().ok()?;
     String::from_utf8_lossy(&out.stdout).trim().parse().ok()
 }
 
@@ -291,7 +293,7 @@ impl Iperf3 {
     pub fn prepare(runner: &Runner, rcvbuf: u64) -> Result<Iperf3> {
         let version = iperf3_version()?;
         let mut cap: Option<u64> = None;
-        for side in [1, 2] {
+        for side in [Side::Send, Side::Recv] {
             for p in ["/proc/sys/net/core/rmem_max", "/proc/sys/net/core/wmem_max"] {
                 if let Some(v) = side_sysctl(runner, side, p) {
                     cap = Some(cap.map_or(v, |c: u64| c.min(v)));
@@ -314,15 +316,12 @@ impl Iperf3 {
         }
         // iperf3's -t is whole seconds.
         let secs = cfg.duration.as_secs_f64().round().max(1.0) as u64;
-        let ip = runner.receiver_ip().to_string();
+        let place = runner.place();
+        let ip = place.ip(Side::Recv).to_string();
         let port = free_port()?;
         let sargs: Vec<String> =
             vec!["-s".into(), "-1".into(), "-p".into(), port.to_string(), "-B".into(), ip.clone(), "-J".into()];
-        let mut server = Kid::spawn(runner.tool_command(2, "iperf3", &sargs), "the iperf3 server")?;
-        let server_out =
-            drain(server.stdout().ok_or_else(|| Error::Runtime("the iperf3 server has no stdout".into()))?);
-        let server_err =
-            drain(server.stderr().ok_or_else(|| Error::Runtime("the iperf3 server has no stderr".into()))?);
+        let server = Proc::spawn(place.tool_command(Side::Recv, "iperf3", &sargs), "the iperf3 server")?;
         let cargs: Vec<String> = vec![
             "-c".into(),
             ip,
@@ -340,44 +339,58 @@ impl Iperf3 {
             "-J".into(),
         ];
         let t0 = Instant::now();
-        let (cout, cerr, cst, cerror) = loop {
-            let Some((out, err, st)) = run_client(runner.tool_command(1, "iperf3", &cargs), secs, stop)? else {
-                return Ok(None);
-            };
+        let (client, error) = loop {
+            let c = Proc::spawn(place.tool_command(Side::Send, "iperf3", &cargs), "the iperf3 client")?;
+            // A stop is passed on (the client is told, then killed); past its time it is killed.
+            let how = Wait::new()
+                .stop(stop)
+                .kill_after(Duration::from_millis(200))
+                .limit(Duration::from_secs(secs) + SLACK)
+                .kill_at_limit();
+            let c = c.wait(how)?;
             // Ctrl-C reaches iperf3 too (the terminal signals the whole group): it then reports
             // an "interrupt" error, which is a stop, not a failure.
-            if stop.load(Ordering::Relaxed) {
+            if c.stopped || stop.load(Ordering::Relaxed) {
                 return Ok(None);
             }
+            if c.timed_out {
+                return Err(Error::Runtime(format!(
+                    "the iperf3 client did not finish {} s after its {secs} s: killed",
+                    SLACK.as_secs()
+                )));
+            }
             // iperf3 3.12 with -J exits 0 even when it failed: its report's "error" says so.
-            let error = serde_json::from_str::<Doc>(&out).ok().and_then(|d| d.error);
+            let error = serde_json::from_str::<Doc>(&c.stdout).ok().and_then(|d| d.error);
             // The server may not listen yet: a refused connection is retried for a while.
             if error.as_deref().is_some_and(|e| e.contains("Connection refused")) && t0.elapsed() < CONNECT_WAIT {
                 std::thread::sleep(Duration::from_millis(50));
                 continue;
             }
-            break (out, err, st, error);
+            break (c, error);
         };
-        if let Some(e) = cerror {
+        if let Some(e) = error {
             return Err(Error::Runtime(format!("iperf3 (client) failed: {e}")));
         }
-        if !cst.success() {
-            return Err(Error::Runtime(format!("iperf3 (client) failed: {}", last_line(&cerr, &cst))));
+        if !client.status.success() {
+            return Err(Error::Runtime(format!(
+                "iperf3 (client) failed: {}",
+                last_line(&client.stderr, &client.status)
+            )));
         }
-        let sst = server.finish(Duration::from_secs(5))?;
-        let sout = server_out.join().unwrap_or_default();
-        let serr = server_err.join().unwrap_or_default();
+        let served = server.finish(Duration::from_secs(5))?;
         if stop.load(Ordering::Relaxed) {
             return Ok(None);
         }
-        if !sst.success() {
-            let why =
-                serde_json::from_str::<Doc>(&sout).ok().and_then(|d| d.error).unwrap_or_else(|| last_line(&serr, &sst));
+        if !served.status.success() {
+            let why = serde_json::from_str::<Doc>(&served.stdout)
+                .ok()
+                .and_then(|d| d.error)
+                .unwrap_or_else(|| last_line(&served.stderr, &served.status));
             return Err(Error::Runtime(format!("iperf3 (server) failed: {why}")));
         }
         let pl = runner.placement();
         let set = PeerSetting { send_cpus: pl.send_cpus, recv_cpus: pl.recv_cpus, socket_buffer: self.socket_buffer };
-        PeerPoint::from_iperf3(cfg, &cout, &sout, &set).map(Some)
+        PeerPoint::from_iperf3(cfg, &client.stdout, &served.stdout, &set).map(Some)
     }
 }
 
@@ -388,63 +401,6 @@ fn free_port() -> Result<u16> {
         .map_err(|e| Error::Runtime(format!("cannot find a free port for iperf3: {e}")))?;
     let port = l.local_addr().map_err(|e| Error::Runtime(format!("cannot find a free port for iperf3: {e}")))?.port();
     Ok(port)
-}
-
-/// A child killed and reaped if dropped while running.
-struct Guard(Option<Child>);
-
-impl Drop for Guard {
-    fn drop(&mut self) {
-        if let Some(c) = self.0.as_mut() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
-/// Run the client to its end: stdout, stderr, status; `None` when the stop flag was raised
-/// (the client is told to stop, then killed).
-fn run_client(
-    mut cmd: Command,
-    secs: u64,
-    stop: &'static std::sync::atomic::AtomicBool,
-) -> Result<Option<(String, String, ExitStatus)>> {
-    let child = cmd
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|e| Error::Runtime(format!("cannot start the iperf3 client: {e}")))?;
-    let mut g = Guard(Some(child));
-    let (out, err) = match g.0.as_mut() {
-        Some(c) => (
-            c.stdout.take().map(drain).ok_or_else(|| Error::Runtime("the iperf3 client has no stdout".into()))?,
-            c.stderr.take().map(drain).ok_or_else(|| Error::Runtime("the iperf3 client has no stderr".into()))?,
-        ),
-        None => return Err(Error::Runtime("the iperf3 client was already reaped".into())),
-    };
-    let limit = Instant::now() + Duration::from_secs(secs) + SLACK;
-    loop {
-        let Some(c) = g.0.as_mut() else {
-            return Err(Error::Runtime("the iperf3 client was already reaped".into()));
-        };
-        if let Some(st) = c.try_wait().map_err(|e| Error::Runtime(format!("cannot wait for iperf3: {e}")))? {
-            g.0 = None;
-            return Ok(Some((out.join().unwrap_or_default(), err.join().unwrap_or_default(), st)));
-        }
-        if stop.load(Ordering::Relaxed) {
-            let _ = sys::send_signal(c.id(), sys::SIGTERM);
-            std::thread::sleep(Duration::from_millis(200));
-            return Ok(None); // the guard kills it if it is still there
-        }
-        if Instant::now() > limit {
-            return Err(Error::Runtime(format!(
-                "the iperf3 client did not finish {} s after its {secs} s: killed",
-                SLACK.as_secs()
-            )));
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
 }
 
 #[cfg(test)]

@@ -8,17 +8,17 @@
 //! where it listens, so no datagram is sent to a socket that is not there yet.
 
 use super::search::Verdict;
-use crate::testbed::{self, pair::Pair, topology};
+use crate::testbed;
+use crate::testbed::place::{Place, Side};
+use crate::testbed::proc::{self, Proc, Wait};
 use crate::units::{self, Rate};
-use crate::{sys, Error, Result};
+use crate::{Error, Result};
 use serde::{Deserialize, Serialize};
-use std::io::{BufRead, BufReader, Read};
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::ExitStatus;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 /// How long the receiver waits for the sender's end-of-stream message after the sender has
@@ -147,46 +147,18 @@ impl Verdict for Point {
     }
 }
 
-/// Where the points run, as reports show it.
-#[derive(Clone, Debug, Serialize)]
-pub struct Placement {
-    /// "loopback" or "partitions".
-    pub kind: &'static str,
-    /// The partitions' namespace prefix, when partitions.
-    pub prefix: Option<String>,
-    /// CPUs the sender runs on.
-    pub send_cpus: Vec<usize>,
-    /// CPUs the receiver runs on.
-    pub recv_cpus: Vec<usize>,
-    /// One phrase for headings.
-    pub description: String,
-}
+/// Where the points run, as reports show it: the record of a [`Place`] (kept under this name
+/// for the bench documents that carry it).
+pub use crate::testbed::place::Placement;
 
-enum Where {
-    Loopback { send_cpu: Option<usize>, recv_cpu: Option<usize> },
-    Partitions(Pair),
-}
-
-/// Runs points, one after another, in one placement (partitions made once and removed when the
+/// Runs points, one after another, in one [`Place`] (partitions made once and removed when the
 /// runner is dropped).
 pub struct Runner {
-    exe: PathBuf,
-    place: Where,
+    place: Place,
     stop: &'static AtomicBool,
     /// Record to disk (`wirespeed record -o DIR`) instead of only receiving: each point's files
     /// go to this directory and are removed after the point.
     record: Option<PathBuf>,
-}
-
-/// The CPUs this process may run on (`Cpus_allowed_list`), so loopback pins inside them.
-fn allowed_cpus() -> Vec<usize> {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines().find_map(|l| l.strip_prefix("Cpus_allowed_list:")).and_then(|v| topology::parse_cpu_list(v).ok())
-        })
-        .map(|set| set.into_iter().collect())
-        .unwrap_or_default()
 }
 
 impl Runner {
@@ -202,18 +174,16 @@ impl Runner {
     /// Both ends on 127.0.0.1: the receiver on the second allowed CPU, the sender on the first,
     /// when there are two (otherwise unpinned, sharing).
     pub fn loopback(stop: &'static AtomicBool) -> Result<Runner> {
-        let cpus = allowed_cpus();
-        let (send_cpu, recv_cpu) = if cpus.len() >= 2 { (Some(cpus[0]), Some(cpus[1])) } else { (None, None) };
-        Ok(Runner { exe: current_exe()?, place: Where::Loopback { send_cpu, recv_cpu }, stop, record: None })
+        Ok(Runner { place: Place::loopback()?, stop, record: None })
     }
 
     /// Two partitions joined by a veth link (MTU 9000), one core each: the sender in partition
     /// 1, the receiver in partition 2. Needs CAP_NET_ADMIN; removed when the runner is dropped.
     pub fn partitions(stop: &'static AtomicBool) -> Result<Runner> {
-        let pair = Pair::create("wsbench", "bench").map_err(|e| {
+        let place = Place::partitions("wsbench", "bench").map_err(|e| {
             Error::Runtime(format!("cannot make the two partitions ({e}); --loopback runs the benchmark on loopback"))
         })?;
-        Ok(Runner { exe: current_exe()?, place: Where::Partitions(pair), stop, record: None })
+        Ok(Runner { place, stop, record: None })
     }
 
     /// Make every point's receiver `wirespeed record` writing into `dir` (created if needed;
@@ -240,83 +210,27 @@ impl Runner {
 
     /// Where the points run.
     pub fn placement(&self) -> Placement {
-        match &self.place {
-            Where::Loopback { send_cpu, recv_cpu } => Placement {
-                kind: "loopback",
-                prefix: None,
-                send_cpus: send_cpu.iter().copied().collect(),
-                recv_cpus: recv_cpu.iter().copied().collect(),
-                description: match (send_cpu, recv_cpu) {
-                    (Some(s), Some(r)) => format!("loopback, sender on CPU {s}, receiver on CPU {r}"),
-                    _ => "loopback, sender and receiver unpinned (one CPU)".into(),
-                },
-            },
-            Where::Partitions(p) => Placement {
-                kind: "partitions",
-                prefix: Some(p.prefix.clone()),
-                send_cpus: p.cpus[0].iter().copied().collect(),
-                recv_cpus: p.cpus[1].iter().copied().collect(),
-                description: format!(
-                    "partitions '{}' over a veth link (MTU 9000), sender in partition 1 (CPUs {}), receiver in partition 2 (CPUs {})",
-                    p.prefix,
-                    topology::format_cpu_list(&p.cpus[0]),
-                    topology::format_cpu_list(&p.cpus[1])
-                ),
-            },
-        }
+        self.place.placement()
     }
 
-    /// A command for `args` run by this binary in partition `partition` (1 sends, 2 receives),
-    /// or plainly on loopback; peers' commands go through [`Runner::tool_command`]. The child
-    /// dies with this process (`sys::die_with_parent`), so a killed benchmark leaves no sender
-    /// or receiver running.
-    pub(crate) fn command(&self, partition: u32, args: &[String]) -> Command {
-        match &self.place {
-            Where::Loopback { .. } => {
-                let mut c = Command::new(&self.exe);
-                c.args(args);
-                sys::die_with_parent(&mut c);
-                c
-            }
-            Where::Partitions(p) => p.command(partition, args),
-        }
+    /// The place itself, for a peer tool run beside wirespeed's points on the same CPUs.
+    pub fn place(&self) -> &Place {
+        &self.place
     }
 
-    /// A command for another program (`iperf3`, `sockperf`, ...) placed like this binary's own
-    /// children: in partition `partition` (1 sends, 2 receives) through `partition exec`, or on
-    /// loopback pinned with `taskset` to the CPU that side's own child would get, so a peer is
-    /// measured on the same cores as wirespeed. It dies with this process, like
-    /// [`Runner::command`]'s.
-    pub(crate) fn tool_command(&self, partition: u32, program: &str, args: &[String]) -> Command {
-        let mut cmd = match &self.place {
-            Where::Loopback { send_cpu, recv_cpu } => {
-                let cpu = if partition == 1 { *send_cpu } else { *recv_cpu };
-                match cpu {
-                    Some(c) => {
-                        let mut cmd = Command::new("taskset");
-                        cmd.args(["-c", &c.to_string(), program]).args(args);
-                        cmd
-                    }
-                    None => {
-                        let mut cmd = Command::new(program);
-                        cmd.args(args);
-                        cmd
-                    }
-                }
-            }
-            // Pair's commands already die with this process.
-            Where::Partitions(p) => return p.tool_command(partition, program, args),
-        };
-        sys::die_with_parent(&mut cmd);
-        cmd
+    /// [`Place::tool_command`] by partition number (1 sends, 2 receives): kept for peers written
+    /// against it before [`Runner::place`]; new code uses the place.
+    #[allow(dead_code)]
+    pub(crate) fn tool_command(&self, partition: u32, program: &str, args: &[String]) -> std::process::Command {
+        let side = if partition == 1 { Side::Send } else { Side::Recv };
+        self.place.tool_command(side, program, args)
     }
 
-    /// The address the receiving side listens on: 127.0.0.1, or partition 2's address.
+    /// The address the receiving side listens on: [`Place::ip`] of [`Side::Recv`] (kept like
+    /// [`Runner::tool_command`]).
+    #[allow(dead_code)]
     pub(crate) fn receiver_ip(&self) -> std::net::IpAddr {
-        match &self.place {
-            Where::Loopback { .. } => std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST),
-            Where::Partitions(_) => std::net::IpAddr::V4(testbed::partition_addr(2)),
-        }
+        self.place.ip(Side::Recv)
     }
 
     /// The flag raised by Ctrl-C or SIGTERM: a caller running its own children checks it.
@@ -350,14 +264,8 @@ impl Runner {
         if self.stop.load(Ordering::Relaxed) {
             return Ok(None);
         }
-        let (listen, send_cpus, recv_cpu_arg, send_cpu_arg) = match &self.place {
-            Where::Loopback { send_cpu, recv_cpu } => {
-                ("127.0.0.1:0".to_string(), send_cpu.iter().copied().collect(), *recv_cpu, *send_cpu)
-            }
-            Where::Partitions(p) => {
-                (format!("{}:0", testbed::partition_addr(2)), p.cpus[0].iter().copied().collect(), None, None)
-            }
-        };
+        let listen = SocketAddr::new(self.place.ip(Side::Recv), 0).to_string();
+        let send_cpus = self.place.cpus(Side::Send);
         let mut rargs: Vec<String> = vec![
             self.receiver().into(),
             listen,
@@ -370,7 +278,7 @@ impl Runner {
             "--duration".into(),
             format!("{}ms", (cfg.duration + RECV_SLACK).as_millis()),
         ];
-        if let Some(c) = recv_cpu_arg {
+        if let Some(c) = self.place.pin(Side::Recv) {
             rargs.extend(["--cpu".into(), c.to_string()]);
         }
         if let Some(d) = &self.record {
@@ -380,33 +288,19 @@ impl Runner {
         // Whatever happens to the point, its recording does not stay behind to fill the disk
         // (declared before the receiver, so it is emptied after the receiver is gone).
         let _clean = self.record.as_deref().map(EmptyAfter::new);
-        let mut recv = Kid::spawn(self.command(2, &rargs), "the receiver")?;
-        let err = recv.stderr().ok_or_else(|| Error::Runtime("the receiver has no stderr".into()))?;
-        let mut err = BufReader::new(err);
-        let mut said = String::new();
-        let addr: SocketAddr = loop {
-            let mut line = String::new();
-            let n = err.read_line(&mut line).unwrap_or(0);
-            if n == 0 {
+        let mut recv = Proc::spawn_listener(self.place.command(Side::Recv, &rargs), "the receiver")?;
+        let addr: SocketAddr = match recv.listening(stream.recv_lines) {
+            Ok(a) => a.parse().map_err(|_| {
+                Error::Runtime(format!("the receiver said it listens on '{a}', which is not an address"))
+            })?,
+            Err(said) => {
                 if self.stop.load(Ordering::Relaxed) {
                     return Ok(None);
                 }
                 let why = said.lines().last().unwrap_or("it exited without a word").trim().to_string();
                 return Err(Error::Runtime(format!("the receiver did not start: {why}")));
             }
-            if let Some(rest) = line.split("listening on ").nth(1) {
-                let a = rest.split_whitespace().next().unwrap_or_default();
-                break a.parse().map_err(|_| {
-                    Error::Runtime(format!("the receiver said it listens on '{a}', which is not an address"))
-                })?;
-            }
-            said.push_str(&line);
         };
-        let recv_err = match stream.recv_lines {
-            Some(tx) => drain_lines(err, tx),
-            None => drain(err),
-        };
-        let recv_out = drain(recv.stdout().ok_or_else(|| Error::Runtime("the receiver has no stdout".into()))?);
 
         let mut sargs: Vec<String> = vec![
             "send".into(),
@@ -422,17 +316,31 @@ impl Runner {
         if cfg.gso {
             sargs.push("--gso".into());
         }
-        if let Some(c) = send_cpu_arg {
+        if let Some(c) = self.place.pin(Side::Send) {
             sargs.extend(["--cpu".into(), c.to_string()]);
         }
         sargs.extend(stream.send_args.iter().cloned());
-        let (send_status, wall, send_out, send_err) = self.run_sender(self.command(1, &sargs), cfg.duration, &recv)?;
+        // Timed from spawn to exit; a stop request (a signal sent to this process alone, not to
+        // the terminal's process group) is passed on to both ends.
+        let t0 = Instant::now();
+        let send = Proc::spawn(self.place.command(Side::Send, &sargs), "the sender")?;
+        let others = [&recv];
+        let how = Wait::new().stop(self.stop).also_stop(&others).limit(cfg.duration + RECV_SLACK).kill_at_limit();
+        let sent = send.wait(how)?;
+        if sent.timed_out {
+            return Err(Error::Runtime(format!(
+                "the sender did not finish {} s after its {} s: killed",
+                RECV_SLACK.as_secs(),
+                cfg.duration.as_secs_f64()
+            )));
+        }
+        let wall = sent.at - t0;
+        let (send_status, send_out, send_err) = (sent.status, sent.stdout, sent.stderr);
 
         // The receiver ends on the sender's end-of-stream message; if that never came, it is
         // told to stop, and the point counts as lossy.
-        let rstatus = recv.finish(END_GRACE)?;
-        let rout = recv_out.join().unwrap_or_default();
-        let rerr = recv_err.join().unwrap_or_default();
+        let recvd = recv.finish(END_GRACE)?;
+        let (rstatus, rout, rerr) = (recvd.status, recvd.stdout, recvd.stderr);
         let stopped = self.stop.load(Ordering::Relaxed);
         if stopped && !partial {
             return Ok(None);
@@ -491,61 +399,6 @@ impl Runner {
         serde_json::from_value(v["capture"].clone())
             .map_err(|e| Error::Runtime(format!("the recorder's report cannot be read: {e}")))
     }
-
-    /// Start the sender, time it from spawn to exit, and pass a stop request on to both ends
-    /// (a signal sent to this process alone, not to the terminal's process group).
-    fn run_sender(
-        &self,
-        cmd: Command,
-        duration: Duration,
-        recv: &Kid,
-    ) -> Result<(ExitStatus, Duration, String, String)> {
-        let t0 = Instant::now();
-        let mut send = Kid::spawn(cmd, "the sender")?;
-        let out = drain(send.stdout().ok_or_else(|| Error::Runtime("the sender has no stdout".into()))?);
-        let err = drain(send.stderr().ok_or_else(|| Error::Runtime("the sender has no stderr".into()))?);
-        let mut child = send.child.take().ok_or_else(|| Error::Runtime("the sender was already reaped".into()))?;
-        let pid = child.id();
-        let (tx, rx) = mpsc::channel();
-        // A thread waits, so the sender's exit is timed to the moment, not to a polling step.
-        std::thread::spawn(move || {
-            let st = child.wait();
-            let _ = tx.send((st, Instant::now()));
-        });
-        let limit = t0 + duration + RECV_SLACK;
-        let mut forwarded = false;
-        let (st, t1) = loop {
-            match rx.recv_timeout(Duration::from_millis(20)) {
-                Ok(v) => break v,
-                Err(mpsc::RecvTimeoutError::Timeout) => {
-                    if self.stop.load(Ordering::Relaxed) && !forwarded {
-                        let _ = sys::send_signal(pid, sys::SIGTERM);
-                        if let Some(r) = recv.id() {
-                            let _ = sys::send_signal(r, sys::SIGTERM);
-                        }
-                        forwarded = true;
-                    }
-                    if Instant::now() > limit {
-                        let _ = sys::send_signal(pid, libc::SIGKILL);
-                        return Err(Error::Runtime(format!(
-                            "the sender did not finish {} s after its {} s: killed",
-                            RECV_SLACK.as_secs(),
-                            duration.as_secs_f64()
-                        )));
-                    }
-                }
-                Err(mpsc::RecvTimeoutError::Disconnected) => {
-                    return Err(Error::Runtime("lost track of the sender process".into()))
-                }
-            }
-        };
-        let st = st.map_err(|e| Error::Runtime(format!("cannot wait for the sender: {e}")))?;
-        Ok((st, t1 - t0, out.join().unwrap_or_default(), err.join().unwrap_or_default()))
-    }
-}
-
-fn current_exe() -> Result<PathBuf> {
-    std::env::current_exe().map_err(|e| Error::Runtime(format!("cannot find this program's path: {e}")))
 }
 
 /// The asked rate as tables show it ("1.02 Gb/s", "500.0 kpps", "max"), for every tool's points.
@@ -575,37 +428,11 @@ pub(crate) fn rate_arg(r: Rate) -> String {
     }
 }
 
-pub(crate) fn drain<R: Read + Send + 'static>(mut r: R) -> JoinHandle<String> {
-    std::thread::spawn(move || {
-        let mut b = Vec::new();
-        let _ = r.read_to_end(&mut b);
-        String::from_utf8_lossy(&b).into_owned()
-    })
-}
-
-/// Like [`drain`], and every line is also handed to `tx` as soon as it is read (a receiver
-/// gone is no reason to stop collecting, so a closed channel is ignored).
-fn drain_lines<R: Read + Send + 'static>(r: R, tx: mpsc::Sender<String>) -> JoinHandle<String> {
-    std::thread::spawn(move || {
-        let mut all = String::new();
-        let mut r = BufReader::new(r);
-        let mut buf = Vec::new();
-        while matches!(r.read_until(b'\n', &mut buf), Ok(n) if n > 0) {
-            let line = String::from_utf8_lossy(&buf).into_owned();
-            let _ = tx.send(line.trim_end().to_string());
-            all.push_str(&line);
-            buf.clear();
-        }
-        all
-    })
-}
-
+/// Why a child failed, for one line: its last word (without the "wirespeed: " every error of
+/// this binary starts with), or its exit status when it said nothing.
 pub(crate) fn last_line(stderr: &str, st: &ExitStatus) -> String {
-    stderr
-        .lines()
-        .rev()
-        .find(|l| !l.trim().is_empty())
-        .map(|l| l.trim().trim_start_matches("wirespeed: ").to_string())
+    proc::last_line(stderr)
+        .map(|l| l.trim_start_matches("wirespeed: ").to_string())
         .unwrap_or_else(|| format!("it exited with {st}"))
 }
 
@@ -638,72 +465,6 @@ impl Drop for EmptyAfter {
             for e in rd.flatten().filter(|e| !self.before.contains(&e.file_name())) {
                 let _ = std::fs::remove_file(e.path());
             }
-        }
-    }
-}
-
-/// A child process that is killed and reaped if it is dropped while still running, so no error
-/// path leaves a sender or receiver behind.
-pub(crate) struct Kid {
-    child: Option<Child>,
-}
-
-impl Kid {
-    pub(crate) fn spawn(mut cmd: Command, who: &str) -> Result<Kid> {
-        let child = cmd
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .map_err(|e| Error::Runtime(format!("cannot start {who}: {e}")))?;
-        Ok(Kid { child: Some(child) })
-    }
-
-    pub(crate) fn id(&self) -> Option<u32> {
-        self.child.as_ref().map(Child::id)
-    }
-
-    pub(crate) fn stdout(&mut self) -> Option<std::process::ChildStdout> {
-        self.child.as_mut().and_then(|c| c.stdout.take())
-    }
-
-    pub(crate) fn stderr(&mut self) -> Option<std::process::ChildStderr> {
-        self.child.as_mut().and_then(|c| c.stderr.take())
-    }
-
-    /// Wait up to `grace` for the child to exit by itself, then ask it to stop (SIGTERM: it still
-    /// reports), then, if it still runs 10 s later, give up (Drop kills it).
-    pub(crate) fn finish(&mut self, grace: Duration) -> Result<ExitStatus> {
-        let Some(child) = self.child.as_mut() else {
-            return Err(Error::Runtime("the receiver was already reaped".into()));
-        };
-        let t = Instant::now();
-        let mut termed: Option<Instant> = None;
-        loop {
-            if let Some(st) = child.try_wait().map_err(|e| Error::Runtime(format!("cannot wait: {e}")))? {
-                self.child = None;
-                return Ok(st);
-            }
-            match termed {
-                None if t.elapsed() >= grace => {
-                    let _ = sys::send_signal(child.id(), sys::SIGTERM);
-                    termed = Some(Instant::now());
-                }
-                Some(at) if at.elapsed() >= Duration::from_secs(10) => {
-                    return Err(Error::Runtime("the receiver did not stop when asked: killed".into()));
-                }
-                _ => {}
-            }
-            std::thread::sleep(Duration::from_millis(5));
-        }
-    }
-}
-
-impl Drop for Kid {
-    fn drop(&mut self) {
-        if let Some(c) = self.child.as_mut() {
-            let _ = c.kill();
-            let _ = c.wait();
         }
     }
 }

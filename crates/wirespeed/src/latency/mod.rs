@@ -7,3 +7,4 @@ pub mod ping;
 pub mod probe;
 pub mod reflect;
 pub mod report;
+pub mod sweep;

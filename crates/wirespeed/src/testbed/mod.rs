@@ -14,6 +14,8 @@
 
 pub mod heartbeat;
 pub mod pair;
+pub mod place;
+pub mod proc;
 pub mod topology;
 
 use crate::{sys, Error, Result};
