@@ -9,10 +9,6 @@ use wirespeed::ttcp::{self, Config, Proto, Receiver, Role};
 use wirespeed::units::{self, Rate};
 use wirespeed::{sys, Error};
 
-fn parse_size(s: &str) -> Result<u64, String> {
-    units::parse_bytes(s)
-}
-
 // The subcommand's one-line `about` comes from its registration in main.rs; the teaching text
 // is the long help's epilogue.
 #[derive(Args)]
@@ -49,7 +45,7 @@ pub struct TtcpArgs {
     udp: bool,
     /// Bytes per read or write call (ttcp -l); with -u the datagram size (at most 65507).
     /// Accepts 64K style sizes (K = 1024).
-    #[arg(short = 'l', long = "buflen", value_name = "LEN", default_value = "8192", value_parser = parse_size)]
+    #[arg(short = 'l', long = "buflen", value_name = "LEN", default_value = "8192", value_parser = units::parse_bytes)]
     buflen: u64,
     /// Socket buffer size in bytes (ttcp -b): SO_SNDBUF on the transmitter, SO_RCVBUF on the
     /// receiver. Left out, the kernel's default is kept and reported ("default", the seed's

@@ -8,10 +8,6 @@ use wirespeed::ttcp::Proto;
 use wirespeed::units;
 use wirespeed::{sys, Error};
 
-fn parse_size(s: &str) -> Result<u64, String> {
-    units::parse_bytes(s)
-}
-
 #[derive(Args)]
 #[command(
     after_help = "`wirespeed bench ttcp --help` explains what the tables measure and where they run.",
@@ -46,7 +42,7 @@ pub struct BenchTtcpArgs {
     #[arg(long, value_delimiter = ',', default_value = "1M,512K,256K,128K,64K", value_parser = crate::args::sockbuf_request)]
     buffers: Vec<u64>,
     /// Bytes per read/write and UDP datagram size for Tables 4 and 5 (the seed's -l49152).
-    #[arg(short = 'l', long = "buflen", default_value = "49152", value_parser = parse_size)]
+    #[arg(short = 'l', long = "buflen", default_value = "49152", value_parser = units::parse_bytes)]
     buflen: u64,
     /// Buffers per run for Tables 4 and 5 (the seed used 126976, 6 GB per run).
     #[arg(short = 'n', long = "nbuf", default_value = "20000", value_parser = units::parse_count)]
