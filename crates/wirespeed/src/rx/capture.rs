@@ -26,7 +26,7 @@ use std::time::Duration;
 /// 25 GbE NIC delivers to one socket.
 const BURST_BYTES_PER_SEC: f64 = 5e9;
 
-/// Longest nap that keeps a burst at [`BURST_BYTES_PER_SEC`] within an eighth of the granted
+/// Longest nap that keeps a burst at `BURST_BYTES_PER_SEC` (40 Gb/s) within an eighth of the granted
 /// receive buffer (the kernel's accounting counts per-datagram overhead too, hence the margin).
 pub fn nap_cap_ns(rcvbuf_granted: usize) -> u64 {
     (rcvbuf_granted as f64 / 8.0 / BURST_BYTES_PER_SEC * 1e9) as u64

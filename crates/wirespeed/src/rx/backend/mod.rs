@@ -1,7 +1,7 @@
 //! Receive backends: the ways datagrams get from the kernel into the capture loop.
 //!
 //! A backend is one file in this directory implementing [`Backend`], plus one line in the
-//! [`backends!`] list at the bottom of this file. The list gives it a [`BackendKind`] (the name
+//! `backends!` list below (after the trait). The list gives it a [`BackendKind`] (the name
 //! a configuration or a command line chooses it by), makes [`open`] able to set it up, and
 //! makes [`Opened::run`] able to start it on the capture thread. The capture loop is generic
 //! over [`Backend`]: choosing a backend costs one `match` per run, never a call through a
