@@ -1,0 +1,175 @@
+//! Receive backends: the ways datagrams get from the kernel into the capture loop.
+//!
+//! A backend is one file in this directory implementing [`Backend`], plus one line in the
+//! `backends!` list below (after the trait). The list gives it a [`BackendKind`] (the name
+//! a configuration or a command line chooses it by), makes [`open`] able to set it up, and
+//! makes [`Opened::run`] able to start it on the capture thread. The capture loop is generic
+//! over [`Backend`]: choosing a backend costs one `match` per run, never a call through a
+//! pointer per batch or per datagram.
+//!
+//! A backend comes to life in two steps, because the two happen on different threads:
+//! [`Backend::open`] binds and configures the endpoint (socket, ring, queue) when the
+//! [`Listener`](crate::rx::Listener) is made, so that bind errors reach the user before a
+//! capture starts and the bound port can be announced; [`Backend::start`] builds the receive
+//! state on the capture thread itself, after it is pinned, so that the buffers are first
+//! touched on the capture core.
+
+use super::RecvConfig;
+use crate::error::{Error, Result};
+use std::fmt;
+use std::io;
+use std::net::SocketAddr;
+use std::str::FromStr;
+
+pub mod udp;
+
+/// One receive path into the capture loop.
+pub trait Backend: Sized {
+    /// Name shown in reports and accepted by [`BackendKind::from_str`], e.g. `recvmmsg`.
+    const NAME: &'static str;
+    /// What [`Backend::open`] sets up and the listener keeps until the report is written: it
+    /// owns the socket (or ring, or queue), so the kernel's per-socket counters can still be
+    /// read after the capture thread is done.
+    type Endpoint: Send + Sync;
+    /// Bind and configure the endpoint; failures are explained for the user. Returns, beside
+    /// it, what the report needs to know about it.
+    fn open(cfg: &RecvConfig) -> Result<(Self::Endpoint, Bound)>;
+    /// The receive state over an open endpoint, built on the capture thread.
+    fn start(endpoint: &Self::Endpoint, cfg: &RecvConfig) -> Self;
+    /// Name shown in reports, e.g. `recvmmsg`.
+    fn name(&self) -> &'static str {
+        Self::NAME
+    }
+    /// Wait briefly for datagrams and hand each to `f` (after splitting GRO buffers).
+    /// Returns how many buffers the kernel returned; 0 on a timeout.
+    fn recv<F: FnMut(&[u8], Option<SocketAddr>)>(&mut self, f: F) -> io::Result<usize>;
+    /// The socket's cumulative drop count as last reported by the kernel (SO_RXQ_OVFL).
+    fn kernel_drops(&self) -> Option<u64>;
+    /// Datagrams the kernel truncated (larger than the receive buffer).
+    fn truncated(&self) -> u64;
+}
+
+/// What the report needs to know about an opened endpoint, whatever the backend.
+#[derive(Clone, Debug, Default)]
+pub struct Bound {
+    /// The bound address (with the port the kernel chose when binding port 0).
+    pub local_addr: Option<SocketAddr>,
+    /// Receive buffer the kernel granted, bytes (as getsockopt reports it, i.e. doubled).
+    pub rcvbuf_granted: usize,
+    /// Whether the kernel delivers GRO-coalesced buffers.
+    pub gro: bool,
+    /// The socket's inode, which names it in /proc/net/udp where its drop counter lives
+    /// (`None` for an endpoint that is not a UDP socket).
+    pub udp_inode: Option<u64>,
+    /// Things the user should know (buffer clamps, features the kernel refused).
+    pub notes: Vec<String>,
+}
+
+/// Code to run with a started backend of whichever kind the configuration named: a generic
+/// visitor, so that what it runs (the capture loop) is compiled once per backend.
+pub trait RunBackend {
+    /// What the run returns.
+    type Output;
+    /// Run with `backend`, started on the calling thread.
+    fn run<B: Backend>(self, backend: B) -> Self::Output;
+}
+
+/// Declares the backend list: [`BackendKind`], its names, [`Opened`] and [`open`]. One line a
+/// backend: `Variant => module::Type,` (the module is declared here too).
+macro_rules! backends {
+    ($( $(#[$doc:meta])* $kind:ident => $module:ident :: $ty:ident ),+ $(,)?) => {
+        $( pub mod $module; pub use $module::$ty; )+
+
+        /// The receive backends, by name.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        pub enum BackendKind {
+            $( $(#[$doc])* $kind, )+
+        }
+
+        impl BackendKind {
+            /// Every backend, in the order the list gives them.
+            pub const ALL: &'static [BackendKind] = &[$(BackendKind::$kind),+];
+
+            /// The name reports show and [`FromStr`] accepts.
+            pub fn name(self) -> &'static str {
+                match self {
+                    $( BackendKind::$kind => <$ty as Backend>::NAME, )+
+                }
+            }
+        }
+
+        /// An opened endpoint of whichever backend the configuration named.
+        pub enum Opened {
+            $( #[doc = concat!("An endpoint of [`", stringify!($ty), "`].")] $kind(<$ty as Backend>::Endpoint), )+
+        }
+
+        impl Opened {
+            /// Which backend opened it.
+            pub fn kind(&self) -> BackendKind {
+                match self {
+                    $( Opened::$kind(_) => BackendKind::$kind, )+
+                }
+            }
+
+            /// Start the backend on the calling thread and hand it to `r`.
+            pub fn run<R: RunBackend>(&self, cfg: &RecvConfig, r: R) -> R::Output {
+                match self {
+                    $( Opened::$kind(ep) => r.run(<$ty as Backend>::start(ep, cfg)), )+
+                }
+            }
+        }
+
+        /// Open the endpoint of backend `kind` as `cfg` says.
+        pub fn open(kind: BackendKind, cfg: &RecvConfig) -> Result<(Opened, Bound)> {
+            match kind {
+                $( BackendKind::$kind => {
+                    let (ep, bound) = <$ty as Backend>::open(cfg)?;
+                    Ok((Opened::$kind(ep), bound))
+                } )+
+            }
+        }
+    };
+}
+
+backends! {
+    /// `recvmmsg` on a UDP socket, with optional GRO.
+    Mmsg => mmsg::MmsgBackend,
+}
+
+impl Default for BackendKind {
+    /// recvmmsg: the portable backend, needing no privilege and no special kernel.
+    fn default() -> Self {
+        BackendKind::Mmsg
+    }
+}
+
+impl fmt::Display for BackendKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for BackendKind {
+    type Err = Error;
+
+    fn from_str(s: &str) -> Result<Self> {
+        BackendKind::ALL.iter().copied().find(|k| k.name() == s).ok_or_else(|| {
+            let names: Vec<&str> = BackendKind::ALL.iter().map(|k| k.name()).collect();
+            Error::Usage(format!("unknown receive backend {s:?}: give one of {}", names.join(", ")))
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kinds_round_trip_through_their_names() {
+        for &k in BackendKind::ALL {
+            assert_eq!(k.to_string().parse::<BackendKind>().unwrap(), k);
+        }
+        assert_eq!(BackendKind::default().to_string(), "recvmmsg");
+        assert!("nonsense".parse::<BackendKind>().unwrap_err().to_string().contains("recvmmsg"));
+    }
+}

@@ -1,0 +1,505 @@
+//! What a receive run reports: the per-stream ledgers, the kernel's view of the same
+//! interval, and the diagnosis that sets one against the other (which layer lost what), with
+//! the human renderings `recv`, `record` and `verify` share.
+
+use super::capture::Capture;
+use super::sink::Sink;
+use super::{Listener, RecvConfig};
+use crate::control::EndOfStream;
+use crate::kernel::KernelCounters;
+use crate::ledger::{GapRange, LedgerCounts, Segment, SenderEnd};
+use crate::units;
+use crate::wire::{Format, Invalid};
+use serde::Serialize;
+use std::net::SocketAddr;
+
+/// An end-of-stream message that matched no stream this receiver saw data from.
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct StrayEnd {
+    /// Where it came from.
+    pub source: Option<SocketAddr>,
+    /// What it claimed.
+    pub claimed: EndOfStream,
+}
+
+/// The ledger of one stream, as reported.
+#[derive(Clone, Debug, Serialize)]
+pub struct StreamReport {
+    /// Source address and port.
+    pub source: String,
+    /// Format stream id within the source.
+    pub stream: u32,
+    /// The counts.
+    #[serde(flatten)]
+    pub counts: LedgerCounts,
+    /// Lost per million expected.
+    pub drops_per_million: f64,
+    /// Payload bytes received.
+    pub bytes: u64,
+    /// First and last sequence number seen.
+    pub first_seq: Option<u64>,
+    /// Highest sequence number seen.
+    pub last_seq: Option<u64>,
+    /// Where the holes are (coalesced ranges).
+    pub gaps: Vec<GapRange>,
+    /// Segments (more than one after a sender restart).
+    pub segments: Vec<Segment>,
+    /// Invalid datagrams by reason: length, header, payload.
+    pub invalid_by_reason: InvalidReasons,
+    /// Datagrams received but dropped because the recording ring was full (they are not in the
+    /// recording, and so count among `lost`).
+    pub ring_full: u64,
+    /// The sender's own account, when its end-of-stream message arrived.
+    pub sender: Option<EndOfStream>,
+    /// Seconds from this stream's first to its last datagram.
+    pub active_s: f64,
+}
+
+/// Invalid datagrams split by reason.
+#[derive(Clone, Copy, Debug, Default, Serialize, serde::Deserialize)]
+pub struct InvalidReasons {
+    /// Wrong length.
+    pub length: u64,
+    /// Impossible header.
+    pub header: u64,
+    /// Payload broke the pattern.
+    pub payload: u64,
+}
+
+/// The kernel's view over the same interval.
+#[derive(Clone, Debug, Serialize)]
+pub struct KernelView {
+    /// This socket's drops from SO_RXQ_OVFL (as last attached to a datagram).
+    pub socket_drops_rxq_ovfl: Option<u64>,
+    /// This socket's drops from /proc/net/udp at the end (covers drops after the last datagram).
+    pub socket_drops_proc: Option<u64>,
+    /// UDP and backlog counter increases in this network namespace during the run (all sockets).
+    pub namespace_delta: KernelCounters,
+    /// Receive buffer the kernel granted, bytes (as reported by getsockopt, i.e. doubled).
+    pub rcvbuf_granted: usize,
+    /// Receive buffer asked for, bytes.
+    pub rcvbuf_requested: usize,
+}
+
+/// The result of a receive run.
+#[derive(Clone, Debug, Serialize)]
+pub struct RecvReport {
+    /// Schema name and version of this document.
+    pub schema: &'static str,
+    /// Listen address.
+    pub listen: String,
+    /// Payload format.
+    pub format: String,
+    /// Receive backend.
+    pub backend: &'static str,
+    /// GRO in use.
+    pub gro: bool,
+    /// Wall time of the run, seconds.
+    pub wall_s: f64,
+    /// Seconds from the first to the last data datagram.
+    pub active_s: f64,
+    /// Datagrams received (valid and invalid, end-of-stream messages excluded).
+    pub datagrams: u64,
+    /// Payload bytes received.
+    pub bytes: u64,
+    /// Datagrams per second over the active period.
+    pub pps: f64,
+    /// Payload bits per second over the active period.
+    pub bps: f64,
+    /// Totals over all streams.
+    pub total: LedgerCounts,
+    /// Lost per million expected, all streams.
+    pub drops_per_million: f64,
+    /// Sequence numbers the senders left out on purpose (from their end messages).
+    pub sender_skipped: u64,
+    /// Streams whose end message never arrived (their tail loss is unknowable).
+    pub streams_without_end: usize,
+    /// End-of-stream messages from a source and stream whose data never arrived here: a
+    /// sender whose data was all lost, or a forgery. Ignored: they settle nothing.
+    pub stray_control: u64,
+    /// End-of-stream messages not believed: inconsistent in themselves, with the data seen
+    /// (a range that does not cover it, data after the end), or with another message for the
+    /// same stream. Ignored, and the stream's end counts as unknown.
+    pub invalid_control: u64,
+    /// The first stray end messages, with what they claimed.
+    pub stray_ends: Vec<StrayEnd>,
+    /// Datagrams from streams beyond --max-streams (not in any ledger).
+    pub untracked: u64,
+    /// Datagrams truncated by the kernel.
+    pub truncated: u64,
+    /// Datagrams received but dropped at a full recording ring (`record` only; among `lost`).
+    pub ring_full: u64,
+    /// Valid datagrams that carry no sequence position (SPEAD stream control and descriptor
+    /// heaps, headerless Mark5B halves): in no ledger.
+    pub unsequenced: u64,
+    /// Per-stream ledgers.
+    pub streams: Vec<StreamReport>,
+    /// The kernel's counters.
+    pub kernel: KernelView,
+    /// Which layer lost what, in words.
+    pub diagnosis: Vec<String>,
+    /// CPU the capture thread ran on (at the end).
+    pub capture_cpu: Option<usize>,
+    /// CPU time of the capture thread, nanoseconds.
+    pub capture_cpu_ns: u64,
+    /// Capture-thread CPU time per datagram, nanoseconds.
+    pub cpu_ns_per_packet: f64,
+    /// Notes (buffer clamps, fallbacks).
+    pub notes: Vec<String>,
+    /// How the run ended: duration, count, end-of-stream, signal.
+    pub stopped_by: String,
+    /// Nap after a partial batch actually used, nanoseconds (0: none).
+    pub coalesce_ns: u64,
+}
+
+/// The report of a finished capture: every slot's ledger settled against its end-of-stream
+/// message, the totals, the kernel's view and the diagnosis.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn build_report<S: Sink>(
+    cfg: &RecvConfig,
+    listener: &Listener,
+    fmt: &dyn Format,
+    cap: &mut Capture<'_, S>,
+    kernel: KernelView,
+    truncated: u64,
+    stopped_by: String,
+    wall_ns: u64,
+    cpu_ns: u64,
+    cpu: Option<usize>,
+    (nap_ns, notes_extra): (u64, Vec<String>),
+) -> RecvReport {
+    let mut streams = Vec::with_capacity(cap.active);
+    let mut total = LedgerCounts::default();
+    let mut sender_skipped = 0;
+    let mut without_end = 0;
+    for s in &mut cap.slots[..cap.active] {
+        s.ledger.record_held(&mut s.len_lock);
+        let (first, last) = s.end_range;
+        let sender = s.end.filter(|e| !e.is_empty()).map(|_| SenderEnd { first, last });
+        s.ledger.finish(sender);
+        match s.end {
+            Some(e) => sender_skipped += e.skipped,
+            None => without_end += 1,
+        }
+        let counts = s.ledger.counts();
+        total.merge(&counts);
+        streams.push(StreamReport {
+            source: s.src.map(|a| a.to_string()).unwrap_or_else(|| "?".into()),
+            stream: s.stream,
+            counts,
+            drops_per_million: counts.drops_per_million(),
+            bytes: s.bytes,
+            first_seq: s.ledger.first_seen(),
+            last_seq: s.ledger.highest(),
+            gaps: s.ledger.gaps().to_vec(),
+            segments: s.ledger.segments(),
+            invalid_by_reason: InvalidReasons {
+                length: s.invalid_kinds[Invalid::Length as usize],
+                header: s.invalid_kinds[Invalid::Header as usize],
+                payload: s.invalid_kinds[Invalid::Payload as usize],
+            },
+            ring_full: s.ring_full,
+            sender: s.end,
+            active_s: s.last_ns.saturating_sub(s.first_ns) as f64 / 1e9,
+        });
+    }
+    let active_ns = cap.last_ns.saturating_sub(cap.first_ns);
+    let active_s = active_ns as f64 / 1e9;
+    let rate_s = active_s.max(1e-9);
+    let pps = if cap.datagrams > 1 { (cap.datagrams - 1) as f64 / rate_s } else { 0.0 };
+    let mut notes = listener.bound.notes.clone();
+    notes.extend(notes_extra);
+    if cap.untracked > 0 {
+        notes.push(format!(
+            "{} datagrams came from more than --max-streams {} sources and are in no ledger: raise --max-streams",
+            cap.untracked, cfg.max_streams
+        ));
+    }
+    let mut r = RecvReport {
+        schema: "wirespeed.recv/1",
+        listen: cfg.listen.to_string(),
+        format: fmt.name(),
+        backend: listener.backend().name(),
+        gro: listener.bound.gro,
+        wall_s: wall_ns as f64 / 1e9,
+        active_s,
+        datagrams: cap.datagrams,
+        bytes: cap.bytes,
+        pps,
+        bps: if cap.datagrams > 1 { pps * (cap.bytes as f64 / cap.datagrams as f64) * 8.0 } else { 0.0 },
+        total,
+        drops_per_million: total.drops_per_million(),
+        sender_skipped,
+        streams_without_end: without_end,
+        stray_control: cap.stray_control,
+        invalid_control: cap.invalid_control,
+        stray_ends: cap.stray_ends.clone(),
+        untracked: cap.untracked,
+        truncated,
+        ring_full: cap.ring_full,
+        unsequenced: cap.unsequenced,
+        streams,
+        kernel,
+        diagnosis: Vec::new(),
+        capture_cpu: cpu,
+        capture_cpu_ns: cpu_ns,
+        cpu_ns_per_packet: if cap.datagrams > 0 { cpu_ns as f64 / cap.datagrams as f64 } else { 0.0 },
+        notes,
+        stopped_by,
+        coalesce_ns: nap_ns,
+    };
+    r.diagnosis = diagnose(&r);
+    r
+}
+
+/// Say, in words, which layer lost what: the ledger against the kernel's own counters.
+pub fn diagnose(r: &RecvReport) -> Vec<String> {
+    let mut d = Vec::new();
+    let lost = r.total.lost;
+    let unexplained = lost.saturating_sub(r.sender_skipped).saturating_sub(r.ring_full);
+    let sock = r.kernel.socket_drops_proc.or(r.kernel.socket_drops_rxq_ovfl).unwrap_or(0);
+    if r.datagrams == 0 && r.streams.is_empty() {
+        d.push(format!("nothing arrived on {}: is the sender pointed at this address and port?", r.listen));
+        d.extend(control_diagnosis(r));
+        return d;
+    }
+    let distrusted = r.stray_control + r.invalid_control;
+    if lost == 0 && sock == 0 && distrusted == 0 {
+        d.push("no loss: every sequence number was received, and the kernel reports no drops at this socket".into());
+    } else if lost == 0 && sock == 0 {
+        d.push(format!(
+            "no loss in the streams whose data arrived, but {} end-of-stream message(s) could not be trusted: this run is no proof of zero loss",
+            units::thousands(distrusted)
+        ));
+    } else {
+        if r.sender_skipped > 0 {
+            d.push(format!(
+                "{} of the {} lost were left out on purpose by the sender (--skip-every/--skip)",
+                units::thousands(r.sender_skipped.min(lost)),
+                units::thousands(lost)
+            ));
+        }
+        if r.ring_full > 0 {
+            d.push(format!(
+                "{} were received but dropped because the recording ring was full: the disk did not keep up for longer than the ring could absorb; use a larger --buffer, a faster disk, or a lower rate",
+                units::thousands(r.ring_full)
+            ));
+        }
+        if unexplained > 0 {
+            if sock >= unexplained {
+                d.push(format!(
+                    "the kernel dropped {} at this socket (receive buffer full): the receiver did not keep up; raise --rcvbuf, pin with --cpu, or lower the rate",
+                    units::thousands(sock)
+                ));
+            } else if sock > 0 {
+                d.push(format!(
+                    "the kernel dropped {} at this socket; the other {} were lost before this host's UDP layer (sender, NIC, wire, switch or firewall)",
+                    units::thousands(sock),
+                    units::thousands(unexplained - sock)
+                ));
+            } else {
+                d.push(format!(
+                    "{} lost, yet the kernel reports no drops at this socket: they were lost before it (sender, NIC, wire, switch or firewall)",
+                    units::thousands(unexplained)
+                ));
+            }
+        }
+        if sock > unexplained {
+            d.push(format!(
+                "the kernel counted {} drops at this socket, more than the ledger's {} unexplained loss: the extra were not data of a tracked stream (e.g. after the run ended)",
+                units::thousands(sock),
+                units::thousands(unexplained)
+            ));
+        }
+    }
+    d.extend(control_diagnosis(r));
+    if r.streams_without_end > 0 {
+        d.push(format!(
+            "{} stream(s) sent no end-of-stream message (not a wirespeed sender, or it was lost): loss after their last received packet cannot be known",
+            r.streams_without_end
+        ));
+    }
+    if r.kernel.namespace_delta.rcvbuf_errors > sock {
+        d.push(format!(
+            "UDP RcvbufErrors rose by {} in this network namespace: other sockets are dropping too",
+            units::thousands(r.kernel.namespace_delta.rcvbuf_errors - sock)
+        ));
+    }
+    d
+}
+
+/// What the end-of-stream messages that were not believed mean, in words.
+fn control_diagnosis(r: &RecvReport) -> Vec<String> {
+    let mut d = Vec::new();
+    if r.stray_control > 0 {
+        let example = r
+            .stray_ends
+            .first()
+            .map(|s| {
+                format!(
+                    " (e.g. {} claimed {} datagrams sent)",
+                    s.source.map(|a| a.to_string()).unwrap_or_else(|| "?".into()),
+                    units::thousands(s.claimed.sent)
+                )
+            })
+            .unwrap_or_default();
+        d.push(format!(
+            "{} end-of-stream message(s) came from a source whose data never arrived here{example}: all of its data was lost, or the message was forged; ignored",
+            units::thousands(r.stray_control)
+        ));
+    }
+    if r.invalid_control > 0 {
+        d.push(format!(
+            "{} end-of-stream message(s) contradicted the data seen or each other (range, counts, data after the end): ignored, and those streams' tail loss is unknown",
+            units::thousands(r.invalid_control)
+        ));
+    }
+    d
+}
+
+/// The ledger table that `recv`, `record` and `verify` print alike: one row per stream (name,
+/// counts, gap ranges), a total row when there are several, then where the holes are.
+pub fn ledger_table(
+    o: &mut String,
+    rows: &[(String, &LedgerCounts, &[GapRange])],
+    total: &LedgerCounts,
+    show_gaps: usize,
+) {
+    use std::fmt::Write;
+    let _ = writeln!(
+        o,
+        "  {:<24} {:>12} {:>10} {:>8} {:>8} {:>8} {:>7} {:>6} {:>10}",
+        "stream", "received", "lost", "late", "dup", "invalid", "stale", "resync", "drops/M"
+    );
+    let row = |o: &mut String, name: &str, c: &LedgerCounts| {
+        let _ = writeln!(
+            o,
+            "  {:<24} {:>12} {:>10} {:>8} {:>8} {:>8} {:>7} {:>6} {:>10.2}",
+            name,
+            units::thousands(c.received),
+            units::thousands(c.lost),
+            units::thousands(c.late),
+            units::thousands(c.duplicate),
+            units::thousands(c.invalid + c.stray),
+            units::thousands(c.stale),
+            c.resync,
+            c.drops_per_million()
+        );
+    };
+    for (name, c, _) in rows {
+        row(o, name, c);
+    }
+    if rows.len() > 1 {
+        row(o, "total", total);
+    }
+    for (name, c, gaps) in rows {
+        if gaps.is_empty() {
+            continue;
+        }
+        let shown: Vec<String> = gaps
+            .iter()
+            .take(show_gaps)
+            .map(|g| if g.first == g.last { format!("{}", g.first) } else { format!("{}..{}", g.first, g.last) })
+            .collect();
+        let more = gaps.len().saturating_sub(show_gaps) as u64 + c.ranges_dropped;
+        let _ = writeln!(
+            o,
+            "  gaps {}: {}{}",
+            name,
+            shown.join(", "),
+            if more > 0 { format!(" (+{more} more ranges; --json lists them)") } else { String::new() }
+        );
+    }
+}
+
+impl RecvReport {
+    /// Why this run cannot prove zero loss even though its ledger counted none, if it cannot.
+    ///
+    /// An end-of-stream message that settled nothing is either a sender whose data was all
+    /// lost or a forgery, and the receiver cannot tell which; a disputed one leaves a stream's
+    /// tail unknown. `--expect-zero-loss` must not pass on either.
+    pub fn zero_loss_unproven(&self) -> Option<String> {
+        if self.stray_control == 0 && self.invalid_control == 0 {
+            return None;
+        }
+        Some(format!(
+            "zero loss is not proven: {} end-of-stream message(s) came from sources whose data never arrived \
+             (a sender whose data was all lost, or a forgery) and {} contradicted the data or each other",
+            units::thousands(self.stray_control),
+            units::thousands(self.invalid_control)
+        ))
+    }
+
+    /// The human summary printed at the end of `wirespeed recv`.
+    pub fn human(&self, show_gaps: usize) -> String {
+        use std::fmt::Write;
+        let mut o = String::new();
+        let _ = writeln!(
+            o,
+            "wirespeed recv {}  {}  {}{}  stopped by {}",
+            self.listen,
+            self.format,
+            self.backend,
+            if self.gro { "+GRO" } else { "" },
+            self.stopped_by
+        );
+        let _ = writeln!(
+            o,
+            "  received {} datagrams, {} in {:.3} s: {} payload, {}",
+            units::thousands(self.datagrams),
+            units::bytes(self.bytes),
+            self.active_s,
+            units::bits(self.bps),
+            units::pps(self.pps)
+        );
+        let rows: Vec<(String, &LedgerCounts, &[GapRange])> = self
+            .streams
+            .iter()
+            .map(|s| {
+                let name = if s.stream == 0 { s.source.clone() } else { format!("{}#{}", s.source, s.stream) };
+                (name, &s.counts, s.gaps.as_slice())
+            })
+            .collect();
+        ledger_table(&mut o, &rows, &self.total, show_gaps);
+        if self.stray_control + self.invalid_control > 0 {
+            let _ = writeln!(
+                o,
+                "  end-of-stream messages ignored: {} stray (no data seen from their source), {} invalid (contradicted by the data or each other)",
+                units::thousands(self.stray_control),
+                units::thousands(self.invalid_control)
+            );
+        }
+        if self.unsequenced > 0 {
+            let _ = writeln!(
+                o,
+                "  unsequenced: {} valid datagrams with no sequence position (e.g. SPEAD stream-control heaps), in no ledger",
+                units::thousands(self.unsequenced)
+            );
+        }
+        let k = &self.kernel;
+        let _ = writeln!(
+            o,
+            "  kernel, same interval: socket drops {} (SO_RXQ_OVFL) / {} (/proc/net/udp); UDP RcvbufErrors +{}, InErrors +{}; softnet dropped +{}; rcvbuf {}",
+            k.socket_drops_rxq_ovfl.map(units::thousands).unwrap_or_else(|| "n/a".into()),
+            k.socket_drops_proc.map(units::thousands).unwrap_or_else(|| "n/a".into()),
+            units::thousands(k.namespace_delta.rcvbuf_errors),
+            units::thousands(k.namespace_delta.in_errors),
+            units::thousands(k.namespace_delta.softnet_dropped),
+            units::bytes(k.rcvbuf_granted as u64 / 2),
+        );
+        let _ = writeln!(
+            o,
+            "  capture thread: {} CPU, {} per datagram{}",
+            units::nanos(self.capture_cpu_ns as f64),
+            units::nanos(self.cpu_ns_per_packet),
+            self.capture_cpu.map(|c| format!(", on CPU {c}")).unwrap_or_default()
+        );
+        for line in &self.diagnosis {
+            let _ = writeln!(o, "  => {line}");
+        }
+        for n in &self.notes {
+            let _ = writeln!(o, "  note: {n}");
+        }
+        o
+    }
+}

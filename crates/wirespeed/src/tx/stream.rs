@@ -1,0 +1,304 @@
+//! The send path: one connected socket and one thread per stream, sendmmsg batches (with
+//! GSO when the kernel has it) paced to the schedule, and the end-of-stream message.
+
+use super::report::{summarise, SendReport, StreamSent};
+use super::{validate, SendConfig};
+use crate::control::EndOfStream;
+use crate::error::{Error, Result};
+use crate::pace::Pacer;
+use crate::sys;
+use crate::units::MAX_UDP_PAYLOAD;
+use crate::wire::Format;
+use hdrhistogram::Histogram;
+use std::io;
+use std::net::{SocketAddr, UdpSocket};
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Most datagrams the kernel accepts in one GSO super-datagram (UDP_MAX_SEGMENTS).
+const GSO_MAX_SEGMENTS: usize = 64;
+
+/// How a run sends: datagram length, GSO segments, burst and messages per call, pace.
+pub(super) struct Plan {
+    pub(super) pkt_len: usize,
+    pub(super) segs: usize,
+    pub(super) burst: usize,
+    pub(super) msgs: usize,
+    pub(super) pps_per_stream: Option<f64>,
+    pub(super) gso_used: bool,
+}
+
+fn plan(cfg: &SendConfig, pkt_len: usize, gso_ok: bool) -> Plan {
+    let pps_per_stream = cfg.rate.packets_per_sec(pkt_len).map(|p| p / cfg.streams as f64);
+    let gso_used = cfg.gso && gso_ok;
+    let segs = if gso_used { (MAX_UDP_PAYLOAD / pkt_len).clamp(1, GSO_MAX_SEGMENTS) } else { 1 };
+    let max_burst = if gso_used { segs * 16 } else { 64 };
+    let auto = match pps_per_stream {
+        // Aim for one send call about every 50 us: bursts stay short, calls stay cheap.
+        Some(p) => ((p * 50e-6).round() as usize).clamp(1, max_burst),
+        None => max_burst,
+    };
+    let burst = cfg.burst.unwrap_or(auto).max(1);
+    let msgs = burst.div_ceil(segs);
+    Plan { pkt_len, segs, burst, msgs, pps_per_stream, gso_used }
+}
+
+fn explain_send_error(e: &io::Error, plan: &Plan, dest: SocketAddr) -> Error {
+    match e.raw_os_error() {
+        Some(libc::EMSGSIZE) => Error::Runtime(format!(
+            "the kernel refused a {}-byte datagram to {dest} as too large (EMSGSIZE): use a smaller --size",
+            plan.pkt_len
+        )),
+        Some(libc::EINVAL) if plan.gso_used => Error::Runtime(format!(
+            "the kernel refused GSO with {}-byte segments to {dest} (EINVAL): the segment plus headers must fit the path MTU; use a smaller --size or drop --gso",
+            plan.pkt_len
+        )),
+        Some(libc::EIO) if plan.gso_used => Error::Runtime(format!(
+            "the device towards {dest} cannot do UDP GSO (EIO: no checksum offload): run without --gso"
+        )),
+        Some(libc::ENETUNREACH) | Some(libc::EHOSTUNREACH) => {
+            Error::Runtime(format!("no route to {dest}: check the address and `ip route get {}`", dest.ip()))
+        }
+        Some(libc::EACCES) => Error::Runtime(format!(
+            "sending to {dest} was refused (EACCES): a broadcast address needs SO_BROADCAST, or a firewall forbids it"
+        )),
+        _ => Error::Runtime(format!("sending to {dest} failed: {e}")),
+    }
+}
+
+fn open_socket(cfg: &SendConfig) -> Result<UdpSocket> {
+    let local = match (cfg.bind, cfg.dest) {
+        (Some(ip), _) => SocketAddr::new(ip, 0),
+        (None, SocketAddr::V4(_)) => SocketAddr::from(([0, 0, 0, 0], 0)),
+        (None, SocketAddr::V6(_)) => SocketAddr::from(([0u16; 8], 0)),
+    };
+    let sock = UdpSocket::bind(local).map_err(|e| crate::error::bind_error(local, e))?;
+    if cfg.dest.ip().is_multicast() {
+        if let SocketAddr::V4(_) = cfg.dest {
+            let _ = sock.set_multicast_ttl_v4(cfg.ttl);
+            let _ = sock.set_multicast_loop_v4(true);
+        }
+    }
+    sock.connect(cfg.dest).map_err(|e| match e.raw_os_error() {
+        Some(libc::ENETUNREACH) => {
+            Error::Runtime(format!("no route to {}: check the address and `ip route get {}`", cfg.dest, cfg.dest.ip()))
+        }
+        _ => Error::Runtime(format!("cannot address {}: {e}", cfg.dest)),
+    })?;
+    let fd = sock.as_raw_fd();
+    if sys::set_sndbuf(fd, 4 << 20, true).is_err() {
+        let _ = sys::set_sndbuf(fd, 4 << 20, false);
+    }
+    Ok(sock)
+}
+
+struct StreamCtx<'a> {
+    cfg: &'a SendConfig,
+    fmt: &'a dyn Format,
+    plan: &'a Plan,
+    stop: &'a AtomicBool,
+    start_ns: u64,
+    session: u64,
+}
+
+fn run_stream(ctx: &StreamCtx<'_>, index: u32, sock: UdpSocket) -> Result<StreamSent> {
+    // The format's own stream id for this sender stream (a VDIF thread).
+    let fstream = index % ctx.fmt.stream_count().max(1);
+    let cfg = ctx.cfg;
+    let plan = ctx.plan;
+    if !cfg.cpus.is_empty() {
+        let cpu = cfg.cpus[index as usize % cfg.cpus.len()];
+        sys::pin_current_thread(cpu)
+            .map_err(|e| Error::Usage(format!("cannot pin sender thread to CPU {cpu}: {e} (see `nproc`)")))?;
+    }
+    let fd = sock.as_raw_fd();
+    let local_port = sock.local_addr().map(|a| a.port()).unwrap_or(0);
+    let mut batch = sys::SendBatch::new(plan.msgs, plan.segs * plan.pkt_len);
+    let mut gaps = Histogram::<u64>::new_with_bounds(1, 3_600_000_000_000, 3).expect("static bounds are valid");
+    let tenths_hint = cfg.duration.map(|d| d.as_secs() as usize * 10 + 20).unwrap_or(640);
+    let mut per_tenth: Vec<u64> = Vec::with_capacity(tenths_hint);
+    let mut pacer =
+        plan.pps_per_stream.map(|p| Pacer::new(p, ctx.start_ns, cfg.max_lag.as_nanos() as u64, cfg.catch_up_factor));
+    let deadline = cfg.duration.map(|d| ctx.start_ns + d.as_nanos() as u64);
+    let cpu0 = sys::thread_cpu_ns();
+    let seg = plan.gso_used.then_some(plan.pkt_len as u16);
+
+    // Every stream starts at t0 (the paced ones through their schedule).
+    sys::sleep_until_monotonic_ns(ctx.start_ns);
+    let mut idx: u64 = 0;
+    let (mut sent, mut skipped, mut calls, mut refused) = (0u64, 0u64, 0u64, 0u64);
+    let mut last_call: u64 = 0;
+    let mut last_ns = ctx.start_ns;
+    loop {
+        if ctx.stop.load(Ordering::Relaxed) {
+            break;
+        }
+        let mut n = plan.burst as u64;
+        if let Some(c) = cfg.count {
+            if idx >= c {
+                break;
+            }
+            n = n.min(c - idx);
+        }
+        let now = match pacer.as_mut() {
+            Some(p) => match p.wait(idx, n, deadline, ctx.stop) {
+                Some(t) => t,
+                None => break,
+            },
+            None => sys::monotonic_ns(),
+        };
+        if deadline.is_some_and(|d| now >= d) {
+            break;
+        }
+        // Build the batch: consecutive sequence numbers, skips left out.
+        let (mut msg, mut in_msg, mut batch_sent) = (0usize, 0usize, 0u64);
+        for k in 0..n {
+            let seq = cfg.start_seq.wrapping_add(idx + k);
+            if cfg.skipped(seq) {
+                skipped += 1;
+                continue;
+            }
+            let off = in_msg * plan.pkt_len;
+            ctx.fmt.emit(fstream, seq, &mut batch.buf_mut(msg)[off..off + plan.pkt_len]);
+            in_msg += 1;
+            batch_sent += 1;
+            if in_msg == plan.segs {
+                batch.set_message(msg, in_msg * plan.pkt_len, seg);
+                msg += 1;
+                in_msg = 0;
+            }
+        }
+        if in_msg > 0 {
+            batch.set_message(msg, in_msg * plan.pkt_len, seg);
+            msg += 1;
+        }
+        let mut done = 0;
+        while done < msg {
+            calls += 1;
+            match batch.send(fd, done, msg) {
+                Ok(k) => done += k,
+                Err(e) if e.raw_os_error() == Some(libc::ECONNREFUSED) => refused += 1,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted || e.raw_os_error() == Some(libc::ENOBUFS) => {}
+                Err(e) => return Err(explain_send_error(&e, plan, cfg.dest)),
+            }
+        }
+        sent += batch_sent;
+        idx += n;
+        if last_call != 0 {
+            gaps.saturating_record(now - last_call);
+        }
+        last_call = now;
+        last_ns = now;
+        let tenth = (now.saturating_sub(ctx.start_ns) / 100_000_000) as usize;
+        if per_tenth.len() <= tenth {
+            per_tenth.resize(tenth + 1, 0);
+        }
+        per_tenth[tenth] += n;
+    }
+    let cpu_ns = sys::thread_cpu_ns() - cpu0;
+    let stopped_at_ns = ctx.stop.load(Ordering::Relaxed).then(|| sys::monotonic_ns().saturating_sub(ctx.start_ns));
+    let last_seq = (idx > 0).then(|| cfg.start_seq.wrapping_add(idx - 1));
+
+    // Tell the receiver how far this stream went, a few times in case one copy is dropped.
+    let end = EndOfStream {
+        session: ctx.session,
+        stream_index: index,
+        stream_count: cfg.streams as u32,
+        format_stream: fstream,
+        first_seq: cfg.start_seq,
+        last_seq: cfg.start_seq.wrapping_add(idx).wrapping_sub(1),
+        sent,
+        skipped,
+    }
+    .encode();
+    std::thread::sleep(Duration::from_millis(2));
+    for _ in 0..3 {
+        let _ = sys::send_one(fd, &end);
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let (slips, slipped_ns, max_behind_ns) =
+        pacer.map(|p| (p.slips, p.slipped_ns, p.max_behind_ns)).unwrap_or((0, 0, 0));
+    Ok(StreamSent {
+        index,
+        local_port,
+        first_seq: cfg.start_seq,
+        last_seq,
+        sent,
+        skipped,
+        send_calls: calls,
+        refused,
+        slips,
+        slipped_ns,
+        max_behind_ns,
+        cpu_ns,
+        per_tenth,
+        gaps: Some(gaps),
+        elapsed_ns: last_ns.saturating_sub(ctx.start_ns),
+        stopped_at_ns,
+    })
+}
+
+/// Send as configured until the count, the duration or `stop` ends it.
+pub fn run(cfg: &SendConfig, fmt: Arc<dyn Format>, stop: &AtomicBool) -> Result<SendReport> {
+    validate(cfg, fmt.as_ref())?;
+    let pkt_len = fmt.packet_len();
+    let mut notes = Vec::new();
+    let socks: Vec<UdpSocket> = (0..cfg.streams).map(|_| open_socket(cfg)).collect::<Result<_>>()?;
+    let gso_ok = sys::gso_supported(socks[0].as_raw_fd());
+    if cfg.gso && !gso_ok {
+        notes.push(
+            "GSO requested but this kernel does not support UDP_SEGMENT: sending one datagram per message".into(),
+        );
+    }
+    let plan = plan(cfg, pkt_len, gso_ok);
+    if plan.gso_used && plan.segs == 1 {
+        notes.push(format!("GSO gains nothing at {pkt_len} bytes: only one datagram fits a 64 KiB super-datagram"));
+    }
+    let session = sys::realtime_ns() ^ (std::process::id() as u64).rotate_left(32) ^ 0x9e37_79b9_7f4a_7c15;
+    // Start slightly in the future so that every stream thread is ready at t0.
+    let start_ns = sys::monotonic_ns() + 2_000_000;
+    let ctx = StreamCtx { cfg, fmt: fmt.as_ref(), plan: &plan, stop, start_ns, session };
+    let results: Vec<Result<StreamSent>> = std::thread::scope(|s| {
+        let handles: Vec<_> = socks
+            .into_iter()
+            .enumerate()
+            .map(|(i, sock)| {
+                let ctx = &ctx;
+                std::thread::Builder::new()
+                    .name(format!("ws-send-{i}"))
+                    .spawn_scoped(s, move || run_stream(ctx, i as u32, sock))
+                    .expect("spawning a sender thread")
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().expect("sender thread panicked")).collect()
+    });
+    let streams: Vec<StreamSent> = results.into_iter().collect::<Result<_>>()?;
+    Ok(summarise(cfg, fmt.as_ref(), &plan, streams, notes))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::units::Rate;
+
+    #[test]
+    fn burst_plan() {
+        let mut c = SendConfig::new("127.0.0.1:9".parse().unwrap());
+        c.rate = Rate::Packets(1e6);
+        let p = plan(&c, 1080, true);
+        assert_eq!((p.segs, p.burst), (1, 50));
+        c.gso = true;
+        let p = plan(&c, 1080, true);
+        assert_eq!(p.segs, 60);
+        assert_eq!(p.msgs, 1);
+        let p = plan(&c, 8800, true);
+        assert_eq!(p.segs, 7);
+        assert_eq!(p.msgs, 8);
+        let p = plan(&c, 8800, false);
+        assert_eq!(p.segs, 1);
+        c.rate = Rate::Packets(10.0);
+        assert_eq!(plan(&c, 8800, true).burst, 1);
+    }
+}
