@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use wirespeed::error::parse_listen;
 use wirespeed::ledger::LedgerConfig;
-use wirespeed::rx::RecvConfig;
+use wirespeed::rx::{BackendKind, RecvConfig};
 use wirespeed::units::Rate;
 use wirespeed::units::{self, in_range};
 use wirespeed::wire::{spec, ByteOrder, Counter, Format};
@@ -307,6 +307,11 @@ pub fn mem_limit(s: &str) -> Result<u64, String> {
     size_in(s, 16 << 20, top, "a limit above the host's physical memory limits nothing")
 }
 
+/// A receive backend by name (`wirespeed recv --help` lists them).
+pub fn backend(s: &str) -> Result<BackendKind, String> {
+    s.trim().parse().map_err(|e: Error| e.to_string())
+}
+
 /// Gap ranges shown per stream: no ledger keeps more than its `max_ranges`.
 pub fn gaps(s: &str) -> Result<usize, String> {
     let top = LedgerConfig::default().max_ranges as u64;
@@ -387,6 +392,10 @@ pub struct RecvArgs {
     /// stale, not late.
     #[arg(long, default_value = "65536", value_parser = window)]
     pub window: u64,
+    /// How datagrams are taken from the kernel: recvmmsg (batches of --batch datagrams per
+    /// system call, with --gro optional) is the one backend today.
+    #[arg(long, default_value = "recvmmsg", value_name = "BACKEND", value_parser = backend)]
+    pub backend: BackendKind,
     /// Poll without blocking: lowest latency, but the capture core runs at 100%.
     #[arg(long)]
     pub busy_poll: bool,
@@ -485,6 +494,7 @@ pub fn recv_config(a: &RecvArgs) -> Result<RecvConfig, Error> {
     c.batch = a.batch;
     c.max_streams = a.max_streams;
     c.busy_poll = a.busy_poll;
+    c.backend = a.backend;
     if a.coalesce > Duration::from_millis(100) {
         return Err(Error::Usage("--coalesce above 100ms risks overflowing the socket buffer: use 0..100ms".into()));
     }
