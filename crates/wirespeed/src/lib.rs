@@ -9,6 +9,7 @@
 #![warn(missing_docs)]
 
 pub mod bench;
+pub mod calendar;
 pub mod control;
 pub mod error;
 pub mod kernel;

@@ -11,6 +11,7 @@
 pub mod verify;
 pub mod writer;
 
+pub use crate::calendar::{utc_compact, utc_iso};
 use crate::ledger::{GapRange, LedgerConfig, LedgerCounts, Segment, StreamLedger};
 use crate::wire::{Format, Invalid, LengthLock, UNSEQUENCED};
 use serde::{Deserialize, Serialize};
@@ -720,34 +721,6 @@ pub struct Sidecar {
     pub direct_io: bool,
     /// The wirespeed version that wrote it.
     pub writer: String,
-}
-
-/// UTC calendar time of a Unix time in nanoseconds: `YYYY-MM-DDTHH:MM:SS.mmmZ`.
-pub fn utc_iso(unix_ns: u64) -> String {
-    let (y, mo, d, h, mi, s) = civil(unix_ns / 1_000_000_000);
-    format!("{y:04}-{mo:02}-{d:02}T{h:02}:{mi:02}:{s:02}.{:03}Z", (unix_ns / 1_000_000) % 1000)
-}
-
-/// Compact UTC time for file names: `YYYYMMDDTHHMMSSZ`.
-pub fn utc_compact(unix_ns: u64) -> String {
-    let (y, mo, d, h, mi, s) = civil(unix_ns / 1_000_000_000);
-    format!("{y:04}{mo:02}{d:02}T{h:02}{mi:02}{s:02}Z")
-}
-
-/// Days since 1970-01-01 to (year, month, day): Howard Hinnant's civil-from-days algorithm.
-fn civil(secs: u64) -> (i64, u32, u32, u32, u32, u32) {
-    let days = (secs / 86400) as i64;
-    let rem = secs % 86400;
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    let y = yoe + era * 400 + if m <= 2 { 1 } else { 0 };
-    (y, m, d, (rem / 3600) as u32, ((rem / 60) % 60) as u32, (rem % 60) as u32)
 }
 
 /// Count a record's invalid reasons as the sidecar shows them.

@@ -331,7 +331,7 @@ impl Format for Mark5b {
     fn seq_at(&self, unix_ns: u64) -> Option<u64> {
         let s = (unix_ns / 1_000_000_000) as i64;
         let fps = i64::from(self.cfg.fps);
-        let mjd = 40_587 + s.div_euclid(DAY);
+        let mjd = crate::calendar::MJD_UNIX_EPOCH + s.div_euclid(DAY);
         let sod = s.rem_euclid(DAY);
         let frame = ((unix_ns % 1_000_000_000) as u128 * fps as u128).div_ceil(1_000_000_000) as i64;
         let mut days = (mjd - i64::from(self.mjd)).rem_euclid(1000);

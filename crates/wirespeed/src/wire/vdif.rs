@@ -18,26 +18,14 @@
 
 use super::fill::{At, Fill};
 use super::{Format, Invalid, PacketInfo};
+use crate::calendar::{days_from_civil, DAY_SECS, UNIX_2000};
 use std::sync::Arc;
-
-const UNIX_2000: u64 = 946_684_800;
-
-/// Days from 1970-01-01 to the given civil date (proleptic Gregorian).
-fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (m + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
-}
 
 /// Seconds from 2000-01-01 00:00 UTC to the start of VDIF reference epoch `k` (half-years).
 pub fn epoch_start(k: u8) -> u64 {
     let k = i64::from(k & 63);
     let days = days_from_civil(2000 + k / 2, if k % 2 == 1 { 7 } else { 1 }, 1) - days_from_civil(2000, 1, 1);
-    days as u64 * 86_400
+    days as u64 * DAY_SECS
 }
 
 /// The current reference epoch and the seconds since its start, from the system clock.
@@ -165,8 +153,7 @@ impl Vdif {
 
     /// Sequence number of the first frame at or after `unix_ns`.
     pub fn seq_at_time(&self, unix_ns: u64) -> Option<u64> {
-        const Y2000: u64 = 946_684_800;
-        let secs = (unix_ns / 1_000_000_000).checked_sub(Y2000)?;
+        let secs = (unix_ns / 1_000_000_000).checked_sub(UNIX_2000)?;
         let fps = u64::from(self.cfg.fps);
         let frame = ((unix_ns % 1_000_000_000) as u128 * fps as u128).div_ceil(1_000_000_000) as u64;
         Some(secs.wrapping_sub(self.base).wrapping_mul(fps).wrapping_add(frame))
