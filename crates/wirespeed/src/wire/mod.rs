@@ -16,6 +16,7 @@ pub mod spead;
 pub mod spec;
 pub mod stream;
 pub mod vdif;
+pub mod view;
 
 use std::fmt;
 
