@@ -11,6 +11,7 @@ pub mod crc;
 pub mod fill;
 pub mod fuzz;
 pub mod mark5b;
+pub mod net;
 pub mod seqfield;
 pub mod spead;
 pub mod spec;
