@@ -9,6 +9,7 @@
 //! everything: the source address, a nanosecond time stamp and any length.
 
 pub mod pcap;
+pub mod recordable;
 pub mod verify;
 pub mod writer;
 
@@ -19,6 +20,7 @@ pub use pcap::{
     parse_pcap_global, parse_pcap_packet, pcap_global_header, pcap_record_header, PcapInfo, PcapPacket, LINKTYPES_READ,
     LINKTYPE_RAW, PCAP_GLOBAL_LEN, PCAP_MAGIC_NS, PCAP_MAGIC_US, PCAP_RECORD_OVERHEAD,
 };
+pub use recordable::{recordable, Recordable};
 use serde::{Deserialize, Serialize};
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -145,6 +147,7 @@ pub struct ReadLayout {
 impl ReadLayout {
     /// The layout of recordings made of `fmt` in `file_format`. Raw files need a fixed length.
     pub fn for_stream(fmt: &Arc<dyn Format>, file_format: FileFormat) -> Result<ReadLayout, String> {
+        let rec = recordable(&**fmt);
         match file_format {
             FileFormat::Pcap => Ok(ReadLayout { file_format, reader: fmt.clone(), record_len: 0 }),
             FileFormat::Raw => {
@@ -154,7 +157,7 @@ impl ReadLayout {
                         fmt.name()
                     )
                 })?;
-                let strip = fmt.raw_strip();
+                let strip = rec.raw_strip();
                 if strip >= len {
                     return Err(format!(
                         "format {} strips {strip} of its {len} bytes: nothing left to record",
@@ -163,7 +166,7 @@ impl ReadLayout {
                 }
                 // A reader of its own (VTP -> VDIF, Mark5B halves -> whole frames) says how long a
                 // record of the file is; datagrams then fill records in order.
-                let (reader, record_len) = match fmt.raw_reader() {
+                let (reader, record_len) = match rec.raw_reader() {
                     Some(r) => {
                         let n = r.fixed_len().unwrap_or(len - strip);
                         (r, n)

@@ -285,7 +285,7 @@ pub fn collect(paths: &[PathBuf], format: Option<&Arc<dyn Format>>) -> Result<Co
             }
         }
         any_sidecar |= candidates.iter().any(|c| has_sidecar(c));
-        let ext = format.map(|f| f.file_extension());
+        let ext = format.map(|f| super::recordable(&**f).file_extension());
         for c in candidates {
             let pcap = magic_kind(&head_of(&c)).is_some() || has_pcap_name(&c);
             let by_format = !any_sidecar

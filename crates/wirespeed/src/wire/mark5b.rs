@@ -29,7 +29,6 @@ use super::fill::{tvg_find_phase, At, Fill, TVG_PERIOD};
 use super::stream::UNSEQUENCED;
 use super::view::{check_len, Psn, Truncated};
 use super::{Format, Invalid, PacketInfo};
-use std::sync::Arc;
 
 /// Mark5B sync word (bytes `ED DE AD AB` on the wire).
 pub const SYNC: u32 = 0xABAD_DEED;
@@ -366,6 +365,20 @@ impl Mark5b {
         Ok((rel * i64::from(fps) + i64::from(f), f))
     }
 
+    /// The same stream as whole frames without a PSN: the instrument's own frame format, in
+    /// which halves and PSN datagrams are recorded.
+    pub fn whole_frames(&self) -> Mark5b {
+        Mark5b { cfg: Mark5bConfig { halves: false, psn: false, ..self.cfg }, ..self.clone() }
+    }
+
+    /// Which half of its frame a datagram of a halves stream carries (0 first, 1 second), from
+    /// its own bytes: a first half starts with the sync word (after any PSN), a second half has
+    /// no header. `None` for whole-frame streams, or a datagram too short to tell.
+    pub fn half_index(&self, datagram: &[u8]) -> Option<u64> {
+        let body = datagram.get(self.prefix()..self.prefix() + 4)?;
+        self.cfg.halves.then(|| u64::from(!starts_with_sync(body)))
+    }
+
     /// Check the half without header (payload bytes 4992.. of a frame): the frame sequence number
     /// when the fill tells it (counter), `None` when the half is valid but cannot be numbered.
     fn check_second_half(&self, body: &[u8], key: u64) -> Result<Option<i64>, Invalid> {
@@ -420,19 +433,8 @@ impl Format for Mark5b {
         )
     }
 
-    fn file_extension(&self) -> &'static str {
-        "m5b"
-    }
-
-    fn raw_strip(&self) -> usize {
-        self.prefix()
-    }
-
-    fn raw_reader(&self) -> Option<Arc<dyn Format>> {
-        (self.cfg.halves || self.cfg.psn).then(|| {
-            Arc::new(Mark5b { cfg: Mark5bConfig { halves: false, psn: false, ..self.cfg }, ..self.clone() })
-                as Arc<dyn Format>
-        })
+    fn as_any(&self) -> Option<&dyn std::any::Any> {
+        Some(self)
     }
 
     fn checked_range(&self, first: u64, last: u64) -> (u64, u64) {
@@ -442,12 +444,6 @@ impl Format for Mark5b {
         // Sender number 2f is frame f's header half, 2f+1 its second half (see split_seq).
         let (f, l) = (first as i64, last as i64);
         ((f.div_euclid(2) + f.rem_euclid(2)) as u64, l.div_euclid(2) as u64)
-    }
-
-    fn raw_part(&self, datagram: &[u8]) -> Option<u64> {
-        // A first half starts with the sync word (after any PSN); a second half has no header.
-        let body = datagram.get(self.prefix()..self.prefix() + 4)?;
-        self.cfg.halves.then(|| u64::from(!starts_with_sync(body)))
     }
 
     fn seq_at(&self, unix_ns: u64) -> Option<u64> {
@@ -682,6 +678,7 @@ mod tests {
 
     #[test]
     fn psn_and_raw_reader() {
+        use crate::spool::Recordable;
         let m = Mark5b::new(Mark5bConfig { halves: true, psn: true, fill: Fill::Tvg, ..cfg() }).unwrap();
         let mut a = vec![0u8; m.packet_len()];
         let mut b = vec![0u8; m.packet_len()];

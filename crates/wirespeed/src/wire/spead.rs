@@ -133,6 +133,10 @@ impl Format for Spead {
         8 + 8 * ITEMS + self.cfg.payload
     }
 
+    fn as_any(&self) -> Option<&dyn std::any::Any> {
+        Some(self)
+    }
+
     fn spec(&self) -> String {
         let c = &self.cfg;
         format!(

@@ -20,7 +20,6 @@ use super::fill::{At, Fill};
 use super::view::{check_len, Psn, Truncated};
 use super::{Format, Invalid, PacketInfo};
 use crate::calendar::{days_from_civil, DAY_SECS, UNIX_2000};
-use std::sync::Arc;
 
 /// Bytes in a VDIF header (the legacy header has only its first 16).
 pub const HEADER_LEN: usize = 32;
@@ -470,8 +469,8 @@ impl Format for Vdif {
     fn seq_at(&self, unix_ns: u64) -> Option<u64> {
         self.seq_at_time(unix_ns)
     }
-    fn file_extension(&self) -> &'static str {
-        "vdif"
+    fn as_any(&self) -> Option<&dyn std::any::Any> {
+        Some(self)
     }
     fn emit(&self, stream: u32, seq: u64, buf: &mut [u8]) {
         self.emit_frame(stream, seq, buf)
@@ -530,14 +529,8 @@ impl Format for Vtp {
     fn seq_at(&self, unix_ns: u64) -> Option<u64> {
         self.vdif.seq_at_time(unix_ns)
     }
-    fn file_extension(&self) -> &'static str {
-        "vdif"
-    }
-    fn raw_strip(&self) -> usize {
-        8
-    }
-    fn raw_reader(&self) -> Option<Arc<dyn Format>> {
-        Some(Arc::new(self.vdif.clone()))
+    fn as_any(&self) -> Option<&dyn std::any::Any> {
+        Some(self)
     }
     fn emit(&self, stream: u32, seq: u64, buf: &mut [u8]) {
         let psn = if self.psn32 { seq & 0xFFFF_FFFF } else { seq };
@@ -732,6 +725,7 @@ mod tests {
 
     #[test]
     fn vtp_psn_and_raw_reader() {
+        use crate::spool::Recordable;
         let v = Vdif::new(VdifConfig { threads: 2, ..cfg() }).unwrap();
         for psn32 in [false, true] {
             let t = Vtp::new(v.clone(), psn32);
