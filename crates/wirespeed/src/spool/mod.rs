@@ -3,6 +3,10 @@
 //! share this code, so a recording is read back exactly the way it was accounted for when
 //! written.
 //!
+//! The pcap headers are views in [`pcap`]; what recording a particular format involves (its
+//! file extension, the prefix it strips, the format that reads the file back) is
+//! [`Recordable`], in [`recordable`].
+//!
 //! A raw file is the datagram payloads back to back (less any transport prefix the format
 //! strips), which for VDIF and Mark5B streams is a file VLBI software opens as it is. It keeps no
 //! datagram boundaries, so it needs a format with a fixed record length. A pcap file keeps

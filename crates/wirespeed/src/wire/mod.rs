@@ -5,6 +5,11 @@
 //! "what bytes does packet N carry?". Each format is one implementation of [`Format`]; the
 //! sender, receiver and (later) recorder never branch on the format themselves. This module is
 //! pure code with no system calls, so fuzzers and other front ends can reuse it.
+//!
+//! Every fixed byte layout is written once, as a view beside its format (`vdif::Header`,
+//! `mark5b::Header`, `spead::Packet`; the Ethernet/IPv4/UDP headers in [`net`]), with the
+//! shared pieces in [`view`]; a format's `emit` and `check` both go through its view. How a
+//! format is recorded to files is not a wire question: see [`crate::spool::Recordable`].
 
 pub mod counter;
 pub mod crc;
