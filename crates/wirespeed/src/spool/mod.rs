@@ -5,7 +5,7 @@
 //!
 //! The pcap headers are views in [`pcap`]; what recording a particular format involves (its
 //! file extension, the prefix it strips, the format that reads the file back) is
-//! [`Recordable`], in [`recordable`].
+//! [`Recordable`], in [`recordable`](mod@recordable).
 //!
 //! A raw file is the datagram payloads back to back (less any transport prefix the format
 //! strips), which for VDIF and Mark5B streams is a file VLBI software opens as it is. It keeps no
