@@ -10,6 +10,7 @@
 #![deny(unsafe_code)]
 
 pub mod bench;
+pub mod calendar;
 pub mod control;
 pub mod demo;
 pub mod error;

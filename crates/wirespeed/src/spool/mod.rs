@@ -3,18 +3,30 @@
 //! share this code, so a recording is read back exactly the way it was accounted for when
 //! written.
 //!
+//! The pcap headers are views in [`pcap`]; what recording a particular format involves (its
+//! file extension, the prefix it strips, the format that reads the file back) is
+//! [`Recordable`], in [`recordable`](mod@recordable).
+//!
 //! A raw file is the datagram payloads back to back (less any transport prefix the format
 //! strips), which for VDIF and Mark5B streams is a file VLBI software opens as it is. It keeps no
 //! datagram boundaries, so it needs a format with a fixed record length. A pcap file keeps
 //! everything: the source address, a nanosecond time stamp and any length.
 
+pub mod pcap;
+pub mod recordable;
 pub mod verify;
 pub mod writer;
 
+pub use crate::calendar::{utc_compact, utc_iso};
 use crate::ledger::{GapRange, LedgerConfig, LedgerCounts, Segment, StreamLedger};
 use crate::wire::{Format, Invalid, LengthLock, UNSEQUENCED};
+pub use pcap::{
+    parse_pcap_global, parse_pcap_packet, pcap_global_header, pcap_record_header, PcapInfo, PcapPacket, LINKTYPES_READ,
+    LINKTYPE_RAW, PCAP_GLOBAL_LEN, PCAP_MAGIC_NS, PCAP_MAGIC_US, PCAP_RECORD_OVERHEAD,
+};
+pub use recordable::{recordable, Recordable};
 use serde::{Deserialize, Serialize};
-use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
+use std::net::SocketAddr;
 use std::sync::Arc;
 
 /// Schema of the sidecar written next to every recorded file. Version 2: `not_written` counts
@@ -124,164 +136,6 @@ impl FileFormat {
     }
 }
 
-/// pcap magic for nanosecond time stamps, as stored little-endian.
-pub const PCAP_MAGIC_NS: u32 = 0xA1B2_3C4D;
-/// pcap magic for microsecond time stamps.
-pub const PCAP_MAGIC_US: u32 = 0xA1B2_C3D4;
-/// pcap global header length.
-pub const PCAP_GLOBAL_LEN: usize = 24;
-/// pcap record header + IPv4 header + UDP header: what precedes each payload in our pcap files.
-pub const PCAP_RECORD_OVERHEAD: usize = 16 + 20 + 8;
-/// LINKTYPE_RAW: each packet starts with an IPv4 (or IPv6) header.
-pub const LINKTYPE_RAW: u32 = 101;
-
-/// The 24-byte pcap global header of our files.
-pub fn pcap_global_header() -> [u8; PCAP_GLOBAL_LEN] {
-    let mut h = [0u8; PCAP_GLOBAL_LEN];
-    h[0..4].copy_from_slice(&PCAP_MAGIC_NS.to_le_bytes());
-    h[4..6].copy_from_slice(&2u16.to_le_bytes());
-    h[6..8].copy_from_slice(&4u16.to_le_bytes());
-    h[16..20].copy_from_slice(&65535u32.to_le_bytes());
-    h[20..24].copy_from_slice(&LINKTYPE_RAW.to_le_bytes());
-    h
-}
-
-/// The pcap record header and synthesized IPv4/UDP headers for one datagram of `len` payload
-/// bytes from `src` to `dst`, received at `unix_ns`. Built on the stack in the capture loop.
-#[inline]
-pub fn pcap_record_header(
-    unix_ns: u64,
-    src: SocketAddrV4,
-    dst: SocketAddrV4,
-    len: usize,
-) -> [u8; PCAP_RECORD_OVERHEAD] {
-    let mut h = [0u8; PCAP_RECORD_OVERHEAD];
-    let cap = (len + 28) as u32;
-    h[0..4].copy_from_slice(&((unix_ns / 1_000_000_000) as u32).to_le_bytes());
-    h[4..8].copy_from_slice(&((unix_ns % 1_000_000_000) as u32).to_le_bytes());
-    h[8..12].copy_from_slice(&cap.to_le_bytes());
-    h[12..16].copy_from_slice(&cap.to_le_bytes());
-    let ip = &mut h[16..36];
-    ip[0] = 0x45;
-    ip[2..4].copy_from_slice(&(cap as u16).to_be_bytes());
-    ip[6] = 0x40; // don't fragment
-    ip[8] = 64;
-    ip[9] = 17;
-    ip[12..16].copy_from_slice(&src.ip().octets());
-    ip[16..20].copy_from_slice(&dst.ip().octets());
-    let mut sum = 0u32;
-    for w in ip.chunks_exact(2) {
-        sum += u16::from_be_bytes([w[0], w[1]]) as u32;
-    }
-    while sum > 0xffff {
-        sum = (sum & 0xffff) + (sum >> 16);
-    }
-    ip[10..12].copy_from_slice(&(!(sum as u16)).to_be_bytes());
-    let udp = &mut h[36..44];
-    udp[0..2].copy_from_slice(&src.port().to_be_bytes());
-    udp[2..4].copy_from_slice(&dst.port().to_be_bytes());
-    udp[4..6].copy_from_slice(&((len + 8) as u16).to_be_bytes());
-    h
-}
-
-/// A pcap file's global parameters, as read back.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct PcapInfo {
-    /// Time stamps are nanoseconds (else microseconds).
-    pub nanos: bool,
-    /// Fields are big-endian (written on a big-endian host).
-    pub big_endian: bool,
-    /// Link type (1 Ethernet, 101/228 raw IPv4, 113/276 Linux cooked v1/v2).
-    pub linktype: u32,
-}
-
-/// pcap link types whose packets [`parse_pcap_packet`] can take apart.
-pub const LINKTYPES_READ: [u32; 5] = [1, 101, 228, 113, 276];
-
-/// Read a pcap global header; None when `b` does not start with one.
-pub fn parse_pcap_global(b: &[u8]) -> Option<PcapInfo> {
-    if b.len() < PCAP_GLOBAL_LEN {
-        return None;
-    }
-    let le = u32::from_le_bytes(b[0..4].try_into().ok()?);
-    let be = u32::from_be_bytes(b[0..4].try_into().ok()?);
-    let (nanos, big_endian) = match (le, be) {
-        (PCAP_MAGIC_NS, _) => (true, false),
-        (PCAP_MAGIC_US, _) => (false, false),
-        (_, PCAP_MAGIC_NS) => (true, true),
-        (_, PCAP_MAGIC_US) => (false, true),
-        _ => return None,
-    };
-    let lt = if big_endian {
-        u32::from_be_bytes(b[20..24].try_into().ok()?)
-    } else {
-        u32::from_le_bytes(b[20..24].try_into().ok()?)
-    };
-    Some(PcapInfo { nanos, big_endian, linktype: lt & 0x0fff_ffff })
-}
-
-/// One pcap record's parts.
-#[derive(Clone, Copy, Debug)]
-pub struct PcapPacket<'a> {
-    /// Time stamp, nanoseconds since the Unix epoch.
-    pub unix_ns: u64,
-    /// Source of the UDP datagram, when the packet is IPv4/UDP.
-    pub src: Option<SocketAddr>,
-    /// UDP payload, when the packet is an unfragmented IPv4/UDP datagram captured whole.
-    pub payload: Option<&'a [u8]>,
-}
-
-/// Split a record's bytes (after its 16-byte header) into the UDP source and payload.
-pub fn parse_pcap_packet<'a>(info: &PcapInfo, data: &'a [u8], orig_len: u32) -> (Option<SocketAddr>, Option<&'a [u8]>) {
-    let ip = match info.linktype {
-        101 | 228 => data,
-        1 => {
-            let mut off = 12;
-            let mut et = data.get(off..off + 2).map(|e| u16::from_be_bytes([e[0], e[1]]));
-            while et == Some(0x8100) || et == Some(0x88a8) {
-                off += 4;
-                et = data.get(off..off + 2).map(|e| u16::from_be_bytes([e[0], e[1]]));
-            }
-            if et != Some(0x0800) {
-                return (None, None);
-            }
-            &data[off + 2..]
-        }
-        113 => {
-            if data.get(14..16) != Some(&[0x08, 0x00]) {
-                return (None, None);
-            }
-            &data[16..]
-        }
-        // Linux cooked v2 (`tcpdump -i any` on current libpcap): protocol first, 20-byte header.
-        276 => {
-            if data.get(0..2) != Some(&[0x08, 0x00]) || data.len() < 20 {
-                return (None, None);
-            }
-            &data[20..]
-        }
-        _ => return (None, None),
-    };
-    if ip.len() < 20 || ip[0] >> 4 != 4 || ip[9] != 17 {
-        return (None, None);
-    }
-    let ihl = (ip[0] & 0x0f) as usize * 4;
-    let frag = u16::from_be_bytes([ip[6], ip[7]]);
-    if ihl < 20 || ip.len() < ihl + 8 || frag & 0x3fff != 0 {
-        return (None, None);
-    }
-    let src_ip = Ipv4Addr::new(ip[12], ip[13], ip[14], ip[15]);
-    let udp = &ip[ihl..];
-    let sport = u16::from_be_bytes([udp[0], udp[1]]);
-    let src = Some(SocketAddr::V4(SocketAddrV4::new(src_ip, sport)));
-    let ulen = u16::from_be_bytes([udp[4], udp[5]]) as usize;
-    let whole = data.len() as u32 == orig_len;
-    if ulen < 8 || udp.len() < ulen || !whole {
-        return (src, None);
-    }
-    (src, Some(&udp[8..ulen]))
-}
-
 /// What a reader of a recorded file needs to know: the file format, the format that checks the
 /// records, and (raw) the record length.
 #[derive(Clone, Debug)]
@@ -297,6 +151,7 @@ pub struct ReadLayout {
 impl ReadLayout {
     /// The layout of recordings made of `fmt` in `file_format`. Raw files need a fixed length.
     pub fn for_stream(fmt: &Arc<dyn Format>, file_format: FileFormat) -> Result<ReadLayout, String> {
+        let rec = recordable(&**fmt);
         match file_format {
             FileFormat::Pcap => Ok(ReadLayout { file_format, reader: fmt.clone(), record_len: 0 }),
             FileFormat::Raw => {
@@ -306,7 +161,7 @@ impl ReadLayout {
                         fmt.name()
                     )
                 })?;
-                let strip = fmt.raw_strip();
+                let strip = rec.raw_strip();
                 if strip >= len {
                     return Err(format!(
                         "format {} strips {strip} of its {len} bytes: nothing left to record",
@@ -315,7 +170,7 @@ impl ReadLayout {
                 }
                 // A reader of its own (VTP -> VDIF, Mark5B halves -> whole frames) says how long a
                 // record of the file is; datagrams then fill records in order.
-                let (reader, record_len) = match fmt.raw_reader() {
+                let (reader, record_len) = match rec.raw_reader() {
                     Some(r) => {
                         let n = r.fixed_len().unwrap_or(len - strip);
                         (r, n)
@@ -622,22 +477,14 @@ impl RecordWalker {
             FileFormat::Raw if self.layout.record_len == 0 => Err(()),
             FileFormat::Raw => Ok(Some(self.layout.record_len)),
             FileFormat::Pcap => {
-                let (Some(p), true) = (self.pcap, b.len() >= 16) else { return Ok(None) };
-                let caplen = self.u32(&p, &b[8..12]) as usize;
+                let Some(p) = self.pcap else { return Ok(None) };
+                let Ok(h) = pcap::RecordHeader::new_checked(b, p.order()) else { return Ok(None) };
+                let caplen = h.caplen() as usize;
                 if caplen > 262_144 {
                     return Err(());
                 }
-                Ok(Some(16 + caplen))
+                Ok(Some(pcap::PCAP_RECORD_LEN + caplen))
             }
-        }
-    }
-
-    fn u32(&self, p: &PcapInfo, b: &[u8]) -> u32 {
-        let a: [u8; 4] = [b[0], b[1], b[2], b[3]];
-        if p.big_endian {
-            u32::from_be_bytes(a)
-        } else {
-            u32::from_le_bytes(a)
         }
     }
 
@@ -647,13 +494,13 @@ impl RecordWalker {
             FileFormat::Raw => ledger.add(None, rec),
             FileFormat::Pcap => {
                 let Some(p) = self.pcap else { return };
-                let sec = self.u32(&p, &rec[0..4]) as u64;
-                let frac = self.u32(&p, &rec[4..8]) as u64;
-                let orig = self.u32(&p, &rec[12..16]);
-                ledger.add_time(sec * 1_000_000_000 + if p.nanos { frac } else { frac * 1000 });
-                match parse_pcap_packet(&p, &rec[16..], orig) {
+                let Ok(h) = pcap::RecordHeader::new_checked(rec, p.order()) else { return };
+                let orig = h.origlen();
+                ledger.add_time(h.unix_ns(p.nanos));
+                let data = &rec[pcap::PCAP_RECORD_LEN..];
+                match parse_pcap_packet(&p, data, orig) {
                     (src, Some(payload)) => ledger.add(src, payload),
-                    _ => ledger.add_unreadable((rec.len() - 16) < orig as usize),
+                    _ => ledger.add_unreadable(data.len() < orig as usize),
                 }
             }
         }
@@ -722,34 +569,6 @@ pub struct Sidecar {
     pub writer: String,
 }
 
-/// UTC calendar time of a Unix time in nanoseconds: `YYYY-MM-DDTHH:MM:SS.mmmZ`.
-pub fn utc_iso(unix_ns: u64) -> String {
-    let (y, mo, d, h, mi, s) = civil(unix_ns / 1_000_000_000);
-    format!("{y:04}-{mo:02}-{d:02}T{h:02}:{mi:02}:{s:02}.{:03}Z", (unix_ns / 1_000_000) % 1000)
-}
-
-/// Compact UTC time for file names: `YYYYMMDDTHHMMSSZ`.
-pub fn utc_compact(unix_ns: u64) -> String {
-    let (y, mo, d, h, mi, s) = civil(unix_ns / 1_000_000_000);
-    format!("{y:04}{mo:02}{d:02}T{h:02}{mi:02}{s:02}Z")
-}
-
-/// Days since 1970-01-01 to (year, month, day): Howard Hinnant's civil-from-days algorithm.
-fn civil(secs: u64) -> (i64, u32, u32, u32, u32, u32) {
-    let days = (secs / 86400) as i64;
-    let rem = secs % 86400;
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    let y = yoe + era * 400 + if m <= 2 { 1 } else { 0 };
-    (y, m, d, (rem / 3600) as u32, ((rem / 60) % 60) as u32, (rem % 60) as u32)
-}
-
 /// Count a record's invalid reasons as the sidecar shows them.
 pub fn reasons(kinds: &[u64; 3]) -> crate::rx::InvalidReasons {
     crate::rx::InvalidReasons {
@@ -763,6 +582,7 @@ pub fn reasons(kinds: &[u64; 3]) -> crate::rx::InvalidReasons {
 mod tests {
     use super::*;
     use crate::wire::{ByteOrder, Counter};
+    use std::net::{Ipv4Addr, SocketAddrV4};
 
     #[test]
     fn prefixes_stay_file_names() {

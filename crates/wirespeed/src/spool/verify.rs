@@ -178,11 +178,9 @@ pub struct Collected {
 
 /// pcap magic numbers, both byte orders, and pcapng's section header block type.
 fn magic_kind(head: &[u8]) -> Option<&'static str> {
-    let m: [u8; 4] = head.get(..4)?.try_into().ok()?;
-    let (le, be) = (u32::from_le_bytes(m), u32::from_be_bytes(m));
-    if [super::PCAP_MAGIC_NS, super::PCAP_MAGIC_US].iter().any(|x| *x == le || *x == be) {
+    if super::pcap::magic_of(head).is_some() {
         Some("pcap")
-    } else if le == 0x0A0D_0D0A {
+    } else if head.get(..4)? == super::pcap::PCAPNG_MAGIC.to_le_bytes() {
         Some("pcapng")
     } else {
         None
@@ -287,7 +285,7 @@ pub fn collect(paths: &[PathBuf], format: Option<&Arc<dyn Format>>) -> Result<Co
             }
         }
         any_sidecar |= candidates.iter().any(|c| has_sidecar(c));
-        let ext = format.map(|f| f.file_extension());
+        let ext = format.map(|f| super::recordable(&**f).file_extension());
         for c in candidates {
             let pcap = magic_kind(&head_of(&c)).is_some() || has_pcap_name(&c);
             let by_format = !any_sidecar

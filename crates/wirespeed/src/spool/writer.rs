@@ -192,7 +192,7 @@ pub struct RingSink {
     /// Datagrams per file record (2 for Mark5B halves), and which part comes next.
     parts: u64,
     next_part: u64,
-    part_of: Option<Arc<dyn crate::wire::Format>>,
+    part_of: Option<Arc<dyn super::Recordable + Send + Sync>>,
     strip: usize,
     dst: SocketAddrV4,
     rt_offset: u64,
@@ -223,7 +223,7 @@ impl RingSink {
         };
         let mono = sys::monotonic_ns();
         let unix = sys::realtime_ns();
-        let (fixed_len, strip) = (fmt.fixed_len().unwrap_or(0), fmt.raw_strip());
+        let (fixed_len, strip) = (fmt.fixed_len().unwrap_or(0), super::recordable(&**fmt).raw_strip());
         // Datagrams per file record: more than one for Mark5B halves recorded as whole frames.
         let piece = fixed_len.saturating_sub(strip).max(1) as u64;
         let record_len = layout.record_len as u64;
@@ -240,7 +240,7 @@ impl RingSink {
             record_len,
             parts,
             next_part: 0,
-            part_of: (parts > 1).then(|| fmt.clone()),
+            part_of: (parts > 1).then(|| super::recordable::recordable_owned(&**fmt)),
             strip,
             dst,
             rt_offset: unix.wrapping_sub(mono),

@@ -85,6 +85,10 @@ impl Format for Counter {
         self.strict_len.then_some(self.len)
     }
 
+    fn as_any(&self) -> Option<&dyn std::any::Any> {
+        Some(self)
+    }
+
     fn spec(&self) -> String {
         if self.strict_len {
             format!("counter,size={},order={}", self.len, self.order)

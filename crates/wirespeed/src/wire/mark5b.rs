@@ -27,21 +27,156 @@
 use super::crc::crc16;
 use super::fill::{tvg_find_phase, At, Fill, TVG_PERIOD};
 use super::stream::UNSEQUENCED;
+use super::view::{check_len, Psn, Truncated};
 use super::{Format, Invalid, PacketInfo};
-use std::sync::Arc;
 
 /// Mark5B sync word (bytes `ED DE AD AB` on the wire).
 pub const SYNC: u32 = 0xABAD_DEED;
+/// Bytes in a Mark5B header.
+pub const HEADER_LEN: usize = 16;
 /// Bytes in a frame: 16-byte header + 10000-byte payload.
 pub const FRAME_LEN: usize = 10016;
 /// Bytes in a half frame (Mark5C-style datagram).
 pub const HALF_LEN: usize = FRAME_LEN / 2;
 const PAYLOAD: u64 = 10000;
 /// Payload bytes carried by the first half (after the header).
-const FIRST_PAYLOAD: u64 = (HALF_LEN - 16) as u64;
+const FIRST_PAYLOAD: u64 = (HALF_LEN - HEADER_LEN) as u64;
 const DAY: i64 = 86_400;
 /// 2500^-1 modulo the TVG period, to find a frame from the phase of a second half.
 const INV2500: u64 = 31417;
+
+/// Where each header field sits (formats.md section 3): word, lowest bit, width.
+mod field {
+    use crate::wire::view::Bits;
+    pub const SYNC: Bits = Bits::new(0, 0, 32);
+    pub const USER: Bits = Bits::new(1, 16, 16);
+    pub const TVG: Bits = Bits::new(1, 15, 1);
+    pub const FRAME: Bits = Bits::new(1, 0, 15);
+    /// MJD modulo 1000, 3 BCD digits.
+    pub const MJD: Bits = Bits::new(2, 20, 12);
+    /// Second of the day, 5 BCD digits.
+    pub const SOD: Bits = Bits::new(2, 0, 20);
+    /// Fraction of the second in 0.1 ms, 4 BCD digits.
+    pub const FRAC: Bits = Bits::new(3, 16, 16);
+    pub const CRC: Bits = Bits::new(3, 0, 16);
+    /// All of word 2 (MJD and second of day), as the CRC covers it.
+    pub const DATE_TIME: Bits = Bits::new(2, 0, 32);
+}
+
+/// Whether `b` starts with the sync word: all a datagram needs to show to be a frame's first
+/// half (the rest of its header may be cut short).
+pub fn starts_with_sync(b: &[u8]) -> bool {
+    b.len() >= 4 && field::SYNC.get(b) == SYNC
+}
+
+/// A view of a Mark5B frame header: every read and write of a header field goes through it.
+/// The time fields are BCD on the wire; the view converts (`None` for a digit above 9).
+#[derive(Clone, Copy, Debug)]
+pub struct Header<T> {
+    buffer: T,
+}
+
+impl<T: AsRef<[u8]>> Header<T> {
+    /// A view without a length check (accessors panic on a buffer shorter than 16 bytes).
+    pub fn new_unchecked(buffer: T) -> Header<T> {
+        Header { buffer }
+    }
+
+    /// A view, refused when the buffer is shorter than the 16-byte header.
+    pub fn new_checked(buffer: T) -> Result<Header<T>, Truncated> {
+        check_len(buffer.as_ref(), HEADER_LEN)?;
+        Ok(Header { buffer })
+    }
+
+    fn b(&self) -> &[u8] {
+        self.buffer.as_ref()
+    }
+
+    /// Whether word 0 is the sync word (what tells a first half from a second).
+    pub fn sync_ok(&self) -> bool {
+        starts_with_sync(self.b())
+    }
+    /// User-specified data.
+    pub fn user(&self) -> u16 {
+        field::USER.get(self.b()) as u16
+    }
+    /// The T bit: data from the test vector generator.
+    pub fn tvg(&self) -> bool {
+        field::TVG.get(self.b()) != 0
+    }
+    /// Frame number within the second (15 bits; wraps at 32768).
+    pub fn frame(&self) -> u32 {
+        field::FRAME.get(self.b())
+    }
+    /// MJD modulo 1000.
+    pub fn mjd(&self) -> Option<u32> {
+        from_bcd(field::MJD.get(self.b()), 3)
+    }
+    /// Second of the day.
+    pub fn second_of_day(&self) -> Option<u32> {
+        from_bcd(field::SOD.get(self.b()), 5)
+    }
+    /// Fraction of the second in units of 0.1 ms.
+    pub fn fraction(&self) -> Option<u32> {
+        from_bcd(field::FRAC.get(self.b()), 4)
+    }
+    /// The CRC the header carries.
+    pub fn crc(&self) -> u16 {
+        field::CRC.get(self.b()) as u16
+    }
+    /// The CRC the header should carry: CRC-16/UMTS over the 32 bits of word 2 then the high
+    /// 16 bits of word 3, most significant first.
+    pub fn computed_crc(&self) -> u16 {
+        let mut c = [0u8; 6];
+        c[..4].copy_from_slice(&field::DATE_TIME.get(self.b()).to_be_bytes());
+        c[4..].copy_from_slice(&(field::FRAC.get(self.b()) as u16).to_be_bytes());
+        crc16(&c)
+    }
+    /// Whether the carried CRC is right.
+    pub fn crc_ok(&self) -> bool {
+        self.crc() == self.computed_crc()
+    }
+}
+
+impl<T: AsRef<[u8]> + AsMut<[u8]>> Header<T> {
+    fn b_mut(&mut self) -> &mut [u8] {
+        self.buffer.as_mut()
+    }
+
+    /// Write the sync word.
+    pub fn set_sync(&mut self) {
+        field::SYNC.set(self.b_mut(), SYNC)
+    }
+    /// Set the user-specified data.
+    pub fn set_user(&mut self, v: u16) {
+        field::USER.set(self.b_mut(), u32::from(v))
+    }
+    /// Set or clear the T bit.
+    pub fn set_tvg(&mut self, v: bool) {
+        field::TVG.set(self.b_mut(), u32::from(v))
+    }
+    /// Set the frame number within the second (its low 15 bits).
+    pub fn set_frame(&mut self, v: u32) {
+        field::FRAME.set(self.b_mut(), v)
+    }
+    /// Set the MJD modulo 1000 (0..=999).
+    pub fn set_mjd(&mut self, v: u32) {
+        field::MJD.set(self.b_mut(), bcd(v, 3))
+    }
+    /// Set the second of the day (0..86400).
+    pub fn set_second_of_day(&mut self, v: u32) {
+        field::SOD.set(self.b_mut(), bcd(v, 5))
+    }
+    /// Set the fraction of the second, 0.1 ms units (0..10000).
+    pub fn set_fraction(&mut self, v: u32) {
+        field::FRAC.set(self.b_mut(), bcd(v, 4))
+    }
+    /// Write the CRC of the time fields: the last field to set.
+    pub fn fill_crc(&mut self) {
+        let c = self.computed_crc();
+        field::CRC.set(self.b_mut(), u32::from(c))
+    }
+}
 
 /// Frames per second for a bit rate: rate / 80000 (2048 Mb/s -> 25600).
 pub fn fps_for_rate(rate_bps: u64) -> Result<u32, String> {
@@ -173,57 +308,43 @@ impl Mark5b {
     }
 
     /// The 16-byte header of frame `frame_seq` (counted from the start instant).
-    pub fn header(&self, frame_seq: i64) -> [u8; 16] {
+    pub fn header(&self, frame_seq: i64) -> [u8; HEADER_LEN] {
         let fps = i64::from(self.cfg.fps);
         let (t, f) = (frame_seq.div_euclid(fps), frame_seq.rem_euclid(fps) as u32);
         let abs = i64::from(self.sec) + t;
         let day = i64::from(self.mjd) + abs.div_euclid(DAY);
         let sod = abs.rem_euclid(DAY) as u32;
         let frac = (u64::from(f) * 10_000 / u64::from(self.cfg.fps)) as u32;
-        let t_bit = u32::from(self.cfg.fill == Fill::Tvg) << 15;
-        let w1 = (u32::from(self.cfg.user) << 16) | t_bit | (f & 0x7FFF);
-        let w2 = (bcd(day.rem_euclid(1000) as u32, 3) << 20) | bcd(sod, 5);
-        let hi3 = bcd(frac, 4) << 16;
-        let mut c = [0u8; 6];
-        c[..4].copy_from_slice(&w2.to_be_bytes());
-        c[4..].copy_from_slice(&((hi3 >> 16) as u16).to_be_bytes());
-        let w3 = hi3 | u32::from(crc16(&c));
-        let mut h = [0u8; 16];
-        for (i, w) in [SYNC, w1, w2, w3].into_iter().enumerate() {
-            h[4 * i..4 * i + 4].copy_from_slice(&w.to_le_bytes());
-        }
-        h
+        let mut out = [0u8; HEADER_LEN];
+        let mut h = Header::new_unchecked(&mut out[..]);
+        h.set_sync();
+        h.set_user(self.cfg.user);
+        h.set_tvg(self.cfg.fill == Fill::Tvg);
+        h.set_frame(f);
+        h.set_mjd(day.rem_euclid(1000) as u32);
+        h.set_second_of_day(sod);
+        h.set_fraction(frac);
+        h.fill_crc();
+        out
     }
 
     /// Decode and check a header: (frame sequence number, frame within the second).
     pub fn parse_header(&self, h: &[u8]) -> Result<(i64, u32), Invalid> {
-        if h.len() < 16 {
-            return Err(Invalid::Length);
-        }
-        let w = |i: usize| u32::from_le_bytes([h[4 * i], h[4 * i + 1], h[4 * i + 2], h[4 * i + 3]]);
-        let (w0, w1, w2, w3) = (w(0), w(1), w(2), w(3));
-        if w0 != SYNC {
+        let h = Header::new_checked(h).map_err(|_| Invalid::Length)?;
+        if !h.sync_ok() || !h.crc_ok() {
             return Err(Invalid::Header);
         }
-        let mut c = [0u8; 6];
-        c[..4].copy_from_slice(&w2.to_be_bytes());
-        c[4..].copy_from_slice(&((w3 >> 16) as u16).to_be_bytes());
-        if crc16(&c) != (w3 & 0xFFFF) as u16 {
-            return Err(Invalid::Header);
-        }
-        let t_bit = w1 & 0x8000 != 0;
+        let t_bit = h.tvg();
         let t_ok = match self.cfg.fill {
             Fill::Any => true,
             Fill::Tvg => t_bit,
             _ => !t_bit,
         };
-        let (Some(mjd3), Some(sod), Some(frac)) =
-            (from_bcd(w2 >> 20, 3), from_bcd(w2 & 0xF_FFFF, 5), from_bcd(w3 >> 16, 4))
-        else {
+        let (Some(mjd3), Some(sod), Some(frac)) = (h.mjd(), h.second_of_day(), h.fraction()) else {
             return Err(Invalid::Header);
         };
         let fps = self.cfg.fps;
-        let field = w1 & 0x7FFF;
+        let field = h.frame();
         if !t_ok || sod >= 86_400 || field >= fps {
             return Err(Invalid::Header);
         }
@@ -242,6 +363,20 @@ impl Mark5b {
             rel -= 1000 * DAY;
         }
         Ok((rel * i64::from(fps) + i64::from(f), f))
+    }
+
+    /// The same stream as whole frames without a PSN: the instrument's own frame format, in
+    /// which halves and PSN datagrams are recorded.
+    pub fn whole_frames(&self) -> Mark5b {
+        Mark5b { cfg: Mark5bConfig { halves: false, psn: false, ..self.cfg }, ..self.clone() }
+    }
+
+    /// Which half of its frame a datagram of a halves stream carries (0 first, 1 second), from
+    /// its own bytes: a first half starts with the sync word (after any PSN), a second half has
+    /// no header. `None` for whole-frame streams, or a datagram too short to tell.
+    pub fn half_index(&self, datagram: &[u8]) -> Option<u64> {
+        let body = datagram.get(self.prefix()..self.prefix() + 4)?;
+        self.cfg.halves.then(|| u64::from(!starts_with_sync(body)))
     }
 
     /// Check the half without header (payload bytes 4992.. of a frame): the frame sequence number
@@ -298,19 +433,8 @@ impl Format for Mark5b {
         )
     }
 
-    fn file_extension(&self) -> &'static str {
-        "m5b"
-    }
-
-    fn raw_strip(&self) -> usize {
-        self.prefix()
-    }
-
-    fn raw_reader(&self) -> Option<Arc<dyn Format>> {
-        (self.cfg.halves || self.cfg.psn).then(|| {
-            Arc::new(Mark5b { cfg: Mark5bConfig { halves: false, psn: false, ..self.cfg }, ..self.clone() })
-                as Arc<dyn Format>
-        })
+    fn as_any(&self) -> Option<&dyn std::any::Any> {
+        Some(self)
     }
 
     fn checked_range(&self, first: u64, last: u64) -> (u64, u64) {
@@ -322,16 +446,10 @@ impl Format for Mark5b {
         ((f.div_euclid(2) + f.rem_euclid(2)) as u64, l.div_euclid(2) as u64)
     }
 
-    fn raw_part(&self, datagram: &[u8]) -> Option<u64> {
-        // A first half starts with the sync word (after any PSN); a second half has no header.
-        let body = datagram.get(self.prefix()..self.prefix() + 4)?;
-        self.cfg.halves.then(|| u64::from(u32::from_le_bytes([body[0], body[1], body[2], body[3]]) != SYNC))
-    }
-
     fn seq_at(&self, unix_ns: u64) -> Option<u64> {
         let s = (unix_ns / 1_000_000_000) as i64;
         let fps = i64::from(self.cfg.fps);
-        let mjd = 40_587 + s.div_euclid(DAY);
+        let mjd = crate::calendar::MJD_UNIX_EPOCH + s.div_euclid(DAY);
         let sod = s.rem_euclid(DAY);
         let frame = ((unix_ns % 1_000_000_000) as u128 * fps as u128).div_ceil(1_000_000_000) as i64;
         let mut days = (mjd - i64::from(self.mjd)).rem_euclid(1000);
@@ -348,14 +466,14 @@ impl Format for Mark5b {
         }
         let p = self.prefix();
         if self.cfg.psn {
-            buf[..8].copy_from_slice(&seq.to_le_bytes());
+            Psn::new_unchecked(&mut buf[..]).set_psn(seq);
         }
         let body = &mut buf[p..p + self.body_len()];
         let (frame_seq, half) = self.split_seq(seq);
         let f = frame_seq.rem_euclid(i64::from(self.cfg.fps)) as u32;
         if half == 0 {
-            body[..16].copy_from_slice(&self.header(frame_seq));
-            self.cfg.fill.emit(&mut body[16..], &self.at(seq, frame_seq, f, 0));
+            body[..HEADER_LEN].copy_from_slice(&self.header(frame_seq));
+            self.cfg.fill.emit(&mut body[HEADER_LEN..], &self.at(seq, frame_seq, f, 0));
         } else {
             self.cfg.fill.emit(body, &self.at(seq, frame_seq, f, FIRST_PAYLOAD));
         }
@@ -367,8 +485,8 @@ impl Format for Mark5b {
         }
         let p = self.prefix();
         let body = &buf[p..];
-        let psn = self.cfg.psn.then(|| u64::from_le_bytes(buf[..8].try_into().expect("length checked")));
-        let has_header = body[..4] == SYNC.to_le_bytes();
+        let psn = self.cfg.psn.then(|| Psn::new_unchecked(buf).psn());
+        let has_header = Header::new_unchecked(body).sync_ok();
         if !self.cfg.halves || has_header {
             let (frame_seq, f) = self.parse_header(body)?;
             let seq = match (psn, self.cfg.halves) {
@@ -456,6 +574,34 @@ mod tests {
     }
 
     #[test]
+    fn header_view_round_trips_every_field() {
+        let mut b = [0xFFu8; 20];
+        let mut h = Header::new_checked(&mut b[..]).unwrap();
+        h.set_sync();
+        h.set_user(0xBEAD);
+        h.set_tvg(false);
+        h.set_frame(32_767);
+        h.set_mjd(821);
+        h.set_second_of_day(86_399);
+        h.set_fraction(9_999);
+        h.fill_crc();
+        let h = Header::new_checked(&b[..]).unwrap();
+        assert!(h.sync_ok() && h.crc_ok() && !h.tvg());
+        assert_eq!((h.user(), h.frame()), (0xBEAD, 32_767));
+        assert_eq!((h.mjd(), h.second_of_day(), h.fraction()), (Some(821), Some(86_399), Some(9_999)));
+        assert_eq!(&b[16..], &[0xFF; 4], "nothing written beyond the header");
+        // The formats.md vector, read through the view.
+        let v = Header::new_checked(&VECTOR[..]).unwrap();
+        assert!(v.sync_ok() && v.crc_ok());
+        assert_eq!((v.user(), v.tvg(), v.frame(), v.crc()), (0xBEAD, false, 0, 0x975D));
+        assert_eq!((v.mjd(), v.second_of_day(), v.fraction()), (Some(821), Some(19_801), Some(0)));
+        let mut bad = VECTOR;
+        bad[8] = 0x0A; // a BCD digit above 9
+        assert_eq!(Header::new_checked(&bad[..]).unwrap().second_of_day(), None);
+        assert_eq!(Header::new_checked(&VECTOR[..15]).unwrap_err(), Truncated { need: 16, have: 15 });
+    }
+
+    #[test]
     fn rate_to_frames() {
         assert_eq!(fps_for_rate(2_048_000_000), Ok(25_600));
         assert!(fps_for_rate(2_048_000_001).is_err());
@@ -532,6 +678,7 @@ mod tests {
 
     #[test]
     fn psn_and_raw_reader() {
+        use crate::spool::Recordable;
         let m = Mark5b::new(Mark5bConfig { halves: true, psn: true, fill: Fill::Tvg, ..cfg() }).unwrap();
         let mut a = vec![0u8; m.packet_len()];
         let mut b = vec![0u8; m.packet_len()];

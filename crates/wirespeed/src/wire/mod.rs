@@ -5,12 +5,18 @@
 //! "what bytes does packet N carry?". Each format is one implementation of [`Format`]; the
 //! sender, receiver and (later) recorder never branch on the format themselves. This module is
 //! pure code with no system calls, so fuzzers and other front ends can reuse it.
+//!
+//! Every fixed byte layout is written once, as a view beside its format (`vdif::Header`,
+//! `mark5b::Header`, `spead::Packet`; the Ethernet/IPv4/UDP headers in [`net`]), with the
+//! shared pieces in [`view`]; a format's `emit` and `check` both go through its view. How a
+//! format is recorded to files is not a wire question: see [`crate::spool::Recordable`].
 
 pub mod counter;
 pub mod crc;
 pub mod fill;
 pub mod fuzz;
 pub mod mark5b;
+pub mod net;
 pub mod seqfield;
 #[allow(unsafe_code)]
 pub(crate) mod simd;
@@ -18,6 +24,7 @@ pub mod spead;
 pub mod spec;
 pub mod stream;
 pub mod vdif;
+pub mod view;
 
 use std::fmt;
 
@@ -132,12 +139,6 @@ pub trait Format: Send + Sync + fmt::Debug {
     fn seq_at(&self, _unix_ns: u64) -> Option<u64> {
         None
     }
-    /// When datagrams are parts of a larger record in raw files (Mark5B halves make whole
-    /// frames): which part this datagram is (0 = the record's first), from its own bytes.
-    /// `None`: each datagram is a whole record.
-    fn raw_part(&self, _datagram: &[u8]) -> Option<u64> {
-        None
-    }
     /// How many format streams a sender can produce (VDIF threads); sender stream `i` sends
     /// format stream `i % stream_count()`, so `send --streams 4` gives four VDIF threads.
     fn stream_count(&self) -> u32 {
@@ -165,21 +166,11 @@ pub trait Format: Send + Sync + fmt::Debug {
     /// A string that [`spec::parse`] turns back into an equal format. Recordings store it in
     /// their sidecar so that `verify` needs no arguments.
     fn spec(&self) -> String;
-    /// File name extension for raw recordings (`vdif`, `m5b`, ...), so VLBI software and users
-    /// recognise the files.
-    fn file_extension(&self) -> &'static str {
-        "raw"
-    }
-    /// Bytes at the start of each datagram that raw recordings leave out (a transport prefix
-    /// such as the VTP packet sequence number), so that the file is in the instrument's own
-    /// format.
-    fn raw_strip(&self) -> usize {
-        0
-    }
-    /// The format that reads raw recordings back, when it differs from this one (VTP is
-    /// recorded as plain VDIF, Mark5B halves as whole frames). `None`: this format itself, with
-    /// records of `fixed_len() - raw_strip()` bytes.
-    fn raw_reader(&self) -> Option<std::sync::Arc<dyn Format>> {
+    /// The concrete type behind a `dyn Format`, so that other rooms can attach behaviour of
+    /// their own to particular formats without this trait knowing about them (how a format is
+    /// recorded to files: [`crate::spool::Recordable`]). `None`, the default: such rooms treat
+    /// the format generically.
+    fn as_any(&self) -> Option<&dyn std::any::Any> {
         None
     }
 }

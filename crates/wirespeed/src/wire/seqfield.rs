@@ -65,6 +65,10 @@ impl Format for SeqField {
         8 * self.width as u32
     }
 
+    fn as_any(&self) -> Option<&dyn std::any::Any> {
+        Some(self)
+    }
+
     fn spec(&self) -> String {
         let size = self.len.map(|l| format!(",size={l}")).unwrap_or_default();
         format!("seqfield,offset={},width={},order={}{size},fill={}", self.offset, self.width, self.order, self.fill)

@@ -22,6 +22,7 @@
 
 use super::fill::{At, Fill};
 use super::stream::UNSEQUENCED;
+use super::view::{be_u16, be_u64, check_len, set_be_u16, set_be_u64, Truncated};
 use super::{Format, Invalid, PacketInfo};
 
 /// SPEAD magic number (byte 0).
@@ -42,6 +43,134 @@ pub const ITEM_DESCRIPTOR: u64 = 0x5;
 pub const STREAM_CONTROL: u64 = 0x6;
 /// Item pointers in every emitted packet.
 const ITEMS: usize = 7;
+
+/// Bytes in the SPEAD header (before the item pointers).
+pub const HEADER_LEN: usize = 8;
+/// Bytes in an item pointer.
+pub const ITEM_LEN: usize = 8;
+
+/// Where each header field sits (formats.md section 4, big-endian).
+mod field {
+    pub const MAGIC: usize = 0;
+    pub const VERSION: usize = 1;
+    pub const ITEM_ID_WIDTH: usize = 2;
+    pub const HEAP_ADDR_WIDTH: usize = 3;
+    pub const RESERVED: crate::wire::view::Field = 4..6;
+    pub const NUM_ITEMS: crate::wire::view::Field = 6..8;
+}
+
+/// One item pointer: immediate flag (bit 63), item id, and value or heap address in the low
+/// `addr_bits` bits. The one place that packs and unpacks them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ItemPointer {
+    /// The value is the item itself (else a byte offset into the heap payload).
+    pub immediate: bool,
+    /// Item identifier.
+    pub id: u64,
+    /// Immediate value or heap address.
+    pub value: u64,
+}
+
+impl ItemPointer {
+    /// Unpack a pointer of a flavour with `addr_bits`-bit heap addresses.
+    #[inline]
+    pub fn decode(raw: u64, addr_bits: u32) -> ItemPointer {
+        ItemPointer {
+            immediate: raw >> 63 != 0,
+            id: (raw >> addr_bits) & ((1u64 << (63 - addr_bits)) - 1),
+            value: raw & ((1u64 << addr_bits) - 1),
+        }
+    }
+
+    /// Pack for a flavour with `addr_bits`-bit heap addresses (value bits beyond them dropped).
+    #[inline]
+    pub fn encode(self, addr_bits: u32) -> u64 {
+        u64::from(self.immediate) << 63 | self.id << addr_bits | (self.value & ((1u64 << addr_bits) - 1))
+    }
+}
+
+/// A view of a SPEAD packet: header, item pointers, payload.
+#[derive(Clone, Copy, Debug)]
+pub struct Packet<T> {
+    buffer: T,
+}
+
+impl<T: AsRef<[u8]>> Packet<T> {
+    /// A view without a length check (accessors panic on a short buffer).
+    pub fn new_unchecked(buffer: T) -> Packet<T> {
+        Packet { buffer }
+    }
+
+    /// A view, refused when the buffer cannot hold the header and the item pointers it counts.
+    pub fn new_checked(buffer: T) -> Result<Packet<T>, Truncated> {
+        check_len(buffer.as_ref(), HEADER_LEN)?;
+        let p = Packet { buffer };
+        check_len(p.buffer.as_ref(), p.header_len())?;
+        Ok(p)
+    }
+
+    fn b(&self) -> &[u8] {
+        self.buffer.as_ref()
+    }
+
+    /// Magic number (0x53).
+    pub fn magic(&self) -> u8 {
+        self.b()[field::MAGIC]
+    }
+    /// Version (4).
+    pub fn version(&self) -> u8 {
+        self.b()[field::VERSION]
+    }
+    /// Item identifier width in bytes, immediate flag included.
+    pub fn item_id_width(&self) -> u8 {
+        self.b()[field::ITEM_ID_WIDTH]
+    }
+    /// Heap address width in bytes.
+    pub fn heap_addr_width(&self) -> u8 {
+        self.b()[field::HEAP_ADDR_WIDTH]
+    }
+    /// Number of item pointers.
+    pub fn num_items(&self) -> usize {
+        usize::from(be_u16(self.b(), field::NUM_ITEMS))
+    }
+    /// Bytes of header and item pointers.
+    pub fn header_len(&self) -> usize {
+        HEADER_LEN + ITEM_LEN * self.num_items()
+    }
+    /// Raw item pointer `i` (`i < num_items()`).
+    pub fn item(&self, i: usize) -> u64 {
+        let o = HEADER_LEN + ITEM_LEN * i;
+        be_u64(self.b(), o..o + ITEM_LEN)
+    }
+    /// The payload after the item pointers.
+    pub fn payload(&self) -> &[u8] {
+        &self.b()[self.header_len()..]
+    }
+}
+
+impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
+    /// Write the header of a 64-bit flavour with `addr_bytes`-byte heap addresses and
+    /// `items` item pointers.
+    pub fn set_header(&mut self, addr_bytes: u8, items: u16) {
+        let b = self.buffer.as_mut();
+        b[field::MAGIC] = MAGIC;
+        b[field::VERSION] = VERSION;
+        b[field::ITEM_ID_WIDTH] = 8 - addr_bytes;
+        b[field::HEAP_ADDR_WIDTH] = addr_bytes;
+        set_be_u16(b, field::RESERVED, 0);
+        set_be_u16(b, field::NUM_ITEMS, items);
+    }
+    /// Write raw item pointer `i`.
+    pub fn set_item(&mut self, i: usize, raw: u64) {
+        let o = HEADER_LEN + ITEM_LEN * i;
+        set_be_u64(self.buffer.as_mut(), o..o + ITEM_LEN, raw)
+    }
+    /// The payload after the item pointers, to write.
+    pub fn payload_mut(&mut self) -> &mut [u8] {
+        let h = self.header_len();
+        &mut self.buffer.as_mut()[h..]
+    }
+}
 
 /// Settings of a SPEAD stream. `Default`: SPEAD-64-48, 64 KiB heaps in 8 KiB packets, heap
 /// counters 1, 2, 3, ..., counter payload.
@@ -119,8 +248,8 @@ impl Spead {
     }
 
     #[inline]
-    fn pointer(&self, immediate: bool, id: u64, value: u64) -> [u8; 8] {
-        (u64::from(immediate) << 63 | id << self.cfg.addr_bits | (value & self.mask)).to_be_bytes()
+    fn pointer(&self, immediate: bool, id: u64, value: u64) -> u64 {
+        ItemPointer { immediate, id, value }.encode(self.cfg.addr_bits)
     }
 }
 
@@ -131,6 +260,10 @@ impl Format for Spead {
 
     fn packet_len(&self) -> usize {
         8 + 8 * ITEMS + self.cfg.payload
+    }
+
+    fn as_any(&self) -> Option<&dyn std::any::Any> {
+        Some(self)
     }
 
     fn spec(&self) -> String {
@@ -148,8 +281,8 @@ impl Format for Spead {
         let (idx, pkt) = (seq / self.per_heap, seq % self.per_heap);
         let cnt = self.cfg.first.wrapping_add(idx.wrapping_mul(self.cfg.step)) & self.mask;
         let off = pkt * self.cfg.payload as u64;
-        let a = (self.cfg.addr_bits / 8) as u8;
-        buf[..8].copy_from_slice(&[MAGIC, VERSION, 8 - a, a, 0, 0, 0, ITEMS as u8]);
+        let mut p = Packet::new_unchecked(&mut buf[..self.packet_len()]);
+        p.set_header((self.cfg.addr_bits / 8) as u8, ITEMS as u16);
         let items = [
             self.pointer(true, HEAP_CNT, cnt),
             self.pointer(true, HEAP_SIZE, self.cfg.heap),
@@ -159,39 +292,40 @@ impl Format for Spead {
             self.pointer(true, 0x4101, u64::from(stream)),
             self.pointer(false, 0x4300, 0),
         ];
-        for (c, item) in buf[8..8 + 8 * ITEMS].chunks_exact_mut(8).zip(items) {
-            c.copy_from_slice(&item);
+        for (i, item) in items.into_iter().enumerate() {
+            p.set_item(i, item);
         }
         let pos = idx.wrapping_mul(self.cfg.heap).wrapping_add(off);
         let at = At { stream: 0, seq, offset: pos, offset_in_second: pos };
-        self.cfg.fill.emit(&mut buf[8 + 8 * ITEMS..self.packet_len()], &at);
+        self.cfg.fill.emit(p.payload_mut(), &at);
     }
 
     fn check(&self, buf: &[u8]) -> Result<PacketInfo, Invalid> {
-        if buf.len() < 8 {
+        if buf.len() < HEADER_LEN {
             return Err(Invalid::Length);
         }
+        let view = Packet::new_unchecked(buf);
         let a = (self.cfg.addr_bits / 8) as u8;
-        if buf[0] != MAGIC || buf[1] != VERSION || buf[2] != 8 - a || buf[3] != a {
+        if view.magic() != MAGIC
+            || view.version() != VERSION
+            || view.item_id_width() != 8 - a
+            || view.heap_addr_width() != a
+        {
             return Err(Invalid::Header);
         }
-        let n = usize::from(u16::from_be_bytes([buf[6], buf[7]]));
+        let n = view.num_items();
         if n == 0 {
             return Err(Invalid::Header);
         }
-        let hdr = 8 + 8 * n;
+        let hdr = view.header_len();
         if buf.len() < hdr {
             return Err(Invalid::Length);
         }
-        let id_mask = (1u64 << (63 - self.cfg.addr_bits)) - 1;
         let (mut cnt, mut size, mut off, mut plen) = (None, None, None, None);
         let mut no_data = false;
         let mut max_addr = 0u64;
-        for c in buf[8..hdr].chunks_exact(8) {
-            let p = u64::from_be_bytes(c.try_into().map_err(|_| Invalid::Length)?);
-            let immediate = p >> 63 != 0;
-            let id = (p >> self.cfg.addr_bits) & id_mask;
-            let value = p & self.mask;
+        for i in 0..n {
+            let ItemPointer { immediate, id, value } = ItemPointer::decode(view.item(i), self.cfg.addr_bits);
             let slot = match id {
                 HEAP_CNT => &mut cnt,
                 HEAP_SIZE => &mut size,
@@ -242,7 +376,7 @@ impl Format for Spead {
         let seq = idx.wrapping_mul(self.per_heap).wrapping_add(pkt);
         if self.cfg.fill != Fill::Any {
             let pos = idx.wrapping_mul(self.cfg.heap).wrapping_add(off);
-            if !self.cfg.fill.check(&buf[hdr..], &At { stream: 0, seq, offset: pos, offset_in_second: pos }) {
+            if !self.cfg.fill.check(view.payload(), &At { stream: 0, seq, offset: pos, offset_in_second: pos }) {
                 return Err(Invalid::Payload);
             }
         }
@@ -363,6 +497,29 @@ mod tests {
         let mut longer = good.clone();
         longer.push(0);
         assert_eq!(s.check(&longer), Err(Invalid::Length));
+    }
+
+    #[test]
+    fn view_round_trips_and_refuses_short_buffers() {
+        let mut b = vec![0u8; 8 + 16 + 3];
+        let mut p = Packet::new_unchecked(&mut b[..]);
+        p.set_header(6, 2);
+        let counter = ItemPointer { immediate: true, id: HEAP_CNT, value: (1 << 48) - 1 };
+        let data = ItemPointer { immediate: false, id: 0x4300, value: 5 };
+        p.set_item(0, counter.encode(48));
+        p.set_item(1, data.encode(48));
+        p.payload_mut().copy_from_slice(&[7, 8, 9]);
+        let p = Packet::new_checked(&b[..]).unwrap();
+        assert_eq!((p.magic(), p.version(), p.item_id_width(), p.heap_addr_width()), (MAGIC, VERSION, 2, 6));
+        assert_eq!((p.num_items(), p.header_len(), p.payload()), (2, 24, &[7u8, 8, 9][..]));
+        assert_eq!(ItemPointer::decode(p.item(0), 48), counter);
+        assert_eq!(ItemPointer::decode(p.item(1), 48), data);
+        // The same bytes an independent sender lays out (the test helper above).
+        assert_eq!(b, packet(48, &[(true, HEAP_CNT, (1 << 48) - 1), (false, 0x4300, 5)], &[7, 8, 9]));
+        assert_eq!(Packet::new_checked(&b[..23]).unwrap_err(), Truncated { need: 24, have: 23 });
+        assert!(Packet::new_checked(&b[..7]).is_err());
+        let p40 = ItemPointer { immediate: true, id: 0x1600, value: 1 << 39 };
+        assert_eq!(ItemPointer::decode(p40.encode(40), 40), p40);
     }
 
     #[test]

@@ -17,27 +17,199 @@
 //! frames are accounted for as received (they arrived) but their payload is not checked.
 
 use super::fill::{At, Fill};
+use super::view::{check_len, Psn, Truncated};
 use super::{Format, Invalid, PacketInfo};
-use std::sync::Arc;
+use crate::calendar::{days_from_civil, DAY_SECS, UNIX_2000};
 
-const UNIX_2000: u64 = 946_684_800;
+/// Bytes in a VDIF header (the legacy header has only its first 16).
+pub const HEADER_LEN: usize = 32;
+/// Bytes in a legacy VDIF header (words 0..3).
+pub const LEGACY_HEADER_LEN: usize = 16;
 
-/// Days from 1970-01-01 to the given civil date (proleptic Gregorian).
-fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (m + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
+/// Where each header field sits (formats.md section 2): word, lowest bit, width.
+mod field {
+    use crate::wire::view::Bits;
+    pub const INVALID: Bits = Bits::new(0, 31, 1);
+    pub const LEGACY: Bits = Bits::new(0, 30, 1);
+    pub const SECONDS: Bits = Bits::new(0, 0, 30);
+    pub const UNASSIGNED: Bits = Bits::new(1, 30, 2);
+    pub const EPOCH: Bits = Bits::new(1, 24, 6);
+    pub const FRAME: Bits = Bits::new(1, 0, 24);
+    pub const VERSION: Bits = Bits::new(2, 29, 3);
+    pub const LOG2_CHANS: Bits = Bits::new(2, 24, 5);
+    /// Frame length in 8-byte units, header included.
+    pub const LENGTH: Bits = Bits::new(2, 0, 24);
+    pub const COMPLEX: Bits = Bits::new(3, 31, 1);
+    pub const BITS_MINUS_1: Bits = Bits::new(3, 26, 5);
+    pub const THREAD: Bits = Bits::new(3, 16, 10);
+    pub const STATION: Bits = Bits::new(3, 0, 16);
+    pub const EDV: Bits = Bits::new(4, 24, 8);
+}
+
+/// A view of a VDIF frame's header: every read and write of a header field goes through it.
+#[derive(Clone, Copy, Debug)]
+pub struct Header<T> {
+    buffer: T,
+}
+
+impl<T: AsRef<[u8]>> Header<T> {
+    /// A view without a length check (accessors panic on a short buffer).
+    pub fn new_unchecked(buffer: T) -> Header<T> {
+        Header { buffer }
+    }
+
+    /// A view of a frame, refused when the buffer cannot hold the header its legacy bit says
+    /// it has (16 or 32 bytes).
+    pub fn new_checked(buffer: T) -> Result<Header<T>, Truncated> {
+        check_len(buffer.as_ref(), LEGACY_HEADER_LEN)?;
+        let h = Header { buffer };
+        check_len(h.buffer.as_ref(), h.header_len())?;
+        Ok(h)
+    }
+
+    fn b(&self) -> &[u8] {
+        self.buffer.as_ref()
+    }
+
+    /// The instrument marked the frame's data invalid.
+    pub fn invalid(&self) -> bool {
+        field::INVALID.get(self.b()) != 0
+    }
+    /// Legacy mode: the header is words 0..3 only.
+    pub fn legacy(&self) -> bool {
+        field::LEGACY.get(self.b()) != 0
+    }
+    /// Header length in bytes: 16 (legacy) or 32.
+    pub fn header_len(&self) -> usize {
+        if self.legacy() {
+            LEGACY_HEADER_LEN
+        } else {
+            HEADER_LEN
+        }
+    }
+    /// Seconds since the reference epoch.
+    pub fn seconds(&self) -> u32 {
+        field::SECONDS.get(self.b())
+    }
+    /// Word 1's two unassigned bits (0 in a valid frame).
+    pub fn unassigned(&self) -> u32 {
+        field::UNASSIGNED.get(self.b())
+    }
+    /// Reference epoch: half-years since 2000.
+    pub fn epoch(&self) -> u8 {
+        field::EPOCH.get(self.b()) as u8
+    }
+    /// Frame number within the second.
+    pub fn frame(&self) -> u32 {
+        field::FRAME.get(self.b())
+    }
+    /// VDIF version.
+    pub fn version(&self) -> u32 {
+        field::VERSION.get(self.b())
+    }
+    /// log2 of the number of channels.
+    pub fn log2_chans(&self) -> u8 {
+        field::LOG2_CHANS.get(self.b()) as u8
+    }
+    /// Frame length in bytes, header included, as the header states it.
+    pub fn frame_len(&self) -> usize {
+        field::LENGTH.get(self.b()) as usize * 8
+    }
+    /// Complex samples.
+    pub fn complex(&self) -> bool {
+        field::COMPLEX.get(self.b()) != 0
+    }
+    /// Bits per sample (1..=32).
+    pub fn bits_per_sample(&self) -> u8 {
+        field::BITS_MINUS_1.get(self.b()) as u8 + 1
+    }
+    /// Thread id.
+    pub fn thread(&self) -> u32 {
+        field::THREAD.get(self.b())
+    }
+    /// Station id.
+    pub fn station(&self) -> u16 {
+        field::STATION.get(self.b()) as u16
+    }
+    /// Extended data version (words 4..7; 0 in a legacy header, which has none).
+    pub fn edv(&self) -> u8 {
+        if self.legacy() {
+            0
+        } else {
+            field::EDV.get(self.b()) as u8
+        }
+    }
+    /// The frame's payload: everything after the header.
+    pub fn payload(&self) -> &[u8] {
+        &self.b()[self.header_len()..]
+    }
+}
+
+impl<T: AsRef<[u8]> + AsMut<[u8]>> Header<T> {
+    fn b_mut(&mut self) -> &mut [u8] {
+        self.buffer.as_mut()
+    }
+
+    /// Set or clear the invalid-data flag.
+    pub fn set_invalid(&mut self, v: bool) {
+        field::INVALID.set(self.b_mut(), u32::from(v))
+    }
+    /// Set or clear legacy mode (a legacy header is 16 bytes: write it in a buffer that holds
+    /// the frame, then take the payload from [`Header::header_len`]).
+    pub fn set_legacy(&mut self, v: bool) {
+        field::LEGACY.set(self.b_mut(), u32::from(v))
+    }
+    /// Set the seconds since the reference epoch (30 bits).
+    pub fn set_seconds(&mut self, v: u32) {
+        field::SECONDS.set(self.b_mut(), v)
+    }
+    /// Set the reference epoch (6 bits).
+    pub fn set_epoch(&mut self, v: u8) {
+        field::EPOCH.set(self.b_mut(), u32::from(v))
+    }
+    /// Set the frame number within the second (24 bits).
+    pub fn set_frame(&mut self, v: u32) {
+        field::FRAME.set(self.b_mut(), v)
+    }
+    /// Set the VDIF version (3 bits).
+    pub fn set_version(&mut self, v: u32) {
+        field::VERSION.set(self.b_mut(), v)
+    }
+    /// Set log2 of the number of channels (5 bits).
+    pub fn set_log2_chans(&mut self, v: u8) {
+        field::LOG2_CHANS.set(self.b_mut(), u32::from(v))
+    }
+    /// Set the frame length in bytes, header included (a multiple of 8).
+    pub fn set_frame_len(&mut self, bytes: usize) {
+        field::LENGTH.set(self.b_mut(), (bytes / 8) as u32)
+    }
+    /// Set complex samples.
+    pub fn set_complex(&mut self, v: bool) {
+        field::COMPLEX.set(self.b_mut(), u32::from(v))
+    }
+    /// Set the bits per sample (1..=32).
+    pub fn set_bits_per_sample(&mut self, v: u8) {
+        field::BITS_MINUS_1.set(self.b_mut(), u32::from(v.wrapping_sub(1)))
+    }
+    /// Set the thread id (10 bits).
+    pub fn set_thread(&mut self, v: u32) {
+        field::THREAD.set(self.b_mut(), v)
+    }
+    /// Set the station id.
+    pub fn set_station(&mut self, v: u16) {
+        field::STATION.set(self.b_mut(), u32::from(v))
+    }
+    /// Set the extended data version (byte 3 of word 4; 32-byte headers only).
+    pub fn set_edv(&mut self, v: u8) {
+        field::EDV.set(self.b_mut(), u32::from(v))
+    }
 }
 
 /// Seconds from 2000-01-01 00:00 UTC to the start of VDIF reference epoch `k` (half-years).
 pub fn epoch_start(k: u8) -> u64 {
     let k = i64::from(k & 63);
     let days = days_from_civil(2000 + k / 2, if k % 2 == 1 { 7 } else { 1 }, 1) - days_from_civil(2000, 1, 1);
-    days as u64 * 86_400
+    days as u64 * DAY_SECS
 }
 
 /// The current reference epoch and the seconds since its start, from the system clock.
@@ -113,10 +285,9 @@ pub struct Vdif {
     start: u32,
     /// `epoch_start(epoch) + start`: the second of sequence number 0, since 2000.
     base: u64,
-    /// Expected word 3 without the thread id.
-    word3: u32,
-    /// Expected word 2 bits 0..28 (channels and length; version not included).
-    word2: u32,
+    /// The header fields every frame of this stream shares (version 0, EDV 0, length,
+    /// channels, sample format, station); each frame sets its time and thread on a copy.
+    template: [u8; HEADER_LEN],
 }
 
 impl Vdif {
@@ -151,22 +322,25 @@ impl Vdif {
         // the real time through `seq_at`.
         let epoch = cfg.epoch.unwrap_or(0);
         let start = cfg.start.unwrap_or(0);
-        let word3 = (u32::from(cfg.complex) << 31) | (u32::from(cfg.bits - 1) << 26) | u32::from(cfg.station);
-        let word2 = (u32::from(cfg.log2_chans) << 24) | (l / 8) as u32;
+        let mut template = [0u8; HEADER_LEN];
+        let mut h = Header::new_unchecked(&mut template[..]);
+        h.set_frame_len(l);
+        h.set_log2_chans(cfg.log2_chans);
+        h.set_complex(cfg.complex);
+        h.set_bits_per_sample(cfg.bits);
+        h.set_station(cfg.station);
         Ok(Vdif {
             cfg: VdifConfig { epoch: Some(epoch), start: Some(start), ..cfg },
             epoch,
             start,
             base: epoch_start(epoch) + u64::from(start),
-            word3,
-            word2,
+            template,
         })
     }
 
     /// Sequence number of the first frame at or after `unix_ns`.
     pub fn seq_at_time(&self, unix_ns: u64) -> Option<u64> {
-        const Y2000: u64 = 946_684_800;
-        let secs = (unix_ns / 1_000_000_000).checked_sub(Y2000)?;
+        let secs = (unix_ns / 1_000_000_000).checked_sub(UNIX_2000)?;
         let fps = u64::from(self.cfg.fps);
         let frame = ((unix_ns % 1_000_000_000) as u128 * fps as u128).div_ceil(1_000_000_000) as u64;
         Some(secs.wrapping_sub(self.base).wrapping_mul(fps).wrapping_add(frame))
@@ -226,15 +400,17 @@ impl Vdif {
                 secs = abs - epoch_start(k) as i64;
             }
         }
-        let secs = secs as u32 & 0x3FFF_FFFF;
-        let thread = stream & 0x3FF;
-        let words = [secs, (u32::from(epoch) << 24) | frame, self.word2, self.word3 | (thread << 16), 0, 0, 0, 0];
-        let Some((hdr, payload)) = buf.get_mut(..self.cfg.frame_len).map(|b| b.split_at_mut(32)) else {
+        let Some((hdr, payload)) = buf.get_mut(..self.cfg.frame_len).map(|b| b.split_at_mut(HEADER_LEN)) else {
             return; // a caller bug; never panic on the send path
         };
-        for (c, w) in hdr.chunks_exact_mut(4).zip(words) {
-            c.copy_from_slice(&w.to_le_bytes());
-        }
+        hdr.copy_from_slice(&self.template);
+        let mut h = Header::new_unchecked(hdr);
+        h.set_seconds(secs as u32);
+        h.set_epoch(epoch);
+        h.set_frame(frame);
+        h.set_thread(stream);
+        // What the header holds (the setters keep each field's width): `check` reads these.
+        let (secs, thread) = (h.seconds(), h.thread());
         // The number `check` will read back: `seq` itself unless the time does not fit the
         // header (beyond 2^30 seconds of the last epoch); the fill follows what is readable.
         let t = (epoch_start(epoch) + u64::from(secs)).wrapping_sub(self.base);
@@ -246,34 +422,30 @@ impl Vdif {
 
     /// Check one frame (the whole of `buf`).
     pub(crate) fn check_frame(&self, buf: &[u8]) -> Result<PacketInfo, Invalid> {
-        if buf.len() != self.cfg.frame_len || buf.len() < 16 {
+        if buf.len() != self.cfg.frame_len {
             return Err(Invalid::Length);
         }
-        let w = |i: usize| u32::from_le_bytes([buf[4 * i], buf[4 * i + 1], buf[4 * i + 2], buf[4 * i + 3]]);
-        let (w0, w1, w2, w3) = (w(0), w(1), w(2), w(3));
-        let legacy = w0 & (1 << 30) != 0;
-        let hdr = if legacy { 16 } else { 32 };
-        let frame = w1 & 0xFF_FFFF;
-        let thread = (w3 >> 16) & 0x3FF;
-        if w2 & 0xFF_FFFF != (buf.len() / 8) as u32
-            || (w2 >> 29) > 1
-            || (w2 & 0x1FFF_FFFF) != self.word2
-            || (w3 & !0x03FF_0000) != self.word3
-            || w1 >> 30 != 0
-            || frame >= self.cfg.fps
-            || thread >= self.cfg.threads
+        let h = Header::new_checked(buf).map_err(|_| Invalid::Length)?;
+        let (c, frame, thread) = (&self.cfg, h.frame(), h.thread());
+        if h.frame_len() != buf.len()
+            || h.version() > 1
+            || h.log2_chans() != c.log2_chans
+            || h.complex() != c.complex
+            || h.bits_per_sample() != c.bits
+            || h.station() != c.station
+            || h.unassigned() != 0
+            || frame >= c.fps
+            || thread >= c.threads
         {
             return Err(Invalid::Header);
         }
-        let epoch = ((w1 >> 24) & 63) as u8;
-        let t = (epoch_start(epoch) + u64::from(w0 & 0x3FFF_FFFF)).wrapping_sub(self.base);
-        let seq = t.wrapping_mul(u64::from(self.cfg.fps)).wrapping_add(u64::from(frame));
-        let invalid_flag = w0 >> 31 != 0;
-        if self.cfg.fill != Fill::Any && !invalid_flag {
-            let payload = &buf[hdr..];
+        let t = (epoch_start(h.epoch()) + u64::from(h.seconds())).wrapping_sub(self.base);
+        let seq = t.wrapping_mul(u64::from(c.fps)).wrapping_add(u64::from(frame));
+        if c.fill != Fill::Any && !h.invalid() {
+            let payload = h.payload();
             let p = payload.len() as u64;
             let at = At { stream: thread, seq, offset: seq.wrapping_mul(p), offset_in_second: u64::from(frame) * p };
-            if !self.cfg.fill.check(payload, &at) {
+            if !c.fill.check(payload, &at) {
                 return Err(Invalid::Payload);
             }
         }
@@ -297,8 +469,8 @@ impl Format for Vdif {
     fn seq_at(&self, unix_ns: u64) -> Option<u64> {
         self.seq_at_time(unix_ns)
     }
-    fn file_extension(&self) -> &'static str {
-        "vdif"
+    fn as_any(&self) -> Option<&dyn std::any::Any> {
+        Some(self)
     }
     fn emit(&self, stream: u32, seq: u64, buf: &mut [u8]) {
         self.emit_frame(stream, seq, buf)
@@ -357,34 +529,27 @@ impl Format for Vtp {
     fn seq_at(&self, unix_ns: u64) -> Option<u64> {
         self.vdif.seq_at_time(unix_ns)
     }
-    fn file_extension(&self) -> &'static str {
-        "vdif"
-    }
-    fn raw_strip(&self) -> usize {
-        8
-    }
-    fn raw_reader(&self) -> Option<Arc<dyn Format>> {
-        Some(Arc::new(self.vdif.clone()))
+    fn as_any(&self) -> Option<&dyn std::any::Any> {
+        Some(self)
     }
     fn emit(&self, stream: u32, seq: u64, buf: &mut [u8]) {
         let psn = if self.psn32 { seq & 0xFFFF_FFFF } else { seq };
-        if buf.len() < 8 {
-            return;
-        }
-        buf[..8].copy_from_slice(&psn.to_le_bytes());
-        self.vdif.emit_frame(stream, seq, &mut buf[8..]);
+        let Ok(mut p) = Psn::new_checked(buf) else {
+            return; // a caller bug; never panic on the send path
+        };
+        p.set_psn(psn);
+        self.vdif.emit_frame(stream, seq, p.frame_mut());
     }
     fn check(&self, buf: &[u8]) -> Result<PacketInfo, Invalid> {
         if buf.len() != self.packet_len() {
             return Err(Invalid::Length);
         }
-        let mut a = [0u8; 8];
-        a.copy_from_slice(&buf[..8]);
-        let mut psn = u64::from_le_bytes(a);
+        let p = Psn::new_checked(buf).map_err(|_| Invalid::Length)?;
+        let mut psn = p.psn();
         if self.psn32 {
             psn &= 0xFFFF_FFFF;
         }
-        let info = self.vdif.check_frame(&buf[8..])?;
+        let info = self.vdif.check_frame(p.frame())?;
         Ok(PacketInfo { stream: info.stream, seq: psn })
     }
 }
@@ -411,6 +576,38 @@ mod tests {
         let (k, s) = epoch_now();
         assert!(k >= 48, "clock before 2024?");
         assert!(u64::from(s) < 185 * 86400);
+    }
+
+    #[test]
+    fn header_view_round_trips_every_field() {
+        let mut b = [0u8; 64];
+        let mut h = Header::new_checked(&mut b[..]).unwrap();
+        h.set_invalid(true);
+        h.set_seconds((1 << 30) - 1);
+        h.set_epoch(63);
+        h.set_frame((1 << 24) - 1);
+        h.set_version(1);
+        h.set_log2_chans(31);
+        h.set_frame_len(64);
+        h.set_complex(true);
+        h.set_bits_per_sample(32);
+        h.set_thread(1023);
+        h.set_station(0xBEEF);
+        h.set_edv(0xAB);
+        let h = Header::new_checked(&b[..]).unwrap();
+        assert!(h.invalid() && !h.legacy() && h.complex());
+        assert_eq!((h.seconds(), h.epoch(), h.frame(), h.unassigned()), ((1 << 30) - 1, 63, (1 << 24) - 1, 0));
+        assert_eq!((h.version(), h.log2_chans(), h.frame_len(), h.bits_per_sample()), (1, 31, 64, 32));
+        assert_eq!((h.thread(), h.station(), h.edv(), h.header_len()), (1023, 0xBEEF, 0xAB, 32));
+        assert_eq!(h.payload().len(), 32);
+        // Fields do not spill into each other: the formats.md bit positions, word by word.
+        assert_eq!(words(&b)[..5], [0xBFFF_FFFF, 0x3FFF_FFFF, 0x3F00_0008, 0xFFFF_BEEF, 0xAB00_0000]);
+        // A legacy header needs 16 bytes, a full one 32.
+        b[3] |= 0x40;
+        assert_eq!(Header::new_checked(&b[..16]).unwrap().payload().len(), 0);
+        assert_eq!(Header::new_checked(&b[..15]).unwrap_err(), Truncated { need: 16, have: 15 });
+        b[3] &= !0x40;
+        assert_eq!(Header::new_checked(&b[..31]).unwrap_err(), Truncated { need: 32, have: 31 });
     }
 
     #[test]
@@ -528,6 +725,7 @@ mod tests {
 
     #[test]
     fn vtp_psn_and_raw_reader() {
+        use crate::spool::Recordable;
         let v = Vdif::new(VdifConfig { threads: 2, ..cfg() }).unwrap();
         for psn32 in [false, true] {
             let t = Vtp::new(v.clone(), psn32);
