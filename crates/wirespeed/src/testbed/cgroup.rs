@@ -12,10 +12,12 @@ use crate::{Error, Result};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+/// Whether cgroup directory `dir` is the one `made` records.
 pub(super) fn cgroup_held(made: &Made, dir: &Path) -> Held {
     held(made.cgroups.get(dir), dir)
 }
 
+/// Records cgroup directory `dir` in [`Made`] (for [`make_recorded`]).
 pub(super) fn record_cgroup(dir: &Path) -> impl Fn(&mut Made, Option<Option<Ident>>) + '_ {
     move |m, v| match v {
         Some(v) => {
@@ -27,6 +29,7 @@ pub(super) fn record_cgroup(dir: &Path) -> impl Fn(&mut Made, Option<Option<Iden
     }
 }
 
+/// Partition `id`'s cpuset and memory cgroup directories.
 pub(super) fn cgroup_dirs(prefix: &str, id: u32) -> [PathBuf; 2] {
     let name = format!("wirespeed-{prefix}-{id}");
     [Path::new("/sys/fs/cgroup/cpuset").join(&name), Path::new("/sys/fs/cgroup/memory").join(&name)]
@@ -56,6 +59,7 @@ pub(super) fn own_cgroup(st: &mut State, dir: &Path) -> Result<bool> {
     }
 }
 
+/// Make (or keep) partition `p`'s cgroups and write its CPU set and memory limit.
 pub(super) fn cgroups_for(st: &mut State, p: &PartSpec, out: &mut Outcome) -> Result<()> {
     let [cpuset, memory] = cgroup_dirs(&st.layout.prefix, p.id);
     if Path::new("/sys/fs/cgroup/cpuset/cpuset.cpus").exists() {
@@ -100,6 +104,7 @@ pub(super) fn join_cgroups(st: &State, id: u32, pid: u32) -> Result<()> {
     Ok(())
 }
 
+/// Processes in cgroup `dir`.
 pub(super) fn cgroup_pids(dir: &Path) -> Vec<u32> {
     std::fs::read_to_string(dir.join("cgroup.procs"))
         .map(|s| s.lines().filter_map(|l| l.trim().parse().ok()).collect())

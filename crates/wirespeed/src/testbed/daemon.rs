@@ -18,14 +18,17 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+/// Pid file of partition `id`'s daemon.
 pub(super) fn pid_file(prefix: &str, id: u32) -> PathBuf {
     work_dir(prefix).join(format!("daemon-{id}.pid"))
 }
 
+/// Heartbeat file partition `id`'s daemon publishes.
 pub(super) fn hb_file(prefix: &str, id: u32) -> PathBuf {
     work_dir(prefix).join(format!("hb-{id}"))
 }
 
+/// What partition `id`'s daemon saw at its last check.
 pub(super) fn view_file(prefix: &str, id: u32) -> PathBuf {
     work_dir(prefix).join(format!("view-{id}.json"))
 }
@@ -62,6 +65,8 @@ pub fn daemon_pid(st: &State, id: u32) -> Option<u32> {
     (alive(pid) && is_our_daemon(pid, st, id)).then_some(pid)
 }
 
+/// Start partition `id`'s daemon inside its namespace and cgroups, in a process group of
+/// its own so that it outlives this command.
 pub(super) fn start_daemon(st: &State, id: u32, exe: &Path) -> Result<()> {
     use std::os::unix::process::CommandExt;
     let prefix = &st.layout.prefix;
@@ -93,7 +98,7 @@ pub(super) fn start_daemon(st: &State, id: u32, exe: &Path) -> Result<()> {
     Ok(())
 }
 
-/// What one daemon saw at its last check (`view-N.json`), read by [`super::status`].
+/// What one daemon saw at its last check (`view-N.json`), read by [`super::status()`].
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub(super) struct View {
     pub(super) id: u32,
@@ -101,6 +106,7 @@ pub(super) struct View {
     pub(super) peers: BTreeMap<u32, PeerState>,
 }
 
+/// Wall-clock milliseconds, as the views are stamped.
 pub(super) fn now_ms() -> u64 {
     sys::realtime_ns() / 1_000_000
 }

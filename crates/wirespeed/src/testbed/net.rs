@@ -13,10 +13,12 @@ use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
+/// Where `ip netns` keeps namespace `ns`.
 pub(super) fn ns_path(ns: &str) -> PathBuf {
     Path::new("/run/netns").join(ns)
 }
 
+/// Whether namespace `ns` is the one `made` records.
 pub(super) fn ns_held(made: &Made, ns: &str) -> Held {
     held(made.namespaces.get(ns), &ns_path(ns))
 }
@@ -113,14 +115,17 @@ pub(super) fn ip(args: &[&str]) -> Result<String> {
     }
 }
 
+/// Whether a namespace named `ns` exists (ours or not).
 pub(super) fn ns_exists(ns: &str) -> bool {
     Path::new("/run/netns").join(ns).exists()
 }
 
+/// Whether device `dev` exists in namespace `ns`.
 pub(super) fn link_exists(ns: &str, dev: &str) -> bool {
     ns_exists(ns) && ip(&["-n", ns, "link", "show", "dev", dev]).is_ok()
 }
 
+/// Records namespace `ns` in [`Made`] (for [`make_recorded`]).
 pub(super) fn record_ns(ns: &str) -> impl Fn(&mut Made, Option<Option<Ident>>) + '_ {
     move |m, v| match v {
         Some(v) => {
@@ -132,12 +137,14 @@ pub(super) fn record_ns(ns: &str) -> impl Fn(&mut Made, Option<Option<Ident>>) +
     }
 }
 
+/// The refusal for a namespace of our name that wirespeed did not make.
 pub(super) fn foreign_ns(ns: &str, prefix: &str) -> Error {
     Error::Usage(format!(
         "namespace {ns} exists but is not the one wirespeed made for partitions '{prefix}': it is left alone; remove it yourself if it is yours to remove, then `wirespeed partition init --prefix {prefix}`"
     ))
 }
 
+/// Both ends' host routes to the other's stable address over link `k`.
 pub(super) fn routes_for(l: &Layout, k: &Link) -> Result<()> {
     for (me, peer) in [(k.a, k.b), (k.b, k.a)] {
         let ns = ns_name(&l.prefix, me);
@@ -194,6 +201,7 @@ pub(super) fn ns_pids(ns: &str) -> Vec<u32> {
         .collect()
 }
 
+/// The inode of a namespace file (`/run/netns/NS` or `/proc/PID/ns/net`): its identity.
 pub(super) fn ns_inode(p: &Path) -> Option<u64> {
     use std::os::unix::fs::MetadataExt;
     std::fs::metadata(p).ok().map(|m| m.ino())

@@ -144,6 +144,7 @@ pub(super) enum Held {
     Foreign,
 }
 
+/// Whether the object at `path` is the one `recorded` (the entry in [`Made`], if any) names.
 pub(super) fn held(recorded: Option<&Option<Ident>>, path: &Path) -> Held {
     let Some(now) = Ident::of(path) else { return Held::Gone };
     match recorded {
@@ -172,10 +173,12 @@ pub fn check_prefix(p: &str) -> Result<()> {
     }
 }
 
+/// The state file of `prefix`.
 pub(super) fn state_path(prefix: &str) -> PathBuf {
     run_dir().join(format!("{prefix}.json"))
 }
 
+/// The directory of `prefix`'s daemon files (pid, log, heartbeat, view).
 pub(super) fn work_dir(prefix: &str) -> PathBuf {
     run_dir().join(prefix)
 }
@@ -213,6 +216,7 @@ pub fn load_existing(prefix: &str) -> Result<State> {
     })
 }
 
+/// Write the state atomically (temporary file, then rename), making the work directory.
 pub(super) fn save(st: &State) -> Result<()> {
     let dir = run_dir();
     std::fs::create_dir_all(work_dir(&st.layout.prefix))
@@ -289,11 +293,13 @@ pub fn reap_stale() -> Vec<String> {
     out
 }
 
+/// Whether process `pid` runs (a zombie counts as gone).
 pub(super) fn alive(pid: u32) -> bool {
     // A zombie still answers signal 0; start_time counts it as gone.
     sys::proc::start_time(pid).is_some()
 }
 
+/// Partition `id` of `st`, or a usage error listing the ones there are.
 pub(super) fn find(st: &State, id: u32) -> Result<&PartSpec> {
     st.layout.partitions.iter().find(|p| p.id == id).ok_or_else(|| {
         let ids: Vec<String> = st.layout.partitions.iter().map(|p| p.id.to_string()).collect();
