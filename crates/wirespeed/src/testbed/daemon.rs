@@ -212,12 +212,14 @@ pub(super) fn start_missing(st: &State, exe: &Path, out: &mut super::Outcome) ->
 /// Ask every running daemon of `st` to stop (SIGTERM), each said in `u.removed`; returns their
 /// pids, for the caller to wait on.
 pub(super) fn stop_all(st: &State, u: &mut Undone) -> Vec<u32> {
+    // By id, once each, even from a hand-edited state that names a partition twice.
+    let ids: BTreeSet<u32> = st.layout.partitions.iter().map(|p| p.id).collect();
     let mut pids = Vec::new();
-    for p in &st.layout.partitions {
-        if let Some(pid) = daemon_pid(st, p.id) {
+    for &i in &ids {
+        if let Some(pid) = daemon_pid(st, i) {
             let _ = sys::send_signal(pid, libc::SIGTERM);
             pids.push(pid);
-            u.removed.push(format!("partition {}: daemon {pid} stopped", p.id));
+            u.removed.push(format!("partition {i}: daemon {pid} stopped"));
         }
     }
     pids
