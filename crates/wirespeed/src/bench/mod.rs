@@ -14,4 +14,5 @@ pub mod rates;
 pub mod report;
 pub mod search;
 pub mod soak;
+pub mod stats;
 pub mod sweep;

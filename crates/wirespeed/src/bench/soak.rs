@@ -11,6 +11,7 @@
 //! end-of-stream message), so the intervals add up to the run's exact totals.
 
 use super::point::{Placement, Point, PointConfig, Runner, Stream, Streamed};
+use super::stats::mbps;
 use crate::plot::{Band, LineChart, Series};
 use crate::units::{self, Rate};
 use crate::Result;
@@ -251,16 +252,6 @@ pub fn human_duration(s: f64) -> String {
             0 => format!("{} h", r / 3600),
             m => format!("{} h {m} min", r / 3600),
         }
-    }
-}
-
-/// Mb/s with no needless decimals: `942`, `691`, `20.5`.
-fn mbps(bps: f64) -> String {
-    let v = bps / 1e6;
-    if (v - v.round()).abs() < 0.05 {
-        format!("{:.0}", v.round())
-    } else {
-        format!("{v:.1}")
     }
 }
 
