@@ -10,6 +10,7 @@ pub mod compare;
 pub mod max;
 pub mod peer;
 pub mod point;
+pub mod progress;
 pub mod rates;
 pub mod report;
 pub mod search;
