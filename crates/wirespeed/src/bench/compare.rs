@@ -9,6 +9,7 @@
 
 use super::peer::{Iperf3, PeerPoint};
 use super::point::{Placement, Point, PointConfig, Runner};
+use super::stats::{mbps_column, median};
 use crate::plot::{LineChart, Series};
 use crate::units::{self, Rate};
 use crate::Result;
@@ -297,16 +298,6 @@ pub fn run(
     })
 }
 
-fn median(mut v: Vec<f64>) -> Option<f64> {
-    v.retain(|x| x.is_finite());
-    if v.is_empty() {
-        return None;
-    }
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    Some(if n % 2 == 1 { v[n / 2] } else { (v[n / 2 - 1] + v[n / 2]) / 2.0 })
-}
-
 fn tool_median(figs: &[Figures]) -> Option<ToolMedian> {
     if figs.is_empty() {
         return None;
@@ -408,15 +399,6 @@ fn notes(cfg: &CompareConfig, ip: &Iperf3, pl: &Placement, runs: &[Run], cells: 
     out
 }
 
-fn mbps(bps: f64) -> String {
-    let v = bps / 1e6;
-    if v >= 100.0 {
-        format!("{v:.0}")
-    } else {
-        format!("{v:.1}")
-    }
-}
-
 fn pct(p: f64) -> String {
     if p == 0.0 {
         "0".into()
@@ -499,8 +481,8 @@ pub fn table(doc: &CompareDoc) -> String {
     let cols = |m: &Option<ToolMedian>| match m {
         Some(m) => format!(
             "{:>10} {:>10} {:>8} {:>9}",
-            mbps(m.achieved_bps),
-            mbps(m.received_bps),
+            mbps_column(m.achieved_bps),
+            mbps_column(m.received_bps),
             pct(m.loss_percent),
             ns(m.recv_cpu_ns_per_packet)
         ),
@@ -509,7 +491,7 @@ pub fn table(doc: &CompareDoc) -> String {
     for c in &doc.medians {
         s.push_str(&format!(
             "{:>10} {:>6} | {} | {} | {:>9}\n",
-            c.asked_bps.map_or("max".into(), mbps),
+            c.asked_bps.map_or("max".into(), mbps_column),
             c.size,
             cols(&c.wirespeed),
             cols(&c.iperf3),

@@ -134,7 +134,7 @@ pub fn finish(cfg: &MaxConfig, placement: Placement, searches: Vec<SearchResult<
     let stopped = searches.iter().any(|s| s.outcome == Outcome::Stopped);
     let complete: Vec<&SearchResult<Point>> = searches.iter().filter(|s| s.outcome != Outcome::Stopped).collect();
     let values: Vec<Option<f64>> = complete.iter().map(|s| s.zero_loss_bps).collect();
-    let median_bps = search::median(&values);
+    let median_bps = super::stats::lower_median(&values);
     let median_outcome = complete.iter().find(|s| s.zero_loss_bps == median_bps).map(|s| s.outcome);
     let verdict = match (median_bps, median_outcome) {
         (_, None) => "no search finished".to_string(),

@@ -8,6 +8,7 @@
 //! sender that could not keep up is not mistaken for a receiver that dropped.
 
 use super::point::{Placement, Point, PointConfig, Runner};
+use super::stats::mbps;
 use crate::units::{self, Rate};
 use crate::Result;
 use serde::Serialize;
@@ -109,15 +110,6 @@ pub fn run(runner: &Runner, cfg: &RatesConfig, row: &mut dyn FnMut(&Row)) -> Res
         stopped,
         summary,
     })
-}
-
-fn mbps(bps: f64) -> String {
-    let v = bps / 1e6;
-    if (v - v.round()).abs() < 0.05 {
-        format!("{:.0}", v.round())
-    } else {
-        format!("{v:.1}")
-    }
 }
 
 /// The heading lines of the table.

@@ -448,19 +448,10 @@ pub fn unix_ns() -> u64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64)
 }
 
-/// The median of `v` (the mean of the middle two for an even count); `NaN` for none.
-pub fn median(mut v: Vec<f64>) -> f64 {
-    v.retain(|x| x.is_finite());
-    if v.is_empty() {
-        return f64::NAN;
-    }
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    }
+/// [`stats::median`](super::stats::median) as a sweep's rows hold it: `NaN` for none (a
+/// figure no run gave, written as an empty CSV cell and `null` in JSON).
+pub fn median(v: Vec<f64>) -> f64 {
+    super::stats::median(v).unwrap_or(f64::NAN)
 }
 
 /// Group the rows by (receive buffer, size, rate) and take medians, ordered by buffer, size and
