@@ -71,19 +71,6 @@ pub struct SweepArgs {
     output: OutputArgs,
 }
 
-/// The sweep's progress bar on a terminal: points done, the point running, elapsed and
-/// remaining time. indicatif draws it: it fits the bar to the terminal's width (a hand-drawn
-/// line wider than the terminal wraps, and `\r` then clears only its last row), limits redraws,
-/// and draws nothing when stderr is not a terminal, so logs and tests get only the result lines.
-fn progress_bar(of: usize) -> indicatif::ProgressBar {
-    let bar = indicatif::ProgressBar::with_draw_target(Some(of as u64), indicatif::ProgressDrawTarget::stderr());
-    let style = indicatif::ProgressStyle::with_template("[{bar:30}] {pos}/{len}  {msg}  {elapsed}  ~{eta} left")
-        .map(|s| s.progress_chars("#>."))
-        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar());
-    bar.set_style(style);
-    bar
-}
-
 pub fn cmd_sweep(a: SweepArgs) -> Result<u8, Error> {
     let cfg = SweepConfig {
         rates: a.rates.0,
@@ -155,10 +142,10 @@ pub fn cmd_sweep(a: SweepArgs) -> Result<u8, Error> {
     let todo_total = cfg.missing(&earlier).len();
     let command = std::env::args().collect::<Vec<_>>().join(" ");
     let meta = Meta { command, started, host: sweep::HostInfo::read() };
-    let bar = progress_bar(todo_total);
+    let bar = wirespeed::bench::progress::Bar::new(todo_total);
     let doc = sweep::run(&runner, &cfg, meta, earlier, &mut |p| {
         match p {
-            sweep::Progress::Start { of, point, .. } => {
+            sweep::Progress::Start { n, of, point } => {
                 let what = format!(
                     "{} B, rcvbuf {}, {}",
                     point.size,
@@ -168,18 +155,17 @@ pub fn cmd_sweep(a: SweepArgs) -> Result<u8, Error> {
                         r => r.to_string(),
                     }
                 );
-                bar.set_length(of as u64);
-                bar.set_message(what);
+                bar.start(n, of, &what);
             }
             sweep::Progress::Done { n, of, row, doc } => {
+                bar.done();
                 bar.suspend(|| say(&sweep::row_line(n, of, row)));
-                bar.set_position(n as u64);
                 sweep::save(&dir, doc)?;
             }
         }
         Ok(())
     });
-    bar.finish_and_clear();
+    bar.clear();
     let doc = doc?;
     drop(runner);
     sweep::save(&dir, &doc)?;
