@@ -7,7 +7,10 @@
 //! the traffic so it can be proven against fake links whose capacity is known.
 
 pub mod compare;
+pub mod formats;
+pub mod latency;
 pub mod max;
+pub mod pacing;
 pub mod peer;
 pub mod point;
 pub mod rates;
