@@ -62,6 +62,15 @@ pub struct FormatsConfig {
     pub reps: u32,
     /// Payload bytes per timing loop.
     pub bytes: u64,
+    /// The receiver's CPU per datagram at some sizes (ns, bytes), e.g. from `bench max`'s
+    /// `recv_cpu_ns_per_packet`: each check is also given as a share of the figure of the
+    /// nearest size. Empty: no share column.
+    pub recv_cpu: Vec<(f64, usize)>,
+}
+
+/// The receiver CPU figure (ns) of the size nearest `bytes`.
+pub fn nearest_recv_cpu(recv_cpu: &[(f64, usize)], bytes: usize) -> Option<f64> {
+    recv_cpu.iter().min_by_key(|(_, size)| size.abs_diff(bytes)).map(|(ns, _)| *ns)
 }
 
 /// One format's cost.
@@ -84,6 +93,11 @@ pub struct FormatCost {
     pub build_gbps: f64,
     /// Payload checked per second, GB/s.
     pub check_gbps: f64,
+    /// The check over the receiver's CPU per datagram of the nearest size given (`None` when
+    /// none was given).
+    pub check_share: Option<f64>,
+    /// The receiver CPU figure that share divides by, ns.
+    pub recv_cpu_ns: Option<f64>,
     /// Every loop's figure, ns per datagram, in the order run (build).
     pub build_runs_ns: Vec<f64>,
     /// Every loop's figure (check).
@@ -164,6 +178,7 @@ pub fn run(cfg: &FormatsConfig, row: &mut dyn FnMut(&FormatCost)) -> Result<Form
         let n = (cfg.bytes / len as u64).max(MIN_DATAGRAMS);
         let (b, c) = measure(f.as_ref(), cfg.reps, n);
         let (build_ns, check_ns) = (median(&b), median(&c));
+        let recv = nearest_recv_cpu(&cfg.recv_cpu, len).filter(|ns| *ns > 0.0);
         let gbps = |ns: f64| if ns > 0.0 { len as f64 / ns } else { 0.0 };
         let r = FormatCost {
             spec: s.clone(),
@@ -174,6 +189,8 @@ pub fn run(cfg: &FormatsConfig, row: &mut dyn FnMut(&FormatCost)) -> Result<Form
             check_ns,
             build_gbps: gbps(build_ns),
             check_gbps: gbps(check_ns),
+            check_share: recv.map(|ns| check_ns / ns),
+            recv_cpu_ns: recv,
             build_runs_ns: b,
             check_runs_ns: c,
         };
@@ -195,12 +212,18 @@ fn avx2() -> bool {
 
 /// The heading of the table.
 pub fn header(cfg: &FormatsConfig) -> String {
+    let per_loop = format!("{} payload bytes", crate::units::thousands(cfg.bytes));
+    let share = if cfg.recv_cpu.is_empty() { String::new() } else { format!(" {:>13}", "check/recv") };
     format!(
-        "wirespeed bench formats: payload build and check cost on one core, median of {} timing loop(s) of {} each\n\
-         ns/dgram = nanoseconds per datagram; GB/s = 10^9 payload bytes per second at that cost\n\
-         {:>6} {:>14} {:>14} {:>10} {:>10}  format\n",
+        "wirespeed bench formats: payload build and check cost on one core, median of {} timing loop(s) of {per_loop} each\n\
+         ns/dgram = nanoseconds per datagram; GB/s = 10^9 payload bytes per second at that cost{}\n\
+         {:>6} {:>14} {:>14} {:>10} {:>10}{share}  format\n",
         cfg.reps,
-        format!("{} payload bytes", crate::units::thousands(cfg.bytes)),
+        if cfg.recv_cpu.is_empty() {
+            ""
+        } else {
+            "; check/recv = the check over the receiver's CPU per datagram (--recv-cpu, nearest size)"
+        },
         "bytes",
         "build ns/dgram",
         "check ns/dgram",
@@ -211,8 +234,9 @@ pub fn header(cfg: &FormatsConfig) -> String {
 
 /// One table line.
 pub fn line(r: &FormatCost) -> String {
+    let share = r.check_share.map(|s| format!(" {:>12.1}%", s * 100.0)).unwrap_or_default();
     format!(
-        "{:>6} {:>14.1} {:>14.1} {:>10.2} {:>10.2}  {}",
+        "{:>6} {:>14.1} {:>14.1} {:>10.2} {:>10.2}{share}  {}",
         r.bytes, r.build_ns, r.check_ns, r.build_gbps, r.check_gbps, r.spec
     )
 }
@@ -233,11 +257,19 @@ pub fn text(doc: &FormatsDoc, cfg: &FormatsConfig) -> String {
 
 /// The table as CSV.
 pub fn csv(doc: &FormatsDoc) -> String {
-    let mut s = String::from("spec,name,bytes,datagrams,build_ns,check_ns,build_gbps,check_gbps\n");
+    let mut s = String::from("spec,name,bytes,datagrams,build_ns,check_ns,build_gbps,check_gbps,check_share\n");
     for r in &doc.rows {
         s.push_str(&format!(
-            "\"{}\",\"{}\",{},{},{:.2},{:.2},{:.3},{:.3}\n",
-            r.spec, r.name, r.bytes, r.datagrams, r.build_ns, r.check_ns, r.build_gbps, r.check_gbps
+            "\"{}\",\"{}\",{},{},{:.2},{:.2},{:.3},{:.3},{}\n",
+            r.spec,
+            r.name,
+            r.bytes,
+            r.datagrams,
+            r.build_ns,
+            r.check_ns,
+            r.build_gbps,
+            r.check_gbps,
+            r.check_share.map(|v| format!("{v:.4}")).unwrap_or_default()
         ));
     }
     s
@@ -250,7 +282,7 @@ mod tests {
     #[test]
     fn every_default_spec_parses_and_checks_its_own_datagrams() {
         let specs: Vec<String> = DEFAULT_SPECS.iter().map(|s| s.to_string()).collect();
-        let cfg = FormatsConfig { specs, reps: 1, bytes: 0 };
+        let cfg = FormatsConfig { specs, reps: 1, bytes: 0, recv_cpu: vec![(1352.0, 1080), (1526.0, 8800)] };
         let mut seen = 0;
         let doc = run(&cfg, &mut |_| seen += 1).expect("runs");
         assert_eq!(seen, DEFAULT_SPECS.len());
@@ -261,6 +293,12 @@ mod tests {
             assert!(r.build_ns > 0.0 && r.check_ns > 0.0, "{r:?}");
         }
         assert_eq!(doc.rows[2].bytes, 1080);
+        // The share divides by the figure of the nearest size: 1352 ns for 1080 B and 1088 B,
+        // 1526 ns for 8 KiB and more.
+        assert_eq!(doc.rows[2].recv_cpu_ns, Some(1352.0));
+        assert_eq!(doc.rows[0].recv_cpu_ns, Some(1352.0));
+        assert_eq!(doc.rows[4].recv_cpu_ns, Some(1526.0));
+        assert_eq!(doc.rows[2].check_share, Some(doc.rows[2].check_ns / 1352.0));
         assert_eq!(doc.rows.iter().find(|r| r.spec.starts_with("mark5b,fps=25600,fill=tvg")).unwrap().bytes, 10016);
         let c = csv(&doc);
         assert_eq!(c.lines().count(), DEFAULT_SPECS.len() + 1);
@@ -268,9 +306,11 @@ mod tests {
 
     #[test]
     fn specs_without_a_size_or_unknown_are_refused() {
-        let e = parse_specs(&["counter".to_string()]).err().expect("refused").to_string();
+        let Err(e) = parse_specs(&["counter".to_string()]) else { panic!("refused") };
+        let e = e.to_string();
         assert!(e.contains("no fixed datagram size"), "{e}");
-        let e = parse_specs(&["nosuch".to_string()]).err().expect("refused").to_string();
+        let Err(e) = parse_specs(&["nosuch".to_string()]) else { panic!("refused") };
+        let e = e.to_string();
         assert!(e.starts_with("--format nosuch:"), "{e}");
     }
 }

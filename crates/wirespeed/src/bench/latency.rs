@@ -559,8 +559,7 @@ fn run_wirespeed(runner: &Runner, cfg: &LatencyConfig, tool: Tool) -> Result<Opt
     if spin {
         rargs.push("--spin".into());
     }
-    let server =
-        start_server(runner.tool_command(2, &exe, &rargs), "the reflector", ReadyOn::Stderr, "listening on ")?;
+    let server = start_server(runner.tool_command(2, &exe, &rargs), "the reflector", ReadyOn::Stderr, "listening on ")?;
     let target = server.ready_line.split("listening on ").nth(1).and_then(|r| r.split_whitespace().next());
     let Some(target) = target.map(str::to_string) else {
         return Err(Error::Runtime(format!("the reflector said '{}', not where it listens", server.ready_line)));
@@ -625,8 +624,12 @@ fn run_sockperf(runner: &Runner, cfg: &LatencyConfig, tool: Tool) -> Result<Opti
     let port = free_udp_port()?.to_string();
     let sargs: Vec<String> = vec!["server".into(), "-i".into(), ip.clone(), "-p".into(), port.clone()];
     // The server prints this once its socket is bound (and "ERROR: ... Can`t bind" otherwise).
-    let server =
-        start_server(runner.tool_command(2, "sockperf", &sargs), "the sockperf server", ReadyOn::Stdout, "to block on")?;
+    let server = start_server(
+        runner.tool_command(2, "sockperf", &sargs),
+        "the sockperf server",
+        ReadyOn::Stdout,
+        "to block on",
+    )?;
     let secs = cfg.sockperf_seconds();
     let mut cargs: Vec<String> = vec![
         if tool == Tool::SpUnderLoad { "under-load" } else { "ping-pong" }.into(),
@@ -688,11 +691,8 @@ pub fn run_path(
             order.reverse();
         }
         for tool in order {
-            let r = if tool.is_sockperf() {
-                run_sockperf(runner, cfg, tool)?
-            } else {
-                run_wirespeed(runner, cfg, tool)?
-            };
+            let r =
+                if tool.is_sockperf() { run_sockperf(runner, cfg, tool)? } else { run_wirespeed(runner, cfg, tool)? };
             let Some(mut r) = r else { return Ok(true) };
             r.repeat = rep;
             progress(&r);
@@ -877,7 +877,15 @@ mod tests {
         let r = parse_sockperf(PING_PONG).expect("reads");
         assert_eq!(
             r.rtt_us,
-            Rtt { min: 28.592, p50: 55.172, p90: 2770.618, p99: 4788.656, p999: 7985.634, p9999: 8353.366, max: 8353.366 }
+            Rtt {
+                min: 28.592,
+                p50: 55.172,
+                p90: 2770.618,
+                p99: 4788.656,
+                p999: 7985.634,
+                p9999: 8353.366,
+                max: 8353.366
+            }
         );
         assert_eq!((r.sent, r.received, r.observations, r.dropped), (1996, 1995, 1551, 0));
         let r = parse_sockperf(UNDER_LOAD).expect("reads");
@@ -901,8 +909,7 @@ mod tests {
         assert_eq!(Tool::parse("sp-ul"), Ok(Tool::SpUnderLoad));
         assert!(Tool::parse("iperf").unwrap_err().contains("ws-closed, sp-pp, ws-open, sp-ul, ws-open-spin"));
         let tools: Vec<Tool> = DEFAULT_TOOLS.split(',').map(|t| Tool::parse(t).unwrap()).collect();
-        let cfg =
-            LatencyConfig { pps: 10_000.0, size: 64, duration: Duration::from_millis(1500), repeat: 2, tools };
+        let cfg = LatencyConfig { pps: 10_000.0, size: 64, duration: Duration::from_millis(1500), repeat: 2, tools };
         assert_eq!(cfg.sockperf_seconds(), 2);
         let pl = Placement {
             kind: "loopback",

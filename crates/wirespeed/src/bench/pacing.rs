@@ -53,9 +53,9 @@ impl Case {
             Some(b) => (b, true),
             None => (t, false),
         };
-        let (size, rate_text) = body
-            .split_once('@')
-            .ok_or_else(|| format!("'{s}' is not a case: write SIZE@RATE or SIZE@RATE+gso, e.g. 8800@1G or 1080@500kpps+gso"))?;
+        let (size, rate_text) = body.split_once('@').ok_or_else(|| {
+            format!("'{s}' is not a case: write SIZE@RATE or SIZE@RATE+gso, e.g. 8800@1G or 1080@500kpps+gso")
+        })?;
         let size = units::parse_bytes(size.trim()).map_err(|e| format!("'{s}': size: {e}"))?;
         if !(8..=units::MAX_UDP_PAYLOAD as u64).contains(&size) || size % 8 != 0 {
             return Err(format!("'{s}': size {size} is not a counter datagram: use a multiple of 8 from 8 to 65496"));
@@ -460,16 +460,17 @@ mod tests {
         let c = Case::parse("1080@100kpps").unwrap();
         let r = row(
             &c,
-            vec![run_of(1.00001, 0.9999, 1.0001, 50_000, 0), run_of(1.0, 0.9993, 1.0, 49_000, 2), run_of(1.00002, 1.0, 1.0007, 51_000, 0)],
+            vec![
+                run_of(1.00001, 0.9999, 1.0001, 50_000, 0),
+                run_of(1.0, 0.9993, 1.0, 49_000, 2),
+                run_of(1.00002, 1.0, 1.0007, 51_000, 0),
+            ],
         );
         assert_eq!(r.rate_ratio, Some(1.00001));
         assert_eq!((r.window_lo, r.window_hi), (Some(0.9993), Some(1.0007)));
         assert_eq!((r.gap_p50_ns, r.gap_p99_ns, r.slips, r.lost), (50_000, 100_000, 3, 2));
         assert_eq!(r.within_target, Some(true));
-        assert_eq!(
-            line(&r),
-            "| 1080 | 100kpps | 100.001% | 99.93%..100.07% | 50.0 / 100.0 us | 3 | 2 |"
-        );
+        assert_eq!(line(&r), "| 1080 | 100kpps | 100.001% | 99.93%..100.07% | 50.0 / 100.0 us | 3 | 2 |");
         let bad = row(&c, vec![run_of(1.0, 0.99, 1.0, 1, 0)]);
         assert_eq!(bad.within_target, Some(false));
         let doc = PacingDoc {
