@@ -298,3 +298,38 @@ fn pacing_and_latency_across_a_partition_pair() {
     assert_eq!(u(r, "replies") + u(r, "lost"), 1000, "{r}");
     assert_partitions_gone(pl["prefix"].as_str().expect("prefix"));
 }
+
+#[test]
+fn capture_runs_two_builds_alternately_and_counts_every_datagram() {
+    let _t = traffic();
+    // The same binary as A and B: the document's shape, not a difference, is under test.
+    let doc = doc_of(&["bench", "capture", "--loopback", "--count", "2000", "--repeat", "2", "--ab", bin(), "--json"]);
+    assert_eq!(doc["schema"], "wirespeed.bench.capture/1");
+    assert_eq!((u(&doc, "size"), u(&doc, "count"), u(&doc, "repeat")), (1024, 2000, 2));
+    assert_eq!(doc["fixed_size"], false);
+    let runs = doc["runs"].as_array().expect("runs");
+    let order: Vec<(&str, u64)> = runs.iter().map(|r| (r["build"].as_str().unwrap(), u(r, "round"))).collect();
+    assert_eq!(order, vec![("A", 0), ("B", 0), ("A", 1), ("B", 1)]);
+    for r in runs {
+        assert_eq!((u(r, "sent"), u(r, "received"), u(r, "lost")), (2000, 2000, 0), "{r}");
+        assert!(f(r, "cpu_ns_per_packet") > 0.0, "{r}");
+    }
+    assert_eq!(doc["all_received"], true);
+    let builds = doc["builds"].as_array().expect("builds");
+    assert_eq!(builds.len(), 2);
+    assert!(builds.iter().all(|b| u(b, "runs") == 2));
+    assert!(doc["ratio_of_medians"].is_number() && doc["median_pairwise_ratio"].is_number());
+    // One build alone: no ratio.
+    let doc = doc_of(&["bench", "capture", "--loopback", "--count", "1000", "--repeat", "1", "--fixed-size", "--json"]);
+    assert_eq!(doc["builds"].as_array().unwrap().len(), 1);
+    assert_eq!(doc["fixed_size"], true);
+    assert!(doc["ratio_of_medians"].is_null());
+}
+
+#[test]
+fn capture_bad_input_is_one_line_and_exit_2() {
+    expect_fail(&["bench", "capture", "--count", "10"], 2, "--count '10' must be a whole number from 1000");
+    expect_fail(&["bench", "capture", "--size", "1001"], 2, "--size 1001 is not a counter datagram");
+    expect_fail(&["bench", "capture", "--repeat", "0"], 2, "--repeat '0'");
+    expect_fail(&["bench", "capture", "--ab", "/nonexistent/wirespeed"], 2, "--ab /nonexistent/wirespeed");
+}

@@ -5,6 +5,7 @@
 //! Each bench command is one file here: its long help, its options and its printing; the
 //! measuring is in `wirespeed::bench`.
 
+pub mod capture;
 pub mod compare;
 pub mod formats;
 pub mod latency;
@@ -52,6 +53,9 @@ enum BenchCmd {
     /// Round-trip latency of ping/reflect beside sockperf ping-pong and under-load.
     #[command(long_about = latency::LATENCY_HELP)]
     Latency(latency::LatencyArgs),
+    /// The capture thread's CPU per datagram, for one build or two run alternately (A/B).
+    #[command(long_about = capture::CAPTURE_HELP)]
+    Capture(capture::CaptureArgs),
 }
 
 pub fn cmd_bench(a: BenchArgs) -> Result<u8, Error> {
@@ -65,5 +69,6 @@ pub fn cmd_bench(a: BenchArgs) -> Result<u8, Error> {
         BenchCmd::Pacing(p) => pacing::cmd_pacing(p),
         BenchCmd::Formats(f) => formats::cmd_formats(f),
         BenchCmd::Latency(l) => latency::cmd_latency(l),
+        BenchCmd::Capture(c) => capture::cmd_capture(c),
     }
 }
