@@ -6,8 +6,12 @@
 //! on loopback or in two partitions), never from a model; the search logic is kept apart from
 //! the traffic so it can be proven against fake links whose capacity is known.
 
+pub mod capture;
 pub mod compare;
+pub mod formats;
+pub mod latency;
 pub mod max;
+pub mod pacing;
 pub mod peer;
 pub mod point;
 pub mod progress;

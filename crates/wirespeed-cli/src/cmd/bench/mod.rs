@@ -5,8 +5,12 @@
 //! Each bench command is one file here: its long help, its options and its printing; the
 //! measuring is in `wirespeed::bench`.
 
+pub mod capture;
 pub mod compare;
+pub mod formats;
+pub mod latency;
 pub mod max;
+pub mod pacing;
 pub mod rates;
 pub mod soak;
 pub mod sweep;
@@ -40,6 +44,18 @@ enum BenchCmd {
     /// The same points with wirespeed and with iperf3, side by side in one table and one plot.
     #[command(long_about = compare::COMPARE_HELP)]
     Compare(compare::CompareArgs),
+    /// How exactly `send` keeps its rate: achieved/requested, 1 s windows, send-call gaps.
+    #[command(long_about = pacing::PACING_HELP)]
+    Pacing(pacing::PacingArgs),
+    /// Payload build and check cost per format, ns per datagram and GB/s, one core.
+    #[command(long_about = formats::FORMATS_HELP)]
+    Formats(formats::FormatsArgs),
+    /// Round-trip latency of ping/reflect beside sockperf ping-pong and under-load.
+    #[command(long_about = latency::LATENCY_HELP)]
+    Latency(latency::LatencyArgs),
+    /// The capture thread's CPU per datagram, for one build or two run alternately (A/B).
+    #[command(long_about = capture::CAPTURE_HELP)]
+    Capture(capture::CaptureArgs),
 }
 
 pub fn cmd_bench(a: BenchArgs) -> Result<u8, Error> {
@@ -50,5 +66,9 @@ pub fn cmd_bench(a: BenchArgs) -> Result<u8, Error> {
         BenchCmd::Sweep(s) => sweep::cmd_sweep(s),
         BenchCmd::Soak(s) => soak::cmd_soak(s),
         BenchCmd::Compare(c) => compare::cmd_compare(c),
+        BenchCmd::Pacing(p) => pacing::cmd_pacing(p),
+        BenchCmd::Formats(f) => formats::cmd_formats(f),
+        BenchCmd::Latency(l) => latency::cmd_latency(l),
+        BenchCmd::Capture(c) => capture::cmd_capture(c),
     }
 }

@@ -1,0 +1,109 @@
+//! `wirespeed bench capture`: the capture thread's CPU per datagram, one build or two (A/B).
+
+use crate::args::{parse_repeat, parse_size, usage};
+use crate::out::{out_dir, print_json, to_json, write_files};
+use clap::Args;
+use std::path::PathBuf;
+use wirespeed::bench::capture::{self, Build, CaptureConfig};
+use wirespeed::bench::point::Runner;
+use wirespeed::{sys, units, Error};
+
+pub const CAPTURE_HELP: &str = "The receiver's capture-thread CPU time per datagram (its own \
+    cpu_ns_per_packet) while a sender sends --count datagrams flat out: the figure a change on \
+    the capture path is judged by. The receiver gets no --size (unless --fixed-size), so the \
+    checks that formats without a fixed length need are on the measured path.\n\n\
+    With --ab OTHER, the other build (A) and this one (B) run alternately, round by round, each \
+    as both sender and receiver; the summary gives each build's median and spread and B/A as \
+    the ratio of the medians and as the median of the pairwise ratios. On a shared host one run \
+    differs from the next by a quarter: compare only builds run in the same session, and many \
+    rounds of them.\n\n\
+    The sender and receiver run on loopback (sender on the first CPU, receiver on the second), \
+    or, as root without --loopback, in two partitions over a veth link.\n\n\
+    Try:  wirespeed bench capture --loopback                         (10 runs of 300,000 x 1024 B)\n      \
+    wirespeed bench capture --loopback --ab /tmp/old/wirespeed --repeat 15   (BENCHMARKS.md section 9)\n\n\
+    Exit codes: 0 done, 1 runtime failure or stopped by a signal, 2 bad usage.";
+
+#[derive(Args)]
+pub struct CaptureArgs {
+    /// UDP payload bytes per datagram (a multiple of 8).
+    #[arg(long, default_value = "1024", value_name = "BYTES")]
+    size: String,
+    /// Datagrams per run (1000..1e9).
+    #[arg(long, default_value = "300000")]
+    count: String,
+    /// Runs per build.
+    #[arg(long, default_value = "10")]
+    repeat: String,
+    /// Another wirespeed binary to compare with, run alternately as build A (this one is B).
+    #[arg(long, value_name = "BINARY")]
+    ab: Option<PathBuf>,
+    /// Give the receiver --size, which takes the length lock off the path.
+    #[arg(long)]
+    fixed_size: bool,
+    /// Stay on loopback even as root.
+    #[arg(long)]
+    loopback: bool,
+    /// Write capture.txt and capture.json into this directory (created if needed).
+    #[arg(short = 'o', long, value_name = "DIR")]
+    out: Option<PathBuf>,
+    /// Print one JSON document (schema wirespeed.bench.capture/1) instead of the summary.
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn cmd_capture(a: CaptureArgs) -> Result<u8, Error> {
+    let count = match units::parse_count(&a.count) {
+        Ok(n) if (1000..=1_000_000_000).contains(&n) => n,
+        _ => return Err(usage(format!("--count '{}' must be a whole number from 1000 to 1e9", a.count))),
+    };
+    let this = std::env::current_exe().map_err(|e| Error::Runtime(format!("cannot find this program's path: {e}")))?;
+    let builds = match &a.ab {
+        None => vec![Build { label: "this".into(), exe: this }],
+        Some(p) => {
+            let other = std::fs::canonicalize(p)
+                .map_err(|e| usage(format!("--ab {}: {e}: give the path of another wirespeed binary", p.display())))?;
+            vec![Build { label: "A".into(), exe: other }, Build { label: "B".into(), exe: this }]
+        }
+    };
+    let cfg = CaptureConfig {
+        size: parse_size(&a.size)?,
+        count,
+        repeat: parse_repeat(&a.repeat)?,
+        fixed_size: a.fixed_size,
+        builds,
+    };
+    let dir = out_dir(&a.out)?;
+    let stop = sys::install_stop_handler();
+    let runner = Runner::auto(a.loopback, stop)?;
+    let say = |l: &str| if a.json { eprintln!("{l}") } else { println!("{l}") };
+    let head = capture::header(&cfg, &runner.placement());
+    say(&head);
+    let mut text = format!("{head}\n");
+    let doc = capture::run(&runner, &cfg, &mut |r| {
+        let l = capture::run_line(r);
+        say(&l);
+        text.push_str(&l);
+        text.push('\n');
+    })?;
+    drop(runner);
+    let summary = capture::summary(&doc);
+    text.push_str(&summary);
+    if let Some(d) = &dir {
+        write_files(d, &[("capture.txt", &text), ("capture.json", &to_json(&doc)?)])?;
+    }
+    if a.json {
+        print_json(&doc)?;
+    } else {
+        print!("{summary}");
+        if let Some(d) = &dir {
+            println!("capture.txt and capture.json in {}", d.display());
+        }
+    }
+    if doc.stopped {
+        return Err(Error::Runtime(format!(
+            "stopped by a signal after {} run(s); the results above are partial",
+            doc.runs.len()
+        )));
+    }
+    Ok(0)
+}

@@ -1,0 +1,124 @@
+//! `wirespeed bench formats`: payload build and check cost per format, on one core.
+
+use crate::args::{parse_list, usage};
+use crate::out::{out_dir, print_json, to_json, write_files};
+use clap::Args;
+use std::path::PathBuf;
+use wirespeed::bench::formats::{self, FormatsConfig};
+use wirespeed::{units, Error};
+
+pub const FORMATS_HELP: &str = "What building a datagram's payload (the sender's `emit`) and checking \
+    it (the receiver's `check`: header, sequence number, and the payload as its fill allows) cost \
+    per datagram, for every payload format, on one core. No network: each runs in a tight loop \
+    over one buffer, and the median of --reps timing loops is reported.\n\n\
+    Compare the check with the receiver's CPU per datagram (`recv_cpu_ns_per_packet` of `bench \
+    max` or `bench rates`): format handling is meant to be a small part of it. The counter's \
+    check uses AVX2 when the CPU has it (the last line says which).\n\n\
+    Columns:\n  \
+    bytes           UDP payload bytes per datagram\n  \
+    build ns/dgram  median ns to build one datagram's payload\n  \
+    check ns/dgram  median ns to check one datagram\n  \
+    build, check GB/s  10^9 payload bytes per second at that cost\n  \
+    format          the spec (as --format and `wirespeed formats` write it)\n  \
+    check/recv      with --recv-cpu: the check over the receiver's CPU per datagram\n\n\
+    Try:  wirespeed bench formats                          (every format, 5 loops each)\n      \
+    wirespeed bench formats --recv-cpu 1352@1080,1526@8800   (BENCHMARKS.md section 6)\n      \
+    wirespeed bench formats --format counter,size=8800,order=be --reps 9\n      \
+    wirespeed bench formats --reps 1 --bytes 1M --json    (a quick look)\n\n\
+    Exit codes: 0 done, 1 runtime failure, 2 bad usage.";
+
+#[derive(Args)]
+pub struct FormatsArgs {
+    /// A format to time, as a spec with its size (repeatable, e.g. --format vdif,frame=8032,fps=32000).
+    /// Default: every format with its fills (the list of BENCHMARKS.md sections 3 and 6).
+    #[arg(long = "format", value_name = "SPEC")]
+    format: Vec<String>,
+    /// Timing loops per figure; the median is reported (1..101).
+    #[arg(long, default_value = "5")]
+    reps: String,
+    /// Payload bytes each timing loop handles (1M..10G; at least 1,000 datagrams).
+    #[arg(long, default_value = "100M", value_name = "BYTES")]
+    bytes: String,
+    /// The receiver's CPU per datagram to set the checks against, ns at a size: NS@BYTES,...
+    /// (e.g. 1352@1080,1526@8800, from `bench max`'s recv_cpu_ns_per_packet) or one NS for
+    /// every size. Adds the column check/recv, using the figure of the nearest size.
+    #[arg(long, value_name = "NS@BYTES,...")]
+    recv_cpu: Option<String>,
+    /// Write formats.txt, formats.csv and formats.json into this directory (created if needed).
+    #[arg(short = 'o', long, value_name = "DIR")]
+    out: Option<PathBuf>,
+    /// Print one JSON document (schema wirespeed.bench.formats/1) instead of the table.
+    #[arg(long)]
+    json: bool,
+}
+
+/// One NS@BYTES (or NS alone, for every size).
+fn parse_recv_cpu(s: &str) -> Result<(f64, usize), Error> {
+    let (ns, size) = s.split_once('@').unwrap_or((s, "0"));
+    let ns: f64 = ns.trim().parse().map_err(|_| {
+        usage(format!("--recv-cpu: '{s}' is not NS@BYTES: write the receiver's ns per datagram, e.g. 1352@1080"))
+    })?;
+    if !(ns.is_finite() && ns > 0.0) {
+        return Err(usage(format!("--recv-cpu: {ns} ns must be above 0")));
+    }
+    let size = units::parse_bytes(size.trim()).map_err(|e| usage(format!("--recv-cpu '{s}': {e}")))?;
+    Ok((ns, size as usize))
+}
+
+pub fn cmd_formats(a: FormatsArgs) -> Result<u8, Error> {
+    let reps = match units::parse_count(&a.reps) {
+        Ok(n) if (1..=101).contains(&n) => n as u32,
+        _ => return Err(usage(format!("--reps '{}' must be a whole number from 1 to 101", a.reps))),
+    };
+    let bytes = match units::parse_bytes(&a.bytes) {
+        Ok(n) if (1_000_000..=10_000_000_000).contains(&n) => n,
+        Ok(n) => return Err(usage(format!("--bytes {n} is out of range: give 1M to 10G"))),
+        Err(e) => return Err(usage(format!("--bytes: {e}"))),
+    };
+    let specs: Vec<String> = if a.format.is_empty() {
+        formats::DEFAULT_SPECS.iter().map(|s| s.to_string()).collect()
+    } else {
+        a.format.clone()
+    };
+    let recv_cpu = match &a.recv_cpu {
+        None => Vec::new(),
+        Some(s) => parse_list("--recv-cpu", s, parse_recv_cpu)?,
+    };
+    let cfg = FormatsConfig { specs, reps, bytes, recv_cpu };
+    formats::parse_specs(&cfg.specs)?;
+    let dir = out_dir(&a.out)?;
+    let head = formats::header(&cfg);
+    if a.json {
+        eprint!("{head}");
+    } else {
+        print!("{head}");
+    }
+    let doc = formats::run(&cfg, &mut |r| {
+        let l = formats::line(r);
+        if a.json {
+            eprintln!("{l}");
+        } else {
+            println!("{l}");
+        }
+    })?;
+    if let Some(d) = &dir {
+        write_files(
+            d,
+            &[
+                ("formats.txt", &formats::text(&doc, &cfg)),
+                ("formats.csv", &formats::csv(&doc)),
+                ("formats.json", &to_json(&doc)?),
+            ],
+        )?;
+    }
+    if a.json {
+        print_json(&doc)?;
+    } else {
+        let t = formats::text(&doc, &cfg);
+        print!("{}", t.lines().last().map(|l| format!("{l}\n")).unwrap_or_default());
+        if let Some(d) = &dir {
+            println!("formats.txt, formats.csv and formats.json in {}", d.display());
+        }
+    }
+    Ok(0)
+}

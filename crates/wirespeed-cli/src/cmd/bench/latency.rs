@@ -1,0 +1,170 @@
+//! `wirespeed bench latency`: wirespeed ping/reflect beside sockperf, open and closed loop.
+
+use crate::args::{self, parse_duration, parse_list, parse_repeat, usage};
+use crate::out::{out_dir, print_json, to_json, write_files};
+use clap::Args;
+use std::path::PathBuf;
+use wirespeed::bench::latency::{self, LatencyConfig, Tool};
+use wirespeed::bench::point::Runner;
+use wirespeed::latency::ping;
+use wirespeed::units::Rate;
+use wirespeed::{sys, testbed, Error};
+
+pub const LATENCY_HELP: &str = "Round-trip percentiles of wirespeed ping/reflect beside sockperf, \
+    each tool a client on one side and its server on the other, one after the other in the \
+    same placement, the order reversed on every other repeat; medians of the repeats.\n\n\
+    Tools (--tools):\n  \
+    ws-closed     wirespeed ping --closed-loop, against wirespeed reflect\n  \
+    sp-pp         sockperf ping-pong --full-rtt, against sockperf server (closed loop)\n  \
+    ws-open       wirespeed ping (open loop, its default)\n  \
+    sp-ul         sockperf under-load --reply-every 1 --full-rtt (sockperf's open loop)\n  \
+    ws-open-spin  wirespeed ping --spin against reflect --spin (both poll; two busy cores)\n\n\
+    Compare like with like: a closed loop sends only after the previous reply, so a stall \
+    shows as one slow sample (coordinated omission; wirespeed counts the slots it skipped); an \
+    open loop keeps its schedule and measures every probe a stall delayed. sockperf's figures \
+    are its own percentiles as it prints them, over its run less its 400 ms warm-up; it takes \
+    whole seconds (--duration is rounded up for it).\n\n\
+    Paths (--paths): loopback (client on the first CPU, server on the second, by taskset) and, \
+    as root, partition (client in partition 1, server in partition 2, a veth link between; \
+    made for the run and removed). Default: both as root, loopback otherwise.\n\n\
+    Columns: min, p50, p90, p99, p99.9, p99.99, max round trip (microseconds); client CPU/msg \
+    = the client process's user + system time over the messages it sent (the same measure for \
+    every tool); lost = replies lost (wirespeed's ledger, sockperf's 'dropped messages'). Then \
+    the ratios wirespeed / sockperf of the medians.\n\n\
+    sockperf is a separate package: apt-get install sockperf. --tools ws-open,ws-closed runs \
+    without it.\n\n\
+    Try:  wirespeed bench latency                           (64 B at 10,000/s, 10 s, 3 repeats)\n      \
+    wirespeed bench latency --paths loopback --tools ws-open-spin,sp-ul,ws-open\n      \
+    wirespeed bench latency --loopback --tools ws-open,ws-closed --duration 1 --repeat 1 --json\n\n\
+    Exit codes: 0 done, 1 runtime failure (sockperf missing or failed) or stopped by a signal \
+    (Ctrl-C: the runs measured are still reported, and partitions are removed), 2 bad usage.";
+
+#[derive(Args)]
+pub struct LatencyArgs {
+    /// Messages per second (1..10,000,000; 10000 or 10kpps).
+    #[arg(long, default_value = "10000", value_parser = parse_pps)]
+    pps: f64,
+    /// UDP payload bytes per message (24..65507; wirespeed's probe header is 24 bytes).
+    #[arg(long, default_value = "64", value_parser = args::probe_size)]
+    size: usize,
+    /// Length of each run (sockperf: rounded up to whole seconds).
+    #[arg(long, default_value = "10s")]
+    duration: String,
+    /// Runs of each tool per path.
+    #[arg(long, default_value = "3")]
+    repeat: String,
+    /// Tools, comma-separated, in the order of the first repeat.
+    #[arg(long, default_value = latency::DEFAULT_TOOLS)]
+    tools: String,
+    /// Paths, comma-separated: loopback, partition (root). Default: both as root, else loopback.
+    #[arg(long)]
+    paths: Option<String>,
+    /// Loopback only, even as root (the same as --paths loopback).
+    #[arg(long, conflicts_with = "paths")]
+    loopback: bool,
+    /// Write latency.txt and latency.json into this directory (created if needed).
+    #[arg(short = 'o', long, value_name = "DIR")]
+    out: Option<PathBuf>,
+    /// Print one JSON document (schema wirespeed.bench.latency/2) instead of the tables
+    /// (progress lines go to stderr).
+    #[arg(long)]
+    json: bool,
+}
+
+fn parse_pps(s: &str) -> Result<f64, String> {
+    let v = match Rate::parse(s) {
+        Ok(Rate::Packets(p)) => p,
+        _ => s
+            .replace('_', "")
+            .parse::<f64>()
+            .map_err(|_| format!("'{s}' is not a message rate: give messages per second, e.g. 10000 or 10kpps"))?,
+    };
+    if !(v.is_finite() && (1.0..=ping::MAX_PPS).contains(&v)) {
+        return Err(format!("{s} messages/s is out of range: use 1..{}", ping::MAX_PPS));
+    }
+    Ok(v)
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Path {
+    Loopback,
+    Partition,
+}
+
+fn parse_path(s: &str) -> Result<Path, Error> {
+    match s {
+        "loopback" => Ok(Path::Loopback),
+        "partition" | "partitions" => Ok(Path::Partition),
+        _ => Err(usage(format!("--paths: unknown path '{s}': choose from loopback, partition"))),
+    }
+}
+
+pub fn cmd_latency(a: LatencyArgs) -> Result<u8, Error> {
+    let tools = parse_list("--tools", &a.tools, |t| Tool::parse(t).map_err(|e| usage(format!("--tools: {e}"))))?;
+    let paths = match (&a.paths, a.loopback) {
+        (Some(p), _) => parse_list("--paths", p, parse_path)?,
+        (None, true) => vec![Path::Loopback],
+        (None, false) if testbed::require_net_admin("bench").is_ok() => vec![Path::Loopback, Path::Partition],
+        (None, false) => vec![Path::Loopback],
+    };
+    let cfg = LatencyConfig {
+        pps: a.pps,
+        size: a.size,
+        duration: parse_duration(&a.duration)?,
+        repeat: parse_repeat(&a.repeat)?,
+        tools,
+    };
+    // Before any partition is made: a missing sockperf is one line, nothing measured.
+    let sockperf = if cfg.tools.iter().any(|t| t.is_sockperf()) { Some(latency::sockperf_version()?) } else { None };
+    let dir = out_dir(&a.out)?;
+    let stop = sys::install_stop_handler();
+    let say = |l: &str| if a.json { eprintln!("{l}") } else { println!("{l}") };
+    let mut runs = Vec::new();
+    let mut placements = Vec::new();
+    let mut stopped = false;
+    let mut text = String::new();
+    for p in paths {
+        let runner = match p {
+            Path::Loopback => Runner::loopback(stop)?,
+            Path::Partition => Runner::partitions(stop)?,
+        };
+        let head = latency::header(&cfg, &runner.placement());
+        say(&head);
+        text.push_str(&head);
+        text.push('\n');
+        stopped = latency::run_path(&runner, &cfg, &mut runs, &mut |r| {
+            let l = latency::run_line(r);
+            say(&l);
+            text.push_str(&l);
+            text.push('\n');
+        })?;
+        placements.push(runner.placement());
+        drop(runner);
+        if stopped {
+            break;
+        }
+    }
+    let doc = latency::finish(&cfg, placements, runs, sockperf, stopped);
+    let tables = latency::tables(&doc);
+    text.push('\n');
+    text.push_str(&tables);
+    if let Some(d) = &dir {
+        write_files(d, &[("latency.txt", &text), ("latency.json", &to_json(&doc)?)])?;
+    }
+    if a.json {
+        print_json(&doc)?;
+    } else {
+        println!();
+        print!("{tables}");
+        if let Some(d) = &dir {
+            println!("latency.txt and latency.json in {}", d.display());
+        }
+    }
+    if doc.stopped {
+        return Err(Error::Runtime(format!(
+            "stopped by a signal after {} run(s); the results above are partial",
+            doc.runs.len()
+        )));
+    }
+    Ok(0)
+}
