@@ -553,6 +553,25 @@ pub struct OutputArgs {
 #[derive(Clone, Debug, PartialEq)]
 pub struct List<T>(pub Vec<T>);
 
+/// A comma-separated list of values `one` reads, refused whole when empty or when one is bad.
+pub fn list<T>(s: &str, flag: &str, one: impl Fn(&str) -> Result<T, String>) -> Result<List<T>, String> {
+    let v = s.split(',').map(str::trim).filter(|p| !p.is_empty()).map(one).collect::<Result<Vec<_>, _>>()?;
+    if v.is_empty() {
+        return Err(format!("{flag} is empty: give at least one value"));
+    }
+    Ok(List(v))
+}
+
+/// A count within bounds, for the bench options that take one (their reasons in the message).
+pub fn count_between(s: &str, lo: u64, hi: u64, why: &str) -> Result<u64, String> {
+    count_in(s, lo, hi, why)
+}
+
+/// A byte size within bounds, for the bench options that take one.
+pub fn bytes_between(s: &str, lo: u64, hi: u64, why: &str) -> Result<u64, String> {
+    size_in(s, lo, hi, why)
+}
+
 /// Largest counter datagram: the largest UDP payload that is a whole number of 64-bit words.
 const COUNTER_TOP: u64 = (units::MAX_UDP_PAYLOAD - units::MAX_UDP_PAYLOAD % 8) as u64;
 

@@ -100,8 +100,8 @@ fn formats_lists_every_format_with_its_figures() {
 
 #[test]
 fn formats_bad_input_is_one_line_and_exit_2() {
-    expect_fail(&["bench", "formats", "--reps", "0"], 2, "--reps '0' must be a whole number from 1 to 101");
-    expect_fail(&["bench", "formats", "--bytes", "1K"], 2, "--bytes 1024 is out of range");
+    expect_fail(&["bench", "formats", "--reps", "0"], 2, "for '--reps <REPS>': 0 is out of range: give 1..101");
+    expect_fail(&["bench", "formats", "--bytes", "1K"], 2, "for '--bytes <BYTES>': 1024 is out of range");
     expect_fail(&["bench", "formats", "--format", "counter"], 2, "no fixed datagram size");
     expect_fail(&["bench", "formats", "--format", "nosuch"], 2, "--format nosuch:");
     expect_fail(&["bench", "formats", "--recv-cpu", "fast"], 2, "is not NS@BYTES");
@@ -172,10 +172,10 @@ fn pacing_bad_input_is_one_line_and_exit_2() {
     expect_fail(&["bench", "pacing", "--cases", "8800"], 2, "write SIZE@RATE");
     expect_fail(&["bench", "pacing", "--cases", "8801@1G"], 2, "multiple of 8");
     expect_fail(&["bench", "pacing", "--cases", "1080@max"], 2, "max is not paced");
-    expect_fail(&["bench", "pacing", "--cases", "1080@fast"], 2, "--cases: '1080@fast'");
+    expect_fail(&["bench", "pacing", "--cases", "1080@fast"], 2, "for '--cases <CASES>': '1080@fast'");
     expect_fail(&["bench", "pacing", "--cases", ","], 2, "--cases is empty");
     expect_fail(&["bench", "pacing", "--duration", "0"], 2, "--duration");
-    expect_fail(&["bench", "pacing", "--repeat", "0"], 2, "--repeat '0'");
+    expect_fail(&["bench", "pacing", "--repeat", "0"], 2, "for '--repeat <REPEAT>': '0'");
 }
 
 #[test]
@@ -260,7 +260,7 @@ fn latency_bad_input_is_one_line_and_exit_2() {
     expect_fail(&["bench", "latency", "--pps", "fast"], 2, "is not a message rate");
     expect_fail(&["bench", "latency", "--size", "10"], 2, "--size");
     expect_fail(&["bench", "latency", "--duration", "0"], 2, "--duration");
-    expect_fail(&["bench", "latency", "--repeat", "101"], 2, "--repeat '101'");
+    expect_fail(&["bench", "latency", "--repeat", "101"], 2, "for '--repeat <REPEAT>': '101'");
     expect_fail(&["bench", "latency", "--loopback", "--paths", "loopback"], 2, "cannot be used with");
 }
 
@@ -328,8 +328,8 @@ fn capture_runs_two_builds_alternately_and_counts_every_datagram() {
 
 #[test]
 fn capture_bad_input_is_one_line_and_exit_2() {
-    expect_fail(&["bench", "capture", "--count", "10"], 2, "--count '10' must be a whole number from 1000");
-    expect_fail(&["bench", "capture", "--size", "1001"], 2, "--size 1001 is not a counter datagram");
-    expect_fail(&["bench", "capture", "--repeat", "0"], 2, "--repeat '0'");
+    expect_fail(&["bench", "capture", "--count", "10"], 2, "for '--count <COUNT>': 10 is out of range: give 1000..");
+    expect_fail(&["bench", "capture", "--size", "1001"], 2, "for '--size <BYTES>': 1001 is not a counter datagram");
+    expect_fail(&["bench", "capture", "--repeat", "0"], 2, "for '--repeat <REPEAT>': '0'");
     expect_fail(&["bench", "capture", "--ab", "/nonexistent/wirespeed"], 2, "--ab /nonexistent/wirespeed");
 }

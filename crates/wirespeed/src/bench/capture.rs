@@ -10,6 +10,7 @@
 
 use super::latency::{run_client, start_server, stop_server, ReadyOn};
 use super::point::{last_line, parse_doc, Placement, Runner};
+use crate::testbed::place::Side;
 use crate::{Error, Result};
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
@@ -140,7 +141,8 @@ fn run_once(runner: &Runner, cfg: &CaptureConfig, b: &Build) -> Result<Option<(R
     }
     rargs.extend(["--duration".into(), format!("{}s", RUN_LIMIT.as_secs() * 2)]);
     let who = format!("the receiver of build {}", b.label);
-    let server = start_server(runner.tool_command(2, &exe, &rargs), &who, ReadyOn::Stderr, "listening on ")?;
+    let server =
+        start_server(runner.place().tool_command(Side::Recv, &exe, &rargs), &who, ReadyOn::Stderr, "listening on ")?;
     let addr = server.ready_line.split("listening on ").nth(1).and_then(|r| r.split_whitespace().next());
     let Some(addr) = addr.map(str::to_string) else {
         return Err(Error::Runtime(format!("{who} said '{}', not where it listens", server.ready_line)));
@@ -159,15 +161,14 @@ fn run_once(runner: &Runner, cfg: &CaptureConfig, b: &Build) -> Result<Option<(R
     if let (true, Some(c)) = (loopback, pl.send_cpus.first()) {
         sargs.extend(["--cpu".into(), c.to_string()]);
     }
-    let ended = run_client(runner.tool_command(1, &exe, &sargs), "the sender", RUN_LIMIT, runner.stop_flag());
-    let mut server = server;
-    let rstatus = server.kid.finish(Duration::from_secs(2));
-    let (rerr, rout) = stop_server(server);
+    let ended =
+        run_client(runner.place().tool_command(Side::Send, &exe, &sargs), "the sender", RUN_LIMIT, runner.stop_flag());
+    let stopped = stop_server(server, Duration::from_secs(2));
     let Some(e) = ended? else { return Ok(None) };
     if !e.status.success() {
         return Err(Error::Runtime(format!("the sender failed: {}", last_line(&e.err, &e.status))));
     }
-    let rstatus = rstatus?;
+    let (rstatus, rerr, rout) = stopped?;
     if !rstatus.success() {
         return Err(Error::Runtime(format!("{who} failed: {}", last_line(&rerr, &rstatus))));
     }

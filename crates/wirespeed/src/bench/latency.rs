@@ -27,14 +27,15 @@
 //! system time, as the kernel accounts it to this process when the client is reaped
 //! (`cutime`/`cstime` of /proc/self/stat), over the messages it sent.
 
-use super::point::{drain, last_line, Kid, Placement, Runner};
+use super::point::{last_line, Placement, Runner};
+use crate::testbed::place::Side;
+use crate::testbed::proc::{Proc, Wait};
 use crate::{sys, Error, Result};
 use serde::{Deserialize, Serialize};
-use std::io::{BufRead, BufReader, ErrorKind, Read};
+use std::io::ErrorKind;
 use std::process::{Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 /// Schema name of the JSON document (`/1` was the retired benchmarks/latency.py's).
@@ -364,49 +365,27 @@ pub fn parse_sockperf(text: &str) -> Result<SockperfReport> {
 // ---- children: one function to start a server, one to run a client to its end ----
 
 /// Which of a child's streams says "ready".
-#[derive(Clone, Copy)]
-pub(crate) enum ReadyOn {
-    Stdout,
-    Stderr,
-}
+pub(crate) use crate::testbed::proc::Stream as ReadyOn;
 
-/// A started server: the child, the line that said it was ready, and its two streams' text.
+/// A started server and the line that said it was ready.
 pub(crate) struct Server {
-    pub(crate) kid: Kid,
+    proc: Proc,
+    on: ReadyOn,
     pub(crate) ready_line: String,
-    pub(crate) said: JoinHandle<String>,
-    pub(crate) other: JoinHandle<String>,
 }
 
 /// Start a server and wait (at most [`START_WAIT`]) for a line holding `ready` on `on`.
 pub(crate) fn start_server(cmd: Command, who: &str, on: ReadyOn, ready: &str) -> Result<Server> {
-    let mut kid = Kid::spawn(cmd, who)?;
-    let (watched, other) = match on {
-        ReadyOn::Stdout => (kid.stdout().map(|s| Box::new(s) as Box<dyn Read + Send>), kid.stderr().map(drain)),
-        ReadyOn::Stderr => (kid.stderr().map(|s| Box::new(s) as Box<dyn Read + Send>), kid.stdout().map(drain)),
-    };
-    let (Some(watched), Some(other)) = (watched, other) else {
-        return Err(Error::Runtime(format!("{who} has no output streams")));
-    };
-    let (tx, rx) = mpsc::channel();
-    let said = std::thread::spawn(move || {
-        let mut all = String::new();
-        let mut r = BufReader::new(watched);
-        let mut buf = Vec::new();
-        while matches!(r.read_until(b'\n', &mut buf), Ok(n) if n > 0) {
-            let line = String::from_utf8_lossy(&buf).into_owned();
-            let _ = tx.send(strip_ansi(line.trim_end()));
-            all.push_str(&line);
-            buf.clear();
-        }
-        all
-    });
+    let (proc, lines) = Proc::spawn_watch(cmd, who, on)?;
     let t0 = Instant::now();
     let mut last = String::new();
     loop {
-        match rx.recv_timeout(START_WAIT.saturating_sub(t0.elapsed())) {
-            Ok(l) if l.contains(ready) => return Ok(Server { kid, ready_line: l, said, other }),
+        match lines.recv_timeout(START_WAIT.saturating_sub(t0.elapsed())) {
             Ok(l) => {
+                let l = strip_ansi(l.trim_end());
+                if l.contains(ready) {
+                    return Ok(Server { proc, on, ready_line: l });
+                }
                 if !l.trim().is_empty() && !last.contains("ERROR") {
                     last = l;
                 }
@@ -444,62 +423,28 @@ fn children_cpu_s() -> f64 {
 /// Run a client to its end, at most `limit`; `None` when the stop flag was raised (the client
 /// is told to stop and is not a measurement). Its CPU time is what the kernel adds to this
 /// process's children's when it is reaped, so no other child may be reaped meanwhile.
-pub(crate) fn run_client(mut cmd: Command, who: &str, limit: Duration, stop: &AtomicBool) -> Result<Option<Ended>> {
+pub(crate) fn run_client(cmd: Command, who: &str, limit: Duration, stop: &AtomicBool) -> Result<Option<Ended>> {
     let cpu0 = children_cpu_s();
-    let mut child = cmd
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|e| Error::Runtime(format!("cannot start {who}: {e}")))?;
-    let out = child.stdout.take().map(drain);
-    let err = child.stderr.take().map(drain);
-    let kid_guard = KillOnDrop(Some(child));
-    let mut guard = kid_guard;
-    let t0 = Instant::now();
-    let mut termed = false;
-    let status = loop {
-        let Some(c) = guard.0.as_mut() else { return Err(Error::Runtime(format!("{who} was already reaped"))) };
-        if let Some(st) = c.try_wait().map_err(|e| Error::Runtime(format!("cannot wait for {who}: {e}")))? {
-            guard.0 = None;
-            break st;
-        }
-        if stop.load(Ordering::Relaxed) && !termed {
-            let _ = sys::send_signal(c.id(), sys::SIGTERM);
-            termed = true;
-        }
-        if t0.elapsed() > limit + SLACK {
-            return Err(Error::Runtime(format!("{who} did not finish {} s after its run: killed", SLACK.as_secs())));
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    };
+    let exit = Proc::spawn(cmd, who)?.wait(Wait::new().stop(stop).limit(limit + SLACK).kill_at_limit())?;
+    if exit.timed_out {
+        return Err(Error::Runtime(format!("{who} did not finish {} s after its run: killed", SLACK.as_secs())));
+    }
     let cpu_s = children_cpu_s() - cpu0;
-    let out = out.map(|h| h.join().unwrap_or_default()).unwrap_or_default();
-    let err = err.map(|h| h.join().unwrap_or_default()).unwrap_or_default();
-    if termed || stop.load(Ordering::Relaxed) {
+    if exit.stopped || stop.load(Ordering::Relaxed) {
         return Ok(None);
     }
-    Ok(Some(Ended { status, out, err, cpu_s }))
+    Ok(Some(Ended { status: exit.status, out: exit.stdout, err: exit.stderr, cpu_s }))
 }
 
-/// A child killed and reaped if dropped while running.
-struct KillOnDrop(Option<std::process::Child>);
-
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        if let Some(c) = self.0.as_mut() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
-/// Stop a server that runs until told (SIGTERM at once; killed if it does not stop) and return
-/// what it printed on its two streams.
-pub(crate) fn stop_server(mut s: Server) -> (String, String) {
-    let _ = s.kid.finish(Duration::ZERO);
-    drop(s.kid);
-    (s.said.join().unwrap_or_default(), s.other.join().unwrap_or_default())
+/// Stop a server: `grace` to end by itself, then SIGTERM (it still reports), then killed, which
+/// is an error. Returns its exit status and what it printed on the stream that said it was
+/// ready and on the other one.
+pub(crate) fn stop_server(s: Server, grace: Duration) -> Result<(ExitStatus, String, String)> {
+    let exit = s.proc.finish(grace)?;
+    Ok(match s.on {
+        ReadyOn::Stdout => (exit.status, exit.stdout, exit.stderr),
+        ReadyOn::Stderr => (exit.status, exit.stderr, exit.stdout),
+    })
 }
 
 // ---- the tools ----
@@ -559,7 +504,12 @@ fn run_wirespeed(runner: &Runner, cfg: &LatencyConfig, tool: Tool) -> Result<Opt
     if spin {
         rargs.push("--spin".into());
     }
-    let server = start_server(runner.tool_command(2, &exe, &rargs), "the reflector", ReadyOn::Stderr, "listening on ")?;
+    let server = start_server(
+        runner.place().tool_command(Side::Recv, &exe, &rargs),
+        "the reflector",
+        ReadyOn::Stderr,
+        "listening on ",
+    )?;
     let target = server.ready_line.split("listening on ").nth(1).and_then(|r| r.split_whitespace().next());
     let Some(target) = target.map(str::to_string) else {
         return Err(Error::Runtime(format!("the reflector said '{}', not where it listens", server.ready_line)));
@@ -583,8 +533,13 @@ fn run_wirespeed(runner: &Runner, cfg: &LatencyConfig, tool: Tool) -> Result<Opt
         cargs.push("--spin".into());
     }
     let command = format!("wirespeed {}", cargs.join(" "));
-    let ended = run_client(runner.tool_command(1, &exe, &cargs), "wirespeed ping", cfg.duration, runner.stop_flag());
-    let (_, _) = stop_server(server);
+    let ended = run_client(
+        runner.place().tool_command(Side::Send, &exe, &cargs),
+        "wirespeed ping",
+        cfg.duration,
+        runner.stop_flag(),
+    );
+    let _ = stop_server(server, Duration::ZERO);
     let Some(e) = ended? else { return Ok(None) };
     if !e.status.success() {
         return Err(Error::Runtime(format!("wirespeed ping failed: {}", last_line(&e.err, &e.status))));
@@ -625,7 +580,7 @@ fn run_sockperf(runner: &Runner, cfg: &LatencyConfig, tool: Tool) -> Result<Opti
     let sargs: Vec<String> = vec!["server".into(), "-i".into(), ip.clone(), "-p".into(), port.clone()];
     // The server prints this once its socket is bound (and "ERROR: ... Can`t bind" otherwise).
     let server = start_server(
-        runner.tool_command(2, "sockperf", &sargs),
+        runner.place().tool_command(Side::Recv, "sockperf", &sargs),
         "the sockperf server",
         ReadyOn::Stdout,
         "to block on",
@@ -650,12 +605,12 @@ fn run_sockperf(runner: &Runner, cfg: &LatencyConfig, tool: Tool) -> Result<Opti
     }
     let command = format!("sockperf {}", cargs.join(" "));
     let ended = run_client(
-        runner.tool_command(1, "sockperf", &cargs),
+        runner.place().tool_command(Side::Send, "sockperf", &cargs),
         "the sockperf client",
         Duration::from_secs(secs),
         runner.stop_flag(),
     );
-    let _ = stop_server(server);
+    let _ = stop_server(server, Duration::ZERO);
     let Some(e) = ended? else { return Ok(None) };
     if !e.status.success() {
         return Err(Error::Runtime(format!("sockperf failed: {}", last_line(&(e.out.clone() + &e.err), &e.status))));

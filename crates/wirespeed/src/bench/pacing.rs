@@ -10,6 +10,7 @@
 
 use super::latency::{run_client, start_server, stop_server, ReadyOn};
 use super::point::{asked_text, last_line, parse_doc, rate_arg, Placement, Runner};
+use crate::testbed::place::Side;
 use crate::units::{self, Rate};
 use crate::{Error, Result};
 use serde::{Deserialize, Serialize};
@@ -228,7 +229,8 @@ fn run_once(runner: &Runner, cfg: &PacingConfig, case: &Case) -> Result<Option<R
     if let (true, Some(c)) = (loopback, pl.recv_cpus.first()) {
         rargs.extend(["--cpu".into(), c.to_string()]);
     }
-    let server = start_server(runner.command(2, &rargs), "the receiver", ReadyOn::Stderr, "listening on ")?;
+    let server =
+        start_server(runner.place().command(Side::Recv, &rargs), "the receiver", ReadyOn::Stderr, "listening on ")?;
     let addr = server.ready_line.split("listening on ").nth(1).and_then(|r| r.split_whitespace().next());
     let Some(addr) = addr.map(str::to_string) else {
         return Err(Error::Runtime(format!("the receiver said '{}', not where it listens", server.ready_line)));
@@ -250,17 +252,15 @@ fn run_once(runner: &Runner, cfg: &PacingConfig, case: &Case) -> Result<Option<R
     if let (true, Some(c)) = (loopback, pl.send_cpus.first()) {
         sargs.extend(["--cpu".into(), c.to_string()]);
     }
-    let ended = run_client(runner.command(1, &sargs), "the sender", cfg.duration, runner.stop_flag());
+    let ended = run_client(runner.place().command(Side::Send, &sargs), "the sender", cfg.duration, runner.stop_flag());
     // The receiver ends by itself on the end-of-stream message; if that never came, the
     // grace runs out and it is told to stop (then its report says so).
-    let mut server = server;
-    let rstatus = server.kid.finish(Duration::from_secs(2));
-    let (rerr, rout) = stop_server(server);
+    let stopped = stop_server(server, Duration::from_secs(2));
     let Some(e) = ended? else { return Ok(None) };
     if !e.status.success() {
         return Err(Error::Runtime(format!("the sender failed: {}", last_line(&e.err, &e.status))));
     }
-    let rstatus = rstatus?;
+    let (rstatus, rerr, rout) = stopped?;
     if !rstatus.success() {
         return Err(Error::Runtime(format!("the receiver failed: {}", last_line(&rerr, &rstatus))));
     }

@@ -113,6 +113,16 @@ enum Out {
     Piped,
     ListenOnStderr,
     Inherit,
+    Watch(Stream, mpsc::Sender<String>),
+}
+
+/// One of a child's two output streams.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stream {
+    /// Standard output.
+    Stdout,
+    /// Standard error.
+    Stderr,
 }
 
 impl Proc {
@@ -128,6 +138,14 @@ impl Proc {
         Proc::start(cmd, who, Out::ListenOnStderr)
     }
 
+    /// Like [`Proc::spawn`], and every line of `stream` is also sent on the returned channel as
+    /// it comes: for a server that says it is ready in its own words, on either stream (sockperf
+    /// on stdout). Both streams are still collected whole for [`Proc::wait`].
+    pub fn spawn_watch(cmd: Command, who: &str, stream: Stream) -> Result<(Proc, mpsc::Receiver<String>)> {
+        let (tx, rx) = mpsc::channel();
+        Ok((Proc::start(cmd, who, Out::Watch(stream, tx))?, rx))
+    }
+
     /// Start `cmd` printing where this process prints (a child whose report is the run's).
     pub fn spawn_inherit(cmd: Command, who: &str) -> Result<Proc> {
         Proc::start(cmd, who, Out::Inherit)
@@ -139,10 +157,15 @@ impl Proc {
             cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
         }
         let mut child = cmd.spawn().map_err(|e| Error::Runtime(format!("cannot start {who}: {e}")))?;
-        let stdout = child.stdout.take().map(|o| drain(o, None));
+        let (out_tee, err_tee) = match &out {
+            Out::Watch(Stream::Stdout, tx) => (Some(tx.clone()), None),
+            Out::Watch(Stream::Stderr, tx) => (None, Some(tx.clone())),
+            _ => (None, None),
+        };
+        let stdout = child.stdout.take().map(|o| drain(o, out_tee));
         let stderr = match (child.stderr.take(), out) {
             (Some(e), Out::ListenOnStderr) => Stderr::Held(BufReader::new(e)),
-            (Some(e), _) => Stderr::Draining(drain(e, None)),
+            (Some(e), _) => Stderr::Draining(drain(e, err_tee)),
             (None, _) => Stderr::None,
         };
         let pid = child.id();

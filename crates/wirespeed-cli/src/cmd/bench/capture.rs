@@ -1,12 +1,12 @@
 //! `wirespeed bench capture`: the capture thread's CPU per datagram, one build or two (A/B).
 
-use crate::args::{parse_repeat, parse_size, usage};
+use crate::args::{self, usage, OutputArgs};
 use crate::out::{out_dir, print_json, to_json, write_files};
 use clap::Args;
 use std::path::PathBuf;
 use wirespeed::bench::capture::{self, Build, CaptureConfig};
 use wirespeed::bench::point::Runner;
-use wirespeed::{sys, units, Error};
+use wirespeed::{sys, Error};
 
 pub const CAPTURE_HELP: &str = "The receiver's capture-thread CPU time per datagram (its own \
     cpu_ns_per_packet) while a sender sends --count datagrams flat out: the figure a change on \
@@ -26,14 +26,14 @@ pub const CAPTURE_HELP: &str = "The receiver's capture-thread CPU time per datag
 #[derive(Args)]
 pub struct CaptureArgs {
     /// UDP payload bytes per datagram (a multiple of 8).
-    #[arg(long, default_value = "1024", value_name = "BYTES")]
-    size: String,
+    #[arg(long, default_value = "1024", value_name = "BYTES", value_parser = args::counter_size)]
+    size: usize,
     /// Datagrams per run (1000..1e9).
-    #[arg(long, default_value = "300000")]
-    count: String,
+    #[arg(long, default_value = "300000", value_parser = |s: &str| args::count_between(s, 1000, 1_000_000_000, "fewer is noise, more takes hours"))]
+    count: u64,
     /// Runs per build.
-    #[arg(long, default_value = "10")]
-    repeat: String,
+    #[arg(long, default_value = "10", value_parser = args::repeat)]
+    repeat: u32,
     /// Another wirespeed binary to compare with, run alternately as build A (this one is B).
     #[arg(long, value_name = "BINARY")]
     ab: Option<PathBuf>,
@@ -43,19 +43,12 @@ pub struct CaptureArgs {
     /// Stay on loopback even as root.
     #[arg(long)]
     loopback: bool,
-    /// Write capture.txt and capture.json into this directory (created if needed).
-    #[arg(short = 'o', long, value_name = "DIR")]
-    out: Option<PathBuf>,
-    /// Print one JSON document (schema wirespeed.bench.capture/1) instead of the summary.
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    output: OutputArgs,
 }
 
 pub fn cmd_capture(a: CaptureArgs) -> Result<u8, Error> {
-    let count = match units::parse_count(&a.count) {
-        Ok(n) if (1000..=1_000_000_000).contains(&n) => n,
-        _ => return Err(usage(format!("--count '{}' must be a whole number from 1000 to 1e9", a.count))),
-    };
+    let count = a.count;
     let this = std::env::current_exe().map_err(|e| Error::Runtime(format!("cannot find this program's path: {e}")))?;
     let builds = match &a.ab {
         None => vec![Build { label: "this".into(), exe: this }],
@@ -65,17 +58,11 @@ pub fn cmd_capture(a: CaptureArgs) -> Result<u8, Error> {
             vec![Build { label: "A".into(), exe: other }, Build { label: "B".into(), exe: this }]
         }
     };
-    let cfg = CaptureConfig {
-        size: parse_size(&a.size)?,
-        count,
-        repeat: parse_repeat(&a.repeat)?,
-        fixed_size: a.fixed_size,
-        builds,
-    };
-    let dir = out_dir(&a.out)?;
+    let cfg = CaptureConfig { size: a.size, count, repeat: a.repeat, fixed_size: a.fixed_size, builds };
+    let dir = out_dir(&a.output.out)?;
     let stop = sys::install_stop_handler();
     let runner = Runner::auto(a.loopback, stop)?;
-    let say = |l: &str| if a.json { eprintln!("{l}") } else { println!("{l}") };
+    let say = |l: &str| if a.output.json { eprintln!("{l}") } else { println!("{l}") };
     let head = capture::header(&cfg, &runner.placement());
     say(&head);
     let mut text = format!("{head}\n");
@@ -91,7 +78,7 @@ pub fn cmd_capture(a: CaptureArgs) -> Result<u8, Error> {
     if let Some(d) = &dir {
         write_files(d, &[("capture.txt", &text), ("capture.json", &to_json(&doc)?)])?;
     }
-    if a.json {
+    if a.output.json {
         print_json(&doc)?;
     } else {
         print!("{summary}");

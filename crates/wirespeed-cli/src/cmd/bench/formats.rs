@@ -1,9 +1,8 @@
 //! `wirespeed bench formats`: payload build and check cost per format, on one core.
 
-use crate::args::{parse_list, usage};
+use crate::args::{self, List, OutputArgs};
 use crate::out::{out_dir, print_json, to_json, write_files};
 use clap::Args;
-use std::path::PathBuf;
 use wirespeed::bench::formats::{self, FormatsConfig};
 use wirespeed::{units, Error};
 
@@ -34,68 +33,55 @@ pub struct FormatsArgs {
     #[arg(long = "format", value_name = "SPEC")]
     format: Vec<String>,
     /// Timing loops per figure; the median is reported (1..101).
-    #[arg(long, default_value = "5")]
-    reps: String,
+    #[arg(long, default_value = "5", value_parser = |s: &str| args::count_between(s, 1, 101, "the median of more says nothing new"))]
+    reps: u64,
     /// Payload bytes each timing loop handles (1M..10G; at least 1,000 datagrams).
-    #[arg(long, default_value = "100M", value_name = "BYTES")]
-    bytes: String,
+    #[arg(long, default_value = "100M", value_name = "BYTES", value_parser = |s: &str| args::bytes_between(s, 1_000_000, 10_000_000_000, "less is timer noise, more only takes longer"))]
+    bytes: u64,
     /// The receiver's CPU per datagram to set the checks against, ns at a size: NS@BYTES,...
     /// (e.g. 1352@1080,1526@8800, from `bench max`'s recv_cpu_ns_per_packet) or one NS for
     /// every size. Adds the column check/recv, using the figure of the nearest size.
-    #[arg(long, value_name = "NS@BYTES,...")]
-    recv_cpu: Option<String>,
-    /// Write formats.txt, formats.csv and formats.json into this directory (created if needed).
-    #[arg(short = 'o', long, value_name = "DIR")]
-    out: Option<PathBuf>,
-    /// Print one JSON document (schema wirespeed.bench.formats/1) instead of the table.
-    #[arg(long)]
-    json: bool,
+    #[arg(long, value_name = "NS@BYTES,...", value_parser = |s: &str| args::list(s, "--recv-cpu", recv_cpu))]
+    recv_cpu: Option<List<(f64, usize)>>,
+    #[command(flatten)]
+    output: OutputArgs,
 }
 
 /// One NS@BYTES (or NS alone, for every size).
-fn parse_recv_cpu(s: &str) -> Result<(f64, usize), Error> {
+fn recv_cpu(s: &str) -> Result<(f64, usize), String> {
     let (ns, size) = s.split_once('@').unwrap_or((s, "0"));
-    let ns: f64 = ns.trim().parse().map_err(|_| {
-        usage(format!("--recv-cpu: '{s}' is not NS@BYTES: write the receiver's ns per datagram, e.g. 1352@1080"))
-    })?;
+    let ns: f64 = ns
+        .trim()
+        .parse()
+        .map_err(|_| format!("'{s}' is not NS@BYTES: write the receiver's ns per datagram, e.g. 1352@1080"))?;
     if !(ns.is_finite() && ns > 0.0) {
-        return Err(usage(format!("--recv-cpu: {ns} ns must be above 0")));
+        return Err(format!("{ns} ns must be above 0"));
     }
-    let size = units::parse_bytes(size.trim()).map_err(|e| usage(format!("--recv-cpu '{s}': {e}")))?;
+    let size = units::parse_bytes(size.trim()).map_err(|e| format!("'{s}': {e}"))?;
     Ok((ns, size as usize))
 }
 
 pub fn cmd_formats(a: FormatsArgs) -> Result<u8, Error> {
-    let reps = match units::parse_count(&a.reps) {
-        Ok(n) if (1..=101).contains(&n) => n as u32,
-        _ => return Err(usage(format!("--reps '{}' must be a whole number from 1 to 101", a.reps))),
-    };
-    let bytes = match units::parse_bytes(&a.bytes) {
-        Ok(n) if (1_000_000..=10_000_000_000).contains(&n) => n,
-        Ok(n) => return Err(usage(format!("--bytes {n} is out of range: give 1M to 10G"))),
-        Err(e) => return Err(usage(format!("--bytes: {e}"))),
-    };
+    let reps = a.reps as u32;
+    let bytes = a.bytes;
     let specs: Vec<String> = if a.format.is_empty() {
         formats::DEFAULT_SPECS.iter().map(|s| s.to_string()).collect()
     } else {
         a.format.clone()
     };
-    let recv_cpu = match &a.recv_cpu {
-        None => Vec::new(),
-        Some(s) => parse_list("--recv-cpu", s, parse_recv_cpu)?,
-    };
+    let recv_cpu = a.recv_cpu.map(|l| l.0).unwrap_or_default();
     let cfg = FormatsConfig { specs, reps, bytes, recv_cpu };
     formats::parse_specs(&cfg.specs)?;
-    let dir = out_dir(&a.out)?;
+    let dir = out_dir(&a.output.out)?;
     let head = formats::header(&cfg);
-    if a.json {
+    if a.output.json {
         eprint!("{head}");
     } else {
         print!("{head}");
     }
     let doc = formats::run(&cfg, &mut |r| {
         let l = formats::line(r);
-        if a.json {
+        if a.output.json {
             eprintln!("{l}");
         } else {
             println!("{l}");
@@ -111,7 +97,7 @@ pub fn cmd_formats(a: FormatsArgs) -> Result<u8, Error> {
             ],
         )?;
     }
-    if a.json {
+    if a.output.json {
         print_json(&doc)?;
     } else {
         let t = formats::text(&doc, &cfg);

@@ -1,9 +1,9 @@
 //! `wirespeed bench latency`: wirespeed ping/reflect beside sockperf, open and closed loop.
 
-use crate::args::{self, parse_duration, parse_list, parse_repeat, usage};
+use crate::args::{self, List, OutputArgs};
 use crate::out::{out_dir, print_json, to_json, write_files};
 use clap::Args;
-use std::path::PathBuf;
+use std::time::Duration;
 use wirespeed::bench::latency::{self, LatencyConfig, Tool};
 use wirespeed::bench::point::Runner;
 use wirespeed::latency::ping;
@@ -48,27 +48,22 @@ pub struct LatencyArgs {
     #[arg(long, default_value = "64", value_parser = args::probe_size)]
     size: usize,
     /// Length of each run (sockperf: rounded up to whole seconds).
-    #[arg(long, default_value = "10s")]
-    duration: String,
+    #[arg(long, default_value = "10s", value_parser = args::point_duration)]
+    duration: Duration,
     /// Runs of each tool per path.
-    #[arg(long, default_value = "3")]
-    repeat: String,
+    #[arg(long, default_value = "3", value_parser = args::repeat)]
+    repeat: u32,
     /// Tools, comma-separated, in the order of the first repeat.
-    #[arg(long, default_value = latency::DEFAULT_TOOLS)]
-    tools: String,
+    #[arg(long, default_value = latency::DEFAULT_TOOLS, value_parser = |s: &str| args::list(s, "--tools", Tool::parse))]
+    tools: List<Tool>,
     /// Paths, comma-separated: loopback, partition (root). Default: both as root, else loopback.
-    #[arg(long)]
-    paths: Option<String>,
+    #[arg(long, value_parser = |s: &str| args::list(s, "--paths", parse_path))]
+    paths: Option<List<Path>>,
     /// Loopback only, even as root (the same as --paths loopback).
     #[arg(long, conflicts_with = "paths")]
     loopback: bool,
-    /// Write latency.txt and latency.json into this directory (created if needed).
-    #[arg(short = 'o', long, value_name = "DIR")]
-    out: Option<PathBuf>,
-    /// Print one JSON document (schema wirespeed.bench.latency/2) instead of the tables
-    /// (progress lines go to stderr).
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    output: OutputArgs,
 }
 
 fn parse_pps(s: &str) -> Result<f64, String> {
@@ -85,40 +80,34 @@ fn parse_pps(s: &str) -> Result<f64, String> {
     Ok(v)
 }
 
-#[derive(Clone, Copy, PartialEq)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 enum Path {
     Loopback,
     Partition,
 }
 
-fn parse_path(s: &str) -> Result<Path, Error> {
+fn parse_path(s: &str) -> Result<Path, String> {
     match s {
         "loopback" => Ok(Path::Loopback),
         "partition" | "partitions" => Ok(Path::Partition),
-        _ => Err(usage(format!("--paths: unknown path '{s}': choose from loopback, partition"))),
+        _ => Err(format!("unknown path '{s}': choose from loopback, partition")),
     }
 }
 
 pub fn cmd_latency(a: LatencyArgs) -> Result<u8, Error> {
-    let tools = parse_list("--tools", &a.tools, |t| Tool::parse(t).map_err(|e| usage(format!("--tools: {e}"))))?;
-    let paths = match (&a.paths, a.loopback) {
-        (Some(p), _) => parse_list("--paths", p, parse_path)?,
+    let tools = a.tools.0;
+    let paths = match (a.paths, a.loopback) {
+        (Some(p), _) => p.0,
         (None, true) => vec![Path::Loopback],
         (None, false) if testbed::require_net_admin("bench").is_ok() => vec![Path::Loopback, Path::Partition],
         (None, false) => vec![Path::Loopback],
     };
-    let cfg = LatencyConfig {
-        pps: a.pps,
-        size: a.size,
-        duration: parse_duration(&a.duration)?,
-        repeat: parse_repeat(&a.repeat)?,
-        tools,
-    };
+    let cfg = LatencyConfig { pps: a.pps, size: a.size, duration: a.duration, repeat: a.repeat, tools };
     // Before any partition is made: a missing sockperf is one line, nothing measured.
     let sockperf = if cfg.tools.iter().any(|t| t.is_sockperf()) { Some(latency::sockperf_version()?) } else { None };
-    let dir = out_dir(&a.out)?;
+    let dir = out_dir(&a.output.out)?;
     let stop = sys::install_stop_handler();
-    let say = |l: &str| if a.json { eprintln!("{l}") } else { println!("{l}") };
+    let say = |l: &str| if a.output.json { eprintln!("{l}") } else { println!("{l}") };
     let mut runs = Vec::new();
     let mut placements = Vec::new();
     let mut stopped = false;
@@ -151,7 +140,7 @@ pub fn cmd_latency(a: LatencyArgs) -> Result<u8, Error> {
     if let Some(d) = &dir {
         write_files(d, &[("latency.txt", &text), ("latency.json", &to_json(&doc)?)])?;
     }
-    if a.json {
+    if a.output.json {
         print_json(&doc)?;
     } else {
         println!();

@@ -1,8 +1,9 @@
 //! `wirespeed bench pacing`: how exactly `wirespeed send` keeps the rate it is asked for.
 
-use crate::args::{parse_duration, parse_list, parse_rcvbuf, parse_repeat, usage, PlaceArgs};
+use crate::args::{self, List, OutputArgs, PlaceArgs};
 use crate::out::{out_dir, print_json, to_json, write_files};
 use clap::Args;
+use std::time::Duration;
 use wirespeed::bench::pacing::{self, Case, PacingConfig};
 use wirespeed::bench::point::Runner;
 use wirespeed::{sys, Error};
@@ -31,35 +32,35 @@ pub const PACING_HELP: &str = "How exactly `wirespeed send` keeps the rate it is
 pub struct PacingArgs {
     /// Cases, comma-separated: SIZE@RATE, or SIZE@RATE+gso for UDP GSO; RATE in payload
     /// bits/s (942M, 5G) or datagrams/s (500kpps).
-    #[arg(long, default_value = pacing::DEFAULT_CASES)]
-    cases: String,
+    #[arg(long, default_value = pacing::DEFAULT_CASES, value_parser = |s: &str| args::list(s, "--cases", Case::parse))]
+    cases: List<Case>,
     /// Sending time of each run (at least 1 s for the window column).
-    #[arg(long, default_value = "5s")]
-    duration: String,
+    #[arg(long, default_value = "5s", value_parser = args::point_duration)]
+    duration: Duration,
     /// Runs per case.
-    #[arg(long, default_value = "3")]
-    repeat: String,
+    #[arg(long, default_value = "3", value_parser = args::repeat)]
+    repeat: u32,
+    /// Receive buffer the receiver asks for (16M = 16 MiB).
+    #[arg(long, default_value = "32M", value_name = "BYTES", value_parser = args::sockbuf)]
+    rcvbuf: u64,
     #[command(flatten)]
     place: PlaceArgs,
+    #[command(flatten)]
+    output: OutputArgs,
 }
 
 pub fn cmd_pacing(a: PacingArgs) -> Result<u8, Error> {
-    let mut cases = parse_list("--cases", &a.cases, |c| Case::parse(c).map_err(|e| usage(format!("--cases: {e}"))))?;
+    let mut cases = a.cases.0;
     if a.place.gso {
         for c in &mut cases {
             c.gso = true;
         }
     }
-    let cfg = PacingConfig {
-        cases,
-        duration: parse_duration(&a.duration)?,
-        repeat: parse_repeat(&a.repeat)?,
-        rcvbuf: parse_rcvbuf(&a.place.rcvbuf)?,
-    };
-    let dir = out_dir(&a.place.out)?;
+    let cfg = PacingConfig { cases, duration: a.duration, repeat: a.repeat, rcvbuf: a.rcvbuf };
+    let dir = out_dir(&a.output.out)?;
     let stop = sys::install_stop_handler();
     let runner = Runner::auto(a.place.loopback, stop)?;
-    let json = a.place.json;
+    let json = a.output.json;
     let head = pacing::header(&cfg, &runner.placement());
     if json {
         eprint!("{head}");
