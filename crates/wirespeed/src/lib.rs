@@ -4,7 +4,8 @@
 //! a paced sender ([`tx`]) emits datagrams built by a payload [`wire`] format; the receiver
 //! ([`rx`]) takes them in batches on a dedicated capture thread and feeds each stream's exact
 //! loss [`ledger`]; the kernel's own counters ([`kernel`]) are read beside it so a user can tell
-//! which layer dropped what. All `unsafe` code and raw system calls live in [`sys`].
+//! which layer dropped what. `unsafe` is a compiler error everywhere but two rooms: [`sys`],
+//! where every raw system call lives, and `wire::simd`, the AVX2 counter kernels.
 
 #![warn(missing_docs)]
 #![deny(unsafe_code)]

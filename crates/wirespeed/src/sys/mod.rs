@@ -42,8 +42,3 @@ fn cvt(ret: libc::c_int) -> io::Result<libc::c_int> {
         Ok(ret)
     }
 }
-
-/// Old home of the counter kernels, kept while `wire::fill` still calls them by this path;
-/// they live in `wire::simd` now, beside the format they serve.
-#[doc(hidden)]
-pub use crate::wire::simd::{counter_fill, counter_mismatch};

@@ -74,7 +74,7 @@ impl Fill {
                 if at.offset % 8 == 0 {
                     let whole = buf.len() / 8 * 8;
                     let (body, tail) = buf.split_at_mut(whole);
-                    crate::sys::counter_fill(body, at.offset / 8, true);
+                    super::simd::counter_fill(body, at.offset / 8, true);
                     emit_gen::<8>(tail, at.offset + whole as u64, |k| k.to_be_bytes());
                 } else {
                     emit_gen::<8>(buf, at.offset, |k| k.to_be_bytes());
@@ -102,7 +102,7 @@ impl Fill {
                 if at.offset % 8 == 0 {
                     let whole = buf.len() / 8 * 8;
                     let (body, tail) = buf.split_at(whole);
-                    crate::sys::counter_mismatch(body, at.offset / 8, true) == 0
+                    super::simd::counter_mismatch(body, at.offset / 8, true) == 0
                         && check_gen::<8>(tail, at.offset + whole as u64, |k| k.to_be_bytes())
                 } else {
                     check_gen::<8>(buf, at.offset, |k| k.to_be_bytes())
