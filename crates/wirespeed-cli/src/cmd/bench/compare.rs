@@ -9,7 +9,8 @@ use clap::Args;
 use std::path::PathBuf;
 use std::time::Duration;
 use wirespeed::bench::compare::{self, CompareConfig};
-use wirespeed::bench::peer::{self, Iperf3};
+use wirespeed::bench::peer::tool::{self, Setup, Tool};
+use wirespeed::bench::peer::{self};
 use wirespeed::bench::point::Runner;
 use wirespeed::units;
 use wirespeed::{plot, sys, Error};
@@ -51,7 +52,12 @@ pub const COMPARE_HELP: &str = "The same sweep with wirespeed and with iperf3, s
     Try:  wirespeed bench compare                    (1, 2, 4, 6 Gb/s x 1080 and 8800 B, 5 s points)\n      \
     wirespeed bench compare --rates 1G:9G:1G --sizes 1080,4096,8800 --repeat 3 -o compare/\n      \
     wirespeed bench compare --loopback --rates 1G,3G --sizes 8800 --duration 2 --json\n\n\
-    Needs iperf3 (apt-get install iperf3). Exit codes: 0 done (loss is a result, not a \
+    Other tools (--tools, comma-separated, in the order of the first point; the order rotates     from point to point): wirespeed, iperf3, and bare, a bare recvmmsg loop with no accounting     (the floor no receiver on plain recvmmsg goes below; fed by wirespeed send, its loss is     the sender's sent - its received). With --record DIR the tools are recorders instead and     write into DIR: wirespeed (wirespeed record), tcpdump (tcpdump -w, a 64 MiB ring) and     netsniff-ng (a 64 MiB ring), the default; a recorder's received is what its recording     holds (for the two pcap writers: the counter datagrams in the file, as wirespeed verify     --format counter,size=N counts them, with each tool's own drop count beside it), and     dd (bs=8M oflag=direct into DIR, before and after the points) gives the disk's ceiling,     shown as 'of dd'. Each run's recording is deleted after it (--keep keeps the pcap files).
+
+    Try:  wirespeed bench compare --tools wirespeed,bare --gso --rates max --sizes 1080,8800
+          wirespeed bench compare --record /var/tmp/rec --rates 1G,4G --sizes 8800 --repeat 3
+
+    Needs iperf3 (apt-get install iperf3), tcpdump or netsniff-ng when named. Exit codes: 0 done (loss is a result, not a \
     failure), 1 runtime failure, iperf3 missing, or stopped by a signal (Ctrl-C: the runs \
     measured are still reported, and partitions are removed), 2 bad usage.";
 
@@ -89,6 +95,18 @@ pub struct CompareArgs {
     /// Print one JSON document instead of the table (progress lines go to stderr).
     #[arg(long)]
     json: bool,
+    /// The tools to compare, comma-separated: wirespeed, iperf3, bare; with --record:
+    /// wirespeed, tcpdump, netsniff-ng [default: wirespeed,iperf3; with --record:
+    /// wirespeed,tcpdump,netsniff-ng].
+    #[arg(long, value_name = "LIST")]
+    tools: Option<String>,
+    /// Compare recorders writing into this directory (created if needed), with dd's write rate
+    /// into it as the ceiling.
+    #[arg(long, value_name = "DIR")]
+    record: Option<PathBuf>,
+    /// With --record: keep tcpdump's and netsniff-ng's pcap files (named TOOL-RUN.pcap).
+    #[arg(long, requires = "record")]
+    keep: bool,
 }
 
 fn parse_sizes(s: &str) -> Result<Vec<usize>, Error> {
@@ -133,22 +151,35 @@ pub fn cmd_compare(a: CompareArgs) -> Result<u8, Error> {
         gso: a.gso,
         rcvbuf: parse_rcvbuf(&a.rcvbuf)?,
         repeat: parse_repeat(&a.repeat)?,
+        record: a.record.clone(),
     };
-    // iperf3 first: without it there is nothing to compare, and no partition is made.
-    peer::iperf3_version()?;
+    let default = if cfg.record.is_some() { compare::RECORDERS.join(",") } else { compare::TOOLS.join(",") };
+    let entries = tool::parse_tools(a.tools.as_deref().unwrap_or(&default), cfg.record.is_some())
+        .map_err(|e| usage(format!("--tools: {e}")))?;
+    // The tools first (iperf3, tcpdump, ...): without them there is nothing to compare, and no
+    // partition is made.
+    let versions = entries.iter().map(|e| (e.check)()).collect::<Result<Vec<String>, Error>>()?;
     let dir = out_dir(&a.out)?;
     // Ctrl-C reaches the children too; this process lives on to report and remove partitions.
     let stop = sys::install_stop_handler();
-    let runner = Runner::auto(a.loopback, stop)?;
-    let iperf3 = Iperf3::prepare(&runner, cfg.rcvbuf)?;
+    let mut runner = Runner::auto(a.loopback, stop)?;
+    if let Some(d) = &cfg.record {
+        runner.record_to(d.clone())?;
+    }
+    let setup = Setup { runner: &runner, rcvbuf: cfg.rcvbuf, record: cfg.record.as_deref(), keep: a.keep };
+    let tools = entries
+        .iter()
+        .zip(versions)
+        .map(|(e, v)| (e.make)(&setup, v))
+        .collect::<Result<Vec<Box<dyn Tool>>, Error>>()?;
     let json = a.json;
-    let head = compare::header(&cfg, &runner.placement(), &iperf3);
+    let head = compare::header(&cfg, &runner.placement(), &tools);
     if json {
         eprint!("{head}");
     } else {
         print!("{head}");
     }
-    let doc = compare::run(&runner, &iperf3, &cfg, &mut |r, total| {
+    let doc = compare::run(&runner, &tools, &cfg, &mut |r, total| {
         let l = compare::run_line(r, total);
         if json {
             eprintln!("{l}");
@@ -194,7 +225,7 @@ pub fn cmd_compare(a: CompareArgs) -> Result<u8, Error> {
         return Err(Error::Runtime(format!(
             "stopped by a signal after {} of {} runs; the results above are partial",
             doc.runs.len(),
-            cfg.rates.len() * cfg.sizes.len() * cfg.repeat as usize * 2
+            cfg.rates.len() * cfg.sizes.len() * cfg.repeat as usize * tools.len()
         )));
     }
     Ok(0)

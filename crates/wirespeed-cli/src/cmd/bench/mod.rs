@@ -5,6 +5,7 @@
 //! Each bench command is one file here: its long help, its options and its printing; the
 //! measuring is in `wirespeed::bench`.
 
+pub mod bare_recv;
 pub mod compare;
 pub mod max;
 pub mod rates;
@@ -40,6 +41,8 @@ enum BenchCmd {
     /// The same points with wirespeed and with iperf3, side by side in one table and one plot.
     #[command(long_about = compare::COMPARE_HELP)]
     Compare(compare::CompareArgs),
+    #[command(hide = true)]
+    BareRecv(bare_recv::BareRecvArgs),
 }
 
 pub fn cmd_bench(a: BenchArgs) -> Result<u8, Error> {
@@ -50,5 +53,6 @@ pub fn cmd_bench(a: BenchArgs) -> Result<u8, Error> {
         BenchCmd::Sweep(s) => sweep::cmd_sweep(s),
         BenchCmd::Soak(s) => soak::cmd_soak(s),
         BenchCmd::Compare(c) => compare::cmd_compare(c),
+        BenchCmd::BareRecv(b) => bare_recv::cmd_bare_recv(b),
     }
 }
