@@ -517,6 +517,7 @@ mod tests {
 pub mod bare;
 pub mod dd;
 pub mod iperf3;
+pub mod max;
 pub mod netsniff;
 pub mod tcpdump;
 pub mod tool;

@@ -52,12 +52,24 @@ pub const COMPARE_HELP: &str = "The same sweep with wirespeed and with iperf3, s
     Try:  wirespeed bench compare                    (1, 2, 4, 6 Gb/s x 1080 and 8800 B, 5 s points)\n      \
     wirespeed bench compare --rates 1G:9G:1G --sizes 1080,4096,8800 --repeat 3 -o compare/\n      \
     wirespeed bench compare --loopback --rates 1G,3G --sizes 8800 --duration 2 --json\n\n\
-    Other tools (--tools, comma-separated, in the order of the first point; the order rotates     from point to point): wirespeed, iperf3, and bare, a bare recvmmsg loop with no accounting     (the floor no receiver on plain recvmmsg goes below; fed by wirespeed send, its loss is     the sender's sent - its received). With --record DIR the tools are recorders instead and     write into DIR: wirespeed (wirespeed record), tcpdump (tcpdump -w, a 64 MiB ring) and     netsniff-ng (a 64 MiB ring), the default; a recorder's received is what its recording     holds (for the two pcap writers: the counter datagrams in the file, as wirespeed verify     --format counter,size=N counts them, with each tool's own drop count beside it), and     dd (bs=8M oflag=direct into DIR, before and after the points) gives the disk's ceiling,     shown as 'of dd'. Each run's recording is deleted after it (--keep keeps the pcap files).
-
-    Try:  wirespeed bench compare --tools wirespeed,bare --gso --rates max --sizes 1080,8800
-          wirespeed bench compare --record /var/tmp/rec --rates 1G,4G --sizes 8800 --repeat 3
-
-    Needs iperf3 (apt-get install iperf3), tcpdump or netsniff-ng when named. Exit codes: 0 done (loss is a result, not a \
+    Other tools (--tools, comma-separated, in the order of the first point; the order rotates \
+    from point to point): wirespeed, iperf3, and bare, a bare recvmmsg loop with no accounting \
+    (the floor no receiver on plain recvmmsg goes below; fed by wirespeed send, its loss is \
+    the sender's sent - its received). With --record DIR the tools are recorders instead and \
+    write into DIR: wirespeed (wirespeed record), tcpdump (tcpdump -w, a 64 MiB ring) and \
+    netsniff-ng (a 64 MiB ring), the default; a recorder's received is what its recording \
+    holds (for the two pcap writers: the counter datagrams in the file, as wirespeed verify \
+    --format counter,size=N counts them, with each tool's own drop count beside it), and \
+    dd (bs=8M oflag=direct into DIR, before and after the points) gives the disk's ceiling, \
+    shown as 'of dd'. Each run's recording is deleted after it (--keep keeps the pcap files).\n\n\
+    --search searches each tool's highest zero-loss rate per size instead of running the rate \
+    grid (bench max's search, on the rate the sender achieved; '>= X' when even the unpaced \
+    sender lost nothing).\n\n\
+    Try:  wirespeed bench compare --tools wirespeed,bare --gso --rates max --sizes 1080,8800\n      \
+    wirespeed bench compare --search --tools wirespeed,bare,iperf3 --gso --repeat 3\n      \
+    wirespeed bench compare --record /var/tmp/rec --rates 1G,4G --sizes 8800 --repeat 3\n\n\
+    Needs iperf3 (apt-get install iperf3), tcpdump or netsniff-ng when named. \
+    Exit codes: 0 done (loss is a result, not a \
     failure), 1 runtime failure, iperf3 missing, or stopped by a signal (Ctrl-C: the runs \
     measured are still reported, and partitions are removed), 2 bad usage.";
 
@@ -107,6 +119,11 @@ pub struct CompareArgs {
     /// With --record: keep tcpdump's and netsniff-ng's pcap files (named TOOL-RUN.pcap).
     #[arg(long, requires = "record")]
     keep: bool,
+    /// Instead of the rate grid, search each tool's highest zero-loss rate per size (the
+    /// search of bench max: from the sender flat out down to 10M, 2% precision, 4% with
+    /// --record; --repeat searches per tool and size, median reported; --rates is not used).
+    #[arg(long)]
+    search: bool,
 }
 
 fn parse_sizes(s: &str) -> Result<Vec<usize>, Error> {
@@ -173,6 +190,9 @@ pub fn cmd_compare(a: CompareArgs) -> Result<u8, Error> {
         .map(|(e, v)| (e.make)(&setup, v))
         .collect::<Result<Vec<Box<dyn Tool>>, Error>>()?;
     let json = a.json;
+    if a.search {
+        return search(&runner, &tools, &cfg, dir.as_deref(), json);
+    }
     let head = compare::header(&cfg, &runner.placement(), &tools);
     if json {
         eprint!("{head}");
@@ -226,6 +246,72 @@ pub fn cmd_compare(a: CompareArgs) -> Result<u8, Error> {
             "stopped by a signal after {} of {} runs; the results above are partial",
             doc.runs.len(),
             cfg.rates.len() * cfg.sizes.len() * cfg.repeat as usize * tools.len()
+        )));
+    }
+    Ok(0)
+}
+
+/// `--search`: every tool's highest zero-loss rate per size.
+fn search(
+    runner: &Runner,
+    tools: &[Box<dyn Tool>],
+    cfg: &CompareConfig,
+    dir: Option<&std::path::Path>,
+    json: bool,
+) -> Result<u8, Error> {
+    use wirespeed::bench::peer::max::{self as pmax, SearchRun};
+    use wirespeed::bench::search::SearchConfig;
+    let record = cfg.record.is_some();
+    let run = SearchRun {
+        sizes: cfg.sizes.clone(),
+        duration: cfg.duration,
+        gso: cfg.gso,
+        rcvbuf: cfg.rcvbuf,
+        repeat: cfg.repeat,
+        search: SearchConfig {
+            lo: 10e6,
+            hi: None,
+            precision: if record { 0.04 } else { 0.02 },
+            max_probes: if record { 8 } else { 12 },
+        },
+        record: cfg.record.clone(),
+    };
+    let names: Vec<&str> = tools.iter().map(|t| t.name()).collect();
+    let head = format!(
+        "wirespeed bench compare --search: {} ({}), {} per probe, {} search(es) per tool and size, {}",
+        names.join(", "),
+        if record { "recorders" } else { "receivers" },
+        units::nanos(cfg.duration.as_nanos() as f64),
+        cfg.repeat,
+        runner.placement().description
+    );
+    let say = |l: &str| if json { eprintln!("{l}") } else { println!("{l}") };
+    say(&head);
+    let mut lines = vec![head];
+    let doc = pmax::run(runner, tools, &run, &mut |l| {
+        say(&l);
+        lines.push(l);
+    })?;
+    let table = pmax::table(&doc);
+    if let Some(d) = dir {
+        let body =
+            serde_json::to_string_pretty(&doc).map_err(|e| Error::Runtime(format!("cannot encode JSON: {e}")))?;
+        let text = format!("{}\n\n{table}", lines.join("\n"));
+        write_files(d, &[("compare-search.txt", &text), ("compare-search.json", &body)])?;
+    }
+    if json {
+        print_json(&doc)?;
+    } else {
+        println!();
+        print!("{table}");
+        if let Some(d) = dir {
+            println!("compare-search.txt and .json in {}", d.display());
+        }
+    }
+    if doc.stopped {
+        return Err(Error::Runtime(format!(
+            "stopped by a signal after {} search(es); the results above are partial",
+            doc.searches.len()
         )));
     }
     Ok(0)
