@@ -350,8 +350,8 @@ pub fn table(doc: &SearchDoc) -> String {
             doc.dd.len()
         ));
     }
-    for (t, c) in &doc.counts {
-        s.push_str(&format!("=> {t}: {c}\n"));
+    for c in doc.counts.values() {
+        s.push_str(&format!("=> {c}\n"));
     }
     s
 }

@@ -60,7 +60,7 @@ impl Tool for Netsniff {
         self.0.version.clone()
     }
     fn counts(&self) -> String {
-        "netsniff-ng: counter datagrams in its pcap file (verify --format counter,size=N); its own counters are kept as printed, but loss is read from the file: netsniff-ng 0.6.8 on kernel 6.18 printed 'failed filter (out of space)' equal to 'passed filter' in a clean run whose file held every datagram; writes through the page cache".into()
+        "netsniff-ng: counter datagrams in its pcap file (verify --format counter,size=N); its own counters are kept as printed, but loss is read from the file: on loopback, where it sees every datagram twice, netsniff-ng 0.6.8 printed 'failed filter (out of space)' equal to 'passed filter' in a clean run whose file held every datagram (0 across a partition link); writes through the page cache".into()
     }
     fn notes(&self) -> Vec<String> {
         self.0.notes()
