@@ -1,19 +1,27 @@
-//! wirespeed against iperf3 over the same points (`wirespeed bench compare`): at each (rate,
-//! size) point both tools run, one after the other, in the same placement (the same CPUs on
-//! loopback, the same two partitions otherwise), and the results stand side by side in one
-//! table, one CSV, one JSON document and one plot.
+//! wirespeed against other tools over the same points (`wirespeed bench compare`): at each
+//! (rate, size) point every tool of the list runs, one after the other, in the same placement
+//! (the same CPUs on loopback, the same two partitions otherwise), and the results stand side
+//! by side in one table, one CSV, one JSON document and one plot. The tools are receivers
+//! (wirespeed recv, iperf3, the bare recvmmsg loop) or, with a recording directory, recorders
+//! (wirespeed record, tcpdump -w, netsniff-ng) with the disk's dd rate as the ceiling; each is
+//! one file under `bench/peer/` behind [`Tool`].
 //!
-//! The order alternates from point to point (wirespeed then iperf3, then iperf3 then
-//! wirespeed: A B B A ...), so a slow drift on a shared host (a neighbour waking up, the CPU
-//! clocking down) lands on both tools rather than on whichever always ran second.
+//! The order rotates from point to point (wirespeed then iperf3, then iperf3 then
+//! wirespeed: A B B A ...; with three tools A B C, B C A, C A B), so a slow drift on a shared
+//! host (a neighbour waking up, the CPU clocking down) lands on every tool rather than on
+//! whichever always ran last.
 
-use super::peer::{Iperf3, PeerPoint};
+use super::peer::dd::{self, DiskCeiling};
+use super::peer::tool::{Measured, Tool, ToolPoint};
+use super::peer::PeerPoint;
 use super::point::{Placement, Point, PointConfig, Runner};
 use super::stats::{mbps_column, median};
 use crate::plot::{LineChart, Series};
 use crate::units::{self, Rate};
 use crate::Result;
 use serde::Serialize;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
 use std::time::Duration;
 
 /// Schema name of the JSON document.
@@ -22,8 +30,11 @@ pub const SCHEMA: &str = "wirespeed.bench.compare/1";
 /// Most points a rate list may expand to (a range with a tiny step is a typo, not a plan).
 pub const MAX_RATES: usize = 200;
 
-/// The two tools, in the names the tables and the JSON use.
+/// The default tools, in the names the tables and the JSON use (their JSON fields are named).
 pub const TOOLS: [&str; 2] = ["wirespeed", "iperf3"];
+
+/// The default recorders, with a recording directory.
+pub const RECORDERS: [&str; 3] = ["wirespeed", "tcpdump", "netsniff-ng"];
 
 /// What to compare.
 #[derive(Clone, Debug)]
@@ -40,6 +51,8 @@ pub struct CompareConfig {
     pub rcvbuf: u64,
     /// Passes over the whole grid.
     pub repeat: u32,
+    /// Record into this directory (the tools are recorders; dd measures the disk's ceiling).
+    pub record: Option<PathBuf>,
 }
 
 /// Read a rate list (see [`units::parse_rate_list`]), at most [`MAX_RATES`] of them.
@@ -54,7 +67,7 @@ pub struct Run {
     pub seq: u32,
     /// Pass over the grid, 1-based.
     pub pass: u32,
-    /// "wirespeed" or "iperf3".
+    /// The tool's name ("wirespeed", "iperf3", "bare", ...).
     pub tool: &'static str,
     /// Index of the rate in the configured list.
     pub rate_index: usize,
@@ -64,6 +77,9 @@ pub struct Run {
     /// iperf3's point, when `tool` is iperf3.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub iperf3: Option<PeerPoint>,
+    /// Any other tool's point, under the tool's name (as `wirespeed` and `iperf3` are).
+    #[serde(flatten)]
+    pub others: BTreeMap<String, ToolPoint>,
 }
 
 /// The figures both tools report, in the same terms, so one table and one plot can hold both.
@@ -132,6 +148,22 @@ impl Run {
                 send_cpu_ns_per_packet: p.send_cpu_ns_per_packet,
                 recv_cpu_ns_per_packet: p.recv_cpu_ns_per_packet,
             },
+            (None, None) if !self.others.is_empty() => {
+                let p = self.others.values().next().expect("one point");
+                Figures {
+                    asked: p.asked.clone(),
+                    asked_bps: p.asked_bps,
+                    size: p.size,
+                    achieved_bps: p.achieved_bps,
+                    received_bps: p.received_bps,
+                    sent: p.sent,
+                    received: p.received,
+                    loss_percent: loss_percent(p.sent, p.received),
+                    lossy: p.lossy,
+                    send_cpu_ns_per_packet: p.send_cpu_ns_per_packet,
+                    recv_cpu_ns_per_packet: p.recv_cpu_ns_per_packet,
+                }
+            }
             (None, None) => Figures {
                 asked: String::new(),
                 asked_bps: None,
@@ -183,15 +215,37 @@ pub struct Cell {
     pub iperf3: Option<ToolMedian>,
     /// wirespeed's median received rate over iperf3's (above 1: wirespeed got more through).
     pub received_ratio: Option<f64>,
+    /// Any other tool's medians, under the tool's name.
+    #[serde(flatten)]
+    pub others: BTreeMap<String, ToolMedian>,
+    /// wirespeed's median received rate over each other tool's (not iperf3's: that is
+    /// `received_ratio`).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub received_ratios: BTreeMap<String, f64>,
 }
 
-/// Versions of the two tools.
+/// Versions of the tools.
 #[derive(Clone, Debug, Serialize)]
 pub struct Versions {
     /// This wirespeed.
     pub wirespeed: String,
-    /// `iperf3 --version`.
-    pub iperf3: String,
+    /// `iperf3 --version`, when iperf3 ran.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub iperf3: Option<String>,
+    /// Every other tool's version, under its name.
+    #[serde(flatten)]
+    pub others: BTreeMap<String, String>,
+}
+
+/// The recording comparison's setting: where the recorders wrote and the disk's ceiling.
+#[derive(Clone, Debug, Serialize)]
+pub struct RecordSetting {
+    /// The recording directory.
+    pub dir: PathBuf,
+    /// dd's runs, before and after the points.
+    pub dd: Vec<DiskCeiling>,
+    /// The ceiling: the mean of dd's runs, bytes/s (`None` when dd could not measure).
+    pub dd_bytes_per_s: Option<f64>,
 }
 
 /// The whole comparison, as `--json` prints it and compare.json holds it.
@@ -215,8 +269,16 @@ pub struct CompareDoc {
     pub gso: bool,
     /// Receive buffer asked for (wirespeed's receiver forces it when root).
     pub rcvbuf: u64,
-    /// iperf3's `-w` (send and receive buffers, both sides), capped by net.core.*mem_max.
+    /// The socket buffer every tool got: iperf3's `-w` (send and receive buffers, both sides),
+    /// capped by net.core.*mem_max, or the asked one when iperf3 is not compared.
     pub iperf3_socket_buffer: u64,
+    /// The tools, in the order of the first point.
+    pub tools: Vec<String>,
+    /// What each tool's "received" counts.
+    pub counts: BTreeMap<String, String>,
+    /// The recording setting, when the tools recorded.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub record: Option<RecordSetting>,
     /// Every run of every tool, in the order run.
     pub runs: Vec<Run>,
     /// Per (size, rate): both tools' medians over the passes.
@@ -227,26 +289,40 @@ pub struct CompareDoc {
     pub notes: Vec<String>,
 }
 
+/// The socket buffer every tool gets: the smallest any tool can be given (iperf3's, capped by
+/// net.core.*mem_max), so the comparison is of the programs, not of their buffers.
+pub fn socket_buffer(tools: &[Box<dyn Tool>], rcvbuf: u64) -> u64 {
+    tools.iter().filter_map(|t| t.buffer_cap()).min().unwrap_or(rcvbuf)
+}
+
 /// Run the comparison: one unrecorded warm-up point per tool, then, pass by pass, size by size
-/// and rate by rate, both tools in alternating order; `progress` sees each run as it ends.
+/// and rate by rate, every tool in rotating order; `progress` sees each run as it ends. With a
+/// recording directory, dd measures the disk before and after the points.
 pub fn run(
     runner: &Runner,
-    iperf3: &Iperf3,
+    tools: &[Box<dyn Tool>],
     cfg: &CompareConfig,
     progress: &mut dyn FnMut(&Run, usize),
 ) -> Result<CompareDoc> {
-    // Both tools get the same buffer: iperf3's (the asked one, unless net.core.*mem_max caps
-    // it), so the comparison is of the programs, not of their buffers.
-    let point_cfg =
-        |rate, size| PointConfig { rate, size, duration: cfg.duration, gso: cfg.gso, rcvbuf: iperf3.socket_buffer };
-    let total = cfg.rates.len() * cfg.sizes.len() * cfg.repeat as usize * 2;
+    let buffer = socket_buffer(tools, cfg.rcvbuf);
+    let point_cfg = |rate, size| PointConfig { rate, size, duration: cfg.duration, gso: cfg.gso, rcvbuf: buffer };
+    let n = tools.len();
+    let total = cfg.rates.len() * cfg.sizes.len() * cfg.repeat as usize * n;
     let mut runs: Vec<Run> = Vec::new();
     let mut stopped = false;
+    let mut ceilings = Vec::new();
+    if let Some(dir) = &cfg.record {
+        ceilings.push(dd::disk_ceiling(dir, "before"));
+    }
     if let (Some(&rate), Some(&size)) = (cfg.rates.first(), cfg.sizes.first()) {
-        runner.warm_up(&point_cfg(rate, size))?;
         let mut short = point_cfg(rate, size);
-        short.duration = Duration::from_secs(1);
-        stopped = iperf3.run(runner, &short)?.is_none();
+        short.duration = cfg.duration.min(Duration::from_secs(1));
+        for t in tools {
+            if t.run(runner, &short, 0)?.is_none() {
+                stopped = true;
+                break;
+            }
+        }
     }
     let mut k = 0usize;
     'all: for pass in 1..=cfg.repeat {
@@ -255,22 +331,31 @@ pub fn run(
                 if stopped {
                     break 'all;
                 }
-                let order = if k % 2 == 0 { TOOLS } else { [TOOLS[1], TOOLS[0]] };
+                let first = k % n.max(1);
                 k += 1;
-                for tool in order {
+                for j in 0..n {
+                    let t = &tools[(first + j) % n];
                     let pc = point_cfg(rate, size);
-                    let mut r =
-                        Run { seq: runs.len() as u32 + 1, pass, tool, rate_index, wirespeed: None, iperf3: None };
-                    let done = if tool == TOOLS[0] {
-                        r.wirespeed = runner.run(&pc)?;
-                        r.wirespeed.is_some()
-                    } else {
-                        r.iperf3 = iperf3.run(runner, &pc)?;
-                        r.iperf3.is_some()
+                    let seq = runs.len() as u32 + 1;
+                    let mut r = Run {
+                        seq,
+                        pass,
+                        tool: t.name(),
+                        rate_index,
+                        wirespeed: None,
+                        iperf3: None,
+                        others: BTreeMap::new(),
                     };
-                    if !done {
-                        stopped = true;
-                        break 'all;
+                    match t.run(runner, &pc, seq)? {
+                        None => {
+                            stopped = true;
+                            break 'all;
+                        }
+                        Some(Measured::Wirespeed(p)) => r.wirespeed = Some(p),
+                        Some(Measured::Iperf3(p)) => r.iperf3 = Some(p),
+                        Some(Measured::Other(p)) => {
+                            r.others.insert(t.name().to_string(), p);
+                        }
                     }
                     progress(&r, total);
                     runs.push(r);
@@ -278,19 +363,54 @@ pub fn run(
             }
         }
     }
+    let record = cfg.record.as_ref().map(|dir| {
+        if !stopped {
+            ceilings.push(dd::disk_ceiling(dir, "after"));
+        }
+        let dd: Vec<DiskCeiling> = ceilings.into_iter().filter_map(|c| c.ok()).collect();
+        let dd_bytes_per_s = (!dd.is_empty()).then(|| dd.iter().map(|c| c.bytes_per_s).sum::<f64>() / dd.len() as f64);
+        RecordSetting { dir: dir.clone(), dd, dd_bytes_per_s }
+    });
     let medians = medians(cfg, &runs);
-    let notes = notes(cfg, iperf3, &runner.placement(), &runs, &medians);
+    let mut notes = notes(cfg, tools, buffer, &runner.placement(), &runs, &medians);
+    if let Some(r) = &record {
+        match r.dd_bytes_per_s {
+            Some(b) => notes.push(format!(
+                "disk ceiling: dd wrote {} of zeros into {} at {}/s ({}), mean of {} run(s) before and after the points; 'of dd' is each tool's stored payload rate over it",
+                units::bytes(r.dd.first().map_or(0, |c| c.bytes)),
+                r.dir.display(),
+                units::bytes(b as u64),
+                if r.dd.iter().all(|c| c.direct) { "O_DIRECT" } else { "through the page cache, then fdatasync: this filesystem has no O_DIRECT" },
+                r.dd.len()
+            )),
+            None => notes.push(format!("disk ceiling: dd could not measure {}", r.dir.display())),
+        }
+    }
+    let mut others = BTreeMap::new();
+    let mut iperf3_version = None;
+    for t in tools {
+        match t.name() {
+            "wirespeed" => {}
+            "iperf3" => iperf3_version = Some(t.version()),
+            name => {
+                others.insert(name.to_string(), t.version());
+            }
+        }
+    }
     Ok(CompareDoc {
         schema: SCHEMA,
         placement: runner.placement(),
-        versions: Versions { wirespeed: env!("CARGO_PKG_VERSION").to_string(), iperf3: iperf3.version.clone() },
+        versions: Versions { wirespeed: env!("CARGO_PKG_VERSION").to_string(), iperf3: iperf3_version, others },
         rates: cfg.rates.iter().map(|&r| super::point::asked_text(r)).collect(),
         sizes: cfg.sizes.clone(),
         duration_s: cfg.duration.as_secs_f64(),
         repeat: cfg.repeat,
         gso: cfg.gso,
         rcvbuf: cfg.rcvbuf,
-        iperf3_socket_buffer: iperf3.socket_buffer,
+        iperf3_socket_buffer: buffer,
+        tools: tools.iter().map(|t| t.name().to_string()).collect(),
+        counts: tools.iter().map(|t| (t.name().to_string(), t.counts())).collect(),
+        record,
         runs,
         medians,
         stopped,
@@ -328,13 +448,23 @@ pub fn medians(cfg: &CompareConfig, runs: &[Run]) -> Vec<Cell> {
                     .collect()
             };
             let (w, p) = (tool_median(&of(TOOLS[0])), tool_median(&of(TOOLS[1])));
-            if w.is_none() && p.is_none() {
+            let mut others = BTreeMap::new();
+            for r in runs.iter().filter(|r| !TOOLS.contains(&r.tool)) {
+                if !others.contains_key(r.tool) {
+                    if let Some(m) = tool_median(&of(r.tool)) {
+                        others.insert(r.tool.to_string(), m);
+                    }
+                }
+            }
+            if w.is_none() && p.is_none() && others.is_empty() {
                 continue;
             }
-            let received_ratio = match (&w, &p) {
-                (Some(w), Some(p)) if p.received_bps > 0.0 => Some(w.received_bps / p.received_bps),
+            let ratio = |p: &ToolMedian| match &w {
+                Some(w) if p.received_bps > 0.0 => Some(w.received_bps / p.received_bps),
                 _ => None,
             };
+            let received_ratio = p.as_ref().and_then(ratio);
+            let received_ratios = others.iter().filter_map(|(k, m)| Some((k.clone(), ratio(m)?))).collect();
             out.push(Cell {
                 asked: super::point::asked_text(rate),
                 asked_bps: super::point::asked_bps(rate, size),
@@ -342,13 +472,24 @@ pub fn medians(cfg: &CompareConfig, runs: &[Run]) -> Vec<Cell> {
                 wirespeed: w,
                 iperf3: p,
                 received_ratio,
+                others,
+                received_ratios,
             });
         }
     }
     out
 }
 
-fn notes(cfg: &CompareConfig, ip: &Iperf3, pl: &Placement, runs: &[Run], cells: &[Cell]) -> Vec<String> {
+fn notes(
+    cfg: &CompareConfig,
+    tools: &[Box<dyn Tool>],
+    buffer: u64,
+    pl: &Placement,
+    runs: &[Run],
+    cells: &[Cell],
+) -> Vec<String> {
+    let names: Vec<&str> = tools.iter().map(|t| t.name()).collect();
+    let default = names == TOOLS;
     let mut out = Vec::new();
     let cpus = |v: &[usize]| {
         if v.is_empty() {
@@ -357,32 +498,60 @@ fn notes(cfg: &CompareConfig, ip: &Iperf3, pl: &Placement, runs: &[Run], cells: 
             format!("CPU {}", v.iter().map(|c| c.to_string()).collect::<Vec<_>>().join(","))
         }
     };
-    out.push(format!(
-        "both tools ran in the same place: senders (wirespeed send, iperf3 -c) on {}, receivers (wirespeed recv, iperf3 -s) on {}",
-        cpus(&pl.send_cpus),
-        cpus(&pl.recv_cpus)
-    ));
-    if let Some(cap) = ip.capped_by {
+    if default {
         out.push(format!(
-            "both tools got {} of socket buffer, not the {} asked: iperf3 cannot force a buffer past net.core.rmem_max/wmem_max, and wirespeed is held to the same for a fair comparison (raise them with sysctl -w net.core.rmem_max={} net.core.wmem_max={})",
+            "both tools ran in the same place: senders (wirespeed send, iperf3 -c) on {}, receivers (wirespeed recv, iperf3 -s) on {}",
+            cpus(&pl.send_cpus),
+            cpus(&pl.recv_cpus)
+        ));
+    } else {
+        out.push(format!(
+            "every tool ran in the same place: senders on {}, {} on {}",
+            cpus(&pl.send_cpus),
+            if cfg.record.is_some() { "recorders" } else { "receivers" },
+            cpus(&pl.recv_cpus)
+        ));
+    }
+    if buffer < cfg.rcvbuf && names.contains(&TOOLS[1]) {
+        let cap = buffer;
+        out.push(format!(
+            "{} got {} of socket buffer, not the {} asked: iperf3 cannot force a buffer past net.core.rmem_max/wmem_max, and {} held to the same for a fair comparison (raise them with sysctl -w net.core.rmem_max={} net.core.wmem_max={})",
+            if default { "both tools" } else { "every tool" },
             units::bytes(cap),
             units::bytes(cfg.rcvbuf),
+            if default { "wirespeed is" } else { "every other tool is" },
             cfg.rcvbuf,
             cfg.rcvbuf
         ));
     }
-    if let Some(n) = super::point::rcvbuf_note(ip.socket_buffer, runs.iter().filter_map(|r| r.wirespeed.as_ref())) {
+    if let Some(n) = super::point::rcvbuf_note(buffer, runs.iter().filter_map(|r| r.wirespeed.as_ref())) {
         out.push(format!("wirespeed: {n}"));
     }
-    if cfg.gso {
+    if cfg.gso && names.contains(&TOOLS[1]) {
         out.push("--gso applies to wirespeed's sender only: iperf3 3.12 sends one datagram per system call".into());
     }
-    out.push(
-        "rx ns/pkt: wirespeed's capture thread CPU time per datagram; iperf3's whole server process (its cpu_utilization_percent x test time) per datagram received"
-            .into(),
-    );
+    if default {
+        out.push(
+            "rx ns/pkt: wirespeed's capture thread CPU time per datagram; iperf3's whole server process (its cpu_utilization_percent x test time) per datagram received"
+                .into(),
+        );
+    } else {
+        out.push("rx ns/pkt: wirespeed's capture thread CPU time per datagram; the other tools' whole process, where measured ('-': not measured)".into());
+        for t in tools {
+            out.push(format!("received: {}", t.counts()));
+        }
+    }
+    if cfg.gso {
+        for t in tools {
+            out.extend(t.notes());
+        }
+    }
     for c in cells {
-        for (tool, m) in [(TOOLS[0], &c.wirespeed), (TOOLS[1], &c.iperf3)] {
+        let mut all: Vec<(&str, &Option<ToolMedian>)> = vec![(TOOLS[0], &c.wirespeed), (TOOLS[1], &c.iperf3)];
+        let others: Vec<(&str, Option<ToolMedian>)> =
+            c.others.iter().map(|(k, m)| (k.as_str(), Some(m.clone()))).collect();
+        all.extend(others.iter().map(|(k, m)| (*k, m)));
+        for (tool, m) in all {
             if let (Some(m), Some(a)) = (m, c.asked_bps) {
                 if m.achieved_bps < a * 0.95 {
                     out.push(format!(
@@ -414,11 +583,15 @@ fn ns(v: Option<f64>) -> String {
 }
 
 /// The heading of the run lines.
-pub fn header(cfg: &CompareConfig, pl: &Placement, ip: &Iperf3) -> String {
+pub fn header(cfg: &CompareConfig, pl: &Placement, tools: &[Box<dyn Tool>]) -> String {
+    let names: Vec<String> = tools
+        .iter()
+        .map(|t| if t.name() == TOOLS[0] { format!("wirespeed {}", env!("CARGO_PKG_VERSION")) } else { t.version() })
+        .collect();
     format!(
-        "wirespeed bench compare: wirespeed {} and {} (UDP), {} per point, {} pass(es), {}\n",
-        env!("CARGO_PKG_VERSION"),
-        ip.version,
+        "wirespeed bench compare: {} ({}), {} per point, {} pass(es), {}\n",
+        names.join(" and "),
+        if cfg.record.is_some() { "UDP, recorded" } else { "UDP" },
         units::nanos(cfg.duration.as_nanos() as f64),
         cfg.repeat,
         pl.description
@@ -442,6 +615,16 @@ pub fn run_line(r: &Run, total: usize) -> String {
             extra.push(format!("{} out of order", units::thousands(p.out_of_order)));
         }
     }
+    for p in r.others.values() {
+        for (k, v) in p
+            .own
+            .iter()
+            .filter(|(k, _)| !matches!(k.as_str(), "file" | "file_bytes" | "first_to_last_s" | "rcvbuf_granted"))
+        {
+            let v = v.as_str().map_or_else(|| v.to_string(), str::to_string);
+            extra.push(format!("{} {v}", k.replace('_', " ")));
+        }
+    }
     format!(
         "[{:>3}/{}] {:<9} asked {:>10} size {:>5}: achieved {:>12}  received {:>12}  sent {:>11}  lost {:>9} ({:>6} %)  CPU ns/pkt tx {:>6} rx {:>6}{}",
         r.seq,
@@ -460,43 +643,81 @@ pub fn run_line(r: &Run, total: usize) -> String {
     )
 }
 
+/// The tools of a document, in its order (older documents: wirespeed and iperf3).
+fn tool_names(doc: &CompareDoc) -> Vec<&str> {
+    if doc.tools.is_empty() {
+        TOOLS.to_vec()
+    } else {
+        doc.tools.iter().map(String::as_str).collect()
+    }
+}
+
+/// One tool's medians at a cell.
+fn cell_median<'a>(c: &'a Cell, tool: &str) -> Option<&'a ToolMedian> {
+    match tool {
+        "wirespeed" => c.wirespeed.as_ref(),
+        "iperf3" => c.iperf3.as_ref(),
+        other => c.others.get(other),
+    }
+}
+
 /// The side-by-side table of medians, with its legend and the notes.
 pub fn table(doc: &CompareDoc) -> String {
-    let tool_head = format!("{:>10} {:>10} {:>8} {:>9}", "achieved", "received", "loss %", "rx ns/pkt");
+    let dd = doc.record.as_ref().and_then(|r| r.dd_bytes_per_s);
+    let mut tool_head = format!("{:>10} {:>10} {:>8} {:>9}", "achieved", "received", "loss %", "rx ns/pkt");
+    if dd.is_some() {
+        tool_head.push_str(&format!(" {:>6}", "of dd"));
+    }
     let w = tool_head.len();
+    let names = tool_names(doc);
+    // wirespeed's received rate over each other tool's, when wirespeed is compared.
+    let ratios: Vec<&str> =
+        if names.contains(&TOOLS[0]) { names.iter().copied().filter(|n| *n != TOOLS[0]).collect() } else { vec![] };
+    let rw = |n: &str| (n.len() + 3).max(9);
+    let mut l2 = format!("{:>10} {:>6}", "", "");
+    let mut l3 = format!("{:>10} {:>6}", "asked Mb/s", "size");
+    for n in &names {
+        l2.push_str(&format!(" | {n:^w$}"));
+        l3.push_str(&format!(" | {tool_head}"));
+    }
+    for n in &ratios {
+        let r = rw(n);
+        l2.push_str(&format!(" | {:>r$}", "received"));
+        let label = if *n == TOOLS[1] { "ws/iperf3".to_string() } else { format!("ws/{n}") };
+        l3.push_str(&format!(" | {label:>r$}"));
+    }
     let mut s = format!(
-        "medians over {} pass(es); Mb/s = 10^6 bits/s of UDP payload; loss % = (sent - received) / sent from each tool's own counts\n\
-         {:>10} {:>6} | {:^w$} | {:^w$} | {:>9}\n\
-         {:>10} {:>6} | {tool_head} | {tool_head} | {:>9}\n",
+        "medians over {} pass(es); Mb/s = 10^6 bits/s of UDP payload; loss % = (sent - received) / sent from each tool's own counts\n{l2}\n{l3}\n",
         doc.repeat,
-        "",
-        "",
-        "wirespeed",
-        "iperf3",
-        "received",
-        "asked Mb/s",
-        "size",
-        "ws/iperf3",
     );
-    let cols = |m: &Option<ToolMedian>| match m {
-        Some(m) => format!(
-            "{:>10} {:>10} {:>8} {:>9}",
-            mbps_column(m.achieved_bps),
-            mbps_column(m.received_bps),
-            pct(m.loss_percent),
-            ns(m.recv_cpu_ns_per_packet)
-        ),
-        None => format!("{:>10} {:>10} {:>8} {:>9}", "-", "-", "-", "-"),
+    let cols = |m: Option<&ToolMedian>| {
+        let mut t = match m {
+            Some(m) => format!(
+                "{:>10} {:>10} {:>8} {:>9}",
+                mbps_column(m.achieved_bps),
+                mbps_column(m.received_bps),
+                pct(m.loss_percent),
+                ns(m.recv_cpu_ns_per_packet)
+            ),
+            None => format!("{:>10} {:>10} {:>8} {:>9}", "-", "-", "-", "-"),
+        };
+        if let Some(d) = dd {
+            let of = m.map_or("-".into(), |m| format!("{:.2}", m.received_bps / 8.0 / d));
+            t.push_str(&format!(" {of:>6}"));
+        }
+        t
     };
     for c in &doc.medians {
-        s.push_str(&format!(
-            "{:>10} {:>6} | {} | {} | {:>9}\n",
-            c.asked_bps.map_or("max".into(), mbps_column),
-            c.size,
-            cols(&c.wirespeed),
-            cols(&c.iperf3),
-            c.received_ratio.map_or("-".into(), |r| format!("{r:.3}"))
-        ));
+        let mut row = format!("{:>10} {:>6}", c.asked_bps.map_or("max".into(), mbps_column), c.size);
+        for n in &names {
+            row.push_str(&format!(" | {}", cols(cell_median(c, n))));
+        }
+        for n in &ratios {
+            let r = if *n == TOOLS[1] { c.received_ratio } else { c.received_ratios.get(*n).copied() };
+            row.push_str(&format!(" | {:>w$}", r.map_or("-".into(), |r| format!("{r:.3}")), w = rw(n)));
+        }
+        s.push_str(&row);
+        s.push('\n');
     }
     if doc.stopped {
         s.push_str("(stopped early: the medians cover the runs done)\n");
@@ -511,7 +732,7 @@ pub fn table(doc: &CompareDoc) -> String {
 
 /// The whole report as text: heading, every run, the table.
 pub fn text(doc: &CompareDoc, header: &str) -> String {
-    let total = doc.rates.len() * doc.sizes.len() * doc.repeat as usize * 2;
+    let total = doc.rates.len() * doc.sizes.len() * doc.repeat as usize * tool_names(doc).len();
     let mut s = header.to_string();
     for r in &doc.runs {
         s.push_str(&run_line(r, total));
@@ -535,7 +756,8 @@ pub fn csv(doc: &CompareDoc) -> String {
         let (lost, lost_pct, ooo) = match (&r.wirespeed, &r.iperf3) {
             (Some(p), _) => (p.lost, if p.sent > 0 { p.lost as f64 * 100.0 / p.sent as f64 } else { 0.0 }, p.late),
             (None, Some(p)) => (p.lost, p.lost_percent, p.out_of_order),
-            (None, None) => (0, 0.0, 0),
+            // Other tools keep no loss count of their own beyond what they received.
+            (None, None) => (f.sent.saturating_sub(f.received), f.loss_percent, 0),
         };
         s.push_str(&format!(
             "{},{},{},{},{},{:.3},{:.3},{},{},{},{:.6},{},{:.6},{},{},{},{}\n",
@@ -565,14 +787,14 @@ pub fn csv(doc: &CompareDoc) -> String {
 /// "received = offered" dashed; flat-out points (no offered rate) are left out.
 pub fn chart(doc: &CompareDoc) -> LineChart {
     let mut series = Vec::new();
-    for tool in TOOLS {
+    for tool in tool_names(doc) {
         for &size in &doc.sizes {
             let points: Vec<(f64, f64)> = doc
                 .medians
                 .iter()
                 .filter(|c| c.size == size)
                 .filter_map(|c| {
-                    let m = if tool == TOOLS[0] { c.wirespeed.as_ref() } else { c.iperf3.as_ref() }?;
+                    let m = cell_median(c, tool)?;
                     Some((c.asked_bps? / 1e9, m.received_bps / 1e9))
                 })
                 .collect();
@@ -682,11 +904,12 @@ mod tests {
             gso: false,
             rcvbuf: 1 << 25,
             repeat: 3,
+            record: None,
         }
     }
 
     fn prun(pass: u32, rate_index: usize, p: PeerPoint) -> Run {
-        Run { seq: 0, pass, tool: "iperf3", rate_index, wirespeed: None, iperf3: Some(p) }
+        Run { seq: 0, pass, tool: "iperf3", rate_index, wirespeed: None, iperf3: Some(p), others: BTreeMap::new() }
     }
 
     #[test]
@@ -726,7 +949,7 @@ mod tests {
                 recv_cpus: vec![1],
                 description: "loopback".into(),
             },
-            versions: Versions { wirespeed: "0".into(), iperf3: "iperf 3.12".into() },
+            versions: Versions { wirespeed: "0".into(), iperf3: Some("iperf 3.12".into()), others: BTreeMap::new() },
             rates: vec!["1 Gb/s".into(), "2 Gb/s".into()],
             sizes: vec![8800],
             duration_s: 1.0,
@@ -734,6 +957,9 @@ mod tests {
             gso: false,
             rcvbuf: 1 << 25,
             iperf3_socket_buffer: 1 << 22,
+            tools: vec![],
+            counts: BTreeMap::new(),
+            record: None,
             medians: medians(&c, &runs),
             runs,
             stopped: false,

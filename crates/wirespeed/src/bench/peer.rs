@@ -468,3 +468,13 @@ mod tests {
         assert_eq!(bandwidth_arg(Rate::Max, 8800), "0");
     }
 }
+
+// The tools `bench compare` runs, one file each, behind one trait (see `tool`).
+pub mod bare;
+pub mod dd;
+pub mod iperf3;
+pub mod max;
+pub mod netsniff;
+pub mod tcpdump;
+pub mod tool;
+pub mod wirespeed;

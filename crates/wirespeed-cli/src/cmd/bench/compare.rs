@@ -6,11 +6,13 @@
 use crate::args::{self, usage, List, OutputArgs, PlaceArgs};
 use crate::out::{out_dir, print_json, write_files};
 use clap::Args;
+use std::path::PathBuf;
 use std::time::Duration;
 use wirespeed::bench::compare::{self, CompareConfig};
-use wirespeed::bench::peer::{self, Iperf3};
+use wirespeed::bench::peer::tool::{self, Setup, Tool};
+use wirespeed::bench::peer::{self};
 use wirespeed::bench::point::Runner;
-use wirespeed::units::Rate;
+use wirespeed::units::{self, Rate};
 use wirespeed::{plot, sys, Error};
 
 pub const COMPARE_HELP: &str = "The same sweep with wirespeed and with iperf3, side by side: at every \
@@ -50,7 +52,24 @@ pub const COMPARE_HELP: &str = "The same sweep with wirespeed and with iperf3, s
     Try:  wirespeed bench compare                    (1, 2, 4, 6 Gb/s x 1080 and 8800 B, 5 s points)\n      \
     wirespeed bench compare --rates 1G:9G:1G --sizes 1080,4096,8800 --repeat 3 -o compare/\n      \
     wirespeed bench compare --loopback --rates 1G,3G --sizes 8800 --duration 2 --json\n\n\
-    Needs iperf3 (apt-get install iperf3). Exit codes: 0 done (loss is a result, not a \
+    Other tools (--tools, comma-separated, in the order of the first point; the order rotates \
+    from point to point): wirespeed, iperf3, and bare, a bare recvmmsg loop with no accounting \
+    (the floor no receiver on plain recvmmsg goes below; fed by wirespeed send, its loss is \
+    the sender's sent - its received). With --record DIR the tools are recorders instead and \
+    write into DIR: wirespeed (wirespeed record), tcpdump (tcpdump -w, a 64 MiB ring) and \
+    netsniff-ng (a 64 MiB ring), the default; a recorder's received is what its recording \
+    holds (for the two pcap writers: the counter datagrams in the file, as wirespeed verify \
+    --format counter,size=N counts them, with each tool's own drop count beside it), and \
+    dd (bs=8M oflag=direct into DIR, before and after the points) gives the disk's ceiling, \
+    shown as 'of dd'. Each run's recording is deleted after it (--keep keeps the pcap files).\n\n\
+    --search searches each tool's highest zero-loss rate per size instead of running the rate \
+    grid (bench max's search, on the rate the sender achieved; '>= X' when even the unpaced \
+    sender lost nothing).\n\n\
+    Try:  wirespeed bench compare --tools wirespeed,bare --gso --rates max --sizes 1080,8800\n      \
+    wirespeed bench compare --search --tools wirespeed,bare,iperf3 --gso --repeat 3\n      \
+    wirespeed bench compare --record /var/tmp/rec --rates 1G,4G --sizes 8800 --repeat 3\n\n\
+    Needs iperf3 (apt-get install iperf3), tcpdump or netsniff-ng when named. \
+    Exit codes: 0 done (loss is a result, not a \
     failure), 1 runtime failure, iperf3 missing, or stopped by a signal (Ctrl-C: the runs \
     measured are still reported, and partitions are removed), 2 bad usage.";
 
@@ -79,6 +98,23 @@ pub struct CompareArgs {
     place: PlaceArgs,
     #[command(flatten)]
     output: OutputArgs,
+    /// The tools to compare, comma-separated: wirespeed, iperf3, bare; with --record:
+    /// wirespeed, tcpdump, netsniff-ng [default: wirespeed,iperf3; with --record:
+    /// wirespeed,tcpdump,netsniff-ng].
+    #[arg(long, value_name = "LIST")]
+    tools: Option<String>,
+    /// Compare recorders writing into this directory (created if needed), with dd's write rate
+    /// into it as the ceiling.
+    #[arg(long, value_name = "DIR")]
+    record: Option<PathBuf>,
+    /// With --record: keep tcpdump's and netsniff-ng's pcap files (named TOOL-RUN.pcap).
+    #[arg(long, requires = "record")]
+    keep: bool,
+    /// Instead of the rate grid, search each tool's highest zero-loss rate per size (the
+    /// search of bench max: from the sender flat out down to 10M, 2% precision, 4% with
+    /// --record; --repeat searches per tool and size, median reported; --rates is not used).
+    #[arg(long)]
+    search: bool,
 }
 
 /// The sizes both tools can send: iperf3's -l has a floor the counter format lacks. Repeats
@@ -118,22 +154,38 @@ pub fn cmd_compare(a: CompareArgs) -> Result<u8, Error> {
         gso: a.place.gso,
         rcvbuf: a.rcvbuf,
         repeat: a.repeat,
+        record: a.record.clone(),
     };
-    // iperf3 first: without it there is nothing to compare, and no partition is made.
-    peer::iperf3_version()?;
+    let default = if cfg.record.is_some() { compare::RECORDERS.join(",") } else { compare::TOOLS.join(",") };
+    let entries = tool::parse_tools(a.tools.as_deref().unwrap_or(&default), cfg.record.is_some())
+        .map_err(|e| usage(format!("--tools: {e}")))?;
+    // The tools first (iperf3, tcpdump, ...): without them there is nothing to compare, and no
+    // partition is made.
+    let versions = entries.iter().map(|e| (e.check)()).collect::<Result<Vec<String>, Error>>()?;
     let dir = out_dir(&a.output.out)?;
     // Ctrl-C reaches the children too; this process lives on to report and remove partitions.
     let stop = sys::install_stop_handler();
-    let runner = Runner::auto(a.place.loopback, stop)?;
-    let iperf3 = Iperf3::prepare(&runner, cfg.rcvbuf)?;
+    let mut runner = Runner::auto(a.place.loopback, stop)?;
+    if let Some(d) = &cfg.record {
+        runner.record_to(d.clone())?;
+    }
+    let setup = Setup { runner: &runner, rcvbuf: cfg.rcvbuf, record: cfg.record.as_deref(), keep: a.keep };
+    let tools = entries
+        .iter()
+        .zip(versions)
+        .map(|(e, v)| (e.make)(&setup, v))
+        .collect::<Result<Vec<Box<dyn Tool>>, Error>>()?;
     let json = a.output.json;
-    let head = compare::header(&cfg, &runner.placement(), &iperf3);
+    if a.search {
+        return search(&runner, &tools, &cfg, dir.as_deref(), json);
+    }
+    let head = compare::header(&cfg, &runner.placement(), &tools);
     if json {
         eprint!("{head}");
     } else {
         print!("{head}");
     }
-    let doc = compare::run(&runner, &iperf3, &cfg, &mut |r, total| {
+    let doc = compare::run(&runner, &tools, &cfg, &mut |r, total| {
         let l = compare::run_line(r, total);
         if json {
             eprintln!("{l}");
@@ -179,7 +231,73 @@ pub fn cmd_compare(a: CompareArgs) -> Result<u8, Error> {
         return Err(Error::Runtime(format!(
             "stopped by a signal after {} of {} runs; the results above are partial",
             doc.runs.len(),
-            cfg.rates.len() * cfg.sizes.len() * cfg.repeat as usize * 2
+            cfg.rates.len() * cfg.sizes.len() * cfg.repeat as usize * tools.len()
+        )));
+    }
+    Ok(0)
+}
+
+/// `--search`: every tool's highest zero-loss rate per size.
+fn search(
+    runner: &Runner,
+    tools: &[Box<dyn Tool>],
+    cfg: &CompareConfig,
+    dir: Option<&std::path::Path>,
+    json: bool,
+) -> Result<u8, Error> {
+    use wirespeed::bench::peer::max::{self as pmax, SearchRun};
+    use wirespeed::bench::search::SearchConfig;
+    let record = cfg.record.is_some();
+    let run = SearchRun {
+        sizes: cfg.sizes.clone(),
+        duration: cfg.duration,
+        gso: cfg.gso,
+        rcvbuf: cfg.rcvbuf,
+        repeat: cfg.repeat,
+        search: SearchConfig {
+            lo: 10e6,
+            hi: None,
+            precision: if record { 0.04 } else { 0.02 },
+            max_probes: if record { 8 } else { 12 },
+        },
+        record: cfg.record.clone(),
+    };
+    let names: Vec<&str> = tools.iter().map(|t| t.name()).collect();
+    let head = format!(
+        "wirespeed bench compare --search: {} ({}), {} per probe, {} search(es) per tool and size, {}",
+        names.join(", "),
+        if record { "recorders" } else { "receivers" },
+        units::nanos(cfg.duration.as_nanos() as f64),
+        cfg.repeat,
+        runner.placement().description
+    );
+    let say = |l: &str| if json { eprintln!("{l}") } else { println!("{l}") };
+    say(&head);
+    let mut lines = vec![head];
+    let doc = pmax::run(runner, tools, &run, &mut |l| {
+        say(&l);
+        lines.push(l);
+    })?;
+    let table = pmax::table(&doc);
+    if let Some(d) = dir {
+        let body =
+            serde_json::to_string_pretty(&doc).map_err(|e| Error::Runtime(format!("cannot encode JSON: {e}")))?;
+        let text = format!("{}\n\n{table}", lines.join("\n"));
+        write_files(d, &[("compare-search.txt", &text), ("compare-search.json", &body)])?;
+    }
+    if json {
+        print_json(&doc)?;
+    } else {
+        println!();
+        print!("{table}");
+        if let Some(d) = dir {
+            println!("compare-search.txt and .json in {}", d.display());
+        }
+    }
+    if doc.stopped {
+        return Err(Error::Runtime(format!(
+            "stopped by a signal after {} search(es); the results above are partial",
+            doc.searches.len()
         )));
     }
     Ok(0)

@@ -5,6 +5,7 @@
 //! Each bench command is one file here: its long help, its options and its printing; the
 //! measuring is in `wirespeed::bench`.
 
+pub mod bare_recv;
 pub mod capture;
 pub mod compare;
 pub mod formats;
@@ -56,6 +57,8 @@ enum BenchCmd {
     /// The capture thread's CPU per datagram, for one build or two run alternately (A/B).
     #[command(long_about = capture::CAPTURE_HELP)]
     Capture(capture::CaptureArgs),
+    #[command(hide = true)]
+    BareRecv(bare_recv::BareRecvArgs),
 }
 
 pub fn cmd_bench(a: BenchArgs) -> Result<u8, Error> {
@@ -70,5 +73,6 @@ pub fn cmd_bench(a: BenchArgs) -> Result<u8, Error> {
         BenchCmd::Formats(f) => formats::cmd_formats(f),
         BenchCmd::Latency(l) => latency::cmd_latency(l),
         BenchCmd::Capture(c) => capture::cmd_capture(c),
+        BenchCmd::BareRecv(b) => bare_recv::cmd_bare_recv(b),
     }
 }
