@@ -218,17 +218,8 @@ impl Runner {
         &self.place
     }
 
-    /// [`Place::tool_command`] by partition number (1 sends, 2 receives): kept for peers written
-    /// against it before [`Runner::place`]; new code uses the place.
-    #[allow(dead_code)]
-    pub(crate) fn tool_command(&self, partition: u32, program: &str, args: &[String]) -> std::process::Command {
-        let side = if partition == 1 { Side::Send } else { Side::Recv };
-        self.place.tool_command(side, program, args)
-    }
-
-    /// The address the receiving side listens on: [`Place::ip`] of [`Side::Recv`] (kept like
-    /// [`Runner::tool_command`]).
-    #[allow(dead_code)]
+    /// The address the receiving side listens on: [`Place::ip`] of [`Side::Recv`], for a bench
+    /// that starts its own receiver there.
     pub(crate) fn receiver_ip(&self) -> std::net::IpAddr {
         self.place.ip(Side::Recv)
     }

@@ -49,7 +49,7 @@ pub struct SweepConfig {
     pub closed_loop: bool,
     /// Poll without sleeping (ping and, when the run starts it, the reflector).
     pub spin: bool,
-    /// Directory for the files (default: ./wirespeed-ping-<UTC time>).
+    /// Directory for the files (default: `./wirespeed-ping-<UTC time>`).
     pub out: Option<PathBuf>,
     /// Write no files.
     pub no_files: bool,

@@ -241,7 +241,7 @@ impl Place {
 /// joined by a veth link. The partitions kind of [`Place`]; use it through a place unless a
 /// run needs the pair itself.
 pub struct Pair {
-    /// The namespace prefix (partition N is namespace PREFIX<N>).
+    /// The namespace prefix (partition N is namespace `PREFIX<N>`).
     pub prefix: String,
     /// CPUs of partition 1 and of partition 2.
     pub cpus: [BTreeSet<usize>; 2],

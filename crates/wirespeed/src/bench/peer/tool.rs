@@ -399,8 +399,9 @@ impl Capture {
         let segments = partitions
             && setup
                 .runner
+                .place()
                 .tool_command(
-                    1,
+                    Side::Send,
                     "ethtool",
                     &["-K".into(), crate::testbed::link_name(2), "tx-udp-segmentation".into(), "off".into()],
                 )

@@ -28,7 +28,7 @@ pub fn reorder_window(rate: Rate, size: usize) -> u64 {
 
 /// Run the soak: one sender and one receiver for the whole duration; `live` sees each row as
 /// the receiver reports it (the last row, closed by the final report, is in the document only;
-/// [`final_line`] says which live rows it replaces).
+/// [`super::final_line`] says which live rows it replaces).
 ///
 /// A failure once rows have been measured (the sender died, the receiver would not stop) is not
 /// an `Err`: the document holds the rows measured and the failure in `error`, so they can be
