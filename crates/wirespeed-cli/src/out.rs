@@ -23,6 +23,21 @@ pub fn print_json<T: serde::Serialize>(v: &T) -> Result<(), Error> {
     Ok(())
 }
 
+/// A bench command's running text (its header, a line per probe or point): on stdout as the
+/// report, or on stderr when stdout carries the JSON document instead.
+pub fn say(json: bool, text: &str) {
+    if json {
+        eprint!("{text}");
+    } else {
+        print!("{text}");
+    }
+}
+
+/// [`say`] for one line.
+pub fn say_line(json: bool, line: &str) {
+    say(json, &format!("{line}\n"));
+}
+
 /// A document as pretty JSON text, for the report files beside the terminal output.
 pub fn to_json<T: serde::Serialize>(v: &T) -> Result<String, Error> {
     serde_json::to_string_pretty(v).map_err(|e| Error::Runtime(format!("cannot encode JSON: {e}")))

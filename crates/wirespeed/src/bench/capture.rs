@@ -8,8 +8,8 @@
 //! median of many runs. The receiver is given no `--size` unless asked, so the checks that
 //! formats without a fixed length need (the stream's length lock) are on the measured path.
 
-use super::latency::{run_client, start_server, stop_server, ReadyOn};
-use super::point::{last_line, parse_doc, Placement, Runner};
+use super::latency::{client_and_server, run_client, start_server, stop_server, ReadyOn};
+use super::point::{parse_doc, Placement, Runner};
 use crate::testbed::place::Side;
 use crate::{Error, Result};
 use serde::{Deserialize, Serialize};
@@ -164,14 +164,7 @@ fn run_once(runner: &Runner, cfg: &CaptureConfig, b: &Build) -> Result<Option<(R
     let ended =
         run_client(runner.place().tool_command(Side::Send, &exe, &sargs), "the sender", RUN_LIMIT, runner.stop_flag());
     let stopped = stop_server(server, Duration::from_secs(2));
-    let Some(e) = ended? else { return Ok(None) };
-    if !e.status.success() {
-        return Err(Error::Runtime(format!("the sender failed: {}", last_line(&e.err, &e.status))));
-    }
-    let (rstatus, rerr, rout) = stopped?;
-    if !rstatus.success() {
-        return Err(Error::Runtime(format!("{who} failed: {}", last_line(&rerr, &rstatus))));
-    }
+    let Some((e, rout)) = client_and_server(ended, stopped, "the sender", &who)? else { return Ok(None) };
     let s: SendDoc = parse_doc(&e.out, "wirespeed.send/1", "sender")?;
     Ok(Some((parse_doc(&rout, "wirespeed.recv/1", "receiver")?, s.sent)))
 }

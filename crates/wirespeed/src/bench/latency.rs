@@ -447,6 +447,27 @@ pub(crate) fn stop_server(s: Server, grace: Duration) -> Result<(ExitStatus, Str
     })
 }
 
+/// The end of a run of a client (a sender) against a server (a receiver) stopped with
+/// [`stop_server`]: the client's result (`None`: stopped by a signal), then the server's, each
+/// failure named; gives the client's run and the text the server printed on its other stream
+/// (its report).
+pub(crate) fn client_and_server(
+    ended: Result<Option<Ended>>,
+    stopped: Result<(ExitStatus, String, String)>,
+    client: &str,
+    server: &str,
+) -> Result<Option<(Ended, String)>> {
+    let Some(e) = ended? else { return Ok(None) };
+    if !e.status.success() {
+        return Err(Error::Runtime(format!("{client} failed: {}", last_line(&e.err, &e.status))));
+    }
+    let (status, said, report) = stopped?;
+    if !status.success() {
+        return Err(Error::Runtime(format!("{server} failed: {}", last_line(&said, &status))));
+    }
+    Ok(Some((e, report)))
+}
+
 // ---- the tools ----
 
 #[derive(Deserialize)]

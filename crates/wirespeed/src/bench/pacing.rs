@@ -8,8 +8,8 @@
 //! their loss is counted; both are child processes of this binary in a [`Runner`]'s placement.
 //! The requirement the pacer was built to (issue #1) is 0.5 % over any 1 s window.
 
-use super::latency::{run_client, start_server, stop_server, ReadyOn};
-use super::point::{asked_text, last_line, parse_doc, rate_arg, Placement, Runner};
+use super::latency::{client_and_server, run_client, start_server, stop_server, ReadyOn};
+use super::point::{asked_text, parse_doc, rate_arg, Placement, Runner};
 use crate::testbed::place::Side;
 use crate::units::{self, Rate};
 use crate::{Error, Result};
@@ -256,14 +256,7 @@ fn run_once(runner: &Runner, cfg: &PacingConfig, case: &Case) -> Result<Option<R
     // The receiver ends by itself on the end-of-stream message; if that never came, the
     // grace runs out and it is told to stop (then its report says so).
     let stopped = stop_server(server, Duration::from_secs(2));
-    let Some(e) = ended? else { return Ok(None) };
-    if !e.status.success() {
-        return Err(Error::Runtime(format!("the sender failed: {}", last_line(&e.err, &e.status))));
-    }
-    let (rstatus, rerr, rout) = stopped?;
-    if !rstatus.success() {
-        return Err(Error::Runtime(format!("the receiver failed: {}", last_line(&rerr, &rstatus))));
-    }
+    let Some((e, rout)) = client_and_server(ended, stopped, "the sender", "the receiver")? else { return Ok(None) };
     let s: SendDoc = parse_doc(&e.out, "wirespeed.send/1", "sender")?;
     let r: RecvDoc = parse_doc(&rout, "wirespeed.recv/1", "receiver")?;
     Ok(Some(Run {

@@ -1,7 +1,7 @@
 //! `wirespeed bench capture`: the capture thread's CPU per datagram, one build or two (A/B).
 
 use crate::args::{self, usage, OutputArgs};
-use crate::out::{out_dir, print_json, to_json, write_files};
+use crate::out::{out_dir, print_json, say_line, to_json, write_files};
 use clap::Args;
 use std::path::PathBuf;
 use wirespeed::bench::capture::{self, Build, CaptureConfig};
@@ -62,7 +62,7 @@ pub fn cmd_capture(a: CaptureArgs) -> Result<u8, Error> {
     let dir = out_dir(&a.output.out)?;
     let stop = sys::install_stop_handler();
     let runner = Runner::auto(a.loopback, stop)?;
-    let say = |l: &str| if a.output.json { eprintln!("{l}") } else { println!("{l}") };
+    let say = |l: &str| say_line(a.output.json, l);
     let head = capture::header(&cfg, &runner.placement());
     say(&head);
     let mut text = format!("{head}\n");

@@ -4,7 +4,7 @@
 //! Options are read as text and checked here, so a bad value is one line and exit code 2.
 
 use crate::args::{self, usage, List, OutputArgs, PlaceArgs};
-use crate::out::{out_dir, print_json, write_files};
+use crate::out::{out_dir, print_json, say, say_line, write_files};
 use clap::Args;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -180,18 +180,10 @@ pub fn cmd_compare(a: CompareArgs) -> Result<u8, Error> {
         return search(&runner, &tools, &cfg, dir.as_deref(), json);
     }
     let head = compare::header(&cfg, &runner.placement(), &tools);
-    if json {
-        eprint!("{head}");
-    } else {
-        print!("{head}");
-    }
+    say(json, &head);
     let doc = compare::run(&runner, &tools, &cfg, &mut |r, total| {
         let l = compare::run_line(r, total);
-        if json {
-            eprintln!("{l}");
-        } else {
-            println!("{l}");
-        }
+        say_line(json, &l);
     })?;
     drop(runner);
     let table = compare::table(&doc);
@@ -271,7 +263,7 @@ fn search(
         cfg.repeat,
         runner.placement().description
     );
-    let say = |l: &str| if json { eprintln!("{l}") } else { println!("{l}") };
+    let say = |l: &str| say_line(json, l);
     say(&head);
     let mut lines = vec![head];
     let doc = pmax::run(runner, tools, &run, &mut |l| {

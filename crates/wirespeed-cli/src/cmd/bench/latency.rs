@@ -1,7 +1,7 @@
 //! `wirespeed bench latency`: wirespeed ping/reflect beside sockperf, open and closed loop.
 
 use crate::args::{self, List, OutputArgs};
-use crate::out::{out_dir, print_json, to_json, write_files};
+use crate::out::{out_dir, print_json, say_line, to_json, write_files};
 use clap::Args;
 use std::time::Duration;
 use wirespeed::bench::latency::{self, LatencyConfig, Tool};
@@ -107,7 +107,7 @@ pub fn cmd_latency(a: LatencyArgs) -> Result<u8, Error> {
     let sockperf = if cfg.tools.iter().any(|t| t.is_sockperf()) { Some(latency::sockperf_version()?) } else { None };
     let dir = out_dir(&a.output.out)?;
     let stop = sys::install_stop_handler();
-    let say = |l: &str| if a.output.json { eprintln!("{l}") } else { println!("{l}") };
+    let say = |l: &str| say_line(a.output.json, l);
     let mut runs = Vec::new();
     let mut placements = Vec::new();
     let mut stopped = false;

@@ -1,7 +1,7 @@
 //! `wirespeed bench max`: the highest zero-loss rate, by binary search (RFC 2544 style).
 
 use crate::args::{self, OutputArgs, PlaceArgs};
-use crate::out::{out_dir, print_json, to_json, write_files};
+use crate::out::{out_dir, print_json, say_line, to_json, write_files};
 use clap::Args;
 use std::time::Duration;
 use wirespeed::bench::max::{self, MaxConfig, Progress};
@@ -81,7 +81,7 @@ pub fn cmd_max(a: MaxArgs) -> Result<u8, Error> {
     let runner = Runner::auto(a.place.loopback, stop)?;
     let json = a.output.json;
     let head = max::header(&cfg, &runner.placement());
-    let say = |l: &str| if json { eprintln!("{l}") } else { println!("{l}") };
+    let say = |l: &str| say_line(json, l);
     say(&head);
     let mut text = format!("{head}\n");
     let doc = max::run(&runner, &cfg, &mut |p| match p {

@@ -1,7 +1,7 @@
 //! `wirespeed bench pacing`: how exactly `wirespeed send` keeps the rate it is asked for.
 
 use crate::args::{self, List, OutputArgs, PlaceArgs};
-use crate::out::{out_dir, print_json, to_json, write_files};
+use crate::out::{out_dir, print_json, say, say_line, to_json, write_files};
 use clap::Args;
 use std::time::Duration;
 use wirespeed::bench::pacing::{self, Case, PacingConfig};
@@ -62,18 +62,10 @@ pub fn cmd_pacing(a: PacingArgs) -> Result<u8, Error> {
     let runner = Runner::auto(a.place.loopback, stop)?;
     let json = a.output.json;
     let head = pacing::header(&cfg, &runner.placement());
-    if json {
-        eprint!("{head}");
-    } else {
-        print!("{head}");
-    }
+    say(json, &head);
     let doc = pacing::run(&runner, &cfg, &mut |r| {
         let l = pacing::line(r);
-        if json {
-            eprintln!("{l}");
-        } else {
-            println!("{l}");
-        }
+        say_line(json, &l);
     })?;
     drop(runner);
     if let Some(d) = &dir {

@@ -1,7 +1,7 @@
 //! `wirespeed bench rates`: seed 002's table, per offered rate the packets captured and lost.
 
 use crate::args::{self, List, OutputArgs, PlaceArgs};
-use crate::out::{out_dir, print_json, to_json, write_files};
+use crate::out::{out_dir, print_json, say, say_line, to_json, write_files};
 use clap::Args;
 use std::time::Duration;
 use wirespeed::bench::point::Runner;
@@ -76,18 +76,10 @@ pub fn cmd_rates(a: RatesArgs) -> Result<u8, Error> {
     let runner = Runner::auto(a.place.loopback, stop)?;
     let json = a.output.json;
     let head = rates::header(cfg.size, cfg.duration, &runner.placement());
-    if json {
-        eprint!("{head}");
-    } else {
-        print!("{head}");
-    }
+    say(json, &head);
     let doc = rates::run(&runner, &cfg, &mut |r| {
         let l = rates::line(r);
-        if json {
-            eprintln!("{l}");
-        } else {
-            println!("{l}");
-        }
+        say_line(json, &l);
     })?;
     drop(runner);
     if let Some(d) = &dir {

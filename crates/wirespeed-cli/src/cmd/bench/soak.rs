@@ -3,7 +3,7 @@
 //! Options are read as text and checked here, so a bad value is one line and exit code 2.
 
 use crate::args::{self, usage, OutputArgs, PlaceArgs};
-use crate::out::{out_dir, print_json, write_files};
+use crate::out::{out_dir, print_json, say_line, write_files};
 use clap::Args;
 use std::time::Duration;
 use wirespeed::bench::point::Runner;
@@ -114,7 +114,7 @@ pub fn cmd_soak(a: SoakArgs) -> Result<u8, Error> {
     let stop = sys::install_stop_handler();
     let runner = Runner::auto(a.place.loopback, stop)?;
     let json = a.output.json;
-    let say = |l: &str| if json { eprintln!("{l}") } else { println!("{l}") };
+    let say = |l: &str| say_line(json, l);
     say(soak::header(&cfg, &runner.placement()).trim_end());
     let mut live_rows = 0;
     let doc = soak::run(&runner, &cfg, &mut |r| {

@@ -1,7 +1,7 @@
 //! `wirespeed bench sweep`: rate x size x receive buffer, seed 004's figures and an HTML report.
 
 use crate::args::{self, usage, List, OutputArgs, PlaceArgs};
-use crate::out::{out_dir, print_json};
+use crate::out::{out_dir, print_json, say_line};
 use clap::Args;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -134,7 +134,7 @@ pub fn cmd_sweep(a: SweepArgs) -> Result<u8, Error> {
     }
     let placement = runner.placement();
     let json = a.output.json;
-    let say = |l: &str| if json { eprintln!("{l}") } else { println!("{l}") };
+    let say = |l: &str| say_line(json, l);
     say(&sweep::header(&cfg, &placement, runner.receiver()));
     if !earlier.is_empty() {
         say(&format!("resuming: {} point(s) already in {}", earlier.len(), dir.join("results.json").display()));
