@@ -10,6 +10,7 @@
 
 use super::latency::{client_and_server, run_client, start_server, stop_server, ReadyOn};
 use super::point::{parse_doc, Placement, Runner};
+use super::stats::upper_median;
 use crate::testbed::place::Side;
 use crate::{Error, Result};
 use serde::{Deserialize, Serialize};
@@ -169,11 +170,6 @@ fn run_once(runner: &Runner, cfg: &CaptureConfig, b: &Build) -> Result<Option<(R
     Ok(Some((parse_doc(&rout, "wirespeed.recv/1", "receiver")?, s.sent)))
 }
 
-fn median(mut v: Vec<f64>) -> Option<f64> {
-    v.sort_by(f64::total_cmp);
-    v.get(v.len() / 2).copied()
-}
-
 /// Run `repeat` rounds, each one run of every build in order; `each` sees every run.
 pub fn run(runner: &Runner, cfg: &CaptureConfig, each: &mut dyn FnMut(&Run)) -> Result<CaptureDoc> {
     let mut runs = Vec::new();
@@ -210,7 +206,7 @@ pub fn finish(cfg: &CaptureConfig, placement: Placement, runs: Vec<Run>, stopped
                 build: b.label.clone(),
                 exe: b.exe.display().to_string(),
                 runs: v.len(),
-                median_ns: median(v.clone())?,
+                median_ns: upper_median(v.clone())?,
                 min_ns: v.iter().copied().fold(f64::INFINITY, f64::min),
                 max_ns: v.iter().copied().fold(f64::NEG_INFINITY, f64::max),
             })
@@ -224,7 +220,7 @@ pub fn finish(cfg: &CaptureConfig, placement: Placement, runs: Vec<Run>, stopped
                     Some(of(&b.label)? / of(&a.label)?)
                 })
                 .collect();
-            (Some(builds[1].median_ns / builds[0].median_ns), median(pairs))
+            (Some(builds[1].median_ns / builds[0].median_ns), upper_median(pairs))
         }
         _ => (None, None),
     };

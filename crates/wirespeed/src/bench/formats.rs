@@ -7,6 +7,7 @@
 //! matters is the check's share of the receiver's CPU per datagram (from `bench max` or
 //! `bench rates`, `recv_cpu_ns_per_packet`): format handling should be a small part of it.
 
+use super::stats::upper_median;
 use crate::wire::{spec, Format};
 use crate::{Error, Result};
 use serde::Serialize;
@@ -137,12 +138,6 @@ pub fn parse_specs(specs: &[String]) -> Result<Vec<std::sync::Arc<dyn Format>>> 
         .collect()
 }
 
-fn median(v: &[f64]) -> f64 {
-    let mut s = v.to_vec();
-    s.sort_by(f64::total_cmp);
-    s[s.len() / 2]
-}
-
 /// Time `emit` and `check` of one format: `reps` loops of `n` datagrams each.
 pub fn measure(f: &dyn Format, reps: u32, n: u64) -> (Vec<f64>, Vec<f64>) {
     let mut buf = vec![0u8; f.packet_len()];
@@ -177,7 +172,7 @@ pub fn run(cfg: &FormatsConfig, row: &mut dyn FnMut(&FormatCost)) -> Result<Form
         }
         let n = (cfg.bytes / len as u64).max(MIN_DATAGRAMS);
         let (b, c) = measure(f.as_ref(), cfg.reps, n);
-        let (build_ns, check_ns) = (median(&b), median(&c));
+        let (build_ns, check_ns) = (upper_median(b.clone()).unwrap_or(0.0), upper_median(c.clone()).unwrap_or(0.0));
         let recv = nearest_recv_cpu(&cfg.recv_cpu, len).filter(|ns| *ns > 0.0);
         let gbps = |ns: f64| if ns > 0.0 { len as f64 / ns } else { 0.0 };
         let r = FormatCost {

@@ -28,6 +28,7 @@
 //! (`cutime`/`cstime` of /proc/self/stat), over the messages it sent.
 
 use super::point::{last_line, Placement, Runner};
+use super::stats::upper_median;
 use crate::testbed::place::Side;
 use crate::testbed::proc::{Proc, Wait};
 use crate::{sys, Error, Result};
@@ -678,15 +679,6 @@ pub fn run_path(
     Ok(false)
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    if v.is_empty() {
-        0.0
-    } else {
-        v[v.len() / 2]
-    }
-}
-
 /// Like is compared with like; the third pair shows open loop against the closed-loop
 /// measurement most people quote.
 const PAIRS: [(Tool, Tool); 4] = [
@@ -713,7 +705,7 @@ pub fn finish(
             }
             let mut f = [0.0; 7];
             for (i, v) in f.iter_mut().enumerate() {
-                *v = median(rs.iter().map(|r| r.rtt_us.fields()[i]).collect());
+                *v = upper_median(rs.iter().map(|r| r.rtt_us.fields()[i]).collect()).unwrap_or(0.0);
             }
             let cpu: Vec<f64> = rs.iter().filter_map(|r| r.client_cpu_ns_per_msg).collect();
             summary.push(Summary {
@@ -721,7 +713,7 @@ pub fn finish(
                 tool,
                 runs: rs.len(),
                 rtt_us: Rtt::from_fields(f),
-                client_cpu_ns_per_msg: (!cpu.is_empty()).then(|| median(cpu)),
+                client_cpu_ns_per_msg: upper_median(cpu),
                 lost: rs.iter().map(|r| r.lost).sum(),
             });
         }

@@ -10,6 +10,7 @@
 
 use super::latency::{client_and_server, run_client, start_server, stop_server, ReadyOn};
 use super::point::{asked_text, parse_doc, rate_arg, Placement, Runner};
+use super::stats::upper_median;
 use crate::testbed::place::Side;
 use crate::units::{self, Rate};
 use crate::{Error, Result};
@@ -278,14 +279,9 @@ fn run_once(runner: &Runner, cfg: &PacingConfig, case: &Case) -> Result<Option<R
     }))
 }
 
-fn median_f(mut v: Vec<f64>) -> Option<f64> {
-    v.sort_by(f64::total_cmp);
-    v.get(v.len() / 2).copied()
-}
-
-fn median_u(mut v: Vec<u64>) -> u64 {
-    v.sort_unstable();
-    v.get(v.len() / 2).copied().unwrap_or(0)
+/// The median of whole numbers (nanoseconds), rounded back to one.
+fn median_u(v: Vec<u64>) -> u64 {
+    upper_median(v.into_iter().map(|x| x as f64).collect()).map_or(0, |m| m.round() as u64)
 }
 
 /// A case's row from its runs (pure: tested without traffic).
@@ -301,7 +297,7 @@ pub fn row(case: &Case, runs: Vec<Run>) -> Row {
         case: case.clone(),
         label: case.label(),
         asked_pps: case.pps(),
-        rate_ratio: median_f(runs.iter().filter_map(|r| r.rate_ratio).collect()),
+        rate_ratio: upper_median(runs.iter().filter_map(|r| r.rate_ratio).collect()),
         window_lo,
         window_hi,
         gap_p50_ns: median_u(runs.iter().map(|r| r.gap_p50_ns).collect()),

@@ -15,6 +15,15 @@ pub fn median(mut v: Vec<f64>) -> Option<f64> {
     Some(if n % 2 == 1 { v[n / 2] } else { (v[n / 2 - 1] + v[n / 2]) / 2.0 })
 }
 
+/// The middle of the finite values in `v`, the upper of the two for an even count: a figure
+/// one run really measured (a percentile or a CPU time averaged across runs would be a value no
+/// run had). `None` for none.
+pub fn upper_median(mut v: Vec<f64>) -> Option<f64> {
+    v.retain(|x| x.is_finite());
+    v.sort_by(f64::total_cmp);
+    v.get(v.len() / 2).copied()
+}
+
 /// The median of several zero-loss searches' results, a search that found nothing counting
 /// lowest; with an even count the lower middle, so a zero-loss claim is never rounded up
 /// (unlike [`median`], which averages the middle two).
@@ -56,6 +65,14 @@ pub fn mbps_column(bps: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn upper_median_is_a_value_some_run_had() {
+        assert_eq!(upper_median(vec![3.0, 1.0, 2.0]), Some(2.0));
+        assert_eq!(upper_median(vec![70.0, 100.0]), Some(100.0));
+        assert_eq!(upper_median(vec![f64::NAN, 5.0]), Some(5.0));
+        assert_eq!(upper_median(vec![]), None);
+    }
 
     #[test]
     fn rates_read_as_written() {
