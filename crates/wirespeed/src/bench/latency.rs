@@ -688,6 +688,15 @@ const PAIRS: [(Tool, Tool); 4] = [
     (Tool::WsOpenSpin, Tool::SpUnderLoad),
 ];
 
+/// Where a latency run happens, its ends named as they are here: the client that sends
+/// probes and the server that answers them (a placement's usual "sender" and "receiver" would
+/// misname a round trip).
+pub fn placement(runner: &Runner) -> Placement {
+    let mut p = runner.placement();
+    p.description = runner.place().describe("client", "server");
+    p
+}
+
 /// The document around finished runs: medians per path and tool, and the ratios.
 pub fn finish(
     cfg: &LatencyConfig,

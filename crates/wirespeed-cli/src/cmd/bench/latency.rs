@@ -117,7 +117,7 @@ pub fn cmd_latency(a: LatencyArgs) -> Result<u8, Error> {
             Path::Loopback => Runner::loopback(stop)?,
             Path::Partition => Runner::partitions(stop)?,
         };
-        let head = latency::header(&cfg, &runner.placement());
+        let head = latency::header(&cfg, &latency::placement(&runner));
         say(&head);
         text.push_str(&head);
         text.push('\n');
@@ -127,7 +127,7 @@ pub fn cmd_latency(a: LatencyArgs) -> Result<u8, Error> {
             text.push_str(&l);
             text.push('\n');
         })?;
-        placements.push(runner.placement());
+        placements.push(latency::placement(&runner));
         drop(runner);
         if stopped {
             break;
