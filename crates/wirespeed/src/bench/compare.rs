@@ -118,6 +118,27 @@ fn loss_percent(sent: u64, received: u64) -> f64 {
     }
 }
 
+/// The common figures of a peer's point: iperf3's [`PeerPoint`] and the other tools'
+/// [`ToolPoint`] name these fields alike (their JSON differs elsewhere, so they stay two types).
+macro_rules! peer_figures {
+    ($p:expr) => {{
+        let p = $p;
+        Figures {
+            asked: p.asked.clone(),
+            asked_bps: p.asked_bps,
+            size: p.size,
+            achieved_bps: p.achieved_bps,
+            received_bps: p.received_bps,
+            sent: p.sent,
+            received: p.received,
+            loss_percent: loss_percent(p.sent, p.received),
+            lossy: p.lossy,
+            send_cpu_ns_per_packet: p.send_cpu_ns_per_packet,
+            recv_cpu_ns_per_packet: p.recv_cpu_ns_per_packet,
+        }
+    }};
+}
+
 impl Run {
     /// The common figures of whichever tool ran.
     pub fn figures(&self) -> Figures {
@@ -135,35 +156,8 @@ impl Run {
                 send_cpu_ns_per_packet: Some(p.send_cpu_ns_per_packet),
                 recv_cpu_ns_per_packet: Some(p.recv_cpu_ns_per_packet),
             },
-            (None, Some(p)) => Figures {
-                asked: p.asked.clone(),
-                asked_bps: p.asked_bps,
-                size: p.size,
-                achieved_bps: p.achieved_bps,
-                received_bps: p.received_bps,
-                sent: p.sent,
-                received: p.received,
-                loss_percent: loss_percent(p.sent, p.received),
-                lossy: p.lossy,
-                send_cpu_ns_per_packet: p.send_cpu_ns_per_packet,
-                recv_cpu_ns_per_packet: p.recv_cpu_ns_per_packet,
-            },
-            (None, None) if !self.others.is_empty() => {
-                let p = self.others.values().next().expect("one point");
-                Figures {
-                    asked: p.asked.clone(),
-                    asked_bps: p.asked_bps,
-                    size: p.size,
-                    achieved_bps: p.achieved_bps,
-                    received_bps: p.received_bps,
-                    sent: p.sent,
-                    received: p.received,
-                    loss_percent: loss_percent(p.sent, p.received),
-                    lossy: p.lossy,
-                    send_cpu_ns_per_packet: p.send_cpu_ns_per_packet,
-                    recv_cpu_ns_per_packet: p.recv_cpu_ns_per_packet,
-                }
-            }
+            (None, Some(p)) => peer_figures!(p),
+            (None, None) if !self.others.is_empty() => peer_figures!(self.others.values().next().expect("one point")),
             (None, None) => Figures {
                 asked: String::new(),
                 asked_bps: None,
