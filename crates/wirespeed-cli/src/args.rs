@@ -536,6 +536,15 @@ pub struct PlaceArgs {
     pub gso: bool,
 }
 
+/// The receive buffer a bench command's receiver asks for, the same option for every bench
+/// command that runs one receiver (a sweep takes a list; compare words it for two tools).
+#[derive(Args)]
+pub struct RcvbufArgs {
+    /// Receive buffer the receiver asks for (16M = 16 MiB).
+    #[arg(long, default_value = "32M", value_name = "BYTES", value_parser = sockbuf)]
+    pub rcvbuf: u64,
+}
+
 /// Where a bench command's report goes: files in a directory, and JSON instead of the table.
 #[derive(Args)]
 pub struct OutputArgs {

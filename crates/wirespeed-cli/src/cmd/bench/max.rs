@@ -1,6 +1,6 @@
 //! `wirespeed bench max`: the highest zero-loss rate, by binary search (RFC 2544 style).
 
-use crate::args::{self, OutputArgs, PlaceArgs};
+use crate::args::{self, OutputArgs, PlaceArgs, RcvbufArgs};
 use crate::out::{out_dir, print_json, say_line, to_json, write_files};
 use clap::Args;
 use std::time::Duration;
@@ -52,9 +52,8 @@ pub struct MaxArgs {
     /// Top of the range, payload bits/s. Default: the sender flat out (max).
     #[arg(long, value_name = "RATE", value_parser = args::bits_or_max)]
     hi: Option<Rate>,
-    /// Receive buffer the receiver asks for (16M = 16 MiB).
-    #[arg(long, default_value = "32M", value_name = "BYTES", value_parser = args::sockbuf)]
-    rcvbuf: u64,
+    #[command(flatten)]
+    buf: RcvbufArgs,
     #[command(flatten)]
     place: PlaceArgs,
     #[command(flatten)]
@@ -71,7 +70,7 @@ pub fn cmd_max(a: MaxArgs) -> Result<u8, Error> {
         size: a.size,
         duration: a.duration,
         gso: a.place.gso,
-        rcvbuf: a.rcvbuf,
+        rcvbuf: a.buf.rcvbuf,
         repeat: a.repeat,
     };
     cfg.search.validate().map_err(Error::Usage)?;

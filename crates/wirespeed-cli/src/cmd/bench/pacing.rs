@@ -1,6 +1,6 @@
 //! `wirespeed bench pacing`: how exactly `wirespeed send` keeps the rate it is asked for.
 
-use crate::args::{self, List, OutputArgs, PlaceArgs};
+use crate::args::{self, List, OutputArgs, PlaceArgs, RcvbufArgs};
 use crate::out::{out_dir, print_json, say, say_line, to_json, write_files};
 use clap::Args;
 use std::time::Duration;
@@ -40,9 +40,8 @@ pub struct PacingArgs {
     /// Runs per case.
     #[arg(long, default_value = "3", value_parser = args::repeat)]
     repeat: u32,
-    /// Receive buffer the receiver asks for (16M = 16 MiB).
-    #[arg(long, default_value = "32M", value_name = "BYTES", value_parser = args::sockbuf)]
-    rcvbuf: u64,
+    #[command(flatten)]
+    buf: RcvbufArgs,
     #[command(flatten)]
     place: PlaceArgs,
     #[command(flatten)]
@@ -56,7 +55,7 @@ pub fn cmd_pacing(a: PacingArgs) -> Result<u8, Error> {
             c.gso = true;
         }
     }
-    let cfg = PacingConfig { cases, duration: a.duration, repeat: a.repeat, rcvbuf: a.rcvbuf };
+    let cfg = PacingConfig { cases, duration: a.duration, repeat: a.repeat, rcvbuf: a.buf.rcvbuf };
     let dir = out_dir(&a.output.out)?;
     let stop = sys::install_stop_handler();
     let runner = Runner::auto(a.place.loopback, stop)?;

@@ -1,6 +1,6 @@
 //! `wirespeed bench rates`: seed 002's table, per offered rate the packets captured and lost.
 
-use crate::args::{self, List, OutputArgs, PlaceArgs};
+use crate::args::{self, List, OutputArgs, PlaceArgs, RcvbufArgs};
 use crate::out::{out_dir, print_json, say, say_line, to_json, write_files};
 use clap::Args;
 use std::time::Duration;
@@ -50,9 +50,8 @@ pub struct RatesArgs {
     /// Run the whole list this many times.
     #[arg(long, default_value = "1", value_parser = args::repeat)]
     repeat: u32,
-    /// Receive buffer the receiver asks for (16M = 16 MiB).
-    #[arg(long, default_value = "32M", value_name = "BYTES", value_parser = args::sockbuf)]
-    rcvbuf: u64,
+    #[command(flatten)]
+    buf: RcvbufArgs,
     #[command(flatten)]
     place: PlaceArgs,
     #[command(flatten)]
@@ -68,7 +67,7 @@ pub fn cmd_rates(a: RatesArgs) -> Result<u8, Error> {
         size: a.size,
         duration: a.duration,
         gso: a.place.gso,
-        rcvbuf: a.rcvbuf,
+        rcvbuf: a.buf.rcvbuf,
         repeat: a.repeat,
     };
     let dir = out_dir(&a.output.out)?;

@@ -2,7 +2,7 @@
 //!
 //! Options are read as text and checked here, so a bad value is one line and exit code 2.
 
-use crate::args::{self, usage, OutputArgs, PlaceArgs};
+use crate::args::{self, usage, OutputArgs, PlaceArgs, RcvbufArgs};
 use crate::out::{out_dir, print_json, say_line, write_files};
 use clap::Args;
 use std::time::Duration;
@@ -68,9 +68,8 @@ pub struct SoakArgs {
     /// UDP payload bytes per datagram (a multiple of 8; the seed's 1080 fits a 1500-byte MTU).
     #[arg(long, default_value = "1080", value_name = "BYTES", value_parser = args::counter_size)]
     size: usize,
-    /// Receive buffer the receiver asks for (16M = 16 MiB).
-    #[arg(long, default_value = "32M", value_name = "BYTES", value_parser = args::sockbuf)]
-    rcvbuf: u64,
+    #[command(flatten)]
+    buf: RcvbufArgs,
     #[command(flatten)]
     place: PlaceArgs,
     // -o DIR gets soak.txt, .csv, .json and the rate and loss charts; --json prints the
@@ -106,7 +105,7 @@ pub fn cmd_soak(a: SoakArgs) -> Result<u8, Error> {
         duration: a.duration,
         every: check_every(a.every, a.duration)?,
         gso: a.place.gso,
-        rcvbuf: a.rcvbuf,
+        rcvbuf: a.buf.rcvbuf,
         skip_every: a.skip_every,
     };
     let dir = out_dir(&a.output.out)?;
