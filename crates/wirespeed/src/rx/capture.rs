@@ -7,20 +7,18 @@
 //! atomic stores, and the clock is read through the vDSO. Between batches, the moderation
 //! naps at moderate rates so that each receive call returns a useful batch.
 
-use super::backend::{self, BackendKind, Bound, Opened, RunBackend};
-use super::report::{build_report, KernelView, RecvReport, StrayEnd};
-use super::sink::{Live, NullSink, Progress, Sink};
+use super::backend::RunBackend;
+use super::moderation::Moderation;
+use super::report::StrayEnd;
+use super::sink::{Live, Sink};
 use super::{Backend, RecvConfig};
 use crate::control::{EndOfStream, END_LEN};
 use crate::error::{Error, Result};
-use crate::kernel::{self, KernelCounters};
 use crate::ledger::{LedgerConfig, LedgerCounts, StreamLedger};
 use crate::sys;
-use crate::units;
 use crate::wire::{Format, Invalid, LengthLock, PacketInfo, UNSEQUENCED};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
 
 /// The fastest burst a nap must survive, bytes/s: 40 Gb/s, above what a veth pair or a
 /// 25 GbE NIC delivers to one socket.
@@ -100,7 +98,7 @@ pub(super) struct Capture<'a, S: Sink> {
 
 impl<'a, S: Sink> Capture<'a, S> {
     /// All the memory the capture will use: `max_streams` slots with their ledgers.
-    fn new(fmt: &'a dyn Format, sink: S, ledger_cfg: &LedgerConfig, max_streams: usize, now: u64) -> Self {
+    pub(super) fn new(fmt: &'a dyn Format, sink: S, ledger_cfg: &LedgerConfig, max_streams: usize, now: u64) -> Self {
         let slots: Vec<Slot> = (0..max_streams)
             .map(|_| Slot {
                 src: None,
@@ -368,195 +366,14 @@ fn in_range(seq: u64, (first, last): (u64, u64), mask: u64) -> bool {
     span >= mask || (seq.wrapping_sub(first) & mask) <= (span & mask)
 }
 
-/// An opened receive endpoint of the configured backend, ready for [`capture`].
-///
-/// The backend owns the socket (or ring); the listener keeps it open until the report is
-/// written, so that the kernel's per-socket counters can be read after the last datagram, and
-/// keeps what the report says about it.
-pub struct Listener {
-    pub(super) endpoint: Opened,
-    pub(super) bound: Bound,
-}
-
-impl Listener {
-    /// Open the backend `cfg` names; failures are explained for the user.
-    pub fn bind(cfg: &RecvConfig) -> Result<Listener> {
-        let (endpoint, bound) = backend::open(cfg.backend, cfg)?;
-        Ok(Listener { endpoint, bound })
-    }
-
-    /// The bound address (useful when binding port 0).
-    pub fn local_addr(&self) -> Option<SocketAddr> {
-        self.bound.local_addr
-    }
-
-    /// Which backend this listener receives with.
-    pub fn backend(&self) -> BackendKind {
-        self.endpoint.kind()
-    }
-}
-
-/// Receive until the duration, the count, the senders' end messages or `stop` ends the run.
-/// `progress` is called every `interval` from a helper thread, never from the capture thread.
-pub fn capture(
-    cfg: &RecvConfig,
-    listener: Listener,
-    fmt: &dyn Format,
-    stop: &AtomicBool,
-    interval: Option<Duration>,
-    progress: &(dyn Fn(&Progress) + Sync),
-) -> Result<RecvReport> {
-    capture_with(cfg, listener, fmt, stop, interval, progress, NullSink).map(|(r, _)| r)
-}
-
-/// [`capture`], handing every datagram to `sink` as well (the recorder's ring). The sink comes
-/// back with the report.
-pub fn capture_with<S: Sink>(
-    cfg: &RecvConfig,
-    listener: Listener,
-    fmt: &dyn Format,
-    stop: &AtomicBool,
-    interval: Option<Duration>,
-    progress: &(dyn Fn(&Progress) + Sync),
-    sink: S,
-) -> Result<(RecvReport, S)> {
-    cfg.check_limits()?;
-    let mut ledger_cfg = cfg.ledger.clone();
-    ledger_cfg.seq_bits = ledger_cfg.seq_bits.min(fmt.seq_bits());
-    let live = Live::default();
-    let done = AtomicBool::new(false);
-    let nap_ns =
-        if cfg.busy_poll { 0 } else { (cfg.coalesce.as_nanos() as u64).min(nap_cap_ns(listener.bound.rcvbuf_granted)) };
-    let k0 = KernelCounters::read();
-    let t0 = sys::monotonic_ns();
-
-    let result = std::thread::scope(|s| {
-        let reporter = interval.map(|iv| {
-            let live = &live;
-            let done = &done;
-            s.spawn(move || report_loop(live, done, iv, t0, &k0, progress))
-        });
-        let capture_thread = std::thread::Builder::new()
-            .name("ws-capture".into())
-            .spawn_scoped(s, || {
-                if let Some(cpu) = cfg.cpu {
-                    sys::pin_current_thread(cpu).map_err(|e| {
-                        Error::Usage(format!("cannot pin the capture thread to CPU {cpu}: {e} (see `nproc`)"))
-                    })?;
-                }
-                let cap = Capture::new(fmt, sink, &ledger_cfg, cfg.max_streams, t0);
-                listener.endpoint.run(cfg, CaptureRun { cfg, cap, stop, live: &live, t0, nap_ns })
-            })
-            .expect("spawning the capture thread");
-        let r = capture_thread.join().expect("capture thread panicked");
-        done.store(true, Ordering::Relaxed);
-        if let Some(h) = reporter {
-            let _ = h.join();
-        }
-        r
-    });
-    let (mut cap, backend_drops, truncated, stopped_by, cpu_ns, cpu) = result?;
-    let mut notes_extra = Vec::new();
-    if nap_ns < cfg.coalesce.as_nanos() as u64 && !cfg.busy_poll {
-        notes_extra.push(format!(
-            "--coalesce cut to {} so that a 40 Gb/s burst fits the receive buffer",
-            units::nanos(nap_ns as f64)
-        ));
-    }
-    let wall_ns = sys::monotonic_ns() - t0;
-    let k1 = KernelCounters::read();
-    let proc_drops = listener.bound.udp_inode.and_then(kernel::socket_drops);
-    let report = build_report(
-        cfg,
-        &listener,
-        fmt,
-        &mut cap,
-        KernelView {
-            socket_drops_rxq_ovfl: backend_drops,
-            socket_drops_proc: proc_drops,
-            namespace_delta: k1.since(&k0),
-            rcvbuf_granted: listener.bound.rcvbuf_granted,
-            rcvbuf_requested: cfg.rcvbuf,
-        },
-        truncated,
-        stopped_by,
-        wall_ns,
-        cpu_ns,
-        cpu,
-        (nap_ns, notes_extra),
-    );
-    Ok((report, cap.sink))
-}
-
-/// What the capture loop does after a receive call that found the queue nearly empty.
-#[derive(Clone, Copy, Debug, PartialEq)]
-enum Pause {
-    /// Go straight back to the (blocking) receive.
-    None,
-    /// Sleep this long: at moderate rates, one wake-up per batch instead of per datagram.
-    /// (Spinning instead at high rates was measured: more CPU per datagram and loss at
-    /// 470 kpps of 8800 B where blocking lost none, so high rates simply block.)
-    Sleep(u64),
-}
-
-/// Adaptive receive moderation, re-tuned every publish interval (50 ms) from the measured
-/// arrival rate: after a receive call that found the queue nearly drained, sleep about as long
-/// as a batch takes to arrive, so that each call returns a useful batch. No pause until a rate
-/// is known.
-struct Moderation {
-    max_sleep_ns: u64,
-    batch: usize,
-    pause: Pause,
-    rate_t: u64,
-    rate_d: u64,
-}
-
-impl Moderation {
-    /// Below this batch fill time a sleep does not pay (a sleep on a VM wakes ~100 us late):
-    /// block in the receive call instead.
-    const SLEEP_MIN_NS: f64 = 200_000.0;
-
-    fn new(max_sleep_ns: u64, batch: usize, t0: u64) -> Self {
-        // No pause until the rate is known.
-        Moderation { max_sleep_ns, batch, pause: Pause::None, rate_t: t0, rate_d: 0 }
-    }
-
-    fn update(&mut self, now: u64, datagrams: u64) {
-        let arrived = datagrams - self.rate_d;
-        let elapsed = now.saturating_sub(self.rate_t) as f64;
-        (self.rate_t, self.rate_d) = (now, datagrams);
-        self.pause = if self.max_sleep_ns == 0 || arrived == 0 {
-            Pause::None
-        } else {
-            let fill_ns = elapsed * self.batch as f64 / arrived as f64;
-            if fill_ns >= Self::SLEEP_MIN_NS {
-                Pause::Sleep(fill_ns.min(self.max_sleep_ns as f64) as u64)
-            } else {
-                Pause::None
-            }
-        };
-    }
-
-    #[inline]
-    fn after_batch(&self, n: usize) {
-        if n == 0 || n > self.batch / 2 {
-            return;
-        }
-        match self.pause {
-            Pause::None => {}
-            Pause::Sleep(ns) => sys::sleep_until_monotonic_ns(sys::monotonic_ns() + ns),
-        }
-    }
-}
-
 /// The capture loop, waiting for whichever backend the listener opened.
-struct CaptureRun<'r, 'a, S: Sink> {
-    cfg: &'r RecvConfig,
-    cap: Capture<'a, S>,
-    stop: &'r AtomicBool,
-    live: &'r Live,
-    t0: u64,
-    nap_ns: u64,
+pub(super) struct CaptureRun<'r, 'a, S: Sink> {
+    pub(super) cfg: &'r RecvConfig,
+    pub(super) cap: Capture<'a, S>,
+    pub(super) stop: &'r AtomicBool,
+    pub(super) live: &'r Live,
+    pub(super) t0: u64,
+    pub(super) nap_ns: u64,
 }
 
 impl<'a, S: Sink> RunBackend for CaptureRun<'_, 'a, S> {
@@ -567,7 +384,7 @@ impl<'a, S: Sink> RunBackend for CaptureRun<'_, 'a, S> {
     }
 }
 
-type LoopResult<'a, S> = (Capture<'a, S>, Option<u64>, u64, String, u64, Option<usize>);
+pub(super) type LoopResult<'a, S> = (Capture<'a, S>, Option<u64>, u64, String, u64, Option<usize>);
 
 fn capture_loop<'a, B: Backend, S: Sink>(
     cfg: &RecvConfig,
@@ -643,66 +460,10 @@ fn capture_loop<'a, B: Backend, S: Sink>(
     Ok((cap, backend.kernel_drops(), backend.truncated(), stopped_by, cpu_ns, sys::current_cpu()))
 }
 
-fn report_loop(
-    live: &Live,
-    done: &AtomicBool,
-    interval: Duration,
-    t0: u64,
-    k0: &KernelCounters,
-    progress: &(dyn Fn(&Progress) + Sync),
-) {
-    let (mut last_t, mut last_d, mut last_b) = (t0, 0u64, 0u64);
-    let mut next = t0 + interval.as_nanos() as u64;
-    while !done.load(Ordering::Relaxed) {
-        let now = sys::monotonic_ns();
-        if now < next {
-            std::thread::sleep(Duration::from_nanos((next - now).min(50_000_000)));
-            continue;
-        }
-        next += interval.as_nanos() as u64;
-        let d = live.datagrams.load(Ordering::Relaxed);
-        let b = live.bytes.load(Ordering::Relaxed);
-        let dt = (now - last_t) as f64 / 1e9;
-        let k = KernelCounters::read().since(k0);
-        progress(&Progress {
-            elapsed_s: (now - t0) as f64 / 1e9,
-            pps: (d - last_d) as f64 / dt,
-            bps: (b - last_b) as f64 * 8.0 / dt,
-            datagrams: d,
-            lost: live.lost.load(Ordering::Relaxed),
-            late: live.late.load(Ordering::Relaxed),
-            duplicate: live.duplicate.load(Ordering::Relaxed),
-            invalid: live.invalid.load(Ordering::Relaxed),
-            socket_drops: live.socket_drops.load(Ordering::Relaxed),
-            rcvbuf_errors: k.rcvbuf_errors,
-            ring_full: live.ring_full.load(Ordering::Relaxed),
-        });
-        (last_t, last_d, last_b) = (now, d, b);
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn moderation_sleeps_only_at_moderate_rates() {
-        let mut m = Moderation::new(1_000_000, 64, 0);
-        assert_eq!(m.pause, Pause::None, "no pause before a rate is known");
-        // 50 kpps: 2,500 datagrams in 50 ms, a batch of 64 takes 1.28 ms: sleep, capped at 1 ms.
-        m.update(50_000_000, 2_500);
-        assert_eq!(m.pause, Pause::Sleep(1_000_000));
-        // 200 kpps: a batch takes 320 us: sleep that long.
-        m.update(100_000_000, 2_500 + 10_000);
-        assert_eq!(m.pause, Pause::Sleep(320_000));
-        // 1 Mpps: a batch takes 64 us, less than a sleep costs: block instead.
-        m.update(150_000_000, 12_500 + 50_000);
-        assert_eq!(m.pause, Pause::None);
-        // Coalescing switched off.
-        let mut off = Moderation::new(0, 64, 0);
-        off.update(50_000_000, 2_500);
-        assert_eq!(off.pause, Pause::None);
-    }
+    use crate::rx::NullSink;
 
     use crate::ledger::GapRange;
     use crate::wire::{ByteOrder, Counter};

@@ -17,15 +17,18 @@
 pub mod backend;
 pub mod capture;
 pub mod config;
+pub mod moderation;
 pub mod report;
+pub mod run;
 pub mod sink;
 
 pub use backend::udp::rcvbuf_clamp_note;
 pub use backend::{Backend, BackendKind, MmsgBackend};
-pub use capture::{capture, capture_with, nap_cap_ns, Listener, ONCE_QUIET_NS};
+pub use capture::{nap_cap_ns, ONCE_QUIET_NS};
 pub use config::{
     check_ledger_budget, RecvConfig, DEFAULT_COALESCE, DEFAULT_RCVBUF, LEDGER_BUDGET, MAX_BATCH, MAX_TRACKED_STREAMS,
     MAX_WINDOW,
 };
 pub use report::{diagnose, ledger_table, InvalidReasons, KernelView, RecvReport, StrayEnd, StreamReport};
+pub use run::{capture, capture_with, Listener};
 pub use sink::{Live, NullSink, Progress, Sink};

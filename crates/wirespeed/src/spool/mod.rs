@@ -12,8 +12,10 @@
 //! datagram boundaries, so it needs a format with a fixed record length. A pcap file keeps
 //! everything: the source address, a nanosecond time stamp and any length.
 
+pub mod handoff;
 pub mod pcap;
 pub mod recordable;
+pub mod sink;
 pub mod verify;
 pub mod writer;
 

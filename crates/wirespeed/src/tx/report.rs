@@ -1,7 +1,7 @@
 //! What a send run reports: per-stream counts, rates over the schedule's span, the gaps
 //! between send calls, and the human summary.
 
-use super::stream::Plan;
+use super::plan::Plan;
 use super::SendConfig;
 use crate::units;
 use crate::wire::Format;

@@ -2,7 +2,7 @@
 //! optional UDP GRO (coalesced buffers, split again here).
 
 use super::udp::UdpEndpoint;
-use super::{Backend, Bound, RecvConfig};
+use super::{Backend, Bound, Member, RecvConfig};
 use crate::error::Result;
 use crate::sys;
 use std::io;
@@ -32,7 +32,7 @@ impl Backend for MmsgBackend {
     const NAME: &'static str = "recvmmsg";
     type Endpoint = UdpEndpoint;
 
-    fn open(cfg: &RecvConfig) -> Result<(UdpEndpoint, Bound)> {
+    fn open(cfg: &RecvConfig, _member: Member) -> Result<(UdpEndpoint, Bound)> {
         UdpEndpoint::bind(cfg)
     }
 

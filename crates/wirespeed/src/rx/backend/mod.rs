@@ -33,7 +33,10 @@ pub trait Backend: Sized {
     type Endpoint: Send + Sync;
     /// Bind and configure the endpoint; failures are explained for the user. Returns, beside
     /// it, what the report needs to know about it.
-    fn open(cfg: &RecvConfig) -> Result<(Self::Endpoint, Bound)>;
+    /// `member` says which of the run's capture threads the endpoint serves: with more than
+    /// one, every member joins one group (an SO_REUSEPORT group, a PACKET_FANOUT group) that
+    /// the kernel spreads datagrams over.
+    fn open(cfg: &RecvConfig, member: Member) -> Result<(Self::Endpoint, Bound)>;
     /// The receive state over an open endpoint, built on the capture thread.
     fn start(endpoint: &Self::Endpoint, cfg: &RecvConfig) -> Self;
     /// Name shown in reports, e.g. `recvmmsg`.
@@ -47,6 +50,22 @@ pub trait Backend: Sized {
     fn kernel_drops(&self) -> Option<u64>;
     /// Datagrams the kernel truncated (larger than the receive buffer).
     fn truncated(&self) -> u64;
+}
+
+/// Which capture thread of a run an endpoint serves, and how many there are.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Member {
+    /// This thread's index, 0-based.
+    pub index: usize,
+    /// Capture threads in the run (1: no group).
+    pub count: usize,
+    /// An id shared by the run's members and no other run's (a fanout group id).
+    pub group: u32,
+}
+
+impl Member {
+    /// The only member of a one-thread run.
+    pub const SOLE: Member = Member { index: 0, count: 1, group: 0 };
 }
 
 /// What the report needs to know about an opened endpoint, whatever the backend.
@@ -120,10 +139,10 @@ macro_rules! backends {
         }
 
         /// Open the endpoint of backend `kind` as `cfg` says.
-        pub fn open(kind: BackendKind, cfg: &RecvConfig) -> Result<(Opened, Bound)> {
+        pub fn open(kind: BackendKind, cfg: &RecvConfig, member: Member) -> Result<(Opened, Bound)> {
             match kind {
                 $( BackendKind::$kind => {
-                    let (ep, bound) = <$ty as Backend>::open(cfg)?;
+                    let (ep, bound) = <$ty as Backend>::open(cfg, member)?;
                     Ok((Opened::$kind(ep), bound))
                 } )+
             }

@@ -1,0 +1,327 @@
+//! The capture-thread end of a recording: [`RingSink`] lays each kept datagram into the RAM
+//! ring in its on-disk form (raw payloads or pcap records) and decides where files end (by
+//! size or by wall-clock time), telling the writer through the [`handoff`](super::handoff).
+//! It never waits for the writer: when the ring is full a datagram is dropped and counted.
+
+use super::handoff::{Break, Cut, Shared, ALIGN};
+use super::{pcap_global_header, pcap_record_header, FileFormat, ReadLayout};
+use crate::rx::Sink;
+use crate::sys::{self, RingProducer};
+use crate::wire::{Invalid, PacketInfo};
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Mark5 fill pattern words (0x11223344, little-endian), written where part of a frame is missing.
+static FILL_PATTERN: [u8; 4096] = {
+    let mut b = [0u8; 4096];
+    let mut i = 0;
+    while i < 4096 {
+        b[i] = 0x44;
+        b[i + 1] = 0x33;
+        b[i + 2] = 0x22;
+        b[i + 3] = 0x11;
+        i += 4;
+    }
+    b
+};
+
+/// How the sink cuts the record stream into files.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Rotation {
+    /// Start a new file before one would exceed this many bytes.
+    pub max_bytes: Option<u64>,
+    /// Start a new file at every multiple of this period of wall-clock time (UTC).
+    pub period: Option<Duration>,
+}
+
+/// The capture-thread end: lays each kept datagram into the ring in its file layout.
+pub struct RingSink {
+    ring: RingProducer,
+    shared: Arc<Shared>,
+    file_format: FileFormat,
+    fixed_len: usize,
+    record_len: u64,
+    /// Datagrams per file record (2 for Mark5B halves), and which part comes next.
+    parts: u64,
+    next_part: u64,
+    part_of: Option<Arc<dyn super::Recordable + Send + Sync>>,
+    strip: usize,
+    dst: SocketAddrV4,
+    rt_offset: u64,
+    rotation: Rotation,
+    file_start: u64,
+    next_time_cut: u64,
+    ring_full: u64,
+    not_written: u64,
+    socket_drops: u64,
+    high_water: u64,
+    now: u64,
+}
+
+impl RingSink {
+    /// A sink writing `layout` records of datagrams of the stream format `fmt` (raw files: its
+    /// fixed length less its transport prefix), sent to `dst` (pcap headers name it).
+    pub fn new(
+        ring: RingProducer,
+        shared: Arc<Shared>,
+        layout: &ReadLayout,
+        fmt: &Arc<dyn crate::wire::Format>,
+        dst: SocketAddr,
+        rotation: Rotation,
+    ) -> Self {
+        let dst = match dst {
+            SocketAddr::V4(a) => a,
+            SocketAddr::V6(a) => SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, a.port()),
+        };
+        let mono = sys::monotonic_ns();
+        let unix = sys::realtime_ns();
+        let (fixed_len, strip) = (fmt.fixed_len().unwrap_or(0), super::recordable(&**fmt).raw_strip());
+        // Datagrams per file record: more than one for Mark5B halves recorded as whole frames.
+        let piece = fixed_len.saturating_sub(strip).max(1) as u64;
+        let record_len = layout.record_len as u64;
+        let parts = if layout.file_format == FileFormat::Raw && record_len > piece && record_len % piece == 0 {
+            record_len / piece
+        } else {
+            1
+        };
+        let mut s = RingSink {
+            ring,
+            shared,
+            file_format: layout.file_format,
+            fixed_len,
+            record_len,
+            parts,
+            next_part: 0,
+            part_of: (parts > 1).then(|| super::recordable::recordable_owned(&**fmt)),
+            strip,
+            dst,
+            rt_offset: unix.wrapping_sub(mono),
+            rotation,
+            file_start: 0,
+            next_time_cut: 0,
+            ring_full: 0,
+            not_written: 0,
+            socket_drops: 0,
+            high_water: 0,
+            now: mono,
+        };
+        s.next_time_cut = s.next_cut_after(unix);
+        if s.file_format == FileFormat::Pcap {
+            let written = s.ring.write(&[&pcap_global_header()]);
+            debug_assert!(written, "an empty ring has room for a header");
+        }
+        s
+    }
+
+    fn next_cut_after(&self, unix_ns: u64) -> u64 {
+        match self.rotation.period {
+            Some(p) if !p.is_zero() => {
+                let p = p.as_nanos() as u64;
+                (unix_ns / p + 1) * p
+            }
+            _ => u64::MAX,
+        }
+    }
+
+    fn cut(&mut self, cut: Cut, unix_ns: u64) -> bool {
+        let end = self.ring.position();
+        let next = end.div_ceil(ALIGN) * ALIGN;
+        let header = if self.file_format == FileFormat::Pcap { super::PCAP_GLOBAL_LEN as u64 } else { 0 };
+        if end - self.file_start <= header {
+            return true; // nothing in this file yet: keep it rather than leave an empty one
+        }
+        if self.file_format == FileFormat::Raw && (end - self.file_start) % self.record_len != 0 {
+            return false; // inside a record made of several datagrams: cut after it
+        }
+        if !self.ring.room(next - end + header) {
+            return false; // try again at the next record
+        }
+        let b = Break {
+            end,
+            next_start: next,
+            cut: cut as u8,
+            unix_ns,
+            ring_full: self.ring_full,
+            not_written: self.not_written,
+            socket_drops: self.socket_drops,
+        };
+        if !self.shared.push(b) {
+            return false;
+        }
+        self.ring.align_to(ALIGN);
+        if header > 0 {
+            self.ring.write(&[&pcap_global_header()]);
+        }
+        self.file_start = next;
+        true
+    }
+
+    /// A datagram that is one part of a file record (a Mark5B half): keep records whole when a
+    /// part is lost, so that the file stays frame-aligned for VLBI software. A record whose
+    /// later parts are missing is completed with the Mark5 fill pattern (0x11223344 words,
+    /// which readers recognise as no data); a part whose record's first part is missing is
+    /// left out (counted as not written).
+    fn accept_part(&mut self, datagram: &[u8], rec: &[u8]) -> bool {
+        let part = match self.part_of.as_ref().and_then(|f| f.raw_part(datagram)) {
+            Some(p) => p.min(self.parts - 1),
+            None => self.next_part, // the format cannot tell: keep it where it would go
+        };
+        if part != self.next_part {
+            if part > self.next_part && self.next_part == 0 {
+                self.not_written += 1; // the record's head is missing: no use without it
+                return true;
+            }
+            // Complete the open record with fill, then place this part.
+            let missing = (self.parts - self.next_part) as usize * rec.len();
+            if !self.ring.room((missing + rec.len()) as u64) {
+                return false;
+            }
+            let mut left = missing;
+            while left > 0 {
+                let n = left.min(FILL_PATTERN.len());
+                self.ring.write(&[&FILL_PATTERN[..n]]);
+                left -= n;
+            }
+            self.next_part = 0;
+            if part != 0 {
+                self.not_written += 1;
+                return true;
+            }
+        }
+        if part == 0 {
+            self.size_cut(self.record_len as usize);
+        }
+        if !self.ring.write(&[rec]) {
+            return false;
+        }
+        self.next_part = (part + 1) % self.parts;
+        true
+    }
+
+    #[inline]
+    fn size_cut(&mut self, rec: usize) {
+        if let Some(max) = self.rotation.max_bytes {
+            let used = self.ring.position() - self.file_start;
+            let min = if self.file_format == FileFormat::Pcap { super::PCAP_GLOBAL_LEN as u64 } else { 0 };
+            if used > min && used + rec as u64 > max {
+                let unix = self.now.wrapping_add(self.rt_offset);
+                self.cut(Cut::Size, unix);
+            }
+        }
+    }
+}
+
+impl Sink for RingSink {
+    #[inline]
+    fn accept(
+        &mut self,
+        data: &[u8],
+        src: Option<SocketAddr>,
+        _info: &std::result::Result<PacketInfo, Invalid>,
+        now_ns: u64,
+    ) -> bool {
+        self.now = now_ns;
+        let ok = match self.file_format {
+            FileFormat::Raw => {
+                if data.len() != self.fixed_len {
+                    self.not_written += 1;
+                    return true;
+                }
+                let rec = &data[self.strip..];
+                if self.parts > 1 {
+                    return self.accept_part(data, rec);
+                }
+                self.size_cut(rec.len());
+                self.ring.write(&[rec])
+            }
+            FileFormat::Pcap => {
+                let Some(SocketAddr::V4(src)) = src else {
+                    self.not_written += 1;
+                    return true;
+                };
+                let rec = super::PCAP_RECORD_OVERHEAD + data.len();
+                self.size_cut(rec);
+                let h = pcap_record_header(now_ns.wrapping_add(self.rt_offset), src, self.dst, data.len());
+                self.ring.write(&[&h, data])
+            }
+        };
+        if !ok {
+            self.ring_full += 1;
+        }
+        ok
+    }
+
+    #[inline]
+    fn end_batch(&mut self, now_ns: u64, socket_drops: Option<u64>) {
+        self.now = now_ns;
+        self.socket_drops = socket_drops.unwrap_or(0);
+        let unix = now_ns.wrapping_add(self.rt_offset);
+        if unix >= self.next_time_cut && self.cut(Cut::Time, self.next_time_cut) {
+            self.next_time_cut = self.next_cut_after(unix);
+        }
+        self.ring.publish();
+        let fill = self.ring.fill();
+        if fill > self.high_water {
+            self.high_water = fill;
+            self.shared.high_water.store(fill, Ordering::Relaxed);
+        }
+        self.shared.ring_fill.store(fill, Ordering::Relaxed);
+    }
+
+    #[inline]
+    fn must_stop(&self) -> Option<&'static str> {
+        self.shared.stop_reason()
+    }
+
+    fn finish(&mut self) {
+        self.ring.publish();
+        let f = &self.shared.final_counts;
+        f.ring_full.store(self.ring_full, Ordering::Relaxed);
+        f.not_written.store(self.not_written, Ordering::Relaxed);
+        f.socket_drops.store(self.socket_drops, Ordering::Relaxed);
+        f.unix_ns.store(sys::realtime_ns(), Ordering::Relaxed);
+        self.shared.final_pos.store(self.ring.position(), Ordering::Relaxed);
+        self.shared.done.store(true, Ordering::Release);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wire::{ByteOrder, Counter, Format};
+
+    #[test]
+    fn sink_counts_ring_full_and_cuts_files_by_size() {
+        let fmt: Arc<dyn Format> = Arc::new(Counter::new(1024, ByteOrder::Be).unwrap());
+        let layout = ReadLayout::for_stream(&fmt, FileFormat::Raw).unwrap();
+        let (prod, mut cons) = sys::byte_ring(16384, false).unwrap();
+        let shared = Arc::new(Shared::default());
+        let rot = Rotation { max_bytes: Some(4096), period: None };
+        let mut sink = RingSink::new(prod, shared.clone(), &layout, &fmt, "127.0.0.1:9".parse().unwrap(), rot);
+        let mut buf = [0u8; 1024];
+        let ok = Ok(PacketInfo { stream: 0, seq: 0 });
+        let mut kept = 0;
+        for seq in 0..20u64 {
+            fmt.emit(0, seq, &mut buf);
+            if sink.accept(&buf, None, &ok, 0) {
+                kept += 1;
+            }
+        }
+        // 16 KiB hold 16 records; nothing is released, so the rest are refused and counted.
+        assert_eq!(kept, 16);
+        assert_eq!(sink.ring_full, 4);
+        // A datagram of the wrong length is not written to a raw file, and not ring-full.
+        assert!(sink.accept(&buf[..512], None, &ok, 0));
+        assert_eq!(sink.not_written, 1);
+        // Files of at most 4 KiB: a break after every 4 records, each next file aligned.
+        let b = shared.peek().expect("a file break");
+        assert_eq!((b.end, b.next_start, b.cut), (4096, 4096, Cut::Size as u8));
+        sink.end_batch(0, Some(7));
+        assert_eq!(cons.slice(0, usize::MAX).len(), 16384);
+        cons.release(4096);
+        fmt.emit(0, 99, &mut buf);
+        assert!(sink.accept(&buf, None, &ok, 0), "room again after the writer released a file");
+    }
+}
