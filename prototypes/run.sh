@@ -1,6 +1,8 @@
 #!/bin/bash
 # Run every receive prototype against `wirespeed send` over a veth pair between two namespaces.
 #   ./run.sh OUTFILE [REPS] [DURATION]
+# Environment: RATES (default "100kpps 400kpps max"), SEND_ARGS (more `wirespeed send` options),
+# WIRESPEED (the binary).
 # Sender pinned to CPU 0 (taskset and --cpu 0), receiver to CPU 1. Points: 100 kpps, 400 kpps and
 # flat out, 1080-byte counter datagrams, the sender using GSO (segmented in software before the
 # veth, see netns.sh). One line per run: the receiver's RESULT line plus the sender's figures.
@@ -29,7 +31,7 @@ receivers=(
 	"xdp-native|$here/rx_xdp -p $port -t $((dur + 2)) -i wsp-rx0 -N"
 )
 for rep in $(seq 1 "$reps"); do
-	for rate in 100kpps 400kpps max; do
+	for rate in ${RATES:-100kpps 400kpps max}; do
 		for r in "${receivers[@]}"; do
 			name=${r%%|*}
 			cmd=${r#*|}
@@ -39,7 +41,7 @@ for rep in $(seq 1 "$reps"); do
 			load=$(cut -d' ' -f1 /proc/loadavg)
 			k0=$(ksoft)
 			ip netns exec "$NS_TX" taskset -c 0 "$ws" send 198.18.150.2:$port --size 1080 --rate "$rate" \
-				--gso --duration "$dur" --cpu 0 --json >"/tmp/tx.$$"
+				--gso --duration "$dur" --cpu 0 ${SEND_ARGS:-} --json >"/tmp/tx.$$"
 			wait $rxpid
 			k1=$(ksoft)
 			sent=$(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(d["sent"], round(d["achieved_pps"]), round(d["cpu_ns_per_packet"]))' "/tmp/tx.$$")

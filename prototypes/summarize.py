@@ -12,7 +12,7 @@ import statistics
 import sys
 
 ORDER = ["recvmmsg", "uring", "xdp-generic", "xdp-native"]
-RATES = ["100kpps", "400kpps", "max"]
+RATES = ["60kpps", "100kpps", "120kpps", "400kpps", "max"]
 
 
 def parse(paths):
