@@ -3,7 +3,7 @@
 //!
 //! The transport is the seam: a connected UDP socket (with GSO when the kernel has it), or a
 //! raw AF_PACKET socket for which the loop writes each payload behind the frame headers and
-//! [`raw`](super::raw) completes the frame. Payloads, pacing, skips, counts and the
+//! [`raw`] completes the frame. Payloads, pacing, skips, counts and the
 //! end-of-stream message are the same whichever carries them.
 
 use super::report::{summarise, SendReport, StreamSent};
