@@ -1,6 +1,7 @@
 //! What a send run is asked to do ([`SendConfig`]) and the checks made before any socket is
 //! opened.
 
+use super::raw::Mac;
 use crate::error::{Error, Result};
 use crate::units::{Rate, MAX_UDP_PAYLOAD};
 use crate::wire::Format;
@@ -41,6 +42,19 @@ pub struct SendConfig {
     pub max_lag: Duration,
     /// Multicast TTL.
     pub ttl: u32,
+    /// Build the frames here and send them through a raw socket on this interface instead of
+    /// a UDP socket (`send --raw IFACE`).
+    pub raw: Option<RawConfig>,
+}
+
+/// Where and how `--raw` sends: the interface, and the next hop's hardware address when the
+/// neighbour table should not be asked.
+#[derive(Clone, Debug)]
+pub struct RawConfig {
+    /// Interface name (`veth0`, `lo`, ...).
+    pub iface: String,
+    /// Destination hardware address; `None` resolves it (nothing on loopback).
+    pub dst_mac: Option<Mac>,
 }
 
 impl SendConfig {
@@ -62,6 +76,7 @@ impl SendConfig {
             catch_up_factor: 1.5,
             max_lag: Duration::from_millis(50),
             ttl: 1,
+            raw: None,
         }
     }
 
@@ -95,6 +110,11 @@ pub fn validate(cfg: &SendConfig, fmt: &dyn Format) -> Result<()> {
     }
     if let Some(&(a, b)) = cfg.skip_ranges.iter().find(|(a, b)| a > b) {
         return Err(Error::Usage(format!("--skip {a}..{b} is empty: write the smaller number first")));
+    }
+    if cfg.raw.is_some() && cfg.gso {
+        return Err(Error::Usage(
+            "--gso and --raw do not mix: a raw socket sends whole frames, one per datagram; leave one out".into(),
+        ));
     }
     if cfg.dest.ip().is_unspecified() {
         return Err(Error::Usage(format!("{} is not a destination: give the receiver's address", cfg.dest.ip())));

@@ -12,6 +12,7 @@
 
 pub mod config;
 pub mod plan;
+pub mod raw;
 pub mod report;
 pub mod stream;
 

@@ -1,5 +1,10 @@
-//! The send path: one connected socket and one thread per stream, sendmmsg batches (with
-//! GSO when the kernel has it) paced to the schedule, and the end-of-stream message.
+//! The send path: one transport and one thread per stream, sendmmsg batches paced to the
+//! schedule, and the end-of-stream message.
+//!
+//! The transport is the seam: a connected UDP socket (with GSO when the kernel has it), or a
+//! raw AF_PACKET socket for which the loop writes each payload behind the frame headers and
+//! [`raw`] completes the frame. Payloads, pacing, skips, counts and the
+//! end-of-stream message are the same whichever carries them.
 
 use super::report::{summarise, SendReport, StreamSent};
 use super::{validate, SendConfig};
@@ -17,8 +22,63 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::plan::{plan, Plan};
+use super::raw::{self, RawStream};
 
-fn explain_send_error(e: &io::Error, plan: &Plan, dest: SocketAddr) -> Error {
+/// What carries one stream's datagrams.
+enum Transport {
+    /// A connected UDP socket: the kernel builds the headers.
+    Udp(UdpSocket),
+    /// An AF_PACKET socket on an interface: the stream builds whole frames.
+    Raw(Box<RawStream>),
+}
+
+impl Transport {
+    fn fd(&self) -> std::os::fd::RawFd {
+        match self {
+            Transport::Udp(s) => s.as_raw_fd(),
+            Transport::Raw(r) => r.fd(),
+        }
+    }
+
+    fn local_port(&self) -> u16 {
+        match self {
+            Transport::Udp(s) => s.local_addr().map(|a| a.port()).unwrap_or(0),
+            Transport::Raw(r) => r.local_port(),
+        }
+    }
+
+    /// Bytes in front of each payload in a send buffer (the frame headers for raw).
+    fn header_len(&self) -> usize {
+        match self {
+            Transport::Udp(_) => 0,
+            Transport::Raw(r) => r.data.header_len(),
+        }
+    }
+
+    /// One datagram, outside the batches (the end-of-stream message).
+    fn send_one(&self, payload: &[u8]) -> io::Result<usize> {
+        match self {
+            Transport::Udp(s) => sys::send_one(s.as_raw_fd(), payload),
+            Transport::Raw(r) => r.send_one(payload),
+        }
+    }
+}
+
+fn explain_send_error(e: &io::Error, plan: &Plan, cfg: &SendConfig) -> Error {
+    let dest = cfg.dest;
+    if let Some(r) = &cfg.raw {
+        let iface = &r.iface;
+        return match e.raw_os_error() {
+            Some(libc::EMSGSIZE) => Error::Runtime(format!(
+                "{iface} refused a {}-byte frame as too large (EMSGSIZE): use a smaller --size or raise its MTU",
+                plan.pkt_len
+            )),
+            Some(libc::ENETDOWN) | Some(libc::ENXIO) | Some(libc::ENODEV) => {
+                Error::Runtime(format!("{iface} is down or gone ({e}): `ip link set {iface} up`, then send again"))
+            }
+            _ => Error::Runtime(format!("sending raw frames to {dest} on {iface} failed: {e}")),
+        };
+    }
     match e.raw_os_error() {
         Some(libc::EMSGSIZE) => Error::Runtime(format!(
             "the kernel refused a {}-byte datagram to {dest} as too large (EMSGSIZE): use a smaller --size",
@@ -76,7 +136,7 @@ struct StreamCtx<'a> {
     session: u64,
 }
 
-fn run_stream(ctx: &StreamCtx<'_>, index: u32, sock: UdpSocket) -> Result<StreamSent> {
+fn run_stream(ctx: &StreamCtx<'_>, index: u32, sock: Transport) -> Result<StreamSent> {
     // The format's own stream id for this sender stream (a VDIF thread).
     let fstream = index % ctx.fmt.stream_count().max(1);
     let cfg = ctx.cfg;
@@ -86,9 +146,15 @@ fn run_stream(ctx: &StreamCtx<'_>, index: u32, sock: UdpSocket) -> Result<Stream
         sys::pin_current_thread(cpu)
             .map_err(|e| Error::Usage(format!("cannot pin sender thread to CPU {cpu}: {e} (see `nproc`)")))?;
     }
-    let fd = sock.as_raw_fd();
-    let local_port = sock.local_addr().map(|a| a.port()).unwrap_or(0);
-    let mut batch = sys::SendBatch::new(plan.msgs, plan.segs * plan.pkt_len);
+    let fd = sock.fd();
+    let local_port = sock.local_port();
+    // Raw frames carry their headers in front of the payload; a UDP message is payload only.
+    let hdr = sock.header_len();
+    let frame = match &sock {
+        Transport::Raw(r) => Some(&r.data),
+        Transport::Udp(_) => None,
+    };
+    let mut batch = sys::SendBatch::new(plan.msgs, hdr + plan.segs * plan.pkt_len);
     let mut gaps = Histogram::<u64>::new_with_bounds(1, 3_600_000_000_000, 3).expect("static bounds are valid");
     let tenths_hint = cfg.duration.map(|d| d.as_secs() as usize * 10 + 20).unwrap_or(640);
     let mut per_tenth: Vec<u64> = Vec::with_capacity(tenths_hint);
@@ -133,18 +199,21 @@ fn run_stream(ctx: &StreamCtx<'_>, index: u32, sock: UdpSocket) -> Result<Stream
                 skipped += 1;
                 continue;
             }
-            let off = in_msg * plan.pkt_len;
+            let off = hdr + in_msg * plan.pkt_len;
             ctx.fmt.emit(fstream, seq, &mut batch.buf_mut(msg)[off..off + plan.pkt_len]);
+            if let Some(t) = frame {
+                t.finish(batch.buf_mut(msg));
+            }
             in_msg += 1;
             batch_sent += 1;
             if in_msg == plan.segs {
-                batch.set_message(msg, in_msg * plan.pkt_len, seg);
+                batch.set_message(msg, hdr + in_msg * plan.pkt_len, seg);
                 msg += 1;
                 in_msg = 0;
             }
         }
         if in_msg > 0 {
-            batch.set_message(msg, in_msg * plan.pkt_len, seg);
+            batch.set_message(msg, hdr + in_msg * plan.pkt_len, seg);
             msg += 1;
         }
         let mut done = 0;
@@ -154,7 +223,7 @@ fn run_stream(ctx: &StreamCtx<'_>, index: u32, sock: UdpSocket) -> Result<Stream
                 Ok(k) => done += k,
                 Err(e) if e.raw_os_error() == Some(libc::ECONNREFUSED) => refused += 1,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted || e.raw_os_error() == Some(libc::ENOBUFS) => {}
-                Err(e) => return Err(explain_send_error(&e, plan, cfg.dest)),
+                Err(e) => return Err(explain_send_error(&e, plan, cfg)),
             }
         }
         sent += batch_sent;
@@ -188,7 +257,7 @@ fn run_stream(ctx: &StreamCtx<'_>, index: u32, sock: UdpSocket) -> Result<Stream
     .encode();
     std::thread::sleep(Duration::from_millis(2));
     for _ in 0..3 {
-        let _ = sys::send_one(fd, &end);
+        let _ = sock.send_one(&end);
         std::thread::sleep(Duration::from_millis(1));
     }
     let (slips, slipped_ns, max_behind_ns) =
@@ -218,8 +287,27 @@ pub fn run(cfg: &SendConfig, fmt: Arc<dyn Format>, stop: &AtomicBool) -> Result<
     validate(cfg, fmt.as_ref())?;
     let pkt_len = fmt.packet_len();
     let mut notes = Vec::new();
-    let socks: Vec<UdpSocket> = (0..cfg.streams).map(|_| open_socket(cfg)).collect::<Result<_>>()?;
-    let gso_ok = sys::gso_supported(socks[0].as_raw_fd());
+    let socks: Vec<Transport> = match &cfg.raw {
+        Some(r) => {
+            let (t, streams) = raw::prepare(cfg, &r.iface, r.dst_mac, pkt_len)?;
+            notes.push(format!(
+                "transport: raw Ethernet frames on {} (AF_PACKET, sendmmsg, qdisc {}) from {} ({}) to {} ({}: {})",
+                t.iface,
+                if streams[0].qdisc_bypass() { "bypassed" } else { "not bypassed: this kernel refused" },
+                t.src_ip,
+                t.src_mac,
+                cfg.dest.ip(),
+                t.dst_mac_from,
+                t.dst_mac
+            ));
+            streams.into_iter().map(|s| Transport::Raw(Box::new(s))).collect()
+        }
+        None => (0..cfg.streams).map(|_| open_socket(cfg).map(Transport::Udp)).collect::<Result<_>>()?,
+    };
+    let gso_ok = match &socks[0] {
+        Transport::Udp(s) => sys::gso_supported(s.as_raw_fd()),
+        Transport::Raw(_) => false,
+    };
     if cfg.gso && !gso_ok {
         notes.push(
             "GSO requested but this kernel does not support UDP_SEGMENT: sending one datagram per message".into(),
