@@ -102,6 +102,8 @@ pub struct SendReport {
     pub gso_segments: usize,
     /// Datagrams per send call (the burst bound).
     pub burst: usize,
+    /// How datagrams left: `udp`, `udp+gso`, or `raw:IFACE` (frames built here, AF_PACKET).
+    pub transport: String,
     /// Seconds the schedule spanned: from the first send to one period after the last (so N
     /// packets at R read as exactly R), never more than `--duration`; a run stopped by a signal,
     /// to the moment it stopped.
@@ -204,6 +206,10 @@ pub(super) fn summarise(
         requested_pps,
         gso_requested: cfg.gso,
         gso_used: plan.gso_used,
+        transport: cfg.raw.as_ref().map_or_else(
+            || if plan.gso_used { "udp+gso".into() } else { "udp".into() },
+            |r| format!("raw:{}", r.iface),
+        ),
         gso_segments: plan.segs,
         burst: plan.burst,
         elapsed_s: span_s,
