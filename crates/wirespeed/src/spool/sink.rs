@@ -419,6 +419,7 @@ impl Sink for RingSink {
 
 #[cfg(test)]
 mod tests {
+    use super::super::PCAP_RECORD_OVERHEAD;
     use super::*;
     use crate::wire::{ByteOrder, Counter, Format};
 
@@ -453,5 +454,75 @@ mod tests {
         cons.release(4096);
         fmt.emit(0, 99, &mut buf);
         assert!(sink.accept(&buf, None, &ok, 0), "room again after the writer released a file");
+    }
+
+    /// Datagrams received straight into lent slots over loopback: kept ones are committed in
+    /// place behind their pcap headers, a rejected one (a duplicate) leaves no byte, a longer
+    /// one than the slot is copied whole, and the records end up contiguous and in order.
+    #[test]
+    fn in_place_records_are_exact_and_rejects_leave_nothing() {
+        use std::net::UdpSocket;
+        use std::os::fd::AsRawFd;
+        let fmt: Arc<dyn Format> = Arc::new(Counter::new(64, ByteOrder::Be).unwrap());
+        let layout = ReadLayout::for_stream(&fmt, FileFormat::Pcap).unwrap();
+        let (prod, cons) = sys::byte_ring(1 << 16, false).unwrap();
+        let shared = Arc::new(Shared::default());
+        let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        tx.connect(rx.local_addr().unwrap()).unwrap();
+        sys::set_rcvtimeo(rx.as_raw_fd(), Duration::from_secs(5)).unwrap();
+        let mut sink = RingSink::new(prod, shared, &layout, &fmt, rx.local_addr().unwrap(), Rotation::default());
+        let counter = |seq: u64| {
+            let mut b = [0u8; 64];
+            fmt.emit(0, seq, &mut b);
+            b.to_vec()
+        };
+        // 0, 1, 1 again, 2, 3, one longer than a slot (copied), 4.
+        let sent = vec![counter(0), counter(1), counter(1), counter(2), counter(3), vec![7u8; 100], counter(4)];
+        for d in &sent {
+            tx.send(d).unwrap();
+        }
+        let mut batch = sys::RecvBatch::new(16, 65536);
+        let ok = Ok(PacketInfo { stream: 0, seq: 0 });
+        let mut lease = sink.lend(16).expect("an empty ring lends");
+        assert_eq!((lease.count(), lease.body()), (16, 64));
+        let mut n = 0;
+        while n < sent.len() {
+            // The kernel may hand them over in more than one call: lend again for each.
+            let got = batch.recv_lent(rx.as_raw_fd(), false, &mut lease).unwrap();
+            let src = batch.meta(0).src;
+            for i in 0..batch.in_place() {
+                let data = batch.lent_data(&lease, i);
+                assert_eq!(data, &sent[n + i][..]);
+                assert!(sink.accept_in_place(&lease, i, data, src, &ok, 0));
+                if n + i == 2 {
+                    sink.reject(Reject::Duplicate);
+                }
+            }
+            let in_place = batch.in_place();
+            sink.give_back(lease);
+            for i in in_place..got {
+                assert_eq!(batch.data(i), &sent[n + i][..], "copied whole");
+                assert!(sink.accept(batch.data(i), src, &ok, 0));
+            }
+            n += got;
+            lease = sink.lend(16).expect("room for more");
+        }
+        sink.give_back(lease);
+        sink.end_batch(0, None);
+        assert_eq!(sink.not_written, 1);
+        let kept: Vec<&Vec<u8>> = sent.iter().enumerate().filter(|&(i, _)| i != 2).map(|(_, d)| d).collect();
+        let all = cons.slice(0, usize::MAX);
+        let want: usize =
+            super::super::PCAP_GLOBAL_LEN + kept.iter().map(|d| PCAP_RECORD_OVERHEAD + d.len()).sum::<usize>();
+        assert_eq!(all.len(), want);
+        let mut at = super::super::PCAP_GLOBAL_LEN;
+        for d in kept {
+            let caplen = u32::from_le_bytes(all[at + 8..at + 12].try_into().unwrap()) as usize;
+            assert_eq!(caplen, 28 + d.len());
+            at += PCAP_RECORD_OVERHEAD;
+            assert_eq!(&all[at..at + d.len()], &d[..]);
+            at += d.len();
+        }
     }
 }
