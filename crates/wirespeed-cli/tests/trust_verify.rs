@@ -337,6 +337,7 @@ fn malformed_traffic_counted_alike_is_a_stream_fact_not_differs() {
             d.path(),
             "--file-format",
             "pcap",
+            "--keep-invalid",
             "--once",
             "--buffer",
             "8M",
@@ -346,7 +347,8 @@ fn malformed_traffic_counted_alike_is_a_stream_fact_not_differs() {
             "60",
         ],
     );
-    // Five datagrams of the right length whose payload is no counter.
+    // Five datagrams of the right length whose payload is no counter (kept as evidence: by
+    // default invalid datagrams are left out of the file).
     let junk = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
     for _ in 0..5 {
         junk.send_to(&[0x5au8; 1024], ("127.0.0.1", r.port)).unwrap();

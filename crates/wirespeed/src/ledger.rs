@@ -156,6 +156,21 @@ pub enum Outcome {
     Resync,
 }
 
+/// What [`StreamLedger::record_locked_outcome`] made of a datagram.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Locked {
+    /// Its number was recorded, with this outcome.
+    Recorded(Outcome),
+    /// The length lock holds it until a second datagram confirms the length (it is valid so
+    /// far; its number is recorded then).
+    Held,
+    /// Its length is wrong: counted invalid.
+    Wrong,
+    /// It is longer than the held datagram, which is therefore invalid (counted) and replaced
+    /// by this one, now held.
+    ReplacedHeld,
+}
+
 /// Counters of one stream, or totals over many (see [`LedgerCounts::merge`]);
 /// serialisable so reports can carry them as they are.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -339,21 +354,29 @@ impl StreamLedger {
     /// files it under [`crate::wire::Invalid::Length`].
     #[inline]
     pub fn record_locked(&mut self, lock: &mut LengthLock, len: usize, seq: u64) -> bool {
+        matches!(self.record_locked_outcome(lock, len, seq), Locked::Recorded(_) | Locked::Held)
+    }
+
+    /// [`record_locked`](Self::record_locked), saying what became of the datagram, so that a
+    /// recorder can leave a duplicate or a wrong-length datagram out of its file.
+    #[inline]
+    pub fn record_locked_outcome(&mut self, lock: &mut LengthLock, len: usize, seq: u64) -> Locked {
         match lock.admit(len, seq) {
-            Admit::Now => {
-                self.record(seq);
-            }
-            Admit::Held => {}
+            Admit::Now => Locked::Recorded(self.record(seq)),
+            Admit::Held => Locked::Held,
             Admit::WithHeld(first) => {
                 self.record(first);
-                self.record(seq);
+                Locked::Recorded(self.record(seq))
             }
-            Admit::Wrong | Admit::ReplacesHeld => {
+            Admit::Wrong => {
                 self.invalid();
-                return false;
+                Locked::Wrong
+            }
+            Admit::ReplacesHeld => {
+                self.invalid();
+                Locked::ReplacedHeld
             }
         }
-        true
     }
 
     /// Account for the datagram a [`LengthLock`] still holds (the stream ended, or must be

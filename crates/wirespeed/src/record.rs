@@ -51,6 +51,8 @@ pub struct RecordConfig {
     pub expect_rate: Option<f64>,
     /// Pin the writer thread to this CPU.
     pub writer_cpu: Option<usize>,
+    /// Write invalid datagrams too (evidence); by default they are left out, like duplicates.
+    pub keep_invalid: bool,
 }
 
 /// The RAM ring's account.
@@ -341,7 +343,7 @@ pub fn run(
     let listener = bind()?;
     let shared = Arc::new(Shared::default());
     let local = listener.local_addr().unwrap_or(rcfg.listen);
-    let sink = RingSink::new(prod, shared.clone(), &layout, &fmt, local, cfg.rotation);
+    let sink = RingSink::new(prod, shared.clone(), &layout, &fmt, local, cfg.rotation).keep_invalid(cfg.keep_invalid);
     let ext = match cfg.file_format {
         FileFormat::Pcap => "pcap".to_string(),
         FileFormat::Raw => fmt.file_extension().to_string(),

@@ -63,6 +63,12 @@ pub struct RecordArgs {
     /// Pin the writer thread to this CPU.
     #[arg(long)]
     writer_cpu: Option<usize>,
+    /// Also write datagrams the format finds invalid (wrong length, header or payload), as
+    /// evidence of what arrived; best with --file-format pcap (a raw file can hold only those
+    /// of the right length). By default they are counted (invalid in the ledger, not_written
+    /// in the sidecar) but left out of the file, like duplicates, which are never written.
+    #[arg(long)]
+    keep_invalid: bool,
 }
 
 pub fn cmd_record(a: RecordArgs) -> Result<u8, Error> {
@@ -90,6 +96,7 @@ pub fn cmd_record(a: RecordArgs) -> Result<u8, Error> {
         flush_after: a.flush,
         expect_rate: None,
         writer_cpu: a.writer_cpu,
+        keep_invalid: a.keep_invalid,
     };
     if a.file_format == FileFormat::Raw && !null_sink && fmt.fixed_len().is_none() {
         return Err(Error::Usage(format!(

@@ -6,15 +6,21 @@
 //! itself: stream state and ledgers are preallocated, live counters are published with relaxed
 //! atomic stores, and the clock is read through the vDSO. Between batches, the moderation
 //! naps at moderate rates so that each receive call returns a useful batch.
+//!
+//! Where the sink lends ring memory, datagrams are received straight into it and checked and
+//! accounted where they lie; the ledger's verdict then decides what the sink keeps: a
+//! duplicate is taken back, and so is an invalid datagram unless the sink keeps those. Ring
+//! space is still decided before the ledger (a datagram the ring had no room for is counted
+//! ring-full and is in no ledger), so the ledger describes exactly what was kept or rejected.
 
-use super::backend::RunBackend;
+use super::backend::{Landed, RunBackend};
 use super::moderation::Moderation;
 use super::report::StrayEnd;
-use super::sink::{Live, Sink};
+use super::sink::{Live, Reject, Sink};
 use super::{Backend, RecvConfig};
 use crate::control::{EndOfStream, END_LEN};
 use crate::error::{Error, Result};
-use crate::ledger::{LedgerConfig, LedgerCounts, StreamLedger};
+use crate::ledger::{LedgerConfig, LedgerCounts, Locked, Outcome, StreamLedger};
 use crate::sys;
 use crate::wire::{Format, Invalid, LengthLock, PacketInfo, UNSEQUENCED};
 use std::net::SocketAddr;
@@ -164,23 +170,43 @@ impl<'a, S: Sink> Capture<'a, S> {
         Some(i)
     }
 
-    /// Hand a datagram to the sink; false (and counted) when the ring had no room for it.
+    /// Hand a datagram to the sink (`at`: the lease slot it already lies in); false (and
+    /// counted) when the ring had no room for it.
     #[inline]
     fn keep(
         &mut self,
         data: &[u8],
         src: Option<SocketAddr>,
         checked: &std::result::Result<PacketInfo, Invalid>,
+        at: Option<(&sys::Lease, usize)>,
     ) -> bool {
-        let kept = self.sink.accept(data, src, checked, self.now);
+        let kept = match at {
+            Some((lease, slot)) => self.sink.accept_in_place(lease, slot, data, src, checked, self.now),
+            None => self.sink.accept(data, src, checked, self.now),
+        };
         if !kept {
             self.ring_full += 1;
         }
         kept
     }
 
+    /// One datagram from the backend, wherever it landed.
     #[inline]
+    fn landed(&mut self, l: Landed<'_>) {
+        match l {
+            Landed::InPlace { data, src, lease, slot } => self.handle_at(data, src, Some((lease, slot))),
+            Landed::Return(lease) => self.sink.give_back(lease),
+            Landed::Copied { data, src } => self.handle_at(data, src, None),
+        }
+    }
+
+    #[cfg(test)]
     fn handle(&mut self, data: &[u8], src: Option<SocketAddr>) {
+        self.handle_at(data, src, None)
+    }
+
+    #[inline]
+    fn handle_at(&mut self, data: &[u8], src: Option<SocketAddr>, at: Option<(&sys::Lease, usize)>) {
         if data.len() == END_LEN {
             if let Some(e) = EndOfStream::decode(data) {
                 self.on_end(e, src);
@@ -199,16 +225,16 @@ impl<'a, S: Sink> Capture<'a, S> {
             // Valid but without a place in any sequence (SPEAD control heaps, headerless Mark5B
             // halves): kept, counted apart, kept out of every ledger.
             self.unsequenced += 1;
-            self.keep(data, src, &checked);
+            self.keep(data, src, &checked, at);
             return;
         }
         let Some(i) = self.slot(src, stream) else {
             // Beyond --max-streams: in no ledger (the report says so), but still recorded.
             self.untracked += 1;
-            self.keep(data, src, &checked);
+            self.keep(data, src, &checked, at);
             return;
         };
-        if !self.keep(data, src, &checked) {
+        if !self.keep(data, src, &checked, at) {
             self.slots[i].ring_full += 1;
             return;
         }
@@ -221,17 +247,28 @@ impl<'a, S: Sink> Capture<'a, S> {
         s.last_ns = now;
         match result {
             Ok(seq) if !lock_len => {
-                s.ledger.record(seq);
+                if s.ledger.record(seq) == Outcome::Duplicate {
+                    self.sink.reject(Reject::Duplicate);
+                }
             }
-            Ok(seq) => {
-                if !s.ledger.record_locked(&mut s.len_lock, data.len(), seq) {
+            Ok(seq) => match s.ledger.record_locked_outcome(&mut s.len_lock, data.len(), seq) {
+                Locked::Recorded(Outcome::Duplicate) => self.sink.reject(Reject::Duplicate),
+                Locked::Recorded(_) | Locked::Held => {}
+                Locked::Wrong => {
+                    s.invalid_kinds[Invalid::Length as usize] += 1;
+                    self.sink.reject(Reject::Invalid);
+                    return;
+                }
+                // The earlier, held datagram was the invalid one (already kept); this one is held.
+                Locked::ReplacedHeld => {
                     s.invalid_kinds[Invalid::Length as usize] += 1;
                     return;
                 }
-            }
+            },
             Err(kind) => {
                 s.ledger.invalid();
                 s.invalid_kinds[kind as usize] += 1;
+                self.sink.reject(Reject::Invalid);
                 return;
             }
         };
@@ -410,8 +447,10 @@ fn capture_loop<'a, B: Backend, S: Sink>(
             break;
         }
         cap.now = sys::monotonic_ns();
-        let n =
-            backend.recv(|d, src| cap.handle(d, src)).map_err(|e| Error::Runtime(format!("receiving failed: {e}")))?;
+        let lease = cap.sink.lend(cfg.batch);
+        let n = backend
+            .recv_into(lease, |l| cap.landed(l))
+            .map_err(|e| Error::Runtime(format!("receiving failed: {e}")))?;
         let now = sys::monotonic_ns();
         cap.sink.end_batch(now, backend.kernel_drops());
         if let Some(why) = cap.sink.must_stop() {

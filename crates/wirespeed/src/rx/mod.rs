@@ -31,4 +31,4 @@ pub use config::{
 };
 pub use report::{diagnose, ledger_table, InvalidReasons, KernelView, RecvReport, StrayEnd, StreamReport};
 pub use run::{capture, capture_with, Listener};
-pub use sink::{Live, NullSink, Progress, Sink};
+pub use sink::{Live, NullSink, Progress, Reject, Sink};

@@ -2,6 +2,7 @@
 //! datagram (nothing for `recv`, the recording ring for `record`), and the live counters and
 //! progress samples that displays read from other threads.
 
+use crate::sys::Lease;
 use crate::units;
 use crate::wire::{Invalid, PacketInfo};
 use serde::Serialize;
@@ -22,12 +23,51 @@ pub trait Sink: Send {
         info: &std::result::Result<PacketInfo, Invalid>,
         now_ns: u64,
     ) -> bool;
+    /// Lend memory for the next receive call of up to `batch` datagrams to land in, in the
+    /// form they are kept in (see [`crate::sys::ring`]); `None`: receive into the backend's
+    /// own buffers and [`accept`](Self::accept) copies.
+    #[inline(always)]
+    fn lend(&mut self, _batch: usize) -> Option<Lease> {
+        None
+    }
+    /// [`accept`](Self::accept) for a datagram that already lies in slot `slot` of `lease`:
+    /// kept without a copy. Always true (the slot was lent because there was room).
+    #[inline(always)]
+    fn accept_in_place(
+        &mut self,
+        _lease: &Lease,
+        _slot: usize,
+        data: &[u8],
+        src: Option<SocketAddr>,
+        info: &std::result::Result<PacketInfo, Invalid>,
+        now_ns: u64,
+    ) -> bool {
+        self.accept(data, src, info, now_ns)
+    }
+    /// The lease comes back after the datagrams in place were accepted or not: settle them.
+    #[inline(always)]
+    fn give_back(&mut self, _lease: Lease) {}
+    /// The datagram last accepted is not to be kept after all (the ledger found it a
+    /// duplicate, or it is invalid): take back its bytes and count it as not written. A sink
+    /// may keep invalid ones (pcap evidence) or, where its records cannot be taken back,
+    /// keep them as before.
+    #[inline(always)]
+    fn reject(&mut self, _why: Reject) {}
     /// Called after each receive call with the socket's cumulative drop count.
     fn end_batch(&mut self, now_ns: u64, socket_drops: Option<u64>);
     /// Why the run must end now (e.g. the disk is full), if it must.
     fn must_stop(&self) -> Option<&'static str>;
     /// The run is over: make everything kept visible downstream.
     fn finish(&mut self);
+}
+
+/// Why the capture takes back a datagram it handed to [`Sink::accept`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reject {
+    /// Its number was already received (the ledger's [`Outcome::Duplicate`](crate::ledger::Outcome)).
+    Duplicate,
+    /// It failed the format's check (length, header, payload).
+    Invalid,
 }
 
 /// The sink of `recv`: keeps nothing.

@@ -2,11 +2,21 @@
 //! ring in its on-disk form (raw payloads or pcap records) and decides where files end (by
 //! size or by wall-clock time), telling the writer through the [`handoff`](super::handoff).
 //! It never waits for the writer: when the ring is full a datagram is dropped and counted.
+//!
+//! Datagrams are received straight into the ring where the layout allows ([`Sink::lend`]):
+//! each batch gets slots at the ring's cursor, a pcap record header's room then the datagram
+//! (raw: the datagram at its place), so a kept datagram is never copied. What the capture
+//! rejects (duplicates; invalid ones unless `keep_invalid`) is taken back, in place or by
+//! rewinding a copied record, and counted as not written. Size cuts are made before a batch
+//! is lent, and a lease never holds more slots than the file has room for, so a cut never
+//! falls inside a batch. Raw files of Mark5B halves (several datagrams a record) and of
+//! formats with a stripped transport prefix (VTP) keep the copy path, and so do GRO buffers
+//! (the backend gives the lease back); Mark5B halves are also never taken back once written.
 
 use super::handoff::{Break, Cut, Shared, ALIGN};
 use super::{pcap_global_header, pcap_record_header, FileFormat, ReadLayout};
-use crate::rx::Sink;
-use crate::sys::{self, RingProducer};
+use crate::rx::{Reject, Sink};
+use crate::sys::{self, Lease, RingProducer};
 use crate::wire::{Invalid, PacketInfo};
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::sync::atomic::Ordering;
@@ -58,6 +68,25 @@ pub struct RingSink {
     socket_drops: u64,
     high_water: u64,
     now: u64,
+    /// Keep invalid datagrams (evidence in pcap files) instead of leaving them out.
+    keep_invalid: bool,
+    /// Where the last accepted datagram went, so that a rejection can take it back.
+    last: Last,
+    /// Whether this layout can receive in place (see the module docs).
+    in_place: bool,
+    /// The datagram length of the last kept datagram (slot size for formats without a fixed one).
+    learned_len: usize,
+}
+
+/// Where the last accepted datagram's bytes are.
+#[derive(Clone, Copy, Debug)]
+enum Last {
+    /// Nowhere: not written, or not to be taken back.
+    Nothing,
+    /// Copied into the ring from this position on.
+    Copied(u64),
+    /// Committed in this slot of the outstanding lease.
+    InPlace(usize),
 }
 
 impl RingSink {
@@ -106,13 +135,25 @@ impl RingSink {
             socket_drops: 0,
             high_water: 0,
             now: mono,
+            keep_invalid: false,
+            last: Last::Nothing,
+            in_place: layout.file_format == FileFormat::Pcap || (parts == 1 && strip == 0 && fixed_len > 0),
+            learned_len: 0,
         };
+        s.ring.prepare_lending(crate::rx::MAX_BATCH);
         s.next_time_cut = s.next_cut_after(unix);
         if s.file_format == FileFormat::Pcap {
             let written = s.ring.write(&[&pcap_global_header()]);
             debug_assert!(written, "an empty ring has room for a header");
         }
         s
+    }
+
+    /// Keep datagrams the format finds invalid (pcap evidence of what arrived) rather than
+    /// leaving them out of the file (the default).
+    pub fn keep_invalid(mut self, keep: bool) -> Self {
+        self.keep_invalid = keep;
+        self
     }
 
     fn next_cut_after(&self, unix_ns: u64) -> u64 {
@@ -223,6 +264,7 @@ impl Sink for RingSink {
         now_ns: u64,
     ) -> bool {
         self.now = now_ns;
+        self.last = Last::Nothing;
         let ok = match self.file_format {
             FileFormat::Raw => {
                 if data.len() != self.fixed_len {
@@ -234,6 +276,7 @@ impl Sink for RingSink {
                     return self.accept_part(data, rec);
                 }
                 self.size_cut(rec.len());
+                self.last = Last::Copied(self.ring.position());
                 self.ring.write(&[rec])
             }
             FileFormat::Pcap => {
@@ -244,13 +287,100 @@ impl Sink for RingSink {
                 let rec = super::PCAP_RECORD_OVERHEAD + data.len();
                 self.size_cut(rec);
                 let h = pcap_record_header(now_ns.wrapping_add(self.rt_offset), src, self.dst, data.len());
+                self.last = Last::Copied(self.ring.position());
                 self.ring.write(&[&h, data])
             }
         };
-        if !ok {
+        if ok {
+            self.learned_len = data.len();
+        } else {
+            self.last = Last::Nothing;
             self.ring_full += 1;
         }
         ok
+    }
+
+    fn lend(&mut self, batch: usize) -> Option<Lease> {
+        if !self.in_place {
+            return None;
+        }
+        let body = if self.fixed_len > 0 { self.fixed_len } else { self.learned_len };
+        if body == 0 {
+            return None; // nothing learned yet: copy until the first datagram says its length
+        }
+        let (head, min) = match self.file_format {
+            FileFormat::Pcap => (super::PCAP_RECORD_OVERHEAD, super::PCAP_GLOBAL_LEN as u64),
+            FileFormat::Raw => (0, 0),
+        };
+        let stride = (head + body) as u64;
+        let mut max = batch;
+        if let Some(limit) = self.rotation.max_bytes {
+            // Cut now if the next record would not fit, then lend no more than the file holds:
+            // a size cut never falls inside a batch.
+            self.size_cut(stride as usize);
+            let used = self.ring.position() - self.file_start;
+            let fit = limit.saturating_sub(used) / stride;
+            let fit = if used <= min { fit.max(1) } else { fit };
+            max = max.min(fit as usize);
+        }
+        self.ring.lend(head, body, max)
+    }
+
+    #[inline]
+    fn accept_in_place(
+        &mut self,
+        lease: &Lease,
+        slot: usize,
+        data: &[u8],
+        src: Option<SocketAddr>,
+        _info: &std::result::Result<PacketInfo, Invalid>,
+        now_ns: u64,
+    ) -> bool {
+        self.now = now_ns;
+        self.last = Last::Nothing;
+        let committed = match self.file_format {
+            FileFormat::Raw => {
+                if data.len() != self.fixed_len {
+                    self.not_written += 1;
+                    return true;
+                }
+                self.ring.commit(lease, slot, data.len(), &[])
+            }
+            FileFormat::Pcap => {
+                let Some(SocketAddr::V4(src)) = src else {
+                    self.not_written += 1;
+                    return true;
+                };
+                let h = pcap_record_header(now_ns.wrapping_add(self.rt_offset), src, self.dst, data.len());
+                self.ring.commit(lease, slot, data.len(), &h)
+            }
+        };
+        if committed {
+            self.last = Last::InPlace(slot);
+            self.learned_len = data.len();
+        } else {
+            self.ring_full += 1; // not reached: a landed datagram always fits its slot
+        }
+        committed
+    }
+
+    #[inline]
+    fn give_back(&mut self, lease: Lease) {
+        self.ring.settle(lease);
+        self.last = Last::Nothing;
+    }
+
+    #[inline]
+    fn reject(&mut self, why: Reject) {
+        if why == Reject::Invalid && self.keep_invalid {
+            return;
+        }
+        match std::mem::replace(&mut self.last, Last::Nothing) {
+            Last::Nothing => return,
+            Last::Copied(at) => self.ring.rewind(at),
+            Last::InPlace(slot) => self.ring.uncommit(slot),
+        }
+        self.not_written += 1;
     }
 
     #[inline]
@@ -289,6 +419,7 @@ impl Sink for RingSink {
 
 #[cfg(test)]
 mod tests {
+    use super::super::PCAP_RECORD_OVERHEAD;
     use super::*;
     use crate::wire::{ByteOrder, Counter, Format};
 
@@ -323,5 +454,75 @@ mod tests {
         cons.release(4096);
         fmt.emit(0, 99, &mut buf);
         assert!(sink.accept(&buf, None, &ok, 0), "room again after the writer released a file");
+    }
+
+    /// Datagrams received straight into lent slots over loopback: kept ones are committed in
+    /// place behind their pcap headers, a rejected one (a duplicate) leaves no byte, a longer
+    /// one than the slot is copied whole, and the records end up contiguous and in order.
+    #[test]
+    fn in_place_records_are_exact_and_rejects_leave_nothing() {
+        use std::net::UdpSocket;
+        use std::os::fd::AsRawFd;
+        let fmt: Arc<dyn Format> = Arc::new(Counter::new(64, ByteOrder::Be).unwrap());
+        let layout = ReadLayout::for_stream(&fmt, FileFormat::Pcap).unwrap();
+        let (prod, cons) = sys::byte_ring(1 << 16, false).unwrap();
+        let shared = Arc::new(Shared::default());
+        let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        tx.connect(rx.local_addr().unwrap()).unwrap();
+        sys::set_rcvtimeo(rx.as_raw_fd(), Duration::from_secs(5)).unwrap();
+        let mut sink = RingSink::new(prod, shared, &layout, &fmt, rx.local_addr().unwrap(), Rotation::default());
+        let counter = |seq: u64| {
+            let mut b = [0u8; 64];
+            fmt.emit(0, seq, &mut b);
+            b.to_vec()
+        };
+        // 0, 1, 1 again, 2, 3, one longer than a slot (copied), 4.
+        let sent = vec![counter(0), counter(1), counter(1), counter(2), counter(3), vec![7u8; 100], counter(4)];
+        for d in &sent {
+            tx.send(d).unwrap();
+        }
+        let mut batch = sys::RecvBatch::new(16, 65536);
+        let ok = Ok(PacketInfo { stream: 0, seq: 0 });
+        let mut lease = sink.lend(16).expect("an empty ring lends");
+        assert_eq!((lease.count(), lease.body()), (16, 64));
+        let mut n = 0;
+        while n < sent.len() {
+            // The kernel may hand them over in more than one call: lend again for each.
+            let got = batch.recv_lent(rx.as_raw_fd(), false, &mut lease).unwrap();
+            let src = batch.meta(0).src;
+            for i in 0..batch.in_place() {
+                let data = batch.lent_data(&lease, i);
+                assert_eq!(data, &sent[n + i][..]);
+                assert!(sink.accept_in_place(&lease, i, data, src, &ok, 0));
+                if n + i == 2 {
+                    sink.reject(Reject::Duplicate);
+                }
+            }
+            let in_place = batch.in_place();
+            sink.give_back(lease);
+            for i in in_place..got {
+                assert_eq!(batch.data(i), &sent[n + i][..], "copied whole");
+                assert!(sink.accept(batch.data(i), src, &ok, 0));
+            }
+            n += got;
+            lease = sink.lend(16).expect("room for more");
+        }
+        sink.give_back(lease);
+        sink.end_batch(0, None);
+        assert_eq!(sink.not_written, 1);
+        let kept: Vec<&Vec<u8>> = sent.iter().enumerate().filter(|&(i, _)| i != 2).map(|(_, d)| d).collect();
+        let all = cons.slice(0, usize::MAX);
+        let want: usize =
+            super::super::PCAP_GLOBAL_LEN + kept.iter().map(|d| PCAP_RECORD_OVERHEAD + d.len()).sum::<usize>();
+        assert_eq!(all.len(), want);
+        let mut at = super::super::PCAP_GLOBAL_LEN;
+        for d in kept {
+            let caplen = u32::from_le_bytes(all[at + 8..at + 12].try_into().unwrap()) as usize;
+            assert_eq!(caplen, 28 + d.len());
+            at += PCAP_RECORD_OVERHEAD;
+            assert_eq!(&all[at..at + d.len()], &d[..]);
+            at += d.len();
+        }
     }
 }

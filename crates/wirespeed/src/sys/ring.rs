@@ -11,6 +11,16 @@
 //! The producer caches the consumer's position and only reloads it when the cached room is
 //! not enough, so in steady state the capture thread touches the shared cache line once per
 //! batch (its own publish), not once per packet.
+//!
+//! Receiving straight into the ring: the producer can *lend* the memory at its cursor as a
+//! [`Lease`] of equal slots (room for a record header, then the datagram), which the socket
+//! code receives into. Each landed datagram is then either committed ([`RingProducer::commit`]:
+//! its header written in the slot's header room, nothing copied) or left out; when the lease
+//! comes back ([`RingProducer::settle`]) the kept records are closed up behind the cursor (a
+//! move only behind a left-out or short one) and the cursor advances. The protocol keeps the
+//! borrows apart: slices of landed datagrams borrow the lease, the header rooms they never
+//! cover are the only bytes written while it is out, and every move waits for the lease to be
+//! given back by value, when no slice of it can be alive.
 
 use std::io;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -38,6 +48,78 @@ pub struct RingProducer {
     limit: u64,
     base: *mut u8,
     len: u64,
+    /// The outstanding lease, if any: while it is out, nothing but its header rooms is written.
+    lent: Option<Lent>,
+    /// Per slot of the outstanding lease: the committed datagram length, or [`LEFT_OUT`].
+    /// Allocated once by [`RingProducer::prepare_lending`], never on the receive path.
+    slot_lens: Vec<u32>,
+    /// Numbers leases, so a stale or foreign one is refused.
+    epoch: u64,
+}
+
+/// A slot of a lease whose datagram was not committed.
+const LEFT_OUT: u32 = u32::MAX;
+
+/// The producer's own record of the lease it gave out.
+#[derive(Clone, Copy, Debug)]
+struct Lent {
+    first: u64,
+    stride: usize,
+    head: usize,
+    count: usize,
+    epoch: u64,
+}
+
+/// Ring memory lent to the socket code for one receive batch: `count` slots of `stride` bytes
+/// from the producer's cursor (never across the ring's end), each `head` bytes of header room
+/// followed by `stride - head` bytes for the datagram. An owned token (it keeps the memory
+/// alive); the producer writes nothing but header rooms until it is given back with
+/// [`RingProducer::settle`].
+pub struct Lease {
+    _mem: Arc<Shared>,
+    slot0: *mut u8,
+    stride: usize,
+    head: usize,
+    count: usize,
+    epoch: u64,
+}
+
+// SAFETY: the pointer is into memory the Arc keeps alive; the lease moves with the capture
+// thread's state and is used by one thread at a time.
+unsafe impl Send for Lease {}
+
+impl Lease {
+    /// Slots lent.
+    #[inline]
+    pub fn count(&self) -> usize {
+        self.count
+    }
+
+    /// Bytes each slot takes for its datagram (beyond this a datagram does not land in place).
+    #[inline]
+    pub fn body(&self) -> usize {
+        self.stride - self.head
+    }
+
+    /// Where slot `i`'s datagram goes and how much fits: for the socket code's iovecs.
+    #[inline]
+    pub(in crate::sys) fn body_ptr(&self, i: usize) -> *mut u8 {
+        assert!(i < self.count);
+        // SAFETY: slot i lies inside the lent region (count * stride bytes from slot0, checked
+        // against the ring's end when lent), and head < stride.
+        unsafe { self.slot0.add(i * self.stride + self.head) }
+    }
+
+    /// The first `len` bytes of slot `i`'s datagram room, as received by the socket code.
+    /// Borrowing the lease keeps the producer from moving them until the slice is gone.
+    #[inline]
+    pub(in crate::sys) fn landed(&self, i: usize, len: usize) -> &[u8] {
+        let len = len.min(self.body());
+        // SAFETY: inside the lent region (see body_ptr); while the lease is out the producer
+        // writes only header rooms, which no body range covers, so these bytes stay as the
+        // kernel wrote them for as long as this borrow of the lease lives.
+        unsafe { std::slice::from_raw_parts(self.body_ptr(i), len) }
+    }
 }
 
 // SAFETY: the producer is moved to the capture thread and used only there; the raw pointer is
@@ -62,7 +144,16 @@ pub fn byte_ring(len: usize, lock: bool) -> io::Result<(RingProducer, RingConsum
     let shared = Arc::new(Shared { mem, produced: Padded(AtomicU64::new(0)), consumed: Padded(AtomicU64::new(0)) });
     let len = len as u64;
     Ok((
-        RingProducer { shared: shared.clone(), pos: 0, limit: len, base, len },
+        RingProducer {
+            shared: shared.clone(),
+            pos: 0,
+            limit: len,
+            base,
+            len,
+            lent: None,
+            slot_lens: Vec::new(),
+            epoch: 0,
+        },
         RingConsumer { shared, pos: 0, base, len },
     ))
 }
@@ -117,11 +208,11 @@ impl RingProducer {
     }
 
     /// Append one record made of `parts`, all or nothing. False when the ring has no room
-    /// (the caller counts the record as dropped at the ring).
+    /// (the caller counts the record as dropped at the ring), or a lease is out.
     #[inline]
     pub fn write(&mut self, parts: &[&[u8]]) -> bool {
         let total: usize = parts.iter().map(|p| p.len()).sum();
-        if !self.room(total as u64) {
+        if self.lent.is_some() || !self.room(total as u64) {
             return false;
         }
         for p in parts {
@@ -134,11 +225,121 @@ impl RingProducer {
     /// next byte starts an O_DIRECT-aligned region. False when the ring has no room for the pad.
     pub fn align_to(&mut self, align: u64) -> bool {
         let next = self.pos.div_ceil(align) * align;
-        if !self.room(next - self.pos) {
+        if self.lent.is_some() || !self.room(next - self.pos) {
             return false;
         }
         self.pos = next;
         true
+    }
+
+    /// Take back the last bytes written, down to `pos` (not before what was published): a
+    /// record the caller decided, after writing it, not to keep.
+    #[inline]
+    pub fn rewind(&mut self, pos: u64) {
+        let published = self.shared.produced.0.load(Ordering::Relaxed);
+        if self.lent.is_none() && pos >= published && pos <= self.pos {
+            self.pos = pos;
+        }
+    }
+
+    /// Allocate the bookkeeping for leases of up to `max_slots` slots (once, before receiving).
+    pub fn prepare_lending(&mut self, max_slots: usize) {
+        self.slot_lens = vec![LEFT_OUT; max_slots];
+    }
+
+    /// Lend up to `max` slots of `head + body` bytes at the cursor: as many as fit before the
+    /// ring's end and in the room the writer left (none: `None`, and the caller receives
+    /// elsewhere). At most what [`prepare_lending`](Self::prepare_lending) allowed.
+    pub fn lend(&mut self, head: usize, body: usize, max: usize) -> Option<Lease> {
+        let stride = head + body;
+        if self.lent.is_some() || body == 0 || stride as u64 > self.len {
+            return None;
+        }
+        let at = (self.pos % self.len) as usize;
+        let to_end = self.len as usize - at;
+        let mut count = max.min(self.slot_lens.len()).min(to_end / stride);
+        if count == 0 {
+            return None;
+        }
+        if !self.room((count * stride) as u64) {
+            // Reload once (done by `room`), then lend what the room holds.
+            count = count.min(((self.limit - self.pos) / stride as u64) as usize);
+            if count == 0 {
+                return None;
+            }
+        }
+        self.epoch += 1;
+        self.slot_lens[..count].fill(LEFT_OUT);
+        self.lent = Some(Lent { first: self.pos, stride, head, count, epoch: self.epoch });
+        // SAFETY: at < len, so the pointer is inside the mapping; count * stride <= to_end keeps
+        // the whole lease inside it too.
+        let slot0 = unsafe { self.base.add(at) };
+        Some(Lease { _mem: self.shared.clone(), slot0, stride, head, count, epoch: self.epoch })
+    }
+
+    /// Keep the datagram of `len` bytes that landed in slot `slot` of `lease`, with `header`
+    /// (exactly the lease's header room) in front of it. False (nothing done) when the
+    /// arguments do not describe a landed datagram of the outstanding lease.
+    #[inline]
+    pub fn commit(&mut self, lease: &Lease, slot: usize, len: usize, header: &[u8]) -> bool {
+        let Some(l) = self.lent else { return false };
+        if l.epoch != lease.epoch || slot >= l.count || len > l.stride - l.head || header.len() != l.head {
+            return false;
+        }
+        if l.head > 0 {
+            // SAFETY: the header room of a slot of the outstanding lease: inside the lent region,
+            // owned by the producer (room was checked when lent), and covered by no slice the
+            // lease hands out (those start `head` bytes into a slot and end before the next).
+            unsafe { std::ptr::copy_nonoverlapping(header.as_ptr(), lease.slot0.add(slot * l.stride), l.head) };
+        }
+        self.slot_lens[slot] = len as u32;
+        true
+    }
+
+    /// Take back a commit to the outstanding lease: the datagram in slot `slot` is left out
+    /// after all (nothing is written; [`settle`](Self::settle) closes the gap).
+    #[inline]
+    pub fn uncommit(&mut self, slot: usize) {
+        if let Some(l) = self.lent {
+            if slot < l.count {
+                self.slot_lens[slot] = LEFT_OUT;
+            }
+        }
+    }
+
+    /// The lease comes back (by value: no slice of it is alive). The committed records are
+    /// closed up in slot order from the old cursor, moving only those behind a left-out or
+    /// short one, and the cursor advances past them. Returns the bytes moved.
+    pub fn settle(&mut self, lease: Lease) -> usize {
+        let Some(l) = self.lent else { return 0 };
+        if l.epoch != lease.epoch {
+            return 0;
+        }
+        self.lent = None;
+        let mut w = 0usize;
+        let mut moved = 0;
+        for (i, &n) in self.slot_lens[..l.count].iter().enumerate() {
+            if n == LEFT_OUT {
+                continue;
+            }
+            let rec = l.head + n as usize;
+            let from = i * l.stride;
+            if from != w {
+                // SAFETY: both ranges lie inside the lent region (w <= from, and a record is at
+                // most a stride), which the producer owns and no slice borrows any more (the
+                // lease was given up by value). `copy` allows the overlap of a close-up.
+                unsafe { std::ptr::copy(lease.slot0.add(from), lease.slot0.add(w), rec) };
+                moved += rec;
+            }
+            w += rec;
+        }
+        self.pos = l.first + w as u64;
+        moved
+    }
+
+    /// Whether a lease is out.
+    pub fn lending(&self) -> bool {
+        self.lent.is_some()
     }
 
     /// Make everything written so far visible to the consumer (once per receive batch).
@@ -213,6 +414,77 @@ mod tests {
         c.release(9000);
         assert!(p.align_to(4096));
         assert_eq!(p.position(), 12288);
+    }
+
+    /// Slots of 4 header bytes and 8 body bytes: commit 0, 2 and 3 (2 short), leave 1 out,
+    /// and the settle closes them up behind the cursor.
+    #[test]
+    fn a_lease_keeps_what_is_committed_closed_up_in_order() {
+        let (mut p, c) = byte_ring(8192, false).unwrap();
+        p.prepare_lending(16);
+        assert!(p.write(&[b"abc"]));
+        let lease = p.lend(4, 8, 4).expect("room for four slots");
+        assert_eq!((lease.count(), lease.body()), (4, 8));
+        assert!(!p.write(&[b"x"]), "nothing is written at the cursor while a lease is out");
+        assert!(p.lend(4, 8, 4).is_none(), "one lease at a time");
+        for i in 0..4 {
+            // What the socket code does: fill the body rooms.
+            // SAFETY (test): body_ptr(i) has room for body() bytes inside the lent region.
+            unsafe { std::ptr::write_bytes(lease.body_ptr(i), b'0' + i as u8, 8) };
+        }
+        assert_eq!(lease.landed(2, 8), b"22222222");
+        assert!(p.commit(&lease, 0, 8, b"H0H0"));
+        assert!(p.commit(&lease, 1, 8, b"H1H1"));
+        assert!(p.commit(&lease, 2, 5, b"H2H2"));
+        assert!(p.commit(&lease, 3, 8, b"H3H3"));
+        assert!(!p.commit(&lease, 4, 8, b"H4H4"), "no such slot");
+        assert!(!p.commit(&lease, 0, 9, b"H0H0"), "longer than a slot");
+        assert!(!p.commit(&lease, 0, 8, b"H0"), "a header must fill its room");
+        p.uncommit(1);
+        let moved = p.settle(lease);
+        assert_eq!(moved, (4 + 5) + (4 + 8), "slots 2 and 3 moved down, slot 0 stayed");
+        assert_eq!(p.position(), 3 + 12 + 9 + 12);
+        p.publish();
+        assert_eq!(c.slice(0, usize::MAX), b"abcH0H000000000H2H222222H3H333333333");
+        assert!(p.write(&[b"!"]), "writes again once the lease is back");
+    }
+
+    /// A lease never crosses the ring's end, never reaches into what the writer still holds,
+    /// and a stale lease is refused.
+    #[test]
+    fn a_lease_stops_at_the_end_and_at_the_writer() {
+        let (mut p, mut c) = byte_ring(8192, false).unwrap();
+        p.prepare_lending(64);
+        assert!(p.write(&[&[1u8; 7000]]));
+        let lease = p.lend(0, 500, 64).expect("a slot before the end");
+        assert_eq!(lease.count(), 2, "1192 bytes to the end hold two 500-byte slots");
+        assert!(p.commit(&lease, 0, 500, &[]));
+        p.settle(lease);
+        assert_eq!(p.position(), 7500);
+        assert!(p.lend(0, 1000, 64).is_none(), "692 bytes to the end: no slot, the caller copies");
+        assert!(p.write(&[&[2u8; 692]]));
+        // At the ring's start now, but the writer holds everything: no room.
+        assert!(p.lend(0, 500, 64).is_none());
+        p.publish();
+        c.release(1200);
+        let lease = p.lend(0, 500, 64).expect("room for two slots again");
+        assert_eq!(lease.count(), 2);
+        let stale = p.epoch;
+        p.settle(lease);
+        assert_eq!(p.position(), 8192, "nothing committed, nothing kept");
+        assert_eq!(stale, p.epoch);
+    }
+
+    #[test]
+    fn rewind_takes_back_only_unpublished_bytes() {
+        let (mut p, _c) = byte_ring(8192, false).unwrap();
+        assert!(p.write(&[&[1u8; 100]]));
+        p.publish();
+        assert!(p.write(&[&[2u8; 100]]));
+        p.rewind(100);
+        assert_eq!(p.position(), 100);
+        p.rewind(50);
+        assert_eq!(p.position(), 100, "published bytes stay");
     }
 
     #[test]

@@ -9,6 +9,7 @@ use std::os::fd::RawFd;
 use std::time::Duration;
 
 use super::cvt;
+use super::ring::Lease;
 
 pub(crate) mod cmsg;
 
@@ -160,6 +161,10 @@ pub struct RecvMeta {
 ///
 /// Everything is allocated once in `new`; `recv` only resets lengths and calls the kernel, so
 /// the capture loop allocates nothing.
+///
+/// It can also receive into ring memory lent for one batch ([`RecvBatch::recv_lent`]): each
+/// message then has two iovecs, its ring slot and, behind it, the rest of its own buffer, so a
+/// datagram longer than the slot is never cut short.
 pub struct RecvBatch {
     bufs: Vec<u8>,
     buf_size: usize,
@@ -167,6 +172,12 @@ pub struct RecvBatch {
     names: Vec<libc::sockaddr_storage>,
     iovecs: Vec<libc::iovec>,
     hdrs: Vec<libc::mmsghdr>,
+    /// Two iovecs per message for lent receives (slot, overflow).
+    lent_iov: Vec<libc::iovec>,
+    /// Headers 0..lent_hdrs point at `lent_iov` (set by the last lent receive).
+    lent_hdrs: usize,
+    /// Messages 0..in_place of the last receive lie in the lent slots.
+    in_place: usize,
 }
 
 // SAFETY: the raw pointers inside `iovecs` and `hdrs` point only into the batch's own heap
@@ -186,6 +197,9 @@ impl RecvBatch {
             iovecs: Vec::with_capacity(count),
             // SAFETY: mmsghdr is plain old data for which all-zero is valid.
             hdrs: vec![unsafe { zeroed() }; count],
+            lent_iov: vec![libc::iovec { iov_base: std::ptr::null_mut(), iov_len: 0 }; 2 * count],
+            lent_hdrs: 0,
+            in_place: 0,
         };
         for i in 0..count {
             // SAFETY: i * buf_size is within the `bufs` allocation of count * buf_size bytes.
@@ -212,6 +226,89 @@ impl RecvBatch {
     /// Receive up to `capacity()` datagrams: blocks for the first (up to the socket's receive
     /// timeout), then takes whatever else is already queued.
     pub fn recv(&mut self, fd: RawFd, nonblocking: bool) -> io::Result<usize> {
+        self.unlend();
+        self.call(fd, nonblocking)
+    }
+
+    /// Point the headers a lent receive redirected back at the batch's own buffers.
+    #[inline]
+    fn unlend(&mut self) {
+        for i in 0..self.lent_hdrs {
+            self.hdrs[i].msg_hdr.msg_iov = &mut self.iovecs[i];
+            self.hdrs[i].msg_hdr.msg_iovlen = 1;
+        }
+        self.lent_hdrs = 0;
+        self.in_place = 0;
+    }
+
+    /// Receive like [`recv`](Self::recv), the first `lease.count()` datagrams into the lent
+    /// ring slots (the rest into the batch's own buffers), in one system call. A datagram that
+    /// does not fit its slot (longer, or a GRO buffer of several) is copied whole into its own
+    /// buffer, and so is every later one that landed in a slot, so that slots `0..in_place()`
+    /// hold exactly the datagrams `0..in_place()`, in order, each at most a slot's body long.
+    pub fn recv_lent(&mut self, fd: RawFd, nonblocking: bool, lease: &mut Lease) -> io::Result<usize> {
+        let lent = lease.count().min(self.hdrs.len());
+        let body = lease.body().min(self.buf_size);
+        for i in 0..lent {
+            let own = self.iovecs[i].iov_base as *mut u8;
+            self.lent_iov[2 * i] = libc::iovec { iov_base: lease.body_ptr(i).cast(), iov_len: body };
+            self.lent_iov[2 * i + 1] = libc::iovec {
+                // SAFETY: body <= buf_size, so the pointer stays inside message i's own buffer.
+                iov_base: unsafe { own.add(body) }.cast(),
+                iov_len: self.buf_size - body,
+            };
+            self.hdrs[i].msg_hdr.msg_iov = &mut self.lent_iov[2 * i];
+            self.hdrs[i].msg_hdr.msg_iovlen = 2;
+        }
+        for i in lent..self.lent_hdrs {
+            self.hdrs[i].msg_hdr.msg_iov = &mut self.iovecs[i];
+            self.hdrs[i].msg_hdr.msg_iovlen = 1;
+        }
+        self.lent_hdrs = lent;
+        self.in_place = 0;
+        let n = self.call(fd, nonblocking)?;
+        let landed = n.min(lent);
+        let mut in_place = landed;
+        for i in 0..landed {
+            let h = &self.hdrs[i];
+            let len = h.msg_len as usize;
+            if len > body || h.msg_hdr.msg_flags & libc::MSG_TRUNC != 0 || self.has_gro(i) {
+                in_place = i;
+                break;
+            }
+        }
+        for i in in_place..landed {
+            let len = (self.hdrs[i].msg_len as usize).min(body);
+            let own = &mut self.bufs[i * self.buf_size..i * self.buf_size + len];
+            own.copy_from_slice(lease.landed(i, len));
+        }
+        self.in_place = in_place;
+        Ok(n)
+    }
+
+    /// Datagrams `0..in_place()` of the last receive lie in the lent slots; the rest, in the
+    /// batch's own buffers ([`data`](Self::data)).
+    #[inline]
+    pub fn in_place(&self) -> usize {
+        self.in_place
+    }
+
+    /// The bytes of datagram `i < in_place()` of the last [`recv_lent`](Self::recv_lent), in
+    /// its ring slot; borrowing the lease keeps the ring from moving them meanwhile.
+    #[inline]
+    pub fn lent_data<'a>(&self, lease: &'a Lease, i: usize) -> &'a [u8] {
+        assert!(i < self.in_place);
+        lease.landed(i, self.hdrs[i].msg_len as usize)
+    }
+
+    /// Whether datagram `i` came as a GRO buffer (possibly several datagrams).
+    fn has_gro(&self, i: usize) -> bool {
+        let h = &self.hdrs[i].msg_hdr;
+        h.msg_controllen != 0
+            && cmsg::Iter::new(&self.ctrl[i], h).any(|c| (c.level, c.ty) == (libc::SOL_UDP, libc::UDP_GRO))
+    }
+
+    fn call(&mut self, fd: RawFd, nonblocking: bool) -> io::Result<usize> {
         for h in self.hdrs.iter_mut() {
             h.msg_hdr.msg_namelen = size_of::<libc::sockaddr_storage>() as libc::socklen_t;
             h.msg_hdr.msg_controllen = RECV_CTRL as _;

@@ -1,8 +1,12 @@
 //! The recvmmsg backend: batches of datagrams from one UDP socket per system call, with
 //! optional UDP GRO (coalesced buffers, split again here).
+//!
+//! With a lease of ring memory ([`Backend::recv_into`]) the same single recvmmsg receives
+//! straight into the ring's slots. With GRO on, the lease is given back unused: coalesced
+//! buffers never fit a slot, so they keep the copy path.
 
 use super::udp::UdpEndpoint;
-use super::{Backend, Bound, Member, RecvConfig};
+use super::{Backend, Bound, Landed, Member, RecvConfig};
 use crate::error::Result;
 use crate::sys;
 use std::io;
@@ -16,6 +20,7 @@ pub struct MmsgBackend {
     nonblocking: bool,
     rxq_ovfl: Option<u64>,
     truncated: u64,
+    gro: bool,
 }
 
 impl MmsgBackend {
@@ -24,37 +29,34 @@ impl MmsgBackend {
         // GRO buffers can hold up to 64 KiB of coalesced datagrams. The kernel attaches the
         // drop count only once it is non-zero, so an enabled counter starts at 0.
         let rxq_ovfl = rxq_ovfl_enabled.then_some(0);
-        MmsgBackend { fd, batch: sys::RecvBatch::new(batch, 65536), nonblocking, rxq_ovfl, truncated: 0 }
-    }
-}
-
-impl Backend for MmsgBackend {
-    const NAME: &'static str = "recvmmsg";
-    type Endpoint = UdpEndpoint;
-
-    fn open(cfg: &RecvConfig, _member: Member) -> Result<(UdpEndpoint, Bound)> {
-        UdpEndpoint::bind(cfg)
+        MmsgBackend { fd, batch: sys::RecvBatch::new(batch, 65536), nonblocking, rxq_ovfl, truncated: 0, gro: false }
     }
 
-    fn start(endpoint: &UdpEndpoint, cfg: &RecvConfig) -> Self {
-        MmsgBackend::new(endpoint.fd(), cfg.batch, cfg.busy_poll, endpoint.rxq_ovfl())
-    }
-
+    /// One receive call (into the lease's slots when given); 0 on a timeout.
     #[inline]
-    fn recv<F: FnMut(&[u8], Option<SocketAddr>)>(&mut self, mut f: F) -> io::Result<usize> {
-        let n = match self.batch.recv(self.fd, self.nonblocking) {
-            Ok(n) => n,
+    fn call(&mut self, lease: Option<&mut sys::Lease>) -> io::Result<usize> {
+        let r = match lease {
+            Some(l) => self.batch.recv_lent(self.fd, self.nonblocking, l),
+            None => self.batch.recv(self.fd, self.nonblocking),
+        };
+        match r {
+            Ok(n) => Ok(n),
             Err(e)
                 if matches!(
                     e.kind(),
                     io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut | io::ErrorKind::Interrupted
                 ) =>
             {
-                return Ok(0)
+                Ok(0)
             }
-            Err(e) => return Err(e),
-        };
-        for i in 0..n {
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Hand datagrams `from..n` of the last call, from the batch's own buffers, to `f`.
+    #[inline]
+    fn deliver<F: FnMut(&[u8], Option<SocketAddr>)>(&mut self, from: usize, n: usize, mut f: F) {
+        for i in from..n {
             let meta = self.batch.meta(i);
             if let Some(d) = meta.rxq_ovfl {
                 self.rxq_ovfl = Some(d as u64);
@@ -72,6 +74,60 @@ impl Backend for MmsgBackend {
                 _ => f(data, meta.src),
             }
         }
+    }
+}
+
+impl Backend for MmsgBackend {
+    const NAME: &'static str = "recvmmsg";
+    type Endpoint = UdpEndpoint;
+
+    fn open(cfg: &RecvConfig, _member: Member) -> Result<(UdpEndpoint, Bound)> {
+        UdpEndpoint::bind(cfg)
+    }
+
+    fn start(endpoint: &UdpEndpoint, cfg: &RecvConfig) -> Self {
+        let mut b = MmsgBackend::new(endpoint.fd(), cfg.batch, cfg.busy_poll, endpoint.rxq_ovfl());
+        b.gro = cfg.gro;
+        b
+    }
+
+    #[inline]
+    fn recv<F: FnMut(&[u8], Option<SocketAddr>)>(&mut self, f: F) -> io::Result<usize> {
+        let n = self.call(None)?;
+        self.deliver(0, n, f);
+        Ok(n)
+    }
+
+    #[inline]
+    fn recv_into<F: FnMut(Landed<'_>)>(&mut self, lease: Option<sys::Lease>, mut f: F) -> io::Result<usize> {
+        let mut lease = match lease {
+            Some(l) if !self.gro => l,
+            other => {
+                if let Some(l) = other {
+                    f(Landed::Return(l));
+                }
+                return self.recv(|data, src| f(Landed::Copied { data, src }));
+            }
+        };
+        let n = match self.call(Some(&mut lease)) {
+            Ok(n) => n,
+            Err(e) => {
+                f(Landed::Return(lease));
+                return Err(e);
+            }
+        };
+        let in_place = self.batch.in_place().min(n);
+        for i in 0..in_place {
+            // A datagram in place is whole (not truncated, no GRO buffer): only the drop
+            // counter and the source matter.
+            let meta = self.batch.meta(i);
+            if let Some(d) = meta.rxq_ovfl {
+                self.rxq_ovfl = Some(d as u64);
+            }
+            f(Landed::InPlace { data: self.batch.lent_data(&lease, i), src: meta.src, lease: &lease, slot: i });
+        }
+        f(Landed::Return(lease));
+        self.deliver(in_place, n, |data, src| f(Landed::Copied { data, src }));
         Ok(n)
     }
 

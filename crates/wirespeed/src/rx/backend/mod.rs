@@ -46,10 +46,47 @@ pub trait Backend: Sized {
     /// Wait briefly for datagrams and hand each to `f` (after splitting GRO buffers).
     /// Returns how many buffers the kernel returned; 0 on a timeout.
     fn recv<F: FnMut(&[u8], Option<SocketAddr>)>(&mut self, f: F) -> io::Result<usize>;
+    /// [`recv`](Self::recv), receiving straight into the ring memory `lease` lends (when
+    /// given): `f` gets the datagrams that landed in its slots, in order, as
+    /// [`Landed::InPlace`], then the lease back ([`Landed::Return`], always exactly once,
+    /// also on a timeout or an error), then the datagrams that did not land in place
+    /// ([`Landed::Copied`]). The default receives as `recv` does and returns the lease unused,
+    /// so a backend without an in-place path is still correct.
+    fn recv_into<F: FnMut(Landed<'_>)>(&mut self, lease: Option<crate::sys::Lease>, mut f: F) -> io::Result<usize> {
+        if let Some(l) = lease {
+            f(Landed::Return(l));
+        }
+        self.recv(|data, src| f(Landed::Copied { data, src }))
+    }
     /// The socket's cumulative drop count as last reported by the kernel (SO_RXQ_OVFL).
     fn kernel_drops(&self) -> Option<u64>;
     /// Datagrams the kernel truncated (larger than the receive buffer).
     fn truncated(&self) -> u64;
+}
+
+/// What a backend hands the capture from [`Backend::recv_into`].
+pub enum Landed<'a> {
+    /// A datagram that landed in slot `slot` of the lent ring memory: the slice borrows the
+    /// lease, so the ring cannot move it while the capture looks at it.
+    InPlace {
+        /// The datagram's bytes, in the ring.
+        data: &'a [u8],
+        /// Where it came from.
+        src: Option<SocketAddr>,
+        /// The lease it landed in.
+        lease: &'a crate::sys::Lease,
+        /// Its slot.
+        slot: usize,
+    },
+    /// The lease, given back: no more datagrams in place this batch, and no slice of it alive.
+    Return(crate::sys::Lease),
+    /// A datagram in the backend's own memory (to be copied where it is kept).
+    Copied {
+        /// The datagram's bytes.
+        data: &'a [u8],
+        /// Where it came from.
+        src: Option<SocketAddr>,
+    },
 }
 
 /// Which capture thread of a run an endpoint serves, and how many there are.
