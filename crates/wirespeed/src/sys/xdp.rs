@@ -548,23 +548,26 @@ impl Queue {
 }
 
 impl XskSocket {
-    /// Create the map, program, UMEMs and sockets, bind one to each queue, fill their fill
-    /// rings and attach the program (last, so that nothing is redirected before the sockets
-    /// are ready).
+    /// Create the map and program, attach it, then create the UMEMs and sockets, bind one to
+    /// each queue, fill their fill rings and put them in the map. On any failure everything
+    /// made so far is closed, which detaches the program.
     pub fn open(c: &XskConfig) -> Result<XskSocket, XskError> {
         let frames = c.frames.next_power_of_two().max(64);
         let nq = c.queues.clamp(1, MAP_SLOTS);
         let map = create_xskmap().map_err(step("bpf(BPF_MAP_CREATE, XSKMAP)"))?;
         let prog =
             load_program(&xdp_program(c.addr, c.port, map.as_raw_fd())).map_err(step("bpf(BPF_PROG_LOAD, XDP)"))?;
+        // Attach first: an interface that already runs an XDP program is refused before any
+        // socket takes one of its queues. Until a queue's socket is in the map, the program
+        // passes that queue's frames to the stack as if it were not there.
+        let flags = if c.native { XDP_FLAGS_DRV_MODE } else { XDP_FLAGS_SKB_MODE };
+        let link = link_create(&prog, c.ifindex, flags).map_err(step("bpf(BPF_LINK_CREATE, BPF_XDP)"))?;
         let mut queues = Vec::with_capacity(nq as usize);
         for q in 0..nq {
             let queue = Queue::open(c.ifindex, q, frames)?;
             map_update(&map, q, queue.sock.as_raw_fd() as u32).map_err(step("bpf(BPF_MAP_UPDATE_ELEM)"))?;
             queues.push(queue);
         }
-        let flags = if c.native { XDP_FLAGS_DRV_MODE } else { XDP_FLAGS_SKB_MODE };
-        let link = link_create(&prog, c.ifindex, flags).map_err(step("bpf(BPF_LINK_CREATE, BPF_XDP)"))?;
         let inner = Inner { link, _prog: prog, _map: map, queues, frames, taken: AtomicBool::new(false) };
         Ok(XskSocket { inner: Arc::new(inner) })
     }

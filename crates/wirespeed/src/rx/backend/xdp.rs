@@ -187,7 +187,7 @@ impl Backend for XdpBackend {
                 XSK_FRAME
             ),
             format!(
-                "generic XDP drops frames over {} B (jumbo frames, or a whole GSO train from a veth peer with tx-udp-segmentation on: `ethtool -K PEER tx-udp-segmentation off` at the sender); they count as kernel drops",
+                "generic XDP drops frames over {} B (jumbo frames, or a whole GSO train from a veth peer with tx-udp-segmentation on: `ethtool -K PEER tx-udp-segmentation off` at the sender), counted as kernel drops; datagrams over the MTU arrive as IP fragments, which are passed to the stack, not captured",
                 XSK_FRAME
             ),
         ];
