@@ -20,6 +20,7 @@ pub mod ring;
 pub mod signal;
 pub mod socket;
 pub mod time;
+pub mod xdp;
 
 pub use cpu::{current_cpu, lock_memory, pin_current_thread, set_process_affinity};
 pub use file::{clear_direct, create_direct, free_space, preallocate};

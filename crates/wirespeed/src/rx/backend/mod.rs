@@ -190,6 +190,8 @@ macro_rules! backends {
 backends! {
     /// `recvmmsg` on a UDP socket, with optional GRO.
     Mmsg => mmsg::MmsgBackend,
+    /// AF_XDP (copy mode, one queue) fed by an XDP program redirecting the listen address.
+    Xdp => xdp::XdpBackend,
 }
 
 impl Default for BackendKind {
