@@ -78,11 +78,21 @@ fn a_slow_disk_fills_the_ring_and_every_datagram_is_written_or_counted_ring_full
 }
 
 #[test]
-fn several_writes_in_flight_keep_files_and_ledgers_exact() {
+fn four_writes_in_flight_from_threads_keep_files_and_ledgers_exact() {
+    in_flight("threads");
+}
+
+#[test]
+fn four_writes_in_flight_through_io_uring_keep_files_and_ledgers_exact() {
+    in_flight("io_uring");
+}
+
+fn in_flight(engine: &str) {
     let _t = traffic();
     let d = TempDir::new("rec-depth");
+    let engine_env = format!("WIRESPEED_WRITE_ENGINE={engine}");
     let r = spawn_cmd_with(
-        &["env", "WIRESPEED_WRITE_DEPTH=4"],
+        &["env", "WIRESPEED_WRITE_DEPTH=4", &engine_env],
         "record",
         "127.0.0.1:0",
         &[
@@ -110,6 +120,9 @@ fn several_writes_in_flight_keep_files_and_ledgers_exact() {
     let rep = json(&stdout);
     let w = &rep["writer"];
     assert_eq!(u(w, "write_depth"), 4);
+    // io_uring can be forbidden (kernel.io_uring_disabled, seccomp): then threads, with a note.
+    let got = w["write_engine"].as_str().unwrap();
+    assert!(got == engine || (got == "threads" && w["notes"].to_string().contains("io_uring")), "{w}");
     assert_eq!(u(w, "records"), 5990, "{w}");
     assert_eq!(u(&rep["capture"]["total"], "lost"), 10);
     assert!(u(w, "writes") >= 94, "6000 KiB in 64 KiB writes: {w}");
