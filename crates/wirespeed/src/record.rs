@@ -68,6 +68,15 @@ pub struct RingReport {
     pub locked: bool,
     /// Datagrams dropped because the ring was full.
     pub ring_full: u64,
+    /// What backs the ring: hugetlb, transparent or normal pages.
+    pub pages: sys::PageKind,
+    /// Bytes backed by huge pages.
+    pub huge_bytes: u64,
+    /// Seconds from allocating the ring until it could receive (before the socket opened).
+    pub ready_s: f64,
+    /// Seconds until every page of the ring was faulted in (a big ring's tail is faulted in
+    /// behind the start, ahead of the data); None if that was still going on at the end.
+    pub populated_s: Option<f64>,
 }
 
 /// The result of a recording.
@@ -334,6 +343,8 @@ pub fn run(
     })?;
     let mut warnings = warnings;
     let locked = prod.locked();
+    let mem = prod.memory();
+    let (pages, huge_bytes, ready_s, populated) = (mem.pages, mem.huge_bytes, mem.ready_s(), mem.populated());
     if !locked {
         warnings.push("the ring could not be locked in RAM (RLIMIT_MEMLOCK): it may be paged out under memory pressure; run as root or raise `ulimit -l`".into());
     }
@@ -420,6 +431,10 @@ pub fn run(
             high_water_fraction: high as f64 / capacity as f64,
             locked,
             ring_full: report.ring_full,
+            pages,
+            huge_bytes,
+            ready_s,
+            populated_s: populated.seconds(),
         }),
         disk_bytes_per_s: wreport.bytes as f64 / wall.max(1e-9),
         capture: report,
@@ -457,9 +472,11 @@ impl RecordReport {
         );
         let _ = writeln!(
             o,
-            "  ring: {} {}, high-water {} ({:.1}%), ring-full drops {}",
+            "  ring: {} {}, {}, ready in {:.2} s, high-water {} ({:.1}%), ring-full drops {}",
             units::bytes(ring.capacity),
             if ring.locked { "locked" } else { "not locked" },
+            ring.pages.describe(),
+            ring.ready_s,
             units::bytes(ring.high_water),
             ring.high_water_fraction * 100.0,
             units::thousands(ring.ring_full)

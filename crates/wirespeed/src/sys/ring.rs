@@ -27,7 +27,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 pub mod memory;
-pub use memory::RingMemory;
+pub use memory::{PageKind, RingMemory};
 
 /// Alignment of the ring's memory and of file starts within it: what O_DIRECT requires.
 pub const RING_ALIGN: usize = 4096;
@@ -173,6 +173,11 @@ impl RingProducer {
     /// Whether the ring memory is locked in RAM.
     pub fn locked(&self) -> bool {
         self.shared.mem.locked
+    }
+
+    /// The memory under the ring: its page kind and how long it took to get ready.
+    pub fn memory(&self) -> &RingMemory {
+        &self.shared.mem
     }
 
     /// Bytes written but not yet released by the consumer (reloads the consumer's position).
