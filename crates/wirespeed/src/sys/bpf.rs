@@ -38,6 +38,7 @@ const MEM: u16 = 0x60;
 const LEN: u16 = 0x80;
 const MSH: u16 = 0xa0;
 const ADD: u16 = 0x00;
+const MUL: u16 = 0x20;
 const OR: u16 = 0x40;
 const AND: u16 = 0x50;
 const LSH: u16 = 0x60;
@@ -55,6 +56,11 @@ pub const NET_OFF: i32 = -0x100000;
 
 /// SO_ATTACH_REUSEPORT_CBPF (asm-generic/socket.h).
 const SO_ATTACH_REUSEPORT_CBPF: libc::c_int = 51;
+
+/// Fibonacci hashing's multiplier (2^32 / golden ratio): mixes the source's low bits into the
+/// high ones, so that sources whose ports share their low bits (a kernel that hands out only
+/// odd ephemeral ports for connected sockets) still spread over the members.
+const MIX: u32 = 0x9E37_79B1;
 
 /// The first four bytes of a wirespeed end-of-stream message ("WSPD"), as a BPF word load
 /// (big-endian) reads them.
@@ -87,9 +93,9 @@ pub struct Program {
 /// How a group spreads datagrams: every datagram of one stream goes to one member.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Steer {
-    /// By source address and port: `(address word + port) mod members`, where the address word
-    /// is an IPv4 source or the last 32 bits of an IPv6 one. Consecutive source ports (a
-    /// sender's streams) land on consecutive members.
+    /// By source address and port: `((address word + port) * MIX >> 16) mod members`, where
+    /// the address word is an IPv4 source or the last 32 bits of an IPv6 one (Fibonacci
+    /// hashing, so ports that differ only in their high bits still spread).
     Source,
     /// By a 16-bit little-endian stream id in the payload at `offset`, masked with `mask`
     /// (the VDIF thread id: offset 14, mask 0x3ff), `mod members`. A wirespeed end-of-stream
@@ -111,20 +117,24 @@ impl Steer {
             return 0;
         }
         let h = match *self {
-            Steer::Source => match src {
-                Some(SocketAddr::V4(a)) => u32::from(*a.ip()).wrapping_add(u32::from(a.port())),
-                Some(SocketAddr::V6(a)) => {
-                    let word = match a.ip().to_ipv4_mapped() {
-                        Some(v4) => u32::from(v4),
-                        None => {
-                            let o = a.ip().octets();
-                            u32::from_be_bytes([o[12], o[13], o[14], o[15]])
-                        }
-                    };
-                    word.wrapping_add(u32::from(a.port()))
+            Steer::Source => {
+                match src {
+                    Some(SocketAddr::V4(a)) => u32::from(*a.ip()).wrapping_add(u32::from(a.port())),
+                    Some(SocketAddr::V6(a)) => {
+                        let word = match a.ip().to_ipv4_mapped() {
+                            Some(v4) => u32::from(v4),
+                            None => {
+                                let o = a.ip().octets();
+                                u32::from_be_bytes([o[12], o[13], o[14], o[15]])
+                            }
+                        };
+                        word.wrapping_add(u32::from(a.port()))
+                    }
+                    None => 0,
                 }
-                None => 0,
-            },
+                .wrapping_mul(MIX)
+                    >> 16
+            }
             Steer::PayloadStream { offset, mask } => {
                 let end = payload.len() == crate::control::END_LEN && payload.starts_with(b"WSPD");
                 let at = if end { 16 } else { offset as usize };
@@ -155,8 +165,10 @@ impl Steer {
                 /* 9 */ stmt(MISC | TAX, 0),
                 /* 10 */ stmt(LD | W | ABS, (NET_OFF + 20) as u32), // A = source, last word
                 /* 11 */ stmt(ALU | ADD | X, 0),
-                /* 12 */ stmt(ALU | MOD | K, n),
-                /* 13 */ stmt(RET | A, 0),
+                /* 12 */ stmt(ALU | MUL | K, MIX),
+                /* 13 */ stmt(ALU | RSH | K, 16),
+                /* 14 */ stmt(ALU | MOD | K, n),
+                /* 15 */ stmt(RET | A, 0),
             ],
             Steer::PayloadStream { offset, mask } => vec![
                 /* 0 */ stmt(LD | W | LEN, 0),
@@ -245,6 +257,7 @@ impl Program {
                     let v = if i.code & X != 0 { x } else { i.k };
                     a = match i.code & 0xf0 {
                         ADD => a.wrapping_add(v),
+                        MUL => a.wrapping_mul(v),
                         OR => a | v,
                         AND => a & v,
                         LSH => a.wrapping_shl(v),
@@ -389,11 +402,11 @@ mod tests {
                 assert_eq!(prog.run(&pkt, at), Steer::Source.member(&[], Some(a), n), "v6 {a}");
             }
         }
-        // Consecutive ports spread evenly.
-        let seen: Vec<u32> = (5000..5008u16)
-            .map(|p| Steer::Source.member(&[], Some(SocketAddr::from((Ipv4Addr::LOCALHOST, p))), 2))
-            .collect();
-        assert_eq!(seen.iter().filter(|&&m| m == 0).count(), 4);
+        // Odd ports only (what connected sockets get) still spread over two members.
+        let zeros = (0..64u16)
+            .filter(|i| Steer::Source.member(&[], Some(SocketAddr::from((Ipv4Addr::LOCALHOST, 40001 + 2 * i))), 2) == 0)
+            .count();
+        assert!((24..=40).contains(&zeros), "{zeros} of 64 odd ports on member 0");
     }
 
     #[test]
