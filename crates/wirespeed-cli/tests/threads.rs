@@ -197,6 +197,7 @@ fn bad_cpus_get_one_clear_line() {
     expect_fail(&["recv", "127.0.0.1:0", "--threads", "2", "--cpus", "3-1"], 2, "empty");
     expect_fail(&["recv", "127.0.0.1:0", "--threads", "2", "--cpus", "a-b"], 2, "2-5");
     expect_fail(&["recv", "127.0.0.1:0", "--threads", "0"], 2, "--threads");
+    expect_fail(&["recv", "127.0.0.1:0", "--threads", "2", "--cpu", "0", "--duration", "1"], 2, "--cpus");
     expect_fail(&["recv", "127.0.0.1:0", "--threads", "2", "--cpus", "0,1", "--cpu", "0"], 2, "--cpu");
     expect_fail(&["record", "127.0.0.1:0", "--threads", "2", "--cpus", "0", "-o", "/tmp"], 2, "one CPU per");
 }

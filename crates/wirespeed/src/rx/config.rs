@@ -144,6 +144,13 @@ impl RecvConfig {
                 1 + self.threads
             )));
         }
+        if self.cpu.is_some() && self.threads > 1 {
+            return Err(Error::Usage(format!(
+                "--cpu pins one capture thread, and there are {}: give --cpus with one CPU per thread instead, e.g. --cpus 2-{}",
+                self.threads,
+                1 + self.threads
+            )));
+        }
         if self.cpu.is_some() && !self.cpus.is_empty() {
             return Err(Error::Usage("--cpu and --cpus both pin the capture: give one of them".into()));
         }
@@ -195,6 +202,9 @@ mod tests {
         assert!(t.check_limits().unwrap_err().to_string().contains("one CPU per thread"));
         t.cpus = vec![2, 3, 4, 5];
         assert!(t.check_limits().is_ok());
+        t.cpu = Some(1);
+        assert!(t.check_limits().unwrap_err().to_string().contains("--cpus"));
+        t.cpu = None;
         t.threads = MAX_THREADS + 1;
         assert!(t.check_limits().unwrap_err().to_string().contains("--threads"));
     }
