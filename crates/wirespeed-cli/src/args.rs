@@ -567,6 +567,8 @@ pub fn recv_config(a: &RecvArgs) -> Result<RecvConfig, Error> {
     // is allocated.
     wirespeed::rx::check_ledger_budget(a.max_streams, a.window)?;
     c.ledger = LedgerConfig { window: a.window, ..LedgerConfig::default() };
+    // The library's own guard too (threads, CPUs), before any socket is opened.
+    c.check_limits()?;
     if a.iface.is_some() && !c.listen.ip().is_multicast() {
         return Err(Error::Usage(format!(
             "--iface chooses where to join a multicast group, and {} is not one: leave --iface out",
