@@ -79,6 +79,46 @@ pub fn send_streams(s: &str) -> Result<usize, String> {
     count_in(s, 1, 1024, "one thread and one socket per stream").map(|n| n as usize)
 }
 
+/// Capture threads of a receiver (each has its own socket, buffers and ledgers).
+pub fn threads(s: &str) -> Result<usize, String> {
+    let top = wirespeed::rx::MAX_THREADS as u64;
+    count_in(s, 1, top, "each thread has its own socket, buffers and ledgers").map(|n| n as usize)
+}
+
+/// A CPU list as `taskset -c` takes it: ranges and single CPUs, comma-separated (2-5,8).
+pub fn cpu_list(s: &str) -> Result<List<usize>, String> {
+    let top = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1024).max(1);
+    let mut cpus = Vec::new();
+    for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let bad = || format!("'{part}' is not a CPU or a range of CPUs: write e.g. 2-5 or 2,3,6");
+        let (a, b) = match part.split_once('-') {
+            Some((a, b)) => {
+                (a.trim().parse::<usize>().map_err(|_| bad())?, b.trim().parse::<usize>().map_err(|_| bad())?)
+            }
+            None => {
+                let c = part.parse::<usize>().map_err(|_| bad())?;
+                (c, c)
+            }
+        };
+        if a > b {
+            return Err(format!("range {part} is empty: write the smaller CPU first"));
+        }
+        if b >= 1024 {
+            return Err(format!("CPU {b} is beyond what Linux numbers (this host has {top}; see `nproc`)"));
+        }
+        for c in a..=b {
+            if cpus.contains(&c) {
+                return Err(format!("CPU {c} is named twice: give each capture thread its own CPU"));
+            }
+            cpus.push(c);
+        }
+    }
+    if cpus.is_empty() {
+        return Err("--cpus is empty: give CPUs like 2-5".into());
+    }
+    Ok(List(cpus))
+}
+
 /// Datagrams per send call.
 pub fn burst(s: &str) -> Result<usize, String> {
     count_in(s, 1, 1024, "the datagrams of one call are allocated up front").map(|n| n as usize)
@@ -358,9 +398,21 @@ pub struct RecvArgs {
     /// Ask for UDP GRO: the kernel hands over coalesced datagrams, split here by segment size.
     #[arg(long)]
     pub gro: bool,
-    /// Pin the capture thread to this CPU.
+    /// Pin the capture thread to this CPU (one capture thread; --cpus for several).
     #[arg(long)]
     pub cpu: Option<usize>,
+    /// Capture threads, 1..64. Each has its own socket (all in one SO_REUSEPORT group on the
+    /// same port), its own ledgers and, for record, its own ring, writer and file series
+    /// (PREFIX-tN-...). A classic BPF program in the kernel steers every stream to one thread:
+    /// by source address and port, or by the format's stream id (the VDIF thread) for formats
+    /// with several. Reports give the merged ledger and each thread's share and CPU.
+    /// Example: --threads 2 --cpus 2-3.
+    #[arg(long, default_value = "1", value_parser = threads)]
+    pub threads: usize,
+    /// Pin the capture threads, one CPU each, thread N to the Nth CPU of the list: a range
+    /// (2-5), a list (2,4,6) or both (2-3,6). Must name at least --threads CPUs.
+    #[arg(long, value_name = "LIST", value_parser = cpu_list, conflicts_with = "cpu")]
+    pub cpus: Option<List<usize>>,
     /// Stop after this long (5, 2.5s, 2m). Default: until Ctrl-C, --count or --once.
     #[arg(long, value_parser = run_duration)]
     pub duration: Option<Duration>,
@@ -488,6 +540,16 @@ pub fn recv_config(a: &RecvArgs) -> Result<RecvConfig, Error> {
     c.rcvbuf = usize::try_from(a.rcvbuf).unwrap_or(usize::MAX);
     c.gro = a.gro;
     c.cpu = a.cpu;
+    c.threads = a.threads;
+    c.cpus = a.cpus.as_ref().map(|l| l.0.clone()).unwrap_or_default();
+    if !c.cpus.is_empty() && c.cpus.len() < c.threads {
+        return Err(Error::Usage(format!(
+            "--cpus names {} CPU(s) for --threads {}: give one CPU per capture thread, e.g. --cpus 2-{}",
+            c.cpus.len(),
+            c.threads,
+            1 + c.threads
+        )));
+    }
     c.duration = a.duration;
     c.count = a.count;
     c.once = a.once;
@@ -505,6 +567,8 @@ pub fn recv_config(a: &RecvArgs) -> Result<RecvConfig, Error> {
     // is allocated.
     wirespeed::rx::check_ledger_budget(a.max_streams, a.window)?;
     c.ledger = LedgerConfig { window: a.window, ..LedgerConfig::default() };
+    // The library's own guard too (threads, CPUs), before any socket is opened.
+    c.check_limits()?;
     if a.iface.is_some() && !c.listen.ip().is_multicast() {
         return Err(Error::Usage(format!(
             "--iface chooses where to join a multicast group, and {} is not one: leave --iface out",
@@ -742,5 +806,10 @@ mod tests {
         assert!(bits_rate("100kpps").is_err() && bits_rate("1G").unwrap() == 1e9);
         assert!(bits_or_max("max").unwrap() == Rate::Max && bits_or_max("5kpps").is_err());
         assert!(precision("80%").unwrap_err().contains("out of range") && precision("2%").unwrap() == 0.02);
+        assert_eq!(cpu_list("2-5").unwrap(), List(vec![2, 3, 4, 5]));
+        assert_eq!(cpu_list("0, 2-3,6").unwrap(), List(vec![0, 2, 3, 6]));
+        assert!(cpu_list("5-2").unwrap_err().contains("empty") && cpu_list("x").unwrap_err().contains("2-5"));
+        assert!(cpu_list("1,1").unwrap_err().contains("twice") && cpu_list(",").is_err());
+        assert!(threads("0").is_err() && threads("65").is_err() && threads("2").unwrap() == 2);
     }
 }

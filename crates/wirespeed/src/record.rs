@@ -58,11 +58,11 @@ pub struct RecordConfig {
 /// The RAM ring's account.
 #[derive(Clone, Debug, Serialize)]
 pub struct RingReport {
-    /// Capacity, bytes.
+    /// Capacity, bytes (with several capture threads: of all their rings).
     pub capacity: u64,
-    /// Highest fill, bytes.
+    /// Highest fill, bytes (with several rings: the fullest ring's).
     pub high_water: u64,
-    /// Highest fill as a fraction of capacity.
+    /// Highest fill as a fraction of capacity (with several rings: of the fullest ring's own).
     pub high_water_fraction: f64,
     /// Locked in RAM.
     pub locked: bool,
@@ -98,6 +98,9 @@ pub struct RecordReport {
     pub disk_bytes_per_s: f64,
     /// Warnings given at start.
     pub warnings: Vec<String>,
+    /// With several capture threads: each thread's ring and file series (`ring` then
+    /// describes the fullest ring, with the capacity of all; `writer` all the files).
+    pub threads: Vec<RecordThread>,
 }
 
 /// Check that `dir` exists and takes files, before any socket is opened.
@@ -258,38 +261,78 @@ pub fn rate_warning(expect: f64, disk: f64, buffer: u64, duration: Option<Durati
     ))
 }
 
-/// Live state for progress lines.
+/// Live state for progress lines: every capture thread's ring and writer.
 pub struct RecordLive {
-    shared: Option<Arc<Shared>>,
+    shared: Vec<Arc<Shared>>,
     capacity: u64,
     last_written: std::sync::atomic::AtomicU64,
     last_t: std::sync::atomic::AtomicU64,
 }
 
 impl RecordLive {
-    /// One progress line: the receive progress plus ring fill and disk rate.
+    /// One progress line: the receive progress plus ring fill and disk rate (over all rings).
     pub fn line(&self, p: &Progress) -> String {
         let base = p.line();
-        let Some(sh) = &self.shared else { return base };
+        if self.shared.is_empty() {
+            return base;
+        }
         let now = sys::monotonic_ns();
-        let w = sh.written.load(Ordering::Relaxed);
+        let w: u64 = self.shared.iter().map(|sh| sh.written.load(Ordering::Relaxed)).sum();
         let lw = self.last_written.swap(w, Ordering::Relaxed);
         let lt = self.last_t.swap(now, Ordering::Relaxed);
         let dt = (now - lt) as f64 / 1e9;
-        let fill = sh.ring_fill.load(Ordering::Relaxed);
+        let fill: u64 = self.shared.iter().map(|sh| sh.ring_fill.load(Ordering::Relaxed)).sum();
+        let files: u64 = self.shared.iter().map(|sh| sh.files_done.load(Ordering::Relaxed)).sum();
         format!(
             "{base}  ring {:.1}%  disk {}  files {}{}",
             fill as f64 * 100.0 / self.capacity as f64,
             units::bits((w - lw) as f64 * 8.0 / dt.max(1e-9)),
-            sh.files_done.load(Ordering::Relaxed),
+            files,
             if p.ring_full > 0 { format!("  ring-full {}", units::thousands(p.ring_full)) } else { String::new() }
         )
     }
 }
 
+/// One capture thread's recording: its ring and its file series.
+#[derive(Clone, Debug, Serialize)]
+pub struct RecordThread {
+    /// The capture thread.
+    pub thread: usize,
+    /// File name prefix of its series.
+    pub prefix: String,
+    /// Its ring's capacity, bytes.
+    pub ring_capacity: u64,
+    /// Its ring's highest fill, bytes.
+    pub ring_high_water: u64,
+    /// Bytes its writer wrote.
+    pub bytes: u64,
+    /// Files its writer finished.
+    pub files: usize,
+}
+
+/// The file name prefix of capture thread `thread`'s series.
+///
+/// Each capture thread writes its own series of files (`PREFIX-tN-...`), with its own ring and
+/// writer, rather than one series interleaved by time: the threads then share nothing on the
+/// way to the disk (no lock, no merge queue, no writer that one slow thread could hold up),
+/// each file and sidecar still describes itself completely, and since the steering keeps each
+/// stream on one thread, every stream's records lie in one series in arrival order, which is
+/// what `verify` reads (a directory's files in name order: one series after the other). A
+/// one-thread recording keeps the plain prefix, as before.
+pub fn thread_prefix(prefix: &str, thread: usize, threads: usize) -> String {
+    if threads <= 1 {
+        prefix.to_string()
+    } else {
+        format!("{prefix}-t{thread}")
+    }
+}
+
 /// Record until the receive settings end the run (duration, count, end of stream, signal) or the
-/// disk fails. `bind` opens the socket (and may say so): it is called once the ring is ready.
-/// `progress` gets a ready-made line every `interval`.
+/// disk fails. `bind` opens the socket(s) (and may say so): it is called once the rings are
+/// ready. `progress` gets a ready-made line every `interval`.
+///
+/// With `rcfg.threads` > 1, each capture thread has its own ring (the `--buffer` split evenly
+/// between them), its own writer thread and its own file series ([`thread_prefix`]).
 #[allow(clippy::too_many_arguments)]
 pub fn run(
     rcfg: &RecvConfig,
@@ -302,7 +345,7 @@ pub fn run(
     warnings: Vec<String>,
 ) -> Result<RecordReport> {
     if cfg.null_sink {
-        let live = RecordLive { shared: None, capacity: 1, last_written: 0.into(), last_t: 0.into() };
+        let live = RecordLive { shared: Vec::new(), capacity: 1, last_written: 0.into(), last_t: 0.into() };
         let listener = bind()?;
         let report = rx::capture(rcfg, listener, fmt.as_ref(), stop, interval, &|p| progress(&live.line(p)))?;
         return Ok(RecordReport {
@@ -314,6 +357,7 @@ pub fn run(
             writer: None,
             disk_bytes_per_s: 0.0,
             warnings,
+            threads: Vec::new(),
         });
     }
     crate::spool::validate_prefix(&cfg.prefix).map_err(Error::Usage)?;
@@ -324,13 +368,23 @@ pub fn run(
     if cfg.chunk == 0 || cfg.chunk % sys::RING_ALIGN != 0 {
         return Err(Error::Usage(format!("--block {} must be a non-zero multiple of 4 KiB", cfg.chunk)));
     }
-    let buffer = cfg.buffer.div_ceil(cfg.chunk) * cfg.chunk;
+    let n = rcfg.threads.max(1);
+    let buffer = (cfg.buffer / n).div_ceil(cfg.chunk) * cfg.chunk;
     if buffer < 2 * cfg.chunk {
-        return Err(Error::Usage(format!(
-            "--buffer {} must hold at least two --block writes ({})",
-            units::bytes(cfg.buffer as u64),
-            units::bytes(2 * cfg.chunk as u64)
-        )));
+        return Err(Error::Usage(if n > 1 {
+            format!(
+                "--buffer {} split over {n} capture threads leaves each ring less than two --block writes ({}): give at least --buffer {}",
+                units::bytes(cfg.buffer as u64),
+                units::bytes(2 * cfg.chunk as u64),
+                units::bytes((2 * cfg.chunk * n) as u64)
+            )
+        } else {
+            format!(
+                "--buffer {} must hold at least two --block writes ({})",
+                units::bytes(cfg.buffer as u64),
+                units::bytes(2 * cfg.chunk as u64)
+            )
+        }));
     }
     if let Some(max) = cfg.rotation.max_bytes {
         let rec = fmt.fixed_len().unwrap_or(9000) + super::spool::PCAP_RECORD_OVERHEAD;
@@ -338,76 +392,113 @@ pub fn run(
             return Err(Error::Usage(format!("--file-size {max} is too small to hold two records of {rec} bytes")));
         }
     }
-    let (prod, cons) = sys::byte_ring(buffer, true).map_err(|e| {
-        Error::Runtime(format!("cannot allocate a {} ring: {e}; use a smaller --buffer", units::bytes(buffer as u64)))
-    })?;
+    let mut rings = Vec::with_capacity(n);
+    for _ in 0..n {
+        rings.push(sys::byte_ring(buffer, true).map_err(|e| {
+            Error::Runtime(format!(
+                "cannot allocate a {} ring: {e}; use a smaller --buffer",
+                units::bytes(buffer as u64)
+            ))
+        })?);
+    }
     let mut warnings = warnings;
-    let locked = prod.locked();
-    let mem = prod.memory();
-    let (pages, huge_bytes, ready_s, populated) = (mem.pages, mem.huge_bytes, mem.ready_s(), mem.populated());
+    let locked = rings.iter().all(|(p, _)| p.locked());
+    // Every thread's ring is made alike: the report gives the first one's page kind and fill,
+    // the slowest one's time to ready and all of their huge-page bytes.
+    let mem = rings[0].0.memory();
+    let (pages, populated) = (mem.pages, mem.populated());
+    let huge_bytes = rings.iter().map(|(p, _)| p.memory().huge_bytes).sum();
+    let ready_s = rings.iter().map(|(p, _)| p.memory().ready_s()).fold(0.0, f64::max);
     if !locked {
         warnings.push("the ring could not be locked in RAM (RLIMIT_MEMLOCK): it may be paged out under memory pressure; run as root or raise `ulimit -l`".into());
     }
-    let capacity = prod.capacity();
-    // Only now, with the ring faulted in and locked, open the socket: a sender that starts when
-    // the recorder says it is listening must not meet a socket nobody drains.
+    let capacities: Vec<u64> = rings.iter().map(|(p, _)| p.capacity()).collect();
+    let capacity: u64 = capacities.iter().sum();
+    // Only now, with the rings faulted in and locked, open the sockets: a sender that starts
+    // when the recorder says it is listening must not meet a socket nobody drains.
     let listener = bind()?;
-    let shared = Arc::new(Shared::default());
+    if listener.threads() != n {
+        return Err(Error::Runtime(format!("{} sockets opened for {n} capture threads", listener.threads())));
+    }
     let local = listener.local_addr().unwrap_or(rcfg.listen);
-    let sink = RingSink::new(prod, shared.clone(), &layout, &fmt, local, cfg.rotation).keep_invalid(cfg.keep_invalid);
     let ext = match cfg.file_format {
         FileFormat::Pcap => "pcap".to_string(),
         FileFormat::Raw => fmt.file_extension().to_string(),
     };
-    let wcfg = WriterConfig {
-        dir: cfg.dir.clone(),
-        prefix: cfg.prefix.clone(),
-        extension: ext,
-        direct: cfg.direct,
-        chunk: cfg.chunk,
-        prealloc: cfg.rotation.max_bytes.unwrap_or(256 << 20),
-        flush_after: cfg.flush_after,
-        layout,
-        format_spec: fmt.spec(),
-        window: rcfg.ledger.window,
-    };
-    let writer = Writer::new(cons, shared.clone(), wcfg);
-    let writer_cpu = cfg.writer_cpu;
-    let live = RecordLive {
-        shared: Some(shared.clone()),
-        capacity,
-        last_written: 0.into(),
-        last_t: sys::monotonic_ns().into(),
-    };
+    let mut shareds = Vec::with_capacity(n);
+    let mut sinks = Vec::with_capacity(n);
+    let mut handles = Vec::with_capacity(n);
+    let mut prefixes = Vec::with_capacity(n);
     let t0 = sys::monotonic_ns();
-    let handle = std::thread::Builder::new()
-        .name("ws-writer".into())
-        .spawn(move || {
-            if let Some(cpu) = writer_cpu {
-                let _ = sys::pin_current_thread(cpu);
+    for (i, (prod, cons)) in rings.into_iter().enumerate() {
+        let shared = Arc::new(Shared::default());
+        sinks.push(
+            RingSink::new(prod, shared.clone(), &layout, &fmt, local, cfg.rotation).keep_invalid(cfg.keep_invalid),
+        );
+        let prefix = thread_prefix(&cfg.prefix, i, n);
+        prefixes.push(prefix.clone());
+        let wcfg = WriterConfig {
+            dir: cfg.dir.clone(),
+            prefix,
+            extension: ext.clone(),
+            direct: cfg.direct,
+            chunk: cfg.chunk,
+            prealloc: cfg.rotation.max_bytes.unwrap_or(256 << 20),
+            flush_after: cfg.flush_after,
+            layout: layout.clone(),
+            format_spec: fmt.spec(),
+            window: rcfg.ledger.window,
+        };
+        let writer = Writer::new(cons, shared.clone(), wcfg);
+        let writer_cpu = cfg.writer_cpu;
+        let spawned = std::thread::Builder::new()
+            .name(if n == 1 { "ws-writer".into() } else { format!("ws-writer-{i}") })
+            .spawn(move || {
+                if let Some(cpu) = writer_cpu {
+                    let _ = sys::pin_current_thread(cpu);
+                }
+                writer.run()
+            });
+        match spawned {
+            Ok(h) => handles.push(h),
+            Err(e) => {
+                abort_writers(&shareds, handles);
+                return Err(Error::Runtime(format!("cannot start a writer thread: {e}")));
             }
-            writer.run()
-        })
-        .map_err(|e| Error::Runtime(format!("cannot start the writer thread: {e}")))?;
-    let captured = rx::capture_with(rcfg, listener, fmt.as_ref(), stop, interval, &|p| progress(&live.line(p)), sink);
-    let (report, sink) = match captured {
+        }
+        shareds.push(shared);
+    }
+    let live =
+        RecordLive { shared: shareds.clone(), capacity, last_written: 0.into(), last_t: sys::monotonic_ns().into() };
+    let captured = rx::capture_group(rcfg, listener, fmt.as_ref(), stop, interval, &|p| progress(&live.line(p)), sinks);
+    let (report, sinks) = match captured {
         Ok(x) => x,
         Err(e) => {
-            // The capture thread ended without finishing the sink: let the writer close up,
-            // and remove the empty file it had opened.
-            shared.abort();
-            if let Ok(w) = handle.join() {
-                for f in w.files.iter().filter(|f| f.records == 0) {
-                    let _ = std::fs::remove_file(&f.path);
-                    let _ = std::fs::remove_file(&f.sidecar);
-                }
-            }
+            // The capture threads ended without finishing their sinks: let the writers close
+            // up, and remove the empty files they had opened.
+            abort_writers(&shareds, handles);
             return Err(e);
         }
     };
-    drop(sink);
-    let wreport = handle.join().map_err(|_| Error::Runtime("the writer thread panicked".into()))?;
+    drop(sinks);
+    let mut wreports = Vec::with_capacity(n);
+    for h in handles {
+        wreports.push(h.join().map_err(|_| Error::Runtime("a writer thread panicked".into()))?);
+    }
     let mut report = report;
+    let threads: Vec<RecordThread> = wreports
+        .iter()
+        .enumerate()
+        .map(|(i, w)| RecordThread {
+            thread: i,
+            prefix: prefixes[i].clone(),
+            ring_capacity: capacities[i],
+            ring_high_water: shareds[i].high_water.load(Ordering::Relaxed),
+            bytes: w.bytes,
+            files: w.files.len(),
+        })
+        .collect();
+    let wreport = merge_writer_reports(wreports);
     if wreport.error.is_some() || wreport.unwritten_records > 0 {
         // The capture's verdict speaks of the network; records it received were lost on the
         // way to the disk after it, and the summary must not say "no loss" beside that.
@@ -420,7 +511,12 @@ pub fn run(
         }
     }
     let wall = (sys::monotonic_ns() - t0) as f64 / 1e9;
-    let high = shared.high_water.load(Ordering::Relaxed);
+    // The fullest ring is the one that speaks for the recording (one ring: that ring).
+    let (high, high_cap) = threads
+        .iter()
+        .map(|t| (t.ring_high_water, t.ring_capacity))
+        .max_by(|a, b| (a.0 as f64 / a.1 as f64).total_cmp(&(b.0 as f64 / b.1 as f64)))
+        .unwrap_or((0, 1));
     Ok(RecordReport {
         schema: RECORD_SCHEMA,
         dir: Some(cfg.dir.display().to_string()),
@@ -428,7 +524,7 @@ pub fn run(
         ring: Some(RingReport {
             capacity,
             high_water: high,
-            high_water_fraction: high as f64 / capacity as f64,
+            high_water_fraction: high as f64 / high_cap as f64,
             locked,
             ring_full: report.ring_full,
             pages,
@@ -440,7 +536,46 @@ pub fn run(
         capture: report,
         writer: Some(wreport),
         warnings,
+        threads: if n > 1 { threads } else { Vec::new() },
     })
+}
+
+/// End the writers of a capture that failed, and remove the empty files they had opened.
+fn abort_writers(shareds: &[Arc<Shared>], handles: Vec<std::thread::JoinHandle<WriterReport>>) {
+    for sh in shareds {
+        sh.abort();
+    }
+    for h in handles {
+        if let Ok(w) = h.join() {
+            for f in w.files.iter().filter(|f| f.records == 0) {
+                let _ = std::fs::remove_file(&f.path);
+                let _ = std::fs::remove_file(&f.sidecar);
+            }
+        }
+    }
+}
+
+/// The writers' reports as one: files in thread order, counts summed, the worst write kept.
+fn merge_writer_reports(mut parts: Vec<WriterReport>) -> WriterReport {
+    let mut w = if parts.is_empty() { WriterReport::default() } else { parts.remove(0) };
+    for p in parts {
+        w.files.extend(p.files);
+        w.bytes += p.bytes;
+        w.records += p.records;
+        w.write_s += p.write_s;
+        w.write_stalls += p.write_stalls;
+        w.max_write_ms = w.max_write_ms.max(p.max_write_ms);
+        w.direct_io &= p.direct_io;
+        for n in p.notes {
+            if !w.notes.contains(&n) {
+                w.notes.push(n);
+            }
+        }
+        w.error = w.error.or(p.error);
+        w.unwritten_bytes += p.unwritten_bytes;
+        w.unwritten_records += p.unwritten_records;
+    }
+    w
 }
 
 impl RecordReport {
@@ -481,6 +616,19 @@ impl RecordReport {
             ring.high_water_fraction * 100.0,
             units::thousands(ring.ring_full)
         );
+        for t in &self.threads {
+            let _ = writeln!(
+                o,
+                "    thread {}: files {}-*, ring high-water {} of {} ({:.1}%), {} written in {} file(s)",
+                t.thread,
+                t.prefix,
+                units::bytes(t.ring_high_water),
+                units::bytes(t.ring_capacity),
+                t.ring_high_water as f64 * 100.0 / t.ring_capacity.max(1) as f64,
+                units::bytes(t.bytes),
+                t.files
+            );
+        }
         for f in w.files.iter().take(10) {
             let _ = writeln!(
                 o,

@@ -120,7 +120,7 @@ pub fn cmd_record(a: RecordArgs) -> Result<u8, Error> {
     }
     let stop = sys::install_stop_handler();
     let bind = || -> Result<Listener, Error> {
-        let listener = Listener::bind(&rcfg)?;
+        let listener = Listener::bind_for(&rcfg, fmt.as_ref())?;
         if let Some(addr) = listener.local_addr() {
             eprintln!(
                 "wirespeed record: listening on {addr} ({}), {} -> {}; Ctrl-C stops, drains the buffer and finishes the files",

@@ -9,7 +9,7 @@ pub fn cmd_recv(a: RecvArgs) -> Result<u8, Error> {
     let cfg = recv_config(&a)?;
     let fmt = recv_format(&a)?;
     let stop = sys::install_stop_handler();
-    let listener = Listener::bind(&cfg)?;
+    let listener = Listener::bind_for(&cfg, fmt.as_ref())?;
     // Always on stderr, so scripts that bind port 0 can learn the port even with --json.
     if let Some(addr) = listener.local_addr() {
         eprintln!("wirespeed recv: listening on {addr} ({}); Ctrl-C stops and prints the ledger", fmt.name());

@@ -100,6 +100,10 @@ pub(super) struct Capture<'a, S: Sink> {
     pub(super) stray_ends: Vec<StrayEnd>,
     /// When the last stray or invalid control message arrived (0: none).
     pub(super) distrust_ns: u64,
+    /// With several capture threads: the run's shared account of ended streams and this
+    /// thread's index in it, so that `--once` ends when the run's streams, wherever they
+    /// were steered, have all ended.
+    pub(super) once_group: Option<(&'a super::run::OnceGroup, usize)>,
 }
 
 impl<'a, S: Sink> Capture<'a, S> {
@@ -144,6 +148,7 @@ impl<'a, S: Sink> Capture<'a, S> {
             invalid_control: 0,
             stray_ends: Vec::with_capacity(STRAY_ENDS_LISTED),
             distrust_ns: 0,
+            once_group: None,
         }
     }
 
@@ -376,6 +381,9 @@ impl<'a, S: Sink> Capture<'a, S> {
     }
 
     fn first_run_done(&self) -> bool {
+        if let Some((group, index)) = self.once_group {
+            return group.done(index, self.first_session);
+        }
         matches!(self.first_session, Some((_, expected, ended)) if ended >= expected)
     }
 

@@ -4,6 +4,7 @@
 use super::backend::BackendKind;
 use crate::error::{Error, Result};
 use crate::ledger::{LedgerConfig, StreamLedger};
+use crate::sys::bpf::Steer;
 use crate::units;
 use std::net::{Ipv4Addr, SocketAddr};
 use std::time::Duration;
@@ -29,8 +30,16 @@ pub struct RecvConfig {
     pub rcvbuf: usize,
     /// Ask the kernel for UDP GRO (coalesced datagrams, split again here).
     pub gro: bool,
-    /// CPU to pin the capture thread to.
+    /// CPU to pin the capture thread to (one-thread runs; `cpus` for several).
     pub cpu: Option<usize>,
+    /// Capture threads, each with its own socket in one SO_REUSEPORT group, its own ledgers
+    /// (and, recording, its own ring and writer). 1: one socket, no group, as before.
+    pub threads: usize,
+    /// CPUs to pin the capture threads to, thread `i` to `cpus[i]` (empty: not pinned).
+    pub cpus: Vec<usize>,
+    /// How the kernel spreads datagrams over the threads: every datagram of a stream goes to
+    /// one thread, so that each stream's ledger lives on one thread.
+    pub steer: Steer,
     /// Stop after this long.
     pub duration: Option<Duration>,
     /// Stop once this many datagrams have been received (the last batch is finished).
@@ -64,6 +73,9 @@ impl RecvConfig {
             rcvbuf: DEFAULT_RCVBUF,
             gro: false,
             cpu: None,
+            threads: 1,
+            cpus: Vec::new(),
+            steer: Steer::Source,
             duration: None,
             count: None,
             once: false,
@@ -92,6 +104,9 @@ pub const LEDGER_BUDGET: u64 = 1 << 30;
 /// Most datagrams per receive call (the buffers for one call are allocated up front).
 pub const MAX_BATCH: usize = 1024;
 
+/// Most capture threads of one run (each has its own socket, buffers and ledgers).
+pub const MAX_THREADS: usize = 64;
+
 impl RecvConfig {
     /// Refuse a configuration whose preallocated buffers no run could use, before anything is
     /// allocated: the library's own guard, so that every front end (the CLI's parsers give the
@@ -115,7 +130,33 @@ impl RecvConfig {
                 self.ledger.window
             )));
         }
-        check_ledger_budget(self.max_streams, self.ledger.window)
+        if self.threads == 0 || self.threads > MAX_THREADS {
+            return Err(Error::Usage(format!(
+                "--threads {} is out of range: give 1..{MAX_THREADS} (one socket and one set of ledgers per thread)",
+                self.threads
+            )));
+        }
+        if !self.cpus.is_empty() && self.cpus.len() < self.threads {
+            return Err(Error::Usage(format!(
+                "--cpus names {} CPU(s) for {} capture threads: give one CPU per thread, e.g. --cpus 2-{}",
+                self.cpus.len(),
+                self.threads,
+                1 + self.threads
+            )));
+        }
+        if self.cpu.is_some() && self.threads > 1 {
+            return Err(Error::Usage(format!(
+                "--cpu pins one capture thread, and there are {}: give --cpus with one CPU per thread instead, e.g. --cpus 2-{}",
+                self.threads,
+                1 + self.threads
+            )));
+        }
+        if self.cpu.is_some() && !self.cpus.is_empty() {
+            return Err(Error::Usage("--cpu and --cpus both pin the capture: give one of them".into()));
+        }
+        // Every thread preallocates ledgers for --max-streams streams (any stream may be
+        // steered to any thread).
+        check_ledger_budget(self.max_streams.saturating_mul(self.threads), self.ledger.window)
     }
 }
 
@@ -155,5 +196,16 @@ mod tests {
         assert!(c.check_limits().unwrap_err().to_string().contains("--batch"));
         c.batch = 0;
         assert!(c.check_limits().is_err());
+        let mut t = RecvConfig::new("127.0.0.1:0".parse().unwrap());
+        t.threads = 4;
+        t.cpus = vec![2, 3];
+        assert!(t.check_limits().unwrap_err().to_string().contains("one CPU per thread"));
+        t.cpus = vec![2, 3, 4, 5];
+        assert!(t.check_limits().is_ok());
+        t.cpu = Some(1);
+        assert!(t.check_limits().unwrap_err().to_string().contains("--cpus"));
+        t.cpu = None;
+        t.threads = MAX_THREADS + 1;
+        assert!(t.check_limits().unwrap_err().to_string().contains("--threads"));
     }
 }

@@ -26,9 +26,11 @@ pub use backend::udp::rcvbuf_clamp_note;
 pub use backend::{Backend, BackendKind, MmsgBackend};
 pub use capture::{nap_cap_ns, ONCE_QUIET_NS};
 pub use config::{
-    check_ledger_budget, RecvConfig, DEFAULT_COALESCE, DEFAULT_RCVBUF, LEDGER_BUDGET, MAX_BATCH, MAX_TRACKED_STREAMS,
-    MAX_WINDOW,
+    check_ledger_budget, RecvConfig, DEFAULT_COALESCE, DEFAULT_RCVBUF, LEDGER_BUDGET, MAX_BATCH, MAX_THREADS,
+    MAX_TRACKED_STREAMS, MAX_WINDOW,
 };
-pub use report::{diagnose, ledger_table, InvalidReasons, KernelView, RecvReport, StrayEnd, StreamReport};
-pub use run::{capture, capture_with, Listener};
+pub use report::{
+    diagnose, ledger_table, InvalidReasons, KernelView, RecvReport, StrayEnd, StreamReport, ThreadReport,
+};
+pub use run::{capture, capture_group, capture_with, steering_for, Listener};
 pub use sink::{Live, NullSink, Progress, Reject, Sink};

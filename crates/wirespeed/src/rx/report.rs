@@ -2,9 +2,10 @@
 //! interval, and the diagnosis that sets one against the other (which layer lost what), with
 //! the human renderings `recv`, `record` and `verify` share.
 
+use super::backend::{BackendKind, Bound};
 use super::capture::Capture;
 use super::sink::Sink;
-use super::{Listener, RecvConfig};
+use super::RecvConfig;
 use crate::control::EndOfStream;
 use crate::kernel::KernelCounters;
 use crate::ledger::{GapRange, LedgerCounts, Segment, SenderEnd};
@@ -53,6 +54,40 @@ pub struct StreamReport {
     pub sender: Option<EndOfStream>,
     /// Seconds from this stream's first to its last datagram.
     pub active_s: f64,
+    /// The capture thread whose ledger this is (0 with one thread).
+    pub thread: usize,
+}
+
+/// One capture thread's share of a run: what it received, what it cost, where it ran.
+#[derive(Clone, Debug, Serialize)]
+pub struct ThreadReport {
+    /// The thread's index (its socket's place in the SO_REUSEPORT group).
+    pub thread: usize,
+    /// The CPU it was pinned to (`--cpu`, `--cpus`).
+    pub pinned: Option<usize>,
+    /// The CPU it ran on at the end.
+    pub cpu: Option<usize>,
+    /// Datagrams it received (valid and invalid, end-of-stream messages excluded).
+    pub datagrams: u64,
+    /// Payload bytes it received.
+    pub bytes: u64,
+    /// Streams whose ledger it kept.
+    pub streams: usize,
+    /// Its fraction of the run's datagrams (1.0 with one thread).
+    pub share: f64,
+    /// Its CPU time, nanoseconds.
+    pub cpu_ns: u64,
+    /// Its CPU time per datagram it received, nanoseconds.
+    pub cpu_ns_per_packet: f64,
+    /// Its socket's drops (/proc/net/udp at the end, else SO_RXQ_OVFL).
+    pub socket_drops: Option<u64>,
+    /// Datagrams it received but dropped at its full recording ring.
+    pub ring_full: u64,
+    /// Multicast with several threads: datagrams it received but left to another thread
+    /// (every thread gets a copy of each; each keeps its steering share).
+    pub not_steered_here: u64,
+    /// How its loop ended.
+    pub stopped_by: String,
 }
 
 /// Invalid datagrams split by reason.
@@ -150,6 +185,14 @@ pub struct RecvReport {
     pub stopped_by: String,
     /// Nap after a partial batch actually used, nanoseconds (0: none).
     pub coalesce_ns: u64,
+    /// How datagrams were spread over the capture threads.
+    pub steering: String,
+    /// Per capture thread: datagrams, CPU per datagram, CPU, drops. Their datagrams, bytes,
+    /// CPU time and ring-full drops sum to the run's.
+    pub threads: Vec<ThreadReport>,
+    /// Streams seen on more than one thread (the steering should make this empty): each
+    /// thread kept its own ledger for them, so their loss counts are not exact.
+    pub split_streams: Vec<String>,
 }
 
 /// The report of a finished capture: every slot's ledger settled against its end-of-stream
@@ -157,7 +200,8 @@ pub struct RecvReport {
 #[allow(clippy::too_many_arguments)]
 pub(super) fn build_report<S: Sink>(
     cfg: &RecvConfig,
-    listener: &Listener,
+    bound: &Bound,
+    backend: BackendKind,
     fmt: &dyn Format,
     cap: &mut Capture<'_, S>,
     kernel: KernelView,
@@ -201,13 +245,14 @@ pub(super) fn build_report<S: Sink>(
             ring_full: s.ring_full,
             sender: s.end,
             active_s: s.last_ns.saturating_sub(s.first_ns) as f64 / 1e9,
+            thread: 0,
         });
     }
     let active_ns = cap.last_ns.saturating_sub(cap.first_ns);
     let active_s = active_ns as f64 / 1e9;
     let rate_s = active_s.max(1e-9);
     let pps = if cap.datagrams > 1 { (cap.datagrams - 1) as f64 / rate_s } else { 0.0 };
-    let mut notes = listener.bound.notes.clone();
+    let mut notes = bound.notes.clone();
     notes.extend(notes_extra);
     if cap.untracked > 0 {
         notes.push(format!(
@@ -219,8 +264,8 @@ pub(super) fn build_report<S: Sink>(
         schema: "wirespeed.recv/1",
         listen: cfg.listen.to_string(),
         format: fmt.name(),
-        backend: listener.backend().name(),
-        gro: listener.bound.gro,
+        backend: backend.name(),
+        gro: bound.gro,
         wall_s: wall_ns as f64 / 1e9,
         active_s,
         datagrams: cap.datagrams,
@@ -247,7 +292,93 @@ pub(super) fn build_report<S: Sink>(
         notes,
         stopped_by,
         coalesce_ns: nap_ns,
+        steering: String::new(),
+        threads: Vec::new(),
+        split_streams: Vec::new(),
     };
+    r.diagnosis = diagnose(&r);
+    r
+}
+
+/// The run's report from its threads' reports, in thread order: counts and ledgers summed
+/// exactly (each stream's ledger is one thread's), kernel drops summed over the sockets, the
+/// namespace's counters taken once. `first_ns`..`last_ns` is the run's active period.
+pub(super) fn merge_reports(
+    mut parts: Vec<RecvReport>,
+    mut threads: Vec<ThreadReport>,
+    steering: String,
+    first_ns: u64,
+    last_ns: u64,
+) -> RecvReport {
+    let n = parts.len();
+    for (i, p) in parts.iter_mut().enumerate() {
+        for s in &mut p.streams {
+            s.thread = i;
+        }
+    }
+    let mut r = parts.remove(0);
+    for p in parts {
+        r.datagrams += p.datagrams;
+        r.bytes += p.bytes;
+        r.total.merge(&p.total);
+        r.sender_skipped += p.sender_skipped;
+        r.streams_without_end += p.streams_without_end;
+        r.stray_control += p.stray_control;
+        r.invalid_control += p.invalid_control;
+        r.stray_ends.extend(p.stray_ends);
+        r.untracked += p.untracked;
+        r.truncated += p.truncated;
+        r.ring_full += p.ring_full;
+        r.unsequenced += p.unsequenced;
+        r.streams.extend(p.streams);
+        let sum = |a: Option<u64>, b: Option<u64>| match (a, b) {
+            (None, None) => None,
+            (a, b) => Some(a.unwrap_or(0) + b.unwrap_or(0)),
+        };
+        r.kernel.socket_drops_rxq_ovfl = sum(r.kernel.socket_drops_rxq_ovfl, p.kernel.socket_drops_rxq_ovfl);
+        r.kernel.socket_drops_proc = sum(r.kernel.socket_drops_proc, p.kernel.socket_drops_proc);
+        r.capture_cpu_ns += p.capture_cpu_ns;
+        for note in p.notes {
+            if !r.notes.contains(&note) {
+                r.notes.push(note);
+            }
+        }
+        if p.stopped_by != r.stopped_by && !r.stopped_by.split(", ").any(|w| w == p.stopped_by) {
+            r.stopped_by = format!("{}, {}", r.stopped_by, p.stopped_by);
+        }
+        r.coalesce_ns = r.coalesce_ns.min(p.coalesce_ns);
+    }
+    r.stray_ends.truncate(16);
+    if n > 1 {
+        r.drops_per_million = r.total.drops_per_million();
+        let active_s = last_ns.saturating_sub(first_ns) as f64 / 1e9;
+        r.active_s = active_s;
+        r.pps = if r.datagrams > 1 { (r.datagrams - 1) as f64 / active_s.max(1e-9) } else { 0.0 };
+        r.bps = if r.datagrams > 1 { r.pps * (r.bytes as f64 / r.datagrams as f64) * 8.0 } else { 0.0 };
+        r.cpu_ns_per_packet = if r.datagrams > 0 { r.capture_cpu_ns as f64 / r.datagrams as f64 } else { 0.0 };
+        // Every thread's socket is granted the same buffer: the report gives one socket's.
+        let mut seen: Vec<(&str, u32, usize)> = Vec::new();
+        let mut split = Vec::new();
+        for s in &r.streams {
+            match seen.iter().find(|(src, st, _)| *src == s.source && *st == s.stream) {
+                Some((_, _, t)) if *t != s.thread => {
+                    let name = if s.stream == 0 { s.source.clone() } else { format!("{}#{}", s.source, s.stream) };
+                    if !split.contains(&name) {
+                        split.push(name);
+                    }
+                }
+                Some(_) => {}
+                None => seen.push((&s.source, s.stream, s.thread)),
+            }
+        }
+        r.split_streams = split;
+    }
+    let total = r.datagrams.max(1) as f64;
+    for t in &mut threads {
+        t.share = t.datagrams as f64 / total;
+    }
+    r.threads = threads;
+    r.steering = steering;
     r.diagnosis = diagnose(&r);
     r
 }
@@ -313,6 +444,14 @@ pub fn diagnose(r: &RecvReport) -> Vec<String> {
         }
     }
     d.extend(control_diagnosis(r));
+    if !r.split_streams.is_empty() {
+        d.push(format!(
+            "{} stream(s) arrived on more than one capture thread ({}): each thread kept its own ledger for them, so their loss and reorder counts are not exact (steering: {})",
+            r.split_streams.len(),
+            r.split_streams.iter().take(4).cloned().collect::<Vec<_>>().join(", "),
+            r.steering
+        ));
+    }
     if r.streams_without_end > 0 {
         d.push(format!(
             "{} stream(s) sent no end-of-stream message (not a wirespeed sender, or it was lost): loss after their last received packet cannot be known",
@@ -487,13 +626,44 @@ impl RecvReport {
             units::thousands(k.namespace_delta.softnet_dropped),
             units::bytes(k.rcvbuf_granted as u64 / 2),
         );
-        let _ = writeln!(
-            o,
-            "  capture thread: {} CPU, {} per datagram{}",
-            units::nanos(self.capture_cpu_ns as f64),
-            units::nanos(self.cpu_ns_per_packet),
-            self.capture_cpu.map(|c| format!(", on CPU {c}")).unwrap_or_default()
-        );
+        if self.threads.len() > 1 {
+            let _ = writeln!(
+                o,
+                "  capture threads: {}, {} CPU in all, {} per datagram; steering: {}",
+                self.threads.len(),
+                units::nanos(self.capture_cpu_ns as f64),
+                units::nanos(self.cpu_ns_per_packet),
+                self.steering
+            );
+            for t in &self.threads {
+                let _ = writeln!(
+                    o,
+                    "    thread {}: {} datagrams ({:.1}%), {} stream(s), {} per datagram, CPU {}{}, socket drops {}{}{}",
+                    t.thread,
+                    units::thousands(t.datagrams),
+                    t.share * 100.0,
+                    t.streams,
+                    units::nanos(t.cpu_ns_per_packet),
+                    t.cpu.map(|c| c.to_string()).unwrap_or_else(|| "?".into()),
+                    t.pinned.map(|c| format!(" (pinned to {c})")).unwrap_or_default(),
+                    t.socket_drops.map(units::thousands).unwrap_or_else(|| "n/a".into()),
+                    if t.ring_full > 0 { format!(", ring-full {}", units::thousands(t.ring_full)) } else { String::new() },
+                    if t.not_steered_here > 0 {
+                        format!(", left to other threads {}", units::thousands(t.not_steered_here))
+                    } else {
+                        String::new()
+                    },
+                );
+            }
+        } else {
+            let _ = writeln!(
+                o,
+                "  capture thread: {} CPU, {} per datagram{}",
+                units::nanos(self.capture_cpu_ns as f64),
+                units::nanos(self.cpu_ns_per_packet),
+                self.capture_cpu.map(|c| format!(", on CPU {c}")).unwrap_or_default()
+            );
+        }
         for line in &self.diagnosis {
             let _ = writeln!(o, "  => {line}");
         }

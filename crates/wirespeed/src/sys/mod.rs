@@ -12,6 +12,7 @@
 
 use std::io;
 
+pub mod bpf;
 pub mod cpu;
 pub mod file;
 pub mod packet_tx;

@@ -81,8 +81,8 @@ impl Backend for MmsgBackend {
     const NAME: &'static str = "recvmmsg";
     type Endpoint = UdpEndpoint;
 
-    fn open(cfg: &RecvConfig, _member: Member) -> Result<(UdpEndpoint, Bound)> {
-        UdpEndpoint::bind(cfg)
+    fn open(cfg: &RecvConfig, member: Member) -> Result<(UdpEndpoint, Bound)> {
+        UdpEndpoint::bind_member(cfg, member)
     }
 
     fn start(endpoint: &UdpEndpoint, cfg: &RecvConfig) -> Self {

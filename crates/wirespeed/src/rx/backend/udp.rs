@@ -2,8 +2,15 @@
 //! (recvmmsg today; io_uring on a socket would share it). Binding, multicast joins, the
 //! receive buffer, the per-socket drop counter, GRO and the receive timeout are set up here
 //! once, whatever reads the socket afterwards.
+//!
+//! With several capture threads, each thread's socket is a member of one SO_REUSEPORT group:
+//! the first member binds (and learns the port when port 0 was asked), the others bind the
+//! same address and port, and the first attaches the classic BPF program that steers each
+//! stream to one member ([`crate::sys::bpf`]). Multicast is the exception: the kernel gives
+//! every member a copy of each multicast datagram, so no program is attached and the capture
+//! keeps only its own share (see [`crate::rx::run`]).
 
-use super::{Bound, RecvConfig};
+use super::{Bound, Member, RecvConfig};
 use crate::error::{bind_error, Error, Result};
 use crate::sys;
 use crate::units;
@@ -29,11 +36,34 @@ impl UdpEndpoint {
         self.rxq_ovfl
     }
 
-    /// Bind and configure; failures are explained for the user.
+    /// Bind and configure the only socket of a one-thread run; failures are explained for
+    /// the user.
     pub fn bind(cfg: &RecvConfig) -> Result<(UdpEndpoint, Bound)> {
+        Self::bind_member(cfg, Member::SOLE)
+    }
+
+    /// Bind and configure the socket of capture thread `member`: with more than one member,
+    /// in an SO_REUSEPORT group on `cfg.listen` (which must name the group's port: the first
+    /// member's, when it bound port 0), the first member attaching the steering program of
+    /// `cfg.steer`. A kernel that refuses the program leaves its own flow hash in charge,
+    /// which still keeps each source's datagrams on one member; a note says so.
+    pub fn bind_member(cfg: &RecvConfig, member: Member) -> Result<(UdpEndpoint, Bound)> {
         let mut notes = Vec::new();
         let ip = cfg.listen.ip();
-        let sock = UdpSocket::bind(cfg.listen).map_err(|e| bind_error(cfg.listen, e))?;
+        let sock = if member.count > 1 {
+            sys::bpf::bind_reuseport_udp(cfg.listen).map_err(|e| bind_error(cfg.listen, e))?
+        } else {
+            UdpSocket::bind(cfg.listen).map_err(|e| bind_error(cfg.listen, e))?
+        };
+        if member.count > 1 && member.index == 0 && !ip.is_multicast() {
+            let prog = cfg.steer.program(member.count as u32);
+            if let Err(e) = sys::bpf::attach_reuseport_cbpf(&sock, &prog) {
+                notes.push(format!(
+                    "{STEERING_REFUSED} ({e}): the kernel's own flow hash spreads the streams over the {} threads instead (each source still stays on one thread, but a format stream id is not looked at)",
+                    member.count
+                ));
+            }
+        }
         if ip.is_multicast() {
             match ip {
                 std::net::IpAddr::V4(g) => {
@@ -95,6 +125,9 @@ impl UdpEndpoint {
         Ok((UdpEndpoint { sock, rxq_ovfl }, bound))
     }
 }
+
+/// How the note that the kernel refused the steering program starts.
+pub const STEERING_REFUSED: &str = "the kernel refused the classic BPF steering program";
 
 /// The message for a receive buffer clamped by `net.core.rmem_max`.
 pub fn rcvbuf_clamp_note(requested: usize, granted: usize) -> String {
