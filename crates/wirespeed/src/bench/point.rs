@@ -157,8 +157,10 @@ pub struct Runner {
     place: Place,
     stop: &'static AtomicBool,
     /// Record to disk (`wirespeed record -o DIR`) instead of only receiving: each point's files
-    /// go to this directory and are removed after the point.
+    /// go to this directory and are removed after the point (unless `keep`).
     record: Option<PathBuf>,
+    /// Leave each point's recording in place (`bench soak --record` verifies it after the run).
+    keep: bool,
 }
 
 impl Runner {
@@ -174,7 +176,7 @@ impl Runner {
     /// Both ends on 127.0.0.1: the receiver on the second allowed CPU, the sender on the first,
     /// when there are two (otherwise unpinned, sharing).
     pub fn loopback(stop: &'static AtomicBool) -> Result<Runner> {
-        Ok(Runner { place: Place::loopback()?, stop, record: None })
+        Ok(Runner { place: Place::loopback()?, stop, record: None, keep: false })
     }
 
     /// Two partitions joined by a veth link (MTU 9000), one core each: the sender in partition
@@ -183,7 +185,7 @@ impl Runner {
         let place = Place::partitions("wsbench", "bench").map_err(|e| {
             Error::Runtime(format!("cannot make the two partitions ({e}); --loopback runs the benchmark on loopback"))
         })?;
-        Ok(Runner { place, stop, record: None })
+        Ok(Runner { place, stop, record: None, keep: false })
     }
 
     /// Make every point's receiver `wirespeed record` writing into `dir` (created if needed;
@@ -197,6 +199,18 @@ impl Runner {
         crate::record::check_dir(&dir)?;
         self.record = Some(dir);
         Ok(())
+    }
+
+    /// Keep every point's recording in the recording directory instead of removing it after
+    /// the point: for a run whose recording is checked afterwards (`bench soak --record` runs
+    /// `wirespeed verify` on it).
+    pub fn keep_recordings(&mut self) {
+        self.keep = true;
+    }
+
+    /// The recording directory, when the points record.
+    pub fn recording_dir(&self) -> Option<&std::path::Path> {
+        self.record.as_deref()
     }
 
     /// "record" when the points record to disk, "recv" otherwise.
@@ -243,6 +257,13 @@ impl Runner {
         Ok(self.run_inner(cfg, Stream::default(), false)?.map(|s| s.point))
     }
 
+    /// Run one point with extras (another build as the receiver, arguments passed through to
+    /// either end) and keep the receiver's whole report. `Ok(None)` when the stop flag was
+    /// raised, as for [`Runner::run`].
+    pub fn run_with(&self, cfg: &PointConfig, stream: Stream) -> Result<Option<Streamed>> {
+        self.run_inner(cfg, stream, false)
+    }
+
     /// Run one point with extra arguments for the two children and the receiver's stderr lines
     /// handed over as they are printed (`bench soak` follows a long run with `recv --interval`).
     /// Unlike [`Runner::run`], a point stopped by the stop flag is still returned when both ends
@@ -269,7 +290,9 @@ impl Runner {
             "--duration".into(),
             format!("{}ms", (cfg.duration + RECV_SLACK).as_millis()),
         ];
-        if let Some(c) = self.place.pin(Side::Recv) {
+        // A receiver given its own CPU list (`--cpus`, several capture threads) is not also pinned.
+        let own_cpus = stream.recv_args.iter().any(|a| a == "--cpus");
+        if let (Some(c), false) = (self.place.pin(Side::Recv), own_cpus) {
             rargs.extend(["--cpu".into(), c.to_string()]);
         }
         if let Some(d) = &self.record {
@@ -278,8 +301,12 @@ impl Runner {
         rargs.extend(stream.recv_args.iter().cloned());
         // Whatever happens to the point, its recording does not stay behind to fill the disk
         // (declared before the receiver, so it is emptied after the receiver is gone).
-        let _clean = self.record.as_deref().map(EmptyAfter::new);
-        let mut recv = Proc::spawn_listener(self.place.command(Side::Recv, &rargs), "the receiver")?;
+        let _clean = self.record.as_deref().filter(|_| !self.keep).map(EmptyAfter::new);
+        let rcmd = match &stream.exe {
+            Some(exe) => self.place.tool_command(Side::Recv, &exe.display().to_string(), &rargs),
+            None => self.place.command(Side::Recv, &rargs),
+        };
+        let mut recv = Proc::spawn_listener(rcmd, "the receiver")?;
         let addr: SocketAddr = match recv.listening(stream.recv_lines) {
             Ok(a) => a.parse().map_err(|_| {
                 Error::Runtime(format!("the receiver said it listens on '{a}', which is not an address"))
@@ -351,6 +378,7 @@ impl Runner {
                     recv_datagrams: re.datagrams,
                     send_per_second: se.per_second,
                     stopped: true,
+                    recv_report: serde_json::from_str(&rout).unwrap_or_default(),
                 }),
                 _ => None,
             });
@@ -374,6 +402,7 @@ impl Runner {
             recv_datagrams: re.datagrams,
             send_per_second: se.per_second,
             stopped: false,
+            recv_report: serde_json::from_str(&rout).unwrap_or_default(),
         }))
     }
 
@@ -470,6 +499,9 @@ pub struct Stream {
     pub send_args: Vec<String>,
     /// Gets each line the receiver prints on stderr after it said where it listens, as printed.
     pub recv_lines: Option<mpsc::Sender<String>>,
+    /// Another wirespeed binary to run as the receiver (an A/B of two builds); the sender is
+    /// always this one, so the two builds' receivers get the same traffic.
+    pub exe: Option<PathBuf>,
 }
 
 /// A streamed point with the figures a [`Point`] does not carry that a follower of the
@@ -486,6 +518,10 @@ pub struct Streamed {
     pub send_per_second: Vec<u64>,
     /// Whether the stop flag ended the point early.
     pub stopped: bool,
+    /// The receiver's whole JSON report (`wirespeed.recv/1`, or `wirespeed.record/1` when
+    /// recording), for figures a [`Point`] does not carry (the recorder's ring and writer,
+    /// per-thread counts); `Null` when it printed none.
+    pub recv_report: serde_json::Value,
 }
 
 #[derive(Deserialize, Default)]
