@@ -114,6 +114,13 @@ pub struct Point {
     pub receiver_stopped_by: String,
     /// The receiver's diagnosis lines (which layer lost what).
     pub diagnosis: Vec<String>,
+    /// CPU per datagram of every thread that handled it (capture threads, and a recorder's
+    /// writer), ns, from the receiver's report; `None` when it does not give them all.
+    #[serde(default)]
+    pub recv_all_cpu_ns_per_packet: Option<f64>,
+    /// Per capture thread, when the receiver ran several (`--threads N`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub recv_threads: Vec<super::recv_cpu::ThreadFigures>,
 }
 
 /// The note to show when the kernel capped the receive buffer below what was asked (the kernel
@@ -373,7 +380,7 @@ impl Runner {
             );
             return Ok(match docs {
                 (Ok(s), Ok(r), Ok(se), Ok(re)) => Some(Streamed {
-                    point: Point::from_reports(cfg, &s, &r, wall, send_cpus),
+                    point: Point::from_reports(cfg, &s, &r, wall, send_cpus).with_cpu(&rout),
                     recv_wall_s: re.wall_s,
                     recv_datagrams: re.datagrams,
                     send_per_second: se.per_second,
@@ -397,7 +404,7 @@ impl Runner {
             (SendExtra::default(), RecvExtra::default())
         };
         Ok(Some(Streamed {
-            point: Point::from_reports(cfg, &s, &r, wall, send_cpus),
+            point: Point::from_reports(cfg, &s, &r, wall, send_cpus).with_cpu(&rout),
             recv_wall_s: re.wall_s,
             recv_datagrams: re.datagrams,
             send_per_second: se.per_second,
@@ -623,7 +630,17 @@ impl Point {
             rcvbuf_granted: r.kernel.rcvbuf_granted,
             receiver_stopped_by: r.stopped_by.clone(),
             diagnosis: r.diagnosis.clone(),
+            recv_all_cpu_ns_per_packet: None,
+            recv_threads: Vec::new(),
         }
+    }
+
+    /// The CPU figures of every receiving thread, from the receiver's report (text: its stdout).
+    fn with_cpu(mut self, report: &str) -> Point {
+        let c = super::recv_cpu::read(&serde_json::from_str(report).unwrap_or_default());
+        self.recv_all_cpu_ns_per_packet = c.all_ns_per_packet;
+        self.recv_threads = c.threads;
+        self
     }
 
     /// One word for progress lines and tables.
@@ -696,6 +713,8 @@ pub(crate) fn test_point(size: usize, asked_bps: f64, achieved_bps: f64, lost: u
         rcvbuf_granted: 1 << 25,
         receiver_stopped_by: "end of stream".into(),
         diagnosis: vec![],
+        recv_all_cpu_ns_per_packet: None,
+        recv_threads: vec![],
     }
 }
 

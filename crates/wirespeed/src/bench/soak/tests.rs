@@ -65,6 +65,8 @@ fn point(sent: u64, received: u64, lost: u64, lossy: bool) -> Point {
         rcvbuf_granted: 64 << 20,
         receiver_stopped_by: "end of stream".into(),
         diagnosis: vec![],
+        recv_all_cpu_ns_per_packet: None,
+        recv_threads: vec![],
     }
 }
 
