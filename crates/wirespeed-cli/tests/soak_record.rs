@@ -62,7 +62,7 @@ fn soak_through_the_recorder_verifies_its_recording() {
     assert_eq!(u(v, "records"), received, "verify counts exactly what the recorder's ledger received");
     assert_eq!(u(v, "lost"), 0);
     let verdict = doc["verdict"].as_str().unwrap();
-    assert!(verdict.contains(&format!("verified: {} records", thousands(received))), "{verdict}");
+    assert!(verdict.contains(&format!("verified: {} records", commas(received))), "{verdict}");
     // The recorder's end figures: every record written, nothing dropped at the ring.
     assert_eq!(u(rec, "written_bytes"), received * 1080, "{rec}");
     assert_eq!(u(rec, "records"), received);
@@ -120,16 +120,4 @@ fn soak_record_refuses_a_directory_that_holds_files() {
     assert_eq!(err.trim().lines().count(), 1, "{err}");
     assert!(err.contains("already holds 1 entry") && err.contains("empty or new directory"), "{err}");
     assert_eq!(std::fs::read(dir.0.join("mine.txt")).unwrap(), b"the user's", "the user's file is untouched");
-}
-
-fn thousands(n: u64) -> String {
-    let s = n.to_string();
-    let mut out = String::new();
-    for (i, c) in s.chars().enumerate() {
-        if i > 0 && (s.len() - i) % 3 == 0 {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
 }
