@@ -53,6 +53,8 @@ pub struct CompareConfig {
     pub repeat: u32,
     /// Record into this directory (the tools are recorders; dd measures the disk's ceiling).
     pub record: Option<PathBuf>,
+    /// The CPU wirespeed record's writer thread is pinned to (`--writer-cpu`), if any.
+    pub writer_cpu: Option<usize>,
 }
 
 /// Read a rate list (see [`units::parse_rate_list`]), at most [`MAX_RATES`] of them.
@@ -108,6 +110,10 @@ pub struct Figures {
     /// Receiver CPU time per datagram received, ns (wirespeed: capture thread; iperf3: server
     /// process).
     pub recv_cpu_ns_per_packet: Option<f64>,
+    /// CPU per datagram of every receiving thread, ns: wirespeed's capture threads and writer
+    /// (from its report; `None` when it does not report them all), the other tools' whole
+    /// process.
+    pub recv_all_cpu_ns_per_packet: Option<f64>,
 }
 
 fn loss_percent(sent: u64, received: u64) -> f64 {
@@ -135,6 +141,7 @@ macro_rules! peer_figures {
             lossy: p.lossy,
             send_cpu_ns_per_packet: p.send_cpu_ns_per_packet,
             recv_cpu_ns_per_packet: p.recv_cpu_ns_per_packet,
+            recv_all_cpu_ns_per_packet: p.recv_cpu_ns_per_packet,
         }
     }};
 }
@@ -155,6 +162,7 @@ impl Run {
                 lossy: p.lossy,
                 send_cpu_ns_per_packet: Some(p.send_cpu_ns_per_packet),
                 recv_cpu_ns_per_packet: Some(p.recv_cpu_ns_per_packet),
+                recv_all_cpu_ns_per_packet: p.recv_all_cpu_ns_per_packet,
             },
             (None, Some(p)) => peer_figures!(p),
             (None, None) if !self.others.is_empty() => peer_figures!(self.others.values().next().expect("one point")),
@@ -170,6 +178,7 @@ impl Run {
                 lossy: true,
                 send_cpu_ns_per_packet: None,
                 recv_cpu_ns_per_packet: None,
+                recv_all_cpu_ns_per_packet: None,
             },
         }
     }
@@ -192,6 +201,8 @@ pub struct ToolMedian {
     pub send_cpu_ns_per_packet: Option<f64>,
     /// Median receiver CPU ns per datagram.
     pub recv_cpu_ns_per_packet: Option<f64>,
+    /// Median CPU ns per datagram of every receiving thread (see [`Figures`]).
+    pub recv_all_cpu_ns_per_packet: Option<f64>,
 }
 
 /// Both tools' medians at one (rate, size) point.
@@ -426,6 +437,7 @@ fn tool_median(figs: &[Figures]) -> Option<ToolMedian> {
         loss_percent: m(&|f| f.loss_percent),
         send_cpu_ns_per_packet: mo(&|f| f.send_cpu_ns_per_packet),
         recv_cpu_ns_per_packet: mo(&|f| f.recv_cpu_ns_per_packet),
+        recv_all_cpu_ns_per_packet: mo(&|f| f.recv_all_cpu_ns_per_packet),
     })
 }
 
@@ -540,6 +552,13 @@ fn notes(
             out.extend(t.notes());
         }
     }
+    if cfg.record.is_some() || names.iter().any(|n| n.starts_with("wirespeed") && *n != TOOLS[0]) {
+        out.push("all ns/pkt: CPU per datagram of every thread that handled it: wirespeed's capture threads and, when recording, its writer (from its own report; n/a when that build does not report its writer's CPU); tcpdump's and netsniff-ng's whole process (utime + stime from /proc/PID/stat, read just before they are stopped) over the datagrams in their file".into());
+    }
+    if cfg.record.is_some() {
+        out.push(writer_placement(pl, cfg.writer_cpu));
+    }
+    out.extend(thread_notes(runs));
     for c in cells {
         let mut all: Vec<(&str, &Option<ToolMedian>)> = vec![(TOOLS[0], &c.wirespeed), (TOOLS[1], &c.iperf3)];
         let others: Vec<(&str, Option<ToolMedian>)> =
@@ -560,6 +579,58 @@ fn notes(
         }
     }
     out
+}
+
+/// Where wirespeed record's writer thread ran, stated beside every recording result: the
+/// zero-loss rate depends on whether the writer shares the capture thread's core.
+pub fn writer_placement(pl: &Placement, writer_cpu: Option<usize>) -> String {
+    let capture = pl.recv_cpus.first().map_or("unpinned".to_string(), |c| format!("on CPU {c}"));
+    match writer_cpu {
+        Some(w) if pl.recv_cpus.first() == Some(&w) => {
+            format!("writer placement: wirespeed record's writer pinned to CPU {w} (--writer-cpu), the capture thread's own core: the two share it")
+        }
+        Some(w) => format!("writer placement: wirespeed record's writer pinned to CPU {w} (--writer-cpu), capture thread {capture}"),
+        None => format!(
+            "writer placement: wirespeed record's writer not pinned (the scheduler places it on CPUs: {}), capture thread {capture}",
+            if pl.recv_cpus.is_empty() || pl.kind == "loopback" {
+                "any".to_string()
+            } else {
+                pl.recv_cpus.iter().map(|c| c.to_string()).collect::<Vec<_>>().join(",")
+            }
+        ),
+    }
+}
+
+/// Per tool, rate and size with several capture threads: how evenly they shared the datagrams
+/// (the busiest thread over the mean, median over the runs) and each thread's CPU per datagram.
+fn thread_notes(runs: &[Run]) -> Vec<String> {
+    let mut groups: BTreeMap<(&str, usize, usize), Vec<&Point>> = BTreeMap::new();
+    for r in runs {
+        if let Some(p) = r.wirespeed.as_ref().filter(|p| p.recv_threads.len() >= 2) {
+            groups.entry((r.tool, p.size, r.rate_index)).or_default().push(p);
+        }
+    }
+    groups
+        .into_iter()
+        .map(|((tool, size, _), ps)| {
+            let bal = median(ps.iter().filter_map(|p| super::recv_cpu::balance(&p.recv_threads)).collect());
+            let n = ps[0].recv_threads.len();
+            let per: Vec<String> = (0..n)
+                .map(|i| {
+                    let v = median(
+                        ps.iter().filter_map(|p| p.recv_threads.get(i).and_then(|t| t.cpu_ns_per_packet)).collect(),
+                    );
+                    v.map_or("n/a".into(), |v| format!("{v:.0}"))
+                })
+                .collect();
+            format!(
+                "{tool} at {}, {size} B: {n} capture threads, balance {} (busiest thread's datagrams over the mean; 1.00 = even), ns/pkt per thread {}",
+                ps[0].asked,
+                bal.map_or("n/a".into(), |b| format!("{b:.2}")),
+                per.join(" / ")
+            )
+        })
+        .collect()
 }
 
 fn pct(p: f64) -> String {
@@ -655,10 +726,20 @@ fn cell_median<'a>(c: &'a Cell, tool: &str) -> Option<&'a ToolMedian> {
     }
 }
 
+/// Whether the table shows the CPU of every receiving thread: when recording (the writer's
+/// CPU counts too) or when wirespeed variants (builds, backends, thread counts) are compared.
+fn shows_all_threads(doc: &CompareDoc) -> bool {
+    doc.record.is_some() || doc.tools.iter().any(|t| t.starts_with("wirespeed") && t != TOOLS[0])
+}
+
 /// The side-by-side table of medians, with its legend and the notes.
 pub fn table(doc: &CompareDoc) -> String {
     let dd = doc.record.as_ref().and_then(|r| r.dd_bytes_per_s);
     let mut tool_head = format!("{:>10} {:>10} {:>8} {:>9}", "achieved", "received", "loss %", "rx ns/pkt");
+    let all = shows_all_threads(doc);
+    if all {
+        tool_head.push_str(&format!(" {:>10}", "all ns/pkt"));
+    }
     if dd.is_some() {
         tool_head.push_str(&format!(" {:>6}", "of dd"));
     }
@@ -695,6 +776,12 @@ pub fn table(doc: &CompareDoc) -> String {
             ),
             None => format!("{:>10} {:>10} {:>8} {:>9}", "-", "-", "-", "-"),
         };
+        if all {
+            // n/a: the tool ran but did not report every thread's CPU (a recorder whose
+            // writer reports none); '-': it did not run here.
+            let v = m.map_or("-".into(), |m| m.recv_all_cpu_ns_per_packet.map_or("n/a".into(), |v| format!("{v:.0}")));
+            t.push_str(&format!(" {v:>10}"));
+        }
         if let Some(d) = dd {
             let of = m.map_or("-".into(), |m| format!("{:.2}", m.received_bps / 8.0 / d));
             t.push_str(&format!(" {of:>6}"));
@@ -899,6 +986,7 @@ mod tests {
             rcvbuf: 1 << 25,
             repeat: 3,
             record: None,
+            writer_cpu: None,
         }
     }
 

@@ -114,6 +114,13 @@ pub struct Point {
     pub receiver_stopped_by: String,
     /// The receiver's diagnosis lines (which layer lost what).
     pub diagnosis: Vec<String>,
+    /// CPU per datagram of every thread that handled it (capture threads, and a recorder's
+    /// writer), ns, from the receiver's report; `None` when it does not give them all.
+    #[serde(default)]
+    pub recv_all_cpu_ns_per_packet: Option<f64>,
+    /// Per capture thread, when the receiver ran several (`--threads N`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub recv_threads: Vec<super::recv_cpu::ThreadFigures>,
 }
 
 /// The note to show when the kernel capped the receive buffer below what was asked (the kernel
@@ -157,8 +164,10 @@ pub struct Runner {
     place: Place,
     stop: &'static AtomicBool,
     /// Record to disk (`wirespeed record -o DIR`) instead of only receiving: each point's files
-    /// go to this directory and are removed after the point.
+    /// go to this directory and are removed after the point (unless `keep`).
     record: Option<PathBuf>,
+    /// Leave each point's recording in place (`bench soak --record` verifies it after the run).
+    keep: bool,
 }
 
 impl Runner {
@@ -174,7 +183,7 @@ impl Runner {
     /// Both ends on 127.0.0.1: the receiver on the second allowed CPU, the sender on the first,
     /// when there are two (otherwise unpinned, sharing).
     pub fn loopback(stop: &'static AtomicBool) -> Result<Runner> {
-        Ok(Runner { place: Place::loopback()?, stop, record: None })
+        Ok(Runner { place: Place::loopback()?, stop, record: None, keep: false })
     }
 
     /// Two partitions joined by a veth link (MTU 9000), one core each: the sender in partition
@@ -183,7 +192,7 @@ impl Runner {
         let place = Place::partitions("wsbench", "bench").map_err(|e| {
             Error::Runtime(format!("cannot make the two partitions ({e}); --loopback runs the benchmark on loopback"))
         })?;
-        Ok(Runner { place, stop, record: None })
+        Ok(Runner { place, stop, record: None, keep: false })
     }
 
     /// Make every point's receiver `wirespeed record` writing into `dir` (created if needed;
@@ -197,6 +206,18 @@ impl Runner {
         crate::record::check_dir(&dir)?;
         self.record = Some(dir);
         Ok(())
+    }
+
+    /// Keep every point's recording in the recording directory instead of removing it after
+    /// the point: for a run whose recording is checked afterwards (`bench soak --record` runs
+    /// `wirespeed verify` on it).
+    pub fn keep_recordings(&mut self) {
+        self.keep = true;
+    }
+
+    /// The recording directory, when the points record.
+    pub fn recording_dir(&self) -> Option<&std::path::Path> {
+        self.record.as_deref()
     }
 
     /// "record" when the points record to disk, "recv" otherwise.
@@ -243,6 +264,13 @@ impl Runner {
         Ok(self.run_inner(cfg, Stream::default(), false)?.map(|s| s.point))
     }
 
+    /// Run one point with extras (another build as the receiver, arguments passed through to
+    /// either end) and keep the receiver's whole report. `Ok(None)` when the stop flag was
+    /// raised, as for [`Runner::run`].
+    pub fn run_with(&self, cfg: &PointConfig, stream: Stream) -> Result<Option<Streamed>> {
+        self.run_inner(cfg, stream, false)
+    }
+
     /// Run one point with extra arguments for the two children and the receiver's stderr lines
     /// handed over as they are printed (`bench soak` follows a long run with `recv --interval`).
     /// Unlike [`Runner::run`], a point stopped by the stop flag is still returned when both ends
@@ -269,7 +297,9 @@ impl Runner {
             "--duration".into(),
             format!("{}ms", (cfg.duration + RECV_SLACK).as_millis()),
         ];
-        if let Some(c) = self.place.pin(Side::Recv) {
+        // A receiver given its own CPU list (`--cpus`, several capture threads) is not also pinned.
+        let own_cpus = stream.recv_args.iter().any(|a| a == "--cpus");
+        if let (Some(c), false) = (self.place.pin(Side::Recv), own_cpus) {
             rargs.extend(["--cpu".into(), c.to_string()]);
         }
         if let Some(d) = &self.record {
@@ -278,8 +308,12 @@ impl Runner {
         rargs.extend(stream.recv_args.iter().cloned());
         // Whatever happens to the point, its recording does not stay behind to fill the disk
         // (declared before the receiver, so it is emptied after the receiver is gone).
-        let _clean = self.record.as_deref().map(EmptyAfter::new);
-        let mut recv = Proc::spawn_listener(self.place.command(Side::Recv, &rargs), "the receiver")?;
+        let _clean = self.record.as_deref().filter(|_| !self.keep).map(EmptyAfter::new);
+        let rcmd = match &stream.exe {
+            Some(exe) => self.place.tool_command(Side::Recv, &exe.display().to_string(), &rargs),
+            None => self.place.command(Side::Recv, &rargs),
+        };
+        let mut recv = Proc::spawn_listener(rcmd, "the receiver")?;
         let addr: SocketAddr = match recv.listening(stream.recv_lines) {
             Ok(a) => a.parse().map_err(|_| {
                 Error::Runtime(format!("the receiver said it listens on '{a}', which is not an address"))
@@ -346,11 +380,12 @@ impl Runner {
             );
             return Ok(match docs {
                 (Ok(s), Ok(r), Ok(se), Ok(re)) => Some(Streamed {
-                    point: Point::from_reports(cfg, &s, &r, wall, send_cpus),
+                    point: Point::from_reports(cfg, &s, &r, wall, send_cpus).with_cpu(&rout),
                     recv_wall_s: re.wall_s,
                     recv_datagrams: re.datagrams,
                     send_per_second: se.per_second,
                     stopped: true,
+                    recv_report: serde_json::from_str(&rout).unwrap_or_default(),
                 }),
                 _ => None,
             });
@@ -369,11 +404,12 @@ impl Runner {
             (SendExtra::default(), RecvExtra::default())
         };
         Ok(Some(Streamed {
-            point: Point::from_reports(cfg, &s, &r, wall, send_cpus),
+            point: Point::from_reports(cfg, &s, &r, wall, send_cpus).with_cpu(&rout),
             recv_wall_s: re.wall_s,
             recv_datagrams: re.datagrams,
             send_per_second: se.per_second,
             stopped: false,
+            recv_report: serde_json::from_str(&rout).unwrap_or_default(),
         }))
     }
 
@@ -470,6 +506,9 @@ pub struct Stream {
     pub send_args: Vec<String>,
     /// Gets each line the receiver prints on stderr after it said where it listens, as printed.
     pub recv_lines: Option<mpsc::Sender<String>>,
+    /// Another wirespeed binary to run as the receiver (an A/B of two builds); the sender is
+    /// always this one, so the two builds' receivers get the same traffic.
+    pub exe: Option<PathBuf>,
 }
 
 /// A streamed point with the figures a [`Point`] does not carry that a follower of the
@@ -486,6 +525,10 @@ pub struct Streamed {
     pub send_per_second: Vec<u64>,
     /// Whether the stop flag ended the point early.
     pub stopped: bool,
+    /// The receiver's whole JSON report (`wirespeed.recv/1`, or `wirespeed.record/1` when
+    /// recording), for figures a [`Point`] does not carry (the recorder's ring and writer,
+    /// per-thread counts); `Null` when it printed none.
+    pub recv_report: serde_json::Value,
 }
 
 #[derive(Deserialize, Default)]
@@ -587,7 +630,17 @@ impl Point {
             rcvbuf_granted: r.kernel.rcvbuf_granted,
             receiver_stopped_by: r.stopped_by.clone(),
             diagnosis: r.diagnosis.clone(),
+            recv_all_cpu_ns_per_packet: None,
+            recv_threads: Vec::new(),
         }
+    }
+
+    /// The CPU figures of every receiving thread, from the receiver's report (text: its stdout).
+    fn with_cpu(mut self, report: &str) -> Point {
+        let c = super::recv_cpu::read(&serde_json::from_str(report).unwrap_or_default());
+        self.recv_all_cpu_ns_per_packet = c.all_ns_per_packet;
+        self.recv_threads = c.threads;
+        self
     }
 
     /// One word for progress lines and tables.
@@ -660,6 +713,8 @@ pub(crate) fn test_point(size: usize, asked_bps: f64, achieved_bps: f64, lost: u
         rcvbuf_granted: 1 << 25,
         receiver_stopped_by: "end of stream".into(),
         diagnosis: vec![],
+        recv_all_cpu_ns_per_packet: None,
+        recv_threads: vec![],
     }
 }
 

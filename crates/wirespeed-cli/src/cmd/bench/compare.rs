@@ -68,6 +68,25 @@ pub const COMPARE_HELP: &str = "The same sweep with wirespeed and with iperf3, s
     Try:  wirespeed bench compare --tools wirespeed,bare --gso --rates max --sizes 1080,8800\n      \
     wirespeed bench compare --search --tools wirespeed,bare,iperf3 --gso --repeat 3\n      \
     wirespeed bench compare --record /var/tmp/rec --rates 1G,4G --sizes 8800 --repeat 3\n\n\
+    Variants of wirespeed, each a tool of its own in the same run (the tool 'wirespeed' in \
+    --tools stands for all of them): --other-build PATH adds 'wirespeed-old', another build \
+    as the receiver or recorder (this build sends to both); --backends LIST makes one tool \
+    per receive backend ('wirespeed-recvmmsg', 'wirespeed-packet': recv/record --backend B); \
+    --threads LIST one per capture-thread count ('wirespeed-t1', 'wirespeed-t2': --threads N, \
+    with --cpus LIST passed on when N > 1); --streams N has wirespeed's sender send N streams \
+    (so several threads have work); --writer-cpu CPU pins wirespeed record's writer and the \
+    notes state where the writer ran either way. The option values are passed through to the \
+    child wirespeed, which refuses what it does not know. With variants or --record the table \
+    adds 'all ns/pkt': CPU per datagram of every thread that handled it (wirespeed: capture \
+    threads and writer from its own report, n/a when a build does not report its writer's \
+    CPU; tcpdump, netsniff-ng: their whole process from /proc/PID/stat); with several threads \
+    the notes give each thread's ns/pkt and the balance (busiest thread's datagrams over the \
+    mean). --search with --record gives each search's share of the dd ceiling and their \
+    median. The issue-15 tables:\n      \
+    wirespeed bench compare --record /var/tmp/rec --other-build /tmp/main/wirespeed --rates 20kpps,150kpps --sizes 1080,8800 --repeat 3 -o results/rec-cpu\n      \
+    wirespeed bench compare --record /var/tmp/rec --search --tools wirespeed --sizes 8800 --repeat 3 --writer-cpu 1 -o results/rec-max\n      \
+    wirespeed bench compare --tools wirespeed,bare --backends recvmmsg,packet --rates 400kpps --sizes 1080 --repeat 3 -o results/backends\n      \
+    wirespeed bench compare --tools wirespeed --threads 1,2 --cpus 1-2 --streams 8 --rates 400kpps --sizes 1080 --repeat 3 -o results/threads\n\n\
     Needs iperf3 (apt-get install iperf3), tcpdump or netsniff-ng when named. \
     Exit codes: 0 done (loss is a result, not a \
     failure), 1 runtime failure, iperf3 missing, or stopped by a signal (Ctrl-C: the runs \
@@ -115,6 +134,115 @@ pub struct CompareArgs {
     /// --record; --repeat searches per tool and size, median reported; --rates is not used).
     #[arg(long)]
     search: bool,
+    /// Another wirespeed binary, compared as the tool wirespeed-old (its receiver or recorder;
+    /// this build sends to it).
+    #[arg(long, value_name = "PATH")]
+    other_build: Option<PathBuf>,
+    /// Receive backends, comma-separated (recvmmsg, packet): one wirespeed tool per backend,
+    /// named wirespeed-BACKEND, its receiver given --backend BACKEND.
+    #[arg(long, value_name = "LIST", value_parser = backend_list)]
+    backends: Option<List<String>>,
+    /// Capture-thread counts, comma-separated (1,2): one wirespeed tool per count, named
+    /// wirespeed-tN, its receiver given --threads N.
+    #[arg(long, value_name = "LIST", value_parser = thread_list)]
+    threads: Option<List<u32>>,
+    /// CPUs for the capture threads of a --threads N > 1 receiver (passed on as --cpus, e.g. 1-2).
+    #[arg(long, value_name = "LIST", requires = "threads", value_parser = cpu_list)]
+    cpus: Option<String>,
+    /// Streams wirespeed's sender sends (send --streams N), so several capture threads have work.
+    #[arg(long, value_name = "N", value_parser = |s: &str| args::count_between(s, 1, 1024, "send takes 1..1024 streams"))]
+    streams: Option<u64>,
+    /// With --record: pin wirespeed record's writer thread to this CPU (record --writer-cpu).
+    #[arg(long, value_name = "CPU", requires = "record")]
+    writer_cpu: Option<usize>,
+}
+
+/// A backend name as the receiver's --backend takes it (checked there; here only its shape).
+fn backend_list(s: &str) -> Result<List<String>, String> {
+    let v: Vec<String> = s.split(',').map(str::trim).filter(|b| !b.is_empty()).map(String::from).collect();
+    if v.is_empty() {
+        return Err("no backends: give e.g. recvmmsg,packet".into());
+    }
+    if let Some(b) = v.iter().find(|b| !b.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')) {
+        return Err(format!("'{b}' is not a backend name: give e.g. recvmmsg,packet"));
+    }
+    Ok(List(v))
+}
+
+/// Capture-thread counts, 1..64 each.
+fn thread_list(s: &str) -> Result<List<u32>, String> {
+    let mut v = Vec::new();
+    for t in s.split(',').map(str::trim).filter(|t| !t.is_empty()) {
+        match t.parse::<u32>() {
+            Ok(n) if (1..=64).contains(&n) => v.push(n),
+            _ => return Err(format!("'{t}' is not a thread count: give whole numbers 1..64, e.g. 1,2")),
+        }
+    }
+    if v.is_empty() {
+        return Err("no thread counts: give e.g. 1,2".into());
+    }
+    Ok(List(v))
+}
+
+/// A CPU list as `taskset -c` and `--cpus` read it (2-5, 1,3); passed on as written.
+fn cpu_list(s: &str) -> Result<String, String> {
+    wirespeed::testbed::topology::parse_cpu_list(s)
+        .map_err(|e| format!("'{s}' is not a CPU list ({e}): give e.g. 1-2 or 1,3"))?;
+    Ok(s.to_string())
+}
+
+/// The wirespeed tools of this run: the plain one, or its variants (builds, backends, thread
+/// counts, sender streams, writer CPU) as the options ask. `base` is the registry's tool.
+fn variants(a: &CompareArgs, setup: &Setup, base: Box<dyn Tool>) -> Result<Vec<Box<dyn Tool>>, Error> {
+    use wirespeed::bench::peer::wirespeed::Variant;
+    let mut common_recv: Vec<String> = Vec::new();
+    if let Some(w) = a.writer_cpu {
+        common_recv.extend(["--writer-cpu".into(), w.to_string()]);
+    }
+    let send: Vec<String> = a.streams.map(|n| vec!["--streams".into(), n.to_string()]).unwrap_or_default();
+    let backends: Vec<Option<&str>> = match &a.backends {
+        Some(b) => b.0.iter().map(|s| Some(s.as_str())).collect(),
+        None => vec![None],
+    };
+    let threads: Vec<Option<u32>> = match &a.threads {
+        Some(t) => t.0.iter().map(|&n| Some(n)).collect(),
+        None => vec![None],
+    };
+    let plain = a.backends.is_none() && a.threads.is_none() && common_recv.is_empty() && send.is_empty();
+    let mut out: Vec<Box<dyn Tool>> = Vec::new();
+    if plain {
+        out.push(base);
+    } else {
+        for b in &backends {
+            for t in &threads {
+                let mut name = "wirespeed".to_string();
+                let mut v = Variant::new(String::new(), setup);
+                v.recv_args = common_recv.clone();
+                v.send_args = send.clone();
+                if let Some(b) = b {
+                    name.push_str(&format!("-{b}"));
+                    v.recv_args.extend(["--backend".into(), b.to_string()]);
+                }
+                if let Some(t) = t {
+                    name.push_str(&format!("-t{t}"));
+                    v.recv_args.extend(["--threads".into(), t.to_string()]);
+                    if let (true, Some(c)) = (*t > 1, &a.cpus) {
+                        v.recv_args.extend(["--cpus".into(), c.clone()]);
+                    }
+                }
+                v.name = Box::leak(name.into_boxed_str());
+                out.push(Box::new(v));
+            }
+        }
+    }
+    if let Some(p) = &a.other_build {
+        let mut v = Variant::new("wirespeed-old".into(), setup).other_build(p.clone())?;
+        // The other build gets what every build has (not this build's new options).
+        v.recv_args = common_recv;
+        v.send_args = send;
+        out.push(Box::new(v));
+    }
+    Ok(out)
 }
 
 /// The sizes both tools can send: iperf3's -l has a floor the counter format lacks. Repeats
@@ -148,17 +276,33 @@ fn check_duration(d: Duration) -> Result<Duration, Error> {
 
 pub fn cmd_compare(a: CompareArgs) -> Result<u8, Error> {
     let cfg = CompareConfig {
-        rates: a.rates.0,
-        sizes: check_sizes(a.sizes.0)?,
+        rates: a.rates.0.clone(),
+        sizes: check_sizes(a.sizes.0.clone())?,
         duration: check_duration(a.duration)?,
         gso: a.place.gso,
         rcvbuf: a.rcvbuf,
         repeat: a.repeat,
         record: a.record.clone(),
+        writer_cpu: a.writer_cpu,
     };
     let default = if cfg.record.is_some() { compare::RECORDERS.join(",") } else { compare::TOOLS.join(",") };
     let entries = tool::parse_tools(a.tools.as_deref().unwrap_or(&default), cfg.record.is_some())
         .map_err(|e| usage(format!("--tools: {e}")))?;
+    let varies = a.other_build.is_some() || a.backends.is_some() || a.threads.is_some();
+    if varies && !entries.iter().any(|e| e.name == compare::TOOLS[0]) {
+        return Err(usage(
+            "--other-build, --backends and --threads make variants of the tool wirespeed: name wirespeed in --tools"
+                .into(),
+        ));
+    }
+    if let Some(p) = &a.other_build {
+        if !p.is_file() {
+            return Err(usage(format!(
+                "--other-build {}: no such file: give the path of another wirespeed binary (e.g. one built from main)",
+                p.display()
+            )));
+        }
+    }
     // The tools first (iperf3, tcpdump, ...): without them there is nothing to compare, and no
     // partition is made.
     let versions = entries.iter().map(|e| (e.check)()).collect::<Result<Vec<String>, Error>>()?;
@@ -170,11 +314,15 @@ pub fn cmd_compare(a: CompareArgs) -> Result<u8, Error> {
         runner.record_to(d.clone())?;
     }
     let setup = Setup { runner: &runner, rcvbuf: cfg.rcvbuf, record: cfg.record.as_deref(), keep: a.keep };
-    let tools = entries
-        .iter()
-        .zip(versions)
-        .map(|(e, v)| (e.make)(&setup, v))
-        .collect::<Result<Vec<Box<dyn Tool>>, Error>>()?;
+    let mut tools: Vec<Box<dyn Tool>> = Vec::new();
+    for (e, v) in entries.iter().zip(versions) {
+        let t = (e.make)(&setup, v)?;
+        if e.name == compare::TOOLS[0] {
+            tools.extend(variants(&a, &setup, t)?);
+        } else {
+            tools.push(t);
+        }
+    }
     let json = a.output.json;
     if a.search {
         return search(&runner, &tools, &cfg, dir.as_deref(), json);
@@ -253,6 +401,7 @@ fn search(
             max_probes: if record { 8 } else { 12 },
         },
         record: cfg.record.clone(),
+        writer_cpu: cfg.writer_cpu,
     };
     let names: Vec<&str> = tools.iter().map(|t| t.name()).collect();
     let head = format!(

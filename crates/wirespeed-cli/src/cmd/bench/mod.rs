@@ -13,6 +13,7 @@ pub mod latency;
 pub mod max;
 pub mod pacing;
 pub mod rates;
+pub mod ring;
 pub mod soak;
 pub mod sweep;
 pub mod ttcp;
@@ -57,6 +58,9 @@ enum BenchCmd {
     /// The capture thread's CPU per datagram, for one build or two run alternately (A/B).
     #[command(long_about = capture::CAPTURE_HELP)]
     Capture(capture::CaptureArgs),
+    /// Time from starting wirespeed record until it receives, per ring size (before/after).
+    #[command(long_about = ring::RING_HELP)]
+    Ring(ring::RingArgs),
     #[command(hide = true)]
     BareRecv(bare_recv::BareRecvArgs),
 }
@@ -73,6 +77,7 @@ pub fn cmd_bench(a: BenchArgs) -> Result<u8, Error> {
         BenchCmd::Formats(f) => formats::cmd_formats(f),
         BenchCmd::Latency(l) => latency::cmd_latency(l),
         BenchCmd::Capture(c) => capture::cmd_capture(c),
+        BenchCmd::Ring(r) => ring::cmd_ring(r),
         BenchCmd::BareRecv(b) => bare_recv::cmd_bare_recv(b),
     }
 }

@@ -5,6 +5,7 @@
 use crate::args::{self, usage, OutputArgs, PlaceArgs, RcvbufArgs};
 use crate::out::{out_dir, print_json, say_line, write_files};
 use clap::Args;
+use std::path::PathBuf;
 use std::time::Duration;
 use wirespeed::bench::point::Runner;
 use wirespeed::bench::soak::{self, SoakConfig};
@@ -48,9 +49,21 @@ pub const SOAK_HELP: &str = "Seed 001 (Sun, 'Cassini UDP performance', 2004) sen
     wirespeed bench soak --rate 940M --duration 2m\n\n\
     Try:  wirespeed bench soak -o results/soak    (30 min: soak.txt, .csv, .json, rate and loss charts)\n      \
     wirespeed bench soak --loopback --rate 200M --duration 20s --every 2s\n\n\
-    Exit codes: 0 done (loss is a result, not a failure), 1 runtime failure or stopped by a \
-    signal (Ctrl-C, or a failure part-way: the rows measured are still reported and written, \
-    and partitions are removed), 2 bad usage.";
+    --record DIR is the seed's whole challenge: the receiving side is the recorder (wirespeed \
+    record -o DIR, RAM ring and O_DIRECT writer) instead of recv, so the soak proves the path \
+    to disk, not only the network. Each row adds what the recorder did in it: bytes written, \
+    its ring's high water so far, datagrams dropped at a full ring, and writer stalls (n/a \
+    when the recorder does not report one). After the run, wirespeed verify DIR re-reads every \
+    file against its sidecar; its verdict joins the soak's (table, JSON 'record.verify', the \
+    loss chart's note), and the files must hold exactly what the recorder's ledger received. \
+    DIR must be new or empty (created if missing), so verify judges this run alone; the \
+    recording is left there (30 min at 942 Mb/s is about 212 GB):\n      \
+    wirespeed bench soak --record /data/soak -o results/soak-record\n      \
+    wirespeed bench soak --record /var/tmp/soak --rate 20M --duration 20s --every 2s\n\n\
+    Exit codes: 0 done (loss is a result, not a failure; but see 3), 1 runtime failure or \
+    stopped by a signal (Ctrl-C, or a failure part-way: the rows measured are still reported \
+    and written, and partitions are removed), 2 bad usage, 3 with --record only: loss, or the \
+    recording failed verify.";
 
 /// The options of `bench soak`; `--help` opens with [`SOAK_HELP`] (set on the variant in
 /// bench_cmd.rs, as for max and rates).
@@ -79,6 +92,10 @@ pub struct SoakArgs {
     /// Leave out every Nth sequence number at the sender: known loss, to test the record.
     #[arg(long, value_name = "N", hide = true, value_parser = args::skip_every)]
     skip_every: Option<u64>,
+    /// Record to this new or empty directory with wirespeed record instead of recv, then
+    /// verify it (wirespeed verify DIR); exit code 3 on loss or a failed verify.
+    #[arg(long, value_name = "DIR")]
+    record: Option<PathBuf>,
 }
 
 /// The row interval, checked against the soak's length (a bound no single value carries).
@@ -107,11 +124,19 @@ pub fn cmd_soak(a: SoakArgs) -> Result<u8, Error> {
         gso: a.place.gso,
         rcvbuf: a.buf.rcvbuf,
         skip_every: a.skip_every,
+        record: a.record.clone(),
     };
+    if let Some(d) = &cfg.record {
+        soak::record::check_empty(d)?;
+    }
     let dir = out_dir(&a.output.out)?;
     // Ctrl-C reaches the children too; this process lives on to report and remove partitions.
     let stop = sys::install_stop_handler();
-    let runner = Runner::auto(a.place.loopback, stop)?;
+    let mut runner = Runner::auto(a.place.loopback, stop)?;
+    if let Some(d) = &cfg.record {
+        runner.record_to(d.clone())?;
+        runner.keep_recordings();
+    }
     let json = a.output.json;
     let say = |l: &str| say_line(json, l);
     say(soak::header(&cfg, &runner.placement()).trim_end());
@@ -167,6 +192,9 @@ pub fn cmd_soak(a: SoakArgs) -> Result<u8, Error> {
             soak::human_duration(cfg.duration.as_secs_f64()),
             doc.intervals.len()
         )));
+    }
+    if cfg.record.is_some() && !doc.zero_loss {
+        return Ok(3);
     }
     Ok(0)
 }

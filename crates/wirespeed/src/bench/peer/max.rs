@@ -48,6 +48,8 @@ pub struct SearchRun {
     /// The recording directory, when the tools record: dd measures the disk there before and
     /// after the searches.
     pub record: Option<std::path::PathBuf>,
+    /// The CPU wirespeed record's writer is pinned to, if any (stated with the results).
+    pub writer_cpu: Option<usize>,
 }
 
 /// One search of one tool at one size.
@@ -80,6 +82,12 @@ pub struct ToolMax {
     pub outcomes: Vec<Outcome>,
     /// Whether the median search was sender-bound (the tool's limit is above it).
     pub sender_bound: bool,
+    /// Each search's zero-loss payload rate over the dd ceiling, in order (when recording).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub of_dd: Vec<Option<f64>>,
+    /// The median of `of_dd`: the lower middle, a search that found nothing counting lowest.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub median_of_dd: Option<f64>,
 }
 
 /// The whole search, as `--json` prints it.
@@ -119,6 +127,9 @@ pub struct SearchDoc {
     pub dd: Vec<super::dd::DiskCeiling>,
     /// The disk's ceiling: the mean of dd's runs, bytes/s.
     pub dd_bytes_per_s: Option<f64>,
+    /// Where wirespeed record's writer ran, when the tools recorded.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub writer_placement: Option<String>,
 }
 
 /// Run every tool's searches: repeat by repeat, size by size, the tools in rotating order, one
@@ -187,12 +198,18 @@ pub fn run(
             }
         }
     }
-    let results = medians(tools, &cfg.sizes, &searches);
+    let mut results = medians(tools, &cfg.sizes, &searches);
     if let (Some(dir), false) = (&cfg.record, stopped) {
         dd.push(super::dd::disk_ceiling(dir, "after"));
     }
     let dd: Vec<super::dd::DiskCeiling> = dd.into_iter().filter_map(|c| c.ok()).collect();
     let dd_bytes_per_s = (!dd.is_empty()).then(|| dd.iter().map(|c| c.bytes_per_s).sum::<f64>() / dd.len() as f64);
+    if let Some(d) = dd_bytes_per_s {
+        for r in &mut results {
+            set_of_dd(r, d);
+        }
+    }
+    let pl = runner.placement();
     Ok(SearchDoc {
         schema: SCHEMA,
         placement: runner.placement(),
@@ -211,7 +228,17 @@ pub fn run(
         stopped,
         dd,
         dd_bytes_per_s,
+        writer_placement: cfg.record.as_ref().map(|_| super::super::compare::writer_placement(&pl, cfg.writer_cpu)),
     })
+}
+
+/// Each search's rate over the disk's ceiling (`bytes_per_s`), and their lower median.
+pub fn set_of_dd(r: &mut ToolMax, bytes_per_s: f64) {
+    if bytes_per_s <= 0.0 {
+        return;
+    }
+    r.of_dd = r.searches_bps.iter().map(|b| b.map(|b| b / 8.0 / bytes_per_s)).collect();
+    r.median_of_dd = crate::bench::stats::lower_median(&r.of_dd);
 }
 
 fn figures(tool: &'static str, m: Measured) -> Figures {
@@ -246,6 +273,8 @@ pub fn medians(tools: &[Box<dyn Tool>], sizes: &[usize], searches: &[ToolSearch]
                 searches_bps: vals,
                 outcomes: mine.iter().map(|s| s.result.outcome).collect(),
                 sender_bound: at.is_some_and(|s| s.result.outcome == Outcome::SenderBound),
+                of_dd: Vec::new(),
+                median_of_dd: None,
             });
         }
     }
@@ -323,9 +352,15 @@ pub fn table(doc: &SearchDoc) -> String {
                 }
             })
             .collect();
-        let of_dd = match (r.zero_loss_bps, doc.dd_bytes_per_s) {
-            (Some(b), Some(d)) if d > 0.0 => format!("{:.2}", b / 8.0 / d),
-            _ => "-".into(),
+        let of_dd = r.median_of_dd.map_or("-".into(), |x| format!("{x:.2}"));
+        let each: Vec<String> = if r.of_dd.is_empty() {
+            each
+        } else {
+            // Each search's rate and its share of the dd ceiling: "1021 (0.97)".
+            each.into_iter()
+                .zip(&r.of_dd)
+                .map(|(k, x)| format!("{k} ({})", x.map_or("-".into(), |x| format!("{x:.2}"))))
+                .collect()
         };
         s.push_str(&format!(
             "{:>6}  {:<12} {:<32} {:<9} {:<6} {}\n",
@@ -349,6 +384,10 @@ pub fn table(doc: &SearchDoc) -> String {
             units::bytes(d as u64),
             doc.dd.len()
         ));
+        s.push_str("=> searches (kpps): each search's zero-loss rate, with its share of the dd ceiling in brackets; 'of dd' is the lower median of those shares\n");
+    }
+    if let Some(w) = &doc.writer_placement {
+        s.push_str(&format!("=> {w}\n"));
     }
     for c in doc.counts.values() {
         s.push_str(&format!("=> {c}\n"));

@@ -479,6 +479,9 @@ impl Capture {
             }
             std::thread::sleep(Duration::from_millis(100));
         }
+        // Its CPU time (every thread), read while it still runs: the whole process per datagram
+        // it stored, as wirespeed's own report gives its threads'.
+        let cpu_ns = crate::bench::recv_cpu::process_cpu_ns(cap.pid());
         let _ = crate::sys::send_signal(cap.pid(), libc::SIGINT);
         let exit = cap.finish(Duration::from_secs(5))?;
         let st = exit.status;
@@ -498,6 +501,7 @@ impl Capture {
         let records = pcap_records(&file)?;
         let stored = stored_datagrams(&file, cfg.size)?;
         let mut p = tool_point(tool, cfg, &s, stored, tool.counts());
+        p.recv_cpu_ns_per_packet = cpu_ns.filter(|_| stored > 0).map(|c| c as f64 / stored as f64);
         p.own = (self.counters)(&text);
         p.own.insert("pcap_records".into(), records.into());
         p.own.insert("file_bytes".into(), std::fs::metadata(&file).map(|m| m.len()).unwrap_or(0).into());

@@ -19,6 +19,19 @@ pub struct Sample {
     /// When this process read the sample (Unix time, seconds); not in the receiver's line.
     #[serde(skip)]
     pub at_unix_s: f64,
+    /// A recorder's bytes written to disk so far (`record --interval-json`); `None` when the
+    /// line does not say (a receiver, or a recorder that does not print it).
+    #[serde(default)]
+    pub written_bytes: Option<u64>,
+    /// A recorder's ring high water so far, bytes.
+    #[serde(default)]
+    pub ring_high_water: Option<u64>,
+    /// Datagrams dropped at a full ring so far.
+    #[serde(default)]
+    pub ring_full: Option<u64>,
+    /// Writes that kept the writer waiting so far (the recorder's `write_stalls`).
+    #[serde(default)]
+    pub write_stalls: Option<u64>,
 }
 
 /// Read one receiver stderr line as a sample; `None` for anything else it prints.
@@ -65,10 +78,42 @@ pub struct Interval {
     pub cumulative_lost: u64,
     /// This row runs to the receiver's end and holds the tail.
     pub to_end: bool,
+    /// The recorder's figures for the row, when the soak records (`bench soak --record`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub recorder: Option<RecorderRow>,
 }
 
-/// The row between two samples.
-pub fn interval(n: usize, prev: &Sample, cur: &Sample, size: usize, to_end: bool) -> Interval {
+/// What the recorder did in one row. Each figure is `None` when the recorder did not report it
+/// (a build whose progress lines lack it): shown as n/a, never guessed.
+#[derive(Clone, Copy, Debug, Default, Serialize, PartialEq)]
+pub struct RecorderRow {
+    /// Bytes written to disk in the row.
+    pub written_bytes: Option<u64>,
+    /// The ring's high water since the start, bytes.
+    pub ring_high_water: Option<u64>,
+    /// Datagrams dropped at a full ring in the row.
+    pub ring_full: Option<u64>,
+    /// Writer stalls in the row.
+    pub write_stalls: Option<u64>,
+}
+
+/// The row's share of a cumulative recorder figure: the difference of two samples, the first
+/// sample of a run counting from zero; `None` when the later sample lacks it.
+fn share(prev: Option<u64>, cur: Option<u64>) -> Option<u64> {
+    Some(cur?.saturating_sub(prev.unwrap_or(0)))
+}
+
+fn recorder_row(prev: &Sample, cur: &Sample) -> RecorderRow {
+    RecorderRow {
+        written_bytes: share(prev.written_bytes, cur.written_bytes),
+        ring_high_water: cur.ring_high_water,
+        ring_full: share(prev.ring_full, cur.ring_full),
+        write_stalls: share(prev.write_stalls, cur.write_stalls),
+    }
+}
+
+/// The row between two samples; `record` adds the recorder's figures.
+pub fn interval(n: usize, prev: &Sample, cur: &Sample, size: usize, to_end: bool, record: bool) -> Interval {
     let dt = cur.elapsed_s - prev.elapsed_s;
     let datagrams = cur.datagrams.saturating_sub(prev.datagrams);
     let lost = cur.lost.saturating_sub(prev.lost);
@@ -90,6 +135,7 @@ pub fn interval(n: usize, prev: &Sample, cur: &Sample, size: usize, to_end: bool
         udp_rcvbuf_errors: cur.rcvbuf_errors.saturating_sub(prev.rcvbuf_errors),
         cumulative_lost: cur.lost,
         to_end,
+        recorder: record.then(|| recorder_row(prev, cur)),
     }
 }
 
@@ -97,7 +143,7 @@ pub fn interval(n: usize, prev: &Sample, cur: &Sample, size: usize, to_end: bool
 /// receiver's final report). The receiver's clock starts just before the sender's, so its last
 /// regular sample falls a moment before the end; a remainder shorter than half an interval is
 /// folded into the last row rather than made a row of its own, so a 30-minute run has 30 rows.
-pub fn intervals(samples: &[Sample], end: Option<&Sample>, every_s: f64, size: usize) -> Vec<Interval> {
+pub fn intervals(samples: &[Sample], end: Option<&Sample>, every_s: f64, size: usize, record: bool) -> Vec<Interval> {
     let mut pts = vec![Sample::default()];
     pts.extend_from_slice(samples);
     if let Some(e) = end {
@@ -108,7 +154,10 @@ pub fn intervals(samples: &[Sample], end: Option<&Sample>, every_s: f64, size: u
         pts.push(*e);
     }
     let k = pts.len() - 1;
-    pts.windows(2).enumerate().map(|(i, w)| interval(i + 1, &w[0], &w[1], size, end.is_some() && i + 1 == k)).collect()
+    pts.windows(2)
+        .enumerate()
+        .map(|(i, w)| interval(i + 1, &w[0], &w[1], size, end.is_some() && i + 1 == k, record))
+        .collect()
 }
 
 /// A run of consecutive clean rows (nothing lost).

@@ -12,10 +12,12 @@
 //!
 //! The room is split along the run's life: `intervals` turns the receiver's cumulative samples
 //! into rows, `run` drives the sender and receiver and builds the document, `verdict` judges it
-//! in words, and `render` writes it as a table, CSV and charts. Every public item keeps its path
+//! in words, and `render` writes it as a table, CSV and charts; `record` is the soak through the
+//! recorder (`--record DIR`): its figures per row and the final `wirespeed verify`. Every public item keeps its path
 //! `bench::soak::X`.
 
 mod intervals;
+pub mod record;
 mod render;
 mod run;
 mod verdict;
@@ -27,9 +29,13 @@ use super::point::{Placement, Point};
 use super::stats::mbps;
 use crate::units::{self, Rate};
 use serde::Serialize;
+use std::path::PathBuf;
 use std::time::Duration;
 
-pub use intervals::{interval, intervals, longest_clean, parse_sample, ranges, trim_after, Interval, Sample, Stretch};
+pub use intervals::{
+    interval, intervals, longest_clean, parse_sample, ranges, trim_after, Interval, RecorderRow, Sample, Stretch,
+};
+pub use record::{SoakRecord, VerifyVerdict};
 pub use render::{charts, csv, final_line, header, line, text};
 pub use run::{reorder_window, run};
 pub use verdict::{sender_bound, verdict};
@@ -67,6 +73,8 @@ pub struct SoakConfig {
     pub rcvbuf: u64,
     /// Leave out every Nth sequence number at the sender (a test of the record: known loss).
     pub skip_every: Option<u64>,
+    /// Record to this directory (`wirespeed record -o DIR` as the receiver) and verify it after.
+    pub record: Option<PathBuf>,
 }
 
 /// The whole record, as `--json` prints it and soak.json holds it.
@@ -125,6 +133,9 @@ pub struct SoakDoc {
     pub verdict: String,
     /// The reading: totals, longest clean stretch, CPU per packet, notes.
     pub summary: Vec<String>,
+    /// With `--record`: what the recording holds and `wirespeed verify`'s verdict on it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub record: Option<SoakRecord>,
 }
 
 /// A duration for people: `30 min`, `1 h 5 min`, `4 s`, `2 min 30 s`.

@@ -21,9 +21,11 @@ pub fn header(cfg: &SoakConfig, placement: &Placement) -> String {
         cfg.every.as_secs_f64(),
         window,
         placement,
+        cfg.record.is_some(),
     )
 }
 
+#[allow(clippy::too_many_arguments)]
 fn heading(
     size: usize,
     rate: &str,
@@ -32,17 +34,28 @@ fn heading(
     every_s: f64,
     window: u64,
     placement: &Placement,
+    record: bool,
 ) -> String {
     let settle = match pps {
         Some(p) if p > 0.0 => format!("settled at most {} after the fact", units::nanos(window as f64 / p * 1e9)),
         _ => "settled once the reorder window has passed".to_string(),
     };
+    let (through, legend, heads) = if record {
+        (
+            ", recorded to disk by wirespeed record",
+            "; written = bytes the recorder wrote in the row; ring hw = its RAM ring's high water so far; \
+             ring-full = datagrams dropped at a full ring; stalls = writes that kept its writer waiting (n/a: not reported)",
+            super::record::column_heads(),
+        )
+    } else {
+        ("", "", String::new())
+    };
     format!(
-        "wirespeed bench soak: {size}-byte counter datagrams at {}{} for {}, one row per {}; {}\n\
+        "wirespeed bench soak: {size}-byte counter datagrams at {}{} for {}, one row per {}{through}; {}\n\
          Mb/s = 10^6 bits/s of UDP payload; offered = received + lost (the sequence numbers the sender used); \
          lost = the ledger's, {settle} (reorder window {}); kernel = the receiving socket's drop counter; \
-         udp = UDP RcvbufErrors in the receiver's namespace\n\
-         {:>5} {:>12} {:>9} {:>15} {:>16} {:>15} {:>13} {:>10} {:>9} {:>9} {:>12}\n",
+         udp = UDP RcvbufErrors in the receiver's namespace{legend}\n\
+         {:>5} {:>12} {:>9} {:>15} {:>16} {:>15} {:>13} {:>10} {:>9} {:>9} {:>12}{heads}\n",
         rate,
         pps.map_or(String::new(), |p| format!(" ({} datagrams/s)", units::thousands(p.round() as u64))),
         human_duration(duration_s),
@@ -63,8 +76,9 @@ fn heading(
     )
 }
 
-/// One table line.
+/// One table line (with the recorder's columns when the soak records).
 pub fn line(r: &Interval) -> String {
+    let rec = r.recorder.as_ref().map_or(String::new(), super::record::columns);
     format!(
         "{:>5} {:>12} {:>9.1} {:>15} {:>16} {:>15} {:>13} {:>10} {:>9} {:>9} {:>12}",
         format!("{}{}", r.n, if r.to_end { "*" } else { "" }),
@@ -78,7 +92,7 @@ pub fn line(r: &Interval) -> String {
         units::thousands(r.kernel_socket_drops),
         units::thousands(r.udp_rcvbuf_errors),
         units::thousands(r.cumulative_lost)
-    )
+    ) + &rec
 }
 
 /// The last row as the terminal shows it after the live rows, or `None` when there is no such
@@ -113,6 +127,7 @@ pub fn text(doc: &SoakDoc) -> String {
         doc.every_s,
         doc.reorder_window,
         &doc.placement,
+        doc.record.is_some(),
     );
     for r in &doc.intervals {
         s.push_str(&line(r));
@@ -133,8 +148,12 @@ pub fn text(doc: &SoakDoc) -> String {
 /// The record as CSV, one row per interval.
 pub fn csv(doc: &SoakDoc) -> String {
     let mut s = String::from(
-        "interval,start_s,end_s,ended_at_unix_s,ended_at_utc,offered_bps,offered_pps,received_bps,received_pps,datagrams,lost,kernel_socket_drops,udp_rcvbuf_errors,cumulative_lost,to_end\n",
+        "interval,start_s,end_s,ended_at_unix_s,ended_at_utc,offered_bps,offered_pps,received_bps,received_pps,datagrams,lost,kernel_socket_drops,udp_rcvbuf_errors,cumulative_lost,to_end",
     );
+    let record = doc.record.is_some();
+    s.push_str(if record { ",written_bytes,ring_high_water,ring_full,write_stalls\n" } else { "\n" });
+    // A recorder figure not reported is an empty field.
+    let opt = |v: Option<u64>| v.map_or(String::new(), |v| v.to_string());
     for r in &doc.intervals {
         s.push_str(&format!(
             "{},{:.3},{:.3},{:.3},{},{:.0},{:.1},{:.0},{:.1},{},{},{},{},{},{}\n",
@@ -154,6 +173,19 @@ pub fn csv(doc: &SoakDoc) -> String {
             r.cumulative_lost,
             r.to_end
         ));
+        if record {
+            let c = r.recorder.unwrap_or_default();
+            s.insert_str(
+                s.len() - 1,
+                &format!(
+                    ",{},{},{},{}",
+                    opt(c.written_bytes),
+                    opt(c.ring_high_water),
+                    opt(c.ring_full),
+                    opt(c.write_stalls)
+                ),
+            );
+        }
     }
     s
 }
@@ -233,6 +265,10 @@ fn loss_note(doc: &SoakDoc) -> String {
     };
     if unfinished && !rows.is_empty() {
         note.push_str("; the run did not finish, so its tail is unproven");
+    }
+    if let Some(v) = doc.record.as_ref().and_then(|r| r.verify.as_ref()) {
+        note.push_str("; ");
+        note.push_str(&v.verdict);
     }
     note
 }

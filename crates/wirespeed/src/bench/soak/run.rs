@@ -3,7 +3,7 @@
 
 use super::intervals::{interval, intervals, longest_clean, parse_sample, row_name, trim_after, Interval, Sample};
 use super::verdict::{failed_verdict, sender_bound, summarize, verdict};
-use super::{human_duration, rate_words, SoakConfig, SoakDoc, SCHEMA};
+use super::{human_duration, rate_words, SoakConfig, SoakDoc, VerifyVerdict, SCHEMA};
 use crate::bench::point::{Placement, PointConfig, Runner, Stream, Streamed};
 use crate::units::Rate;
 use crate::Result;
@@ -46,38 +46,64 @@ pub fn run(runner: &Runner, cfg: &SoakConfig, live: &mut (dyn FnMut(&Interval) +
     let pcfg = PointConfig { rate: cfg.rate, size: cfg.size, duration: cfg.duration, gso: cfg.gso, rcvbuf: cfg.rcvbuf };
     let (tx, rx) = mpsc::channel::<String>();
     let size = cfg.size;
+    let record = cfg.record.is_some();
     let (res, samples) = std::thread::scope(|s| {
-        let follower = s.spawn(move || follow(rx, size, live));
-        let res = runner.run_streamed(&pcfg, Stream { recv_args, send_args, recv_lines: Some(tx) });
+        let follower = s.spawn(move || follow(rx, size, record, live));
+        let res = runner.run_streamed(&pcfg, Stream { recv_args, send_args, recv_lines: Some(tx), exe: None });
         (res, follower.join().unwrap_or_default())
     });
     let signalled = runner.stop_flag().load(Ordering::Relaxed);
-    match res {
+    let mut doc = match res {
         Ok(streamed) => {
             let stopped = signalled || streamed.as_ref().is_some_and(|s| s.stopped);
-            Ok(build(cfg, runner.placement(), window, &samples, streamed, stopped, None))
+            build(cfg, runner.placement(), window, &samples, streamed, stopped, None)
         }
-        Err(e) if samples.is_empty() => Err(e),
-        Err(e) => Ok(build(cfg, runner.placement(), window, &samples, None, signalled, Some(e.to_string()))),
+        Err(e) if samples.is_empty() => return Err(e),
+        Err(e) => build(cfg, runner.placement(), window, &samples, None, signalled, Some(e.to_string())),
+    };
+    if let Some(dir) = &cfg.record {
+        let received = doc.point.as_ref().map(|p| p.received);
+        let v = super::record::verify(dir, received).unwrap_or_else(|e| VerifyVerdict {
+            verdict: format!("verify FAILED: {e}"),
+            exit_code: -1,
+            ..VerifyVerdict::default()
+        });
+        super::record::add_verify(&mut doc, v);
     }
+    Ok(doc)
 }
 
-fn follow(rx: mpsc::Receiver<String>, size: usize, live: &mut (dyn FnMut(&Interval) + Send)) -> Vec<Sample> {
+fn follow(
+    rx: mpsc::Receiver<String>,
+    size: usize,
+    record: bool,
+    live: &mut (dyn FnMut(&Interval) + Send),
+) -> Vec<Sample> {
     let mut samples: Vec<Sample> = Vec::new();
     for line in rx {
         let Some(mut s) = parse_sample(&line) else { continue };
         s.at_unix_s = now_unix();
         let prev = samples.last().copied().unwrap_or_default();
-        live(&interval(samples.len() + 1, &prev, &s, size, false));
+        live(&interval(samples.len() + 1, &prev, &s, size, false, record));
         samples.push(s);
     }
     samples
 }
 
-/// The final sample: the receiver's report, never below the last interval line.
+/// The final sample: the receiver's report, never below the last interval line (a recorder's
+/// figures from its report's ring and writer, when it gave them).
 fn end_sample(last: Sample, s: &Streamed) -> Sample {
     let p = &s.point;
+    let r = &s.recv_report;
+    let most = |a: Option<u64>, b: Option<u64>| match (a, b) {
+        (Some(a), Some(b)) => Some(a.max(b)),
+        (a, b) => a.or(b),
+    };
     Sample {
+        written_bytes: most(r["writer"]["bytes"].as_u64(), last.written_bytes),
+        ring_high_water: most(r["ring"]["high_water"].as_u64(), last.ring_high_water),
+        ring_full: most(r["ring"]["ring_full"].as_u64().or_else(|| r["capture"]["ring_full"].as_u64()), last.ring_full),
+        write_stalls: most(r["writer"]["write_stalls"].as_u64(), last.write_stalls),
         elapsed_s: s.recv_wall_s.max(last.elapsed_s),
         datagrams: s.recv_datagrams.max(last.datagrams),
         lost: p.lost.max(last.lost),
@@ -117,7 +143,11 @@ pub(super) fn build(
         e
     });
     let recv_wall_s = streamed.as_ref().map_or(0.0, |s| s.recv_wall_s);
-    let rows = intervals(kept, end.as_ref(), every_s, cfg.size);
+    let rows = intervals(kept, end.as_ref(), every_s, cfg.size, cfg.record.is_some());
+    let record = cfg
+        .record
+        .as_ref()
+        .map(|d| super::record::from_report(d, streamed.as_ref().map_or(&serde_json::Value::Null, |s| &s.recv_report)));
     let (point, send_per_second) = match streamed {
         Some(s) => (Some(s.point), s.send_per_second),
         None => (None, Vec::new()),
@@ -151,6 +181,9 @@ pub(super) fn build(
     if let Some(p) = &point {
         summary.extend(crate::bench::point::rcvbuf_note(cfg.rcvbuf, [p]));
     }
+    if let Some(r) = &record {
+        summary.push(super::record::summary_line(r));
+    }
     SoakDoc {
         schema: SCHEMA,
         placement,
@@ -183,6 +216,7 @@ pub(super) fn build(
         sender_bound: bound,
         verdict,
         summary,
+        record,
     }
 }
 

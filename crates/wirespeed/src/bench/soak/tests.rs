@@ -8,7 +8,15 @@ use super::*;
 use crate::bench::point::{Point, Streamed};
 
 fn sample(t: f64, datagrams: u64, lost: u64, drops: u64) -> Sample {
-    Sample { elapsed_s: t, datagrams, lost, socket_drops: drops, rcvbuf_errors: drops, at_unix_s: 3600.0 + t }
+    Sample {
+        elapsed_s: t,
+        datagrams,
+        lost,
+        socket_drops: drops,
+        rcvbuf_errors: drops,
+        at_unix_s: 3600.0 + t,
+        ..Sample::default()
+    }
 }
 
 fn cfg() -> SoakConfig {
@@ -20,6 +28,7 @@ fn cfg() -> SoakConfig {
         gso: false,
         rcvbuf: 32 << 20,
         skip_every: None,
+        record: None,
     }
 }
 
@@ -56,12 +65,14 @@ fn point(sent: u64, received: u64, lost: u64, lossy: bool) -> Point {
         rcvbuf_granted: 64 << 20,
         receiver_stopped_by: "end of stream".into(),
         diagnosis: vec![],
+        recv_all_cpu_ns_per_packet: None,
+        recv_threads: vec![],
     }
 }
 
 #[test]
 fn a_row_is_the_difference_of_two_samples() {
-    let r = interval(2, &sample(60.0, 6_000_000, 10, 4), &sample(120.0, 12_000_000, 25, 9), 1080, false);
+    let r = interval(2, &sample(60.0, 6_000_000, 10, 4), &sample(120.0, 12_000_000, 25, 9), 1080, false, false);
     assert_eq!((r.n, r.datagrams, r.lost, r.kernel_socket_drops, r.udp_rcvbuf_errors), (2, 6_000_000, 15, 5, 5));
     assert_eq!(r.cumulative_lost, 25);
     assert_eq!((r.start_s, r.end_s), (60.0, 120.0));
@@ -70,7 +81,7 @@ fn a_row_is_the_difference_of_two_samples() {
     assert!((r.offered_pps - 6_000_015.0 / 60.0).abs() < 1e-6);
     assert_eq!(r.ended_at, "01:02:00");
     // Counters never run backwards into a huge number, and a zero-length row has no rate.
-    let r = interval(1, &sample(5.0, 10, 3, 2), &sample(5.0, 9, 2, 1), 1080, true);
+    let r = interval(1, &sample(5.0, 10, 3, 2), &sample(5.0, 9, 2, 1), 1080, true, false);
     assert_eq!((r.datagrams, r.lost, r.kernel_socket_drops, r.received_pps), (0, 0, 0, 0.0));
     assert!(r.to_end);
 }
@@ -80,7 +91,7 @@ fn the_last_row_takes_the_remainder_and_the_tail() {
     let s = [sample(1.0, 100, 0, 0), sample(2.0, 200, 1, 0), sample(3.0, 300, 1, 0), sample(4.0, 400, 2, 0)];
     // The end 40 ms after the last line: folded into row 4, which then holds the tail.
     let end = sample(4.04, 404, 5, 0);
-    let rows = intervals(&s, Some(&end), 1.0, 8);
+    let rows = intervals(&s, Some(&end), 1.0, 8, false);
     assert_eq!(rows.len(), 4);
     assert_eq!((rows[3].start_s, rows[3].end_s, rows[3].datagrams, rows[3].lost), (3.0, 4.04, 104, 4));
     assert!(rows[3].to_end && !rows[2].to_end);
@@ -88,18 +99,18 @@ fn the_last_row_takes_the_remainder_and_the_tail() {
     assert_eq!(rows.iter().map(|r| r.lost).sum::<u64>(), 5);
     assert_eq!(rows.last().map(|r| r.cumulative_lost), Some(5));
     // The receiver missed its last tick: the remainder is a row of its own.
-    let rows = intervals(&s[..3], Some(&end), 1.0, 8);
+    let rows = intervals(&s[..3], Some(&end), 1.0, 8, false);
     assert_eq!(rows.len(), 4);
     assert_eq!((rows[3].start_s, rows[3].datagrams, rows[3].lost), (3.0, 104, 4));
     // No final report (stopped before it): the lines alone, none marked as the end.
-    let rows = intervals(&s, None, 1.0, 8);
+    let rows = intervals(&s, None, 1.0, 8, false);
     assert_eq!(rows.len(), 4);
     assert!(rows.iter().all(|r| !r.to_end));
     // A run shorter than half a row: one row, start to end.
-    let rows = intervals(&[], Some(&end), 60.0, 8);
+    let rows = intervals(&[], Some(&end), 60.0, 8, false);
     assert_eq!(rows.len(), 1);
     assert_eq!((rows[0].start_s, rows[0].datagrams), (0.0, 404));
-    assert!(intervals(&[], None, 1.0, 8).is_empty());
+    assert!(intervals(&[], None, 1.0, 8, false).is_empty());
 }
 
 fn rows_with_loss(lost: &[u64]) -> Vec<Interval> {
@@ -110,7 +121,7 @@ fn rows_with_loss(lost: &[u64]) -> Vec<Interval> {
         .map(|(i, &l)| {
             cum += l;
             let cur = sample(60.0 * (i + 1) as f64, 1000 * (i as u64 + 1), cum, 0);
-            let r = interval(i + 1, &prev, &cur, 1080, false);
+            let r = interval(i + 1, &prev, &cur, 1080, false, false);
             prev = cur;
             r
         })
@@ -193,6 +204,7 @@ fn the_document_adds_up() {
         recv_datagrams: 200,
         send_per_second: vec![1; 120],
         stopped: false,
+        recv_report: serde_json::Value::Null,
     };
     let placement = Placement {
         kind: "loopback",
@@ -232,7 +244,14 @@ fn placement() -> Placement {
 }
 
 fn streamed(point: Point, recv_wall_s: f64, recv_datagrams: u64) -> Streamed {
-    Streamed { point, recv_wall_s, recv_datagrams, send_per_second: vec![], stopped: false }
+    Streamed {
+        point,
+        recv_wall_s,
+        recv_datagrams,
+        send_per_second: vec![],
+        stopped: false,
+        recv_report: serde_json::Value::Null,
+    }
 }
 
 /// The number before " per million" in a line.

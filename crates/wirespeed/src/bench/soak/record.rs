@@ -1,0 +1,253 @@
+//! A soak through the recorder (`bench soak --record DIR`, seed 001's whole challenge): the
+//! receiving side is `wirespeed record -o DIR`, each row carries what the recorder did in it
+//! (bytes written, ring high water, ring-full drops, writer stalls), and once the run is over
+//! `wirespeed verify DIR` re-reads every file and its verdict joins the soak's.
+//!
+//! Every recorder figure is read defensively: a build whose reports lack one shows it as n/a,
+//! and the soak still runs; only the verify verdict and the ledger decide the exit status.
+
+use crate::{Error, Result};
+use serde::Serialize;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+/// What the recording holds at the end, and what `wirespeed verify` said of it.
+#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+pub struct SoakRecord {
+    /// The recording directory.
+    pub dir: String,
+    /// Files the recorder finished.
+    pub files: Option<u64>,
+    /// Bytes it wrote.
+    pub written_bytes: Option<u64>,
+    /// Records it wrote.
+    pub records: Option<u64>,
+    /// The ring's size, bytes.
+    pub ring_capacity: Option<u64>,
+    /// The ring's high water over the run, bytes.
+    pub ring_high_water: Option<u64>,
+    /// Datagrams dropped at a full ring.
+    pub ring_full: Option<u64>,
+    /// Writes that kept the writer waiting.
+    pub write_stalls: Option<u64>,
+    /// Seconds from start until the ring was ready and the socket open (`ring.ready_s`).
+    pub ready_s: Option<f64>,
+    /// `wirespeed verify DIR`'s verdict (`None` when it could not be run).
+    pub verify: Option<VerifyVerdict>,
+}
+
+/// `wirespeed verify DIR --json --expect-zero-loss`, read back.
+#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+pub struct VerifyVerdict {
+    /// The command run.
+    pub command: String,
+    /// Its exit code (0 sound, 3 loss, 4 a file damaged, incomplete or unlike its sidecar).
+    pub exit_code: i32,
+    /// Every file sound and matching its sidecar, nothing lost, and as many records as the
+    /// recorder's ledger received.
+    pub ok: bool,
+    /// Records re-read from the files.
+    pub records: Option<u64>,
+    /// Files re-read.
+    pub files: Option<u64>,
+    /// Files whose content matches their sidecar.
+    pub matching: Option<u64>,
+    /// Sequence numbers missing in the files.
+    pub lost: Option<u64>,
+    /// Files damaged, incomplete or unlike their sidecar.
+    pub problems: Option<u64>,
+    /// One sentence.
+    pub verdict: String,
+}
+
+/// The recorder's end figures from its `wirespeed.record/1` report (any field missing: `None`).
+pub fn from_report(dir: &Path, report: &serde_json::Value) -> SoakRecord {
+    let u = |v: &serde_json::Value| v.as_u64();
+    let w = &report["writer"];
+    let ring = &report["ring"];
+    SoakRecord {
+        dir: dir.display().to_string(),
+        files: w["files"].as_array().map(|f| f.len() as u64),
+        written_bytes: u(&w["bytes"]),
+        records: u(&w["records"]),
+        ring_capacity: u(&ring["capacity"]),
+        ring_high_water: u(&ring["high_water"]),
+        ring_full: u(&ring["ring_full"]).or_else(|| u(&report["capture"]["ring_full"])),
+        write_stalls: u(&w["write_stalls"]),
+        ready_s: ring["ready_s"].as_f64(),
+        verify: None,
+    }
+}
+
+/// Read `wirespeed verify --json`'s document and exit code into a verdict; `received` is the
+/// recorder's own count of what it accepted, which the files must hold exactly.
+pub fn read_verify(command: String, exit_code: i32, json: &str, received: Option<u64>) -> VerifyVerdict {
+    let v: serde_json::Value = serde_json::from_str(json).unwrap_or_default();
+    let u = |k: &str| v[k].as_u64();
+    let files = v["files"].as_array().map(|f| f.len() as u64);
+    let records = u("records");
+    let lost = v["total"]["lost"].as_u64();
+    let problems = u("problems");
+    let matching = u("matching");
+    let readable = v["schema"].as_str().is_some_and(|s| s.starts_with("wirespeed.verify/"));
+    let count_ok = match (received, records) {
+        (Some(a), Some(b)) => a == b,
+        _ => true,
+    };
+    let ok = readable && exit_code == 0 && lost == Some(0) && count_ok;
+    let n = |x: Option<u64>| x.map_or("n/a".to_string(), crate::units::thousands);
+    let verdict = if !readable {
+        format!("verify FAILED: it printed no report (exit code {exit_code})")
+    } else if ok {
+        format!("verified: {} records in {} file(s), every file matching its sidecar, 0 lost", n(records), n(files))
+    } else {
+        let mut why = Vec::new();
+        match exit_code {
+            0 => {}
+            3 => why.push("loss in the recording".to_string()),
+            4 => why.push("a file is damaged, incomplete or unlike its sidecar".to_string()),
+            c => why.push(format!("exit code {c}")),
+        }
+        if lost.is_some_and(|l| l > 0) {
+            why.push(format!("{} lost", n(lost)));
+        }
+        if problems.is_some_and(|p| p > 0) {
+            why.push(format!("{} file problem(s)", n(problems)));
+        }
+        if !count_ok {
+            why.push(format!("the files hold {} records, the recorder received {}", n(records), n(received)));
+        }
+        format!("verify FAILED: {} ({} records in {} file(s))", why.join(", "), n(records), n(files))
+    };
+    VerifyVerdict { command, exit_code, ok, records, files, matching, lost, problems, verdict }
+}
+
+/// Run `wirespeed verify DIR --json --expect-zero-loss` with this binary (the disk is the
+/// host's: no partition needed).
+pub fn verify(dir: &Path, received: Option<u64>) -> Result<VerifyVerdict> {
+    let exe: PathBuf =
+        std::env::current_exe().map_err(|e| Error::Runtime(format!("cannot find this program's path: {e}")))?;
+    let mut cmd = Command::new(&exe);
+    cmd.arg("verify").arg(dir).args(["--json", "--expect-zero-loss"]).stdin(Stdio::null());
+    let command = super::super::peer::tool::command_text(&cmd);
+    let out = crate::sys::die_with_parent(&mut cmd)
+        .output()
+        .map_err(|e| Error::Runtime(format!("cannot run {command}: {e}")))?;
+    let code = out.status.code().unwrap_or(-1);
+    Ok(read_verify(command, code, &String::from_utf8_lossy(&out.stdout), received))
+}
+
+/// The recording directory must hold no file yet, so verify judges this run's recording alone
+/// (and nothing of the user's is mixed into it); it is created when missing.
+pub fn check_empty(dir: &Path) -> Result<()> {
+    std::fs::create_dir_all(dir)
+        .map_err(|e| Error::Runtime(format!("cannot create the recording directory {}: {e}", dir.display())))?;
+    let n = std::fs::read_dir(dir).map_err(|e| Error::Runtime(format!("cannot read {}: {e}", dir.display())))?.count();
+    if n > 0 {
+        return Err(Error::Usage(format!(
+            "--record {}: the directory already holds {n} entr{}; give an empty or new directory, so verify judges this run's recording alone",
+            dir.display(),
+            if n == 1 { "y" } else { "ies" }
+        )));
+    }
+    Ok(())
+}
+
+/// A byte count for the recorder's lines, n/a when not reported.
+fn bytes_or_na(b: Option<u64>) -> String {
+    b.map_or("n/a".into(), crate::units::bytes)
+}
+
+/// A count for the recorder's lines, n/a when not reported.
+fn count_or_na(n: Option<u64>) -> String {
+    n.map_or("n/a".into(), crate::units::thousands)
+}
+
+/// The recorder's line under the table: what it wrote and how its ring and writer fared.
+pub fn summary_line(r: &SoakRecord) -> String {
+    format!(
+        "recorder: {} written in {} file(s) to {}; ring high water {} of {}; ring-full drops {}; writer stalls {}; ready after {}",
+        bytes_or_na(r.written_bytes),
+        count_or_na(r.files),
+        r.dir,
+        bytes_or_na(r.ring_high_water),
+        bytes_or_na(r.ring_capacity),
+        count_or_na(r.ring_full),
+        count_or_na(r.write_stalls),
+        r.ready_s.map_or("n/a".into(), |s| format!("{s:.3} s")),
+    )
+}
+
+/// Join verify's verdict to the soak's: a recording that fails verify is never zero loss, and
+/// the soak's one sentence says what verify found either way.
+pub fn add_verify(doc: &mut super::SoakDoc, v: VerifyVerdict) {
+    if !v.ok {
+        doc.zero_loss = false;
+    }
+    doc.verdict = format!("{}; {}", doc.verdict, v.verdict);
+    doc.summary.push(format!("{} ({})", v.verdict, v.command));
+    let rec = doc.record.get_or_insert_with(SoakRecord::default);
+    rec.verify = Some(v);
+}
+
+/// The recorder's columns of a table line: written MB, ring high water MiB, ring-full, stalls.
+pub fn columns(r: &super::RecorderRow) -> String {
+    let na = |v: Option<String>| v.unwrap_or_else(|| "n/a".into());
+    format!(
+        " {:>12} {:>11} {:>10} {:>7}",
+        na(r.written_bytes.map(|b| format!("{:.1}", b as f64 / 1e6))),
+        na(r.ring_high_water.map(|b| format!("{:.1}", b as f64 / (1u64 << 20) as f64))),
+        na(r.ring_full.map(crate::units::thousands)),
+        na(r.write_stalls.map(crate::units::thousands)),
+    )
+}
+
+/// The recorder's column headings, matching [`columns`].
+pub fn column_heads() -> String {
+    format!(" {:>12} {:>11} {:>10} {:>7}", "written (MB)", "ring hw MiB", "ring-full", "stalls")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_record_report_gives_the_end_figures_and_missing_ones_are_none() {
+        let r: serde_json::Value = serde_json::from_str(
+            r#"{"schema":"wirespeed.record/1","capture":{"ring_full":0},
+                "ring":{"capacity":1073741824,"high_water":9087120,"ring_full":0,"ready_s":0.21},
+                "writer":{"files":[{},{}],"bytes":37640160,"records":34852,"write_stalls":2}}"#,
+        )
+        .unwrap();
+        let s = from_report(Path::new("/r"), &r);
+        assert_eq!((s.files, s.written_bytes, s.records), (Some(2), Some(37640160), Some(34852)));
+        assert_eq!(
+            (s.ring_high_water, s.ring_full, s.write_stalls, s.ready_s),
+            (Some(9087120), Some(0), Some(2), Some(0.21))
+        );
+        // An older build: no ready_s, no writer at all.
+        let r: serde_json::Value =
+            serde_json::from_str(r#"{"capture":{"ring_full":5},"ring":{"capacity":8}}"#).unwrap();
+        let s = from_report(Path::new("/r"), &r);
+        assert_eq!((s.ready_s, s.written_bytes, s.write_stalls, s.ring_full), (None, None, None, Some(5)));
+        assert_eq!(from_report(Path::new("/r"), &serde_json::Value::Null).files, None);
+    }
+
+    #[test]
+    fn verify_verdicts() {
+        let good = r#"{"schema":"wirespeed.verify/2","files":[{}],"records":100,"matching":1,"problems":0,"total":{"lost":0}}"#;
+        let v = read_verify("v".into(), 0, good, Some(100));
+        assert!(v.ok, "{v:?}");
+        assert_eq!(v.verdict, "verified: 100 records in 1 file(s), every file matching its sidecar, 0 lost");
+        // The files hold fewer records than the recorder received.
+        let v = read_verify("v".into(), 0, good, Some(101));
+        assert!(!v.ok && v.verdict.contains("the files hold 100 records, the recorder received 101"), "{}", v.verdict);
+        let lossy = r#"{"schema":"wirespeed.verify/2","files":[{}],"records":90,"problems":0,"total":{"lost":10}}"#;
+        let v = read_verify("v".into(), 3, lossy, None);
+        assert!(!v.ok);
+        assert_eq!(v.verdict, "verify FAILED: loss in the recording, 10 lost (90 records in 1 file(s))");
+        let v = read_verify("v".into(), 4, "not json", None);
+        assert_eq!(v.verdict, "verify FAILED: it printed no report (exit code 4)");
+        assert_eq!((v.records, v.files), (None, None));
+    }
+}
