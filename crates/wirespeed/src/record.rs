@@ -53,6 +53,9 @@ pub struct RecordConfig {
     pub writer_cpu: Option<usize>,
     /// Write invalid datagrams too (evidence); by default they are left out, like duplicates.
     pub keep_invalid: bool,
+    /// Progress samples as JSON lines (`--interval-json`), with the recorder's own figures, for
+    /// scripts such as `bench soak --record` that follow a long recording.
+    pub interval_json: bool,
 }
 
 /// The RAM ring's account.
@@ -291,6 +294,29 @@ impl RecordLive {
             if p.ring_full > 0 { format!("  ring-full {}", units::thousands(p.ring_full)) } else { String::new() }
         )
     }
+
+    /// One progress sample as a JSON line: the receive progress plus what the recorder wrote so
+    /// far (bytes, files), its rings' fill and highest fill (summed over the threads' rings).
+    pub fn json(&self, p: &Progress) -> String {
+        let sum = |f: fn(&Shared) -> u64| -> u64 { self.shared.iter().map(|s| f(s)).sum() };
+        let mut v = serde_json::to_value(p).unwrap_or_default();
+        if let (Some(o), false) = (v.as_object_mut(), self.shared.is_empty()) {
+            o.insert("written_bytes".into(), sum(|s| s.written.load(Ordering::Relaxed)).into());
+            o.insert("ring_fill_bytes".into(), sum(|s| s.ring_fill.load(Ordering::Relaxed)).into());
+            o.insert("ring_high_water".into(), sum(|s| s.high_water.load(Ordering::Relaxed)).into());
+            o.insert("files".into(), sum(|s| s.files_done.load(Ordering::Relaxed)).into());
+        }
+        v.to_string()
+    }
+
+    /// The progress sample in the form the run asked for.
+    fn show(&self, p: &Progress, json: bool) -> String {
+        if json {
+            self.json(p)
+        } else {
+            self.line(p)
+        }
+    }
 }
 
 /// One capture thread's recording: its ring and its file series.
@@ -347,7 +373,8 @@ pub fn run(
     if cfg.null_sink {
         let live = RecordLive { shared: Vec::new(), capacity: 1, last_written: 0.into(), last_t: 0.into() };
         let listener = bind()?;
-        let report = rx::capture(rcfg, listener, fmt.as_ref(), stop, interval, &|p| progress(&live.line(p)))?;
+        let report =
+            rx::capture(rcfg, listener, fmt.as_ref(), stop, interval, &|p| progress(&live.show(p, cfg.interval_json)))?;
         return Ok(RecordReport {
             schema: RECORD_SCHEMA,
             dir: None,
@@ -470,7 +497,15 @@ pub fn run(
     }
     let live =
         RecordLive { shared: shareds.clone(), capacity, last_written: 0.into(), last_t: sys::monotonic_ns().into() };
-    let captured = rx::capture_group(rcfg, listener, fmt.as_ref(), stop, interval, &|p| progress(&live.line(p)), sinks);
+    let captured = rx::capture_group(
+        rcfg,
+        listener,
+        fmt.as_ref(),
+        stop,
+        interval,
+        &|p| progress(&live.show(p, cfg.interval_json)),
+        sinks,
+    );
     let (report, sinks) = match captured {
         Ok(x) => x,
         Err(e) => {

@@ -97,6 +97,7 @@ pub fn cmd_record(a: RecordArgs) -> Result<u8, Error> {
         expect_rate: None,
         writer_cpu: a.writer_cpu,
         keep_invalid: a.keep_invalid,
+        interval_json: a.recv.interval_json,
     };
     if a.file_format == FileFormat::Raw && !null_sink && fmt.fixed_len().is_none() {
         return Err(Error::Usage(format!(
