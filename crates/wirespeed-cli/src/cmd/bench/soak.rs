@@ -57,8 +57,10 @@ pub const SOAK_HELP: &str = "Seed 001 (Sun, 'Cassini UDP performance', 2004) sen
     file against its sidecar; its verdict joins the soak's (table, JSON 'record.verify', the \
     loss chart's note), and the files must hold exactly what the recorder's ledger received. \
     DIR must be new or empty (created if missing), so verify judges this run alone; the \
-    recording is left there (30 min at 942 Mb/s is about 212 GB):\n      \
+    recording is left there (30 min at 942 Mb/s is about 200 GB). A disk that cannot hold the \
+    run takes --prune: a file a minute, each verified as it is finished, then deleted.\n      \
     wirespeed bench soak --record /data/soak -o results/soak-record\n      \
+    wirespeed bench soak --record /var/tmp/soak --prune -o results/soak-record\n      \
     wirespeed bench soak --record /var/tmp/soak --rate 20M --duration 20s --every 2s\n\n\
     Exit codes: 0 done (loss is a result, not a failure; but see 3), 1 runtime failure or \
     stopped by a signal (Ctrl-C, or a failure part-way: the rows measured are still reported \
@@ -96,6 +98,11 @@ pub struct SoakArgs {
     /// verify it (wirespeed verify DIR); exit code 3 on loss or a failed verify.
     #[arg(long, value_name = "DIR")]
     record: Option<PathBuf>,
+    /// With --record: a file a minute (--rotate 1m), each verified as soon as the recorder
+    /// finishes it and then deleted with its sidecar, so a run longer than the disk holds is
+    /// still verified whole (the verdicts add up; a file that fails verify is kept).
+    #[arg(long, requires = "record")]
+    prune: bool,
 }
 
 /// The row interval, checked against the soak's length (a bound no single value carries).
@@ -125,6 +132,7 @@ pub fn cmd_soak(a: SoakArgs) -> Result<u8, Error> {
         rcvbuf: a.buf.rcvbuf,
         skip_every: a.skip_every,
         record: a.record.clone(),
+        prune: a.prune,
     };
     if let Some(d) = &cfg.record {
         soak::record::check_empty(d)?;

@@ -75,6 +75,10 @@ pub struct SoakConfig {
     pub skip_every: Option<u64>,
     /// Record to this directory (`wirespeed record -o DIR` as the receiver) and verify it after.
     pub record: Option<PathBuf>,
+    /// With `record`: verify each file as soon as the recorder finishes it, then delete it and
+    /// its sidecar (the recorder rotates every minute), so a run longer than the disk holds
+    /// is still verified whole.
+    pub prune: bool,
 }
 
 /// The whole record, as `--json` prints it and soak.json holds it.

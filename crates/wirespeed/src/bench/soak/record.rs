@@ -127,7 +127,9 @@ pub fn read_verify(command: String, exit_code: i32, json: &str, received: Option
 pub fn verify(dir: &Path, received: Option<u64>) -> Result<VerifyVerdict> {
     let exe: PathBuf =
         std::env::current_exe().map_err(|e| Error::Runtime(format!("cannot find this program's path: {e}")))?;
-    let mut cmd = Command::new(&exe);
+    // At the lowest priority: while a soak runs, the recorder and the sender come first.
+    let mut cmd = Command::new("nice");
+    cmd.args(["-n", "19"]).arg(&exe);
     cmd.arg("verify").arg(dir).args(["--json", "--expect-zero-loss"]).stdin(Stdio::null());
     let command = super::super::peer::tool::command_text(&cmd);
     let out = crate::sys::die_with_parent(&mut cmd)
@@ -135,6 +137,74 @@ pub fn verify(dir: &Path, received: Option<u64>) -> Result<VerifyVerdict> {
         .map_err(|e| Error::Runtime(format!("cannot run {command}: {e}")))?;
     let code = out.status.code().unwrap_or(-1);
     Ok(read_verify(command, code, &String::from_utf8_lossy(&out.stdout), received))
+}
+
+/// The files of `dir` the recorder has finished (a data file whose sidecar `NAME.json` is
+/// written: the recorder writes it after closing and renaming the file), in name order.
+pub fn finished_files(dir: &Path) -> Vec<PathBuf> {
+    let Ok(rd) = std::fs::read_dir(dir) else { return Vec::new() };
+    let mut out: Vec<PathBuf> = rd
+        .filter_map(|e| e.ok())
+        .map(|e| e.path())
+        .filter(|p| {
+            let name = p.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default();
+            !name.starts_with('.')
+                && !name.ends_with(".json")
+                && !name.ends_with(crate::spool::PART_SUFFIX)
+                && dir.join(crate::spool::sidecar_name(&name)).is_file()
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// Verify each finished file of `dir` on its own, then delete it and its sidecar: what a soak
+/// longer than the disk holds does every few seconds. Returns one verdict per file (a file
+/// that fails verify is kept, for a look at it).
+pub fn prune(dir: &Path) -> Vec<VerifyVerdict> {
+    let mut out = Vec::new();
+    for f in finished_files(dir) {
+        let v = verify(&f, None).unwrap_or_else(|e| VerifyVerdict {
+            verdict: format!("verify FAILED: {e}"),
+            exit_code: -1,
+            ..VerifyVerdict::default()
+        });
+        if v.ok {
+            let name = f.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default();
+            let _ = std::fs::remove_file(&f);
+            let _ = std::fs::remove_file(dir.join(crate::spool::sidecar_name(&name)));
+        }
+        out.push(v);
+    }
+    out
+}
+
+/// One verdict for a recording verified in parts (files verified and deleted during the run,
+/// then the rest): the parts' counts summed, judged as one verify would judge them, with the
+/// files' records held against what the recorder received.
+pub fn merge_verdicts(parts: &[VerifyVerdict], received: Option<u64>) -> VerifyVerdict {
+    let sum = |f: fn(&VerifyVerdict) -> Option<u64>| -> Option<u64> { parts.iter().map(f).sum() };
+    let (records, files, lost, problems) = (sum(|v| v.records), sum(|v| v.files), sum(|v| v.lost), sum(|v| v.problems));
+    let exit_code = parts.iter().map(|v| v.exit_code).find(|&c| c != 0).unwrap_or(0);
+    let doc = serde_json::json!({
+        "schema": "wirespeed.verify/2",
+        "files": vec![serde_json::Value::Null; files.unwrap_or(0) as usize],
+        "records": records,
+        "matching": sum(|v| v.matching),
+        "problems": problems,
+        "total": {"lost": lost},
+    });
+    let mut v = read_verify(
+        format!("{} verify runs, one per file as it was finished, then the rest", parts.len()),
+        if parts.iter().all(|p| p.exit_code == 0 || p.records.is_some()) { exit_code } else { -1 },
+        &doc.to_string(),
+        received,
+    );
+    if let Some(bad) = parts.iter().find(|p| !p.ok) {
+        v.ok = false;
+        v.verdict = format!("{}; first failing part: {} ({})", v.verdict, bad.verdict, bad.command);
+    }
+    v
 }
 
 /// The recording directory must hold no file yet, so verify judges this run's recording alone
@@ -249,5 +319,41 @@ mod tests {
         let v = read_verify("v".into(), 4, "not json", None);
         assert_eq!(v.verdict, "verify FAILED: it printed no report (exit code 4)");
         assert_eq!((v.records, v.files), (None, None));
+    }
+
+    #[test]
+    fn verdicts_of_parts_add_up_and_any_failing_part_fails_the_whole() {
+        let part = |records: u64| {
+            let doc = format!(
+                r#"{{"schema":"wirespeed.verify/2","files":[{{}}],"records":{records},"matching":1,"problems":0,"total":{{"lost":0}}}}"#
+            );
+            read_verify(format!("verify f{records}"), 0, &doc, None)
+        };
+        let parts = [part(100), part(250), part(7)];
+        let v = merge_verdicts(&parts, Some(357));
+        assert!(v.ok, "{v:?}");
+        assert_eq!((v.records, v.files, v.lost), (Some(357), Some(3), Some(0)));
+        assert!(!merge_verdicts(&parts, Some(358)).ok, "the files must hold what the recorder received");
+        let lossy = read_verify(
+            "verify bad".into(),
+            3,
+            r#"{"schema":"wirespeed.verify/2","files":[{}],"records":9,"problems":0,"total":{"lost":1}}"#,
+            None,
+        );
+        let v = merge_verdicts(&[part(100), lossy], Some(109));
+        assert!(!v.ok && v.verdict.contains("verify bad"), "{}", v.verdict);
+        assert_eq!(v.lost, Some(1));
+    }
+
+    #[test]
+    fn only_files_with_a_finished_sidecar_are_taken() {
+        let dir = std::env::temp_dir().join(format!("ws-soak-prune-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        for f in ["a-0001.raw", "a-0001.raw.json", "a-0002.raw.part", ".a-0002.raw.json.part", "b-0003.raw"] {
+            std::fs::write(dir.join(f), b"x").unwrap();
+        }
+        assert_eq!(finished_files(&dir), vec![dir.join("a-0001.raw")]);
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -42,15 +42,32 @@ pub fn run(runner: &Runner, cfg: &SoakConfig, live: &mut (dyn FnMut(&Interval) +
         "--window".into(),
         window.to_string(),
     ];
+    let mut recv_args = recv_args;
+    if cfg.record.is_some() && cfg.prune {
+        // A file a minute, each verified and deleted as soon as it is finished.
+        recv_args.extend(["--rotate".into(), "1m".into()]);
+    }
     let send_args = cfg.skip_every.map(|n| vec!["--skip-every".into(), n.to_string()]).unwrap_or_default();
     let pcfg = PointConfig { rate: cfg.rate, size: cfg.size, duration: cfg.duration, gso: cfg.gso, rcvbuf: cfg.rcvbuf };
     let (tx, rx) = mpsc::channel::<String>();
     let size = cfg.size;
     let record = cfg.record.is_some();
-    let (res, samples) = std::thread::scope(|s| {
+    let prune_dir = cfg.record.as_deref().filter(|_| cfg.prune);
+    let running = std::sync::atomic::AtomicBool::new(true);
+    let (res, samples, mut pruned) = std::thread::scope(|s| {
         let follower = s.spawn(move || follow(rx, size, record, live));
+        let running = &running;
+        let pruner = s.spawn(move || {
+            let mut parts = Vec::new();
+            while let Some(dir) = prune_dir.filter(|_| running.load(Ordering::Relaxed)) {
+                parts.extend(super::record::prune(dir));
+                std::thread::sleep(std::time::Duration::from_secs(5));
+            }
+            parts
+        });
         let res = runner.run_streamed(&pcfg, Stream { recv_args, send_args, recv_lines: Some(tx), exe: None });
-        (res, follower.join().unwrap_or_default())
+        running.store(false, Ordering::Relaxed);
+        (res, follower.join().unwrap_or_default(), pruner.join().unwrap_or_default())
     });
     let signalled = runner.stop_flag().load(Ordering::Relaxed);
     let mut doc = match res {
@@ -63,11 +80,23 @@ pub fn run(runner: &Runner, cfg: &SoakConfig, live: &mut (dyn FnMut(&Interval) +
     };
     if let Some(dir) = &cfg.record {
         let received = doc.point.as_ref().map(|p| p.received);
-        let v = super::record::verify(dir, received).unwrap_or_else(|e| VerifyVerdict {
-            verdict: format!("verify FAILED: {e}"),
-            exit_code: -1,
-            ..VerifyVerdict::default()
-        });
+        let rest = |received| {
+            super::record::verify(dir, received).unwrap_or_else(|e| VerifyVerdict {
+                verdict: format!("verify FAILED: {e}"),
+                exit_code: -1,
+                ..VerifyVerdict::default()
+            })
+        };
+        let v = if cfg.prune {
+            // Files finished after the pruner's last pass, one by one, then whatever is left.
+            pruned.extend(super::record::prune(dir));
+            if !super::record::finished_files(dir).is_empty() || pruned.is_empty() {
+                pruned.push(rest(None));
+            }
+            super::record::merge_verdicts(&pruned, received)
+        } else {
+            rest(received)
+        };
         super::record::add_verify(&mut doc, v);
     }
     Ok(doc)
