@@ -14,6 +14,7 @@ use std::io;
 
 pub mod cpu;
 pub mod file;
+pub mod packet;
 pub mod proc;
 pub mod ring;
 pub mod signal;

@@ -153,6 +153,7 @@ macro_rules! backends {
 backends! {
     /// `recvmmsg` on a UDP socket, with optional GRO.
     Mmsg => mmsg::MmsgBackend,
+    #[doc = "AF_PACKET with a TPACKET_V3 ring and a kernel filter to the port (needs CAP_NET_RAW)."] Packet => packet::PacketBackend,
 }
 
 impl Default for BackendKind {
