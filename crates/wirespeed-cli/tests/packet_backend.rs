@@ -24,9 +24,12 @@ fn send_in(ns: &Netns, port: u16, streams: &str) {
     assert!(out.status.success(), "send failed: {}", String::from_utf8_lossy(&out.stderr));
 }
 
+/// A stream's id, received, lost and gap ranges.
+type StreamLedger = (u64, u64, u64, Vec<(u64, u64)>);
+
 /// Per stream (by stream id, since the source ports differ between runs): received, lost and
 /// the gap ranges.
-fn ledger(rep: &Value) -> Vec<(u64, u64, u64, Vec<(u64, u64)>)> {
+fn ledger(rep: &Value) -> Vec<StreamLedger> {
     let mut v: Vec<_> = rep["streams"]
         .as_array()
         .expect("streams")
