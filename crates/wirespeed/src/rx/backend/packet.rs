@@ -578,4 +578,47 @@ mod tests {
         assert_eq!(geometry(0), (128 << 10, 4));
         assert_eq!(geometry(100 << 10), (128 << 10, 4));
     }
+
+    /// Two members of one fanout group on loopback: every datagram reaches exactly one of
+    /// them, each flow (source address and port) always the same one, and both get some.
+    #[test]
+    #[ignore = "needs root"]
+    fn fanout_members_split_the_flows_and_keep_each_on_one() {
+        use std::collections::HashMap;
+        use std::net::UdpSocket;
+        let mut cfg = RecvConfig::new("127.0.0.1:0".parse().unwrap());
+        cfg.rcvbuf = 4 << 20;
+        let group = 0x7000 | (std::process::id() & 0xfff);
+        let (ep0, b0) = PacketBackend::open(&cfg, Member { index: 0, count: 2, group }).unwrap();
+        cfg.listen = b0.local_addr.unwrap();
+        let (ep1, _) = PacketBackend::open(&cfg, Member { index: 1, count: 2, group }).unwrap();
+        let socks: Vec<UdpSocket> = (0..32).map(|_| UdpSocket::bind("127.0.0.1:0").unwrap()).collect();
+        for round in 0..20u8 {
+            for s in &socks {
+                s.send_to(&[round; 64], cfg.listen).unwrap();
+            }
+        }
+        let mut rx = [PacketBackend::start(&ep0, &cfg), PacketBackend::start(&ep1, &cfg)];
+        let mut got: [HashMap<SocketAddr, u32>; 2] = [HashMap::new(), HashMap::new()];
+        let mut idle = 0;
+        while got.iter().map(|m| m.values().sum::<u32>()).sum::<u32>() < 640 && idle < 20 {
+            let mut n = 0;
+            for (b, m) in rx.iter_mut().zip(got.iter_mut()) {
+                n += b
+                    .recv(|d, src| {
+                        assert_eq!(d.len(), 64);
+                        *m.entry(src.unwrap()).or_default() += 1;
+                    })
+                    .unwrap();
+            }
+            idle = if n == 0 { idle + 1 } else { 0 };
+        }
+        assert!(!got[0].is_empty() && !got[1].is_empty(), "32 flows all hashed to one member");
+        for s in &socks {
+            let a = s.local_addr().unwrap();
+            let counts = (got[0].get(&a).copied().unwrap_or(0), got[1].get(&a).copied().unwrap_or(0));
+            assert!(counts == (20, 0) || counts == (0, 20), "{a}: {counts:?}");
+        }
+        assert_eq!(rx[0].kernel_drops(), Some(0));
+    }
 }
