@@ -190,6 +190,8 @@ macro_rules! backends {
 backends! {
     /// `recvmmsg` on a UDP socket, with optional GRO.
     Mmsg => mmsg::MmsgBackend,
+    /// AF_PACKET with a TPACKET_V3 ring and a kernel filter to the port (needs CAP_NET_RAW).
+    Packet => packet::PacketBackend,
     /// AF_XDP (copy mode, one queue) fed by an XDP program redirecting the listen address.
     Xdp => xdp::XdpBackend,
 }
