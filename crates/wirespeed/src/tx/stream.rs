@@ -182,7 +182,7 @@ fn run_stream(ctx: &StreamCtx<'_>, index: u32, sock: Transport) -> Result<Stream
             n = n.min(c - idx);
         }
         let now = match pacer.as_mut() {
-            Some(p) => match p.wait(idx, n, deadline, ctx.stop) {
+            Some(p) => match p.wait_due(idx, plan.least as u64, &mut n, deadline, ctx.stop) {
                 Some(t) => t,
                 None => break,
             },

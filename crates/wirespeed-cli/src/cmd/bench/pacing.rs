@@ -1,4 +1,5 @@
-//! `wirespeed bench pacing`: how exactly `wirespeed send` keeps the rate it is asked for.
+//! `wirespeed bench pacing`: how exactly `wirespeed send` keeps the rate it is asked for, and
+//! at what CPU cost against iperf3.
 
 use crate::args::{self, List, OutputArgs, PlaceArgs, RcvbufArgs};
 use crate::out::{out_dir, print_json, say, say_line, to_json, write_files};
@@ -8,10 +9,13 @@ use wirespeed::bench::pacing::{self, Case, PacingConfig};
 use wirespeed::bench::point::Runner;
 use wirespeed::{sys, Error};
 
-pub const PACING_HELP: &str = "How exactly `wirespeed send` keeps the rate it is asked for: for each \
-    case (a datagram size and a rate), a sender and a receiver run for --duration, --repeat \
-    times, and the sender's own report gives the figures. The pacer's requirement is 0.5 % over \
-    any 1 s window; the last line says whether every window met it.\n\n\
+pub const PACING_HELP: &str = "How exactly `wirespeed send` keeps the rate it is asked for, and at \
+    what CPU cost: for each case (a datagram size and a rate), a sender and a receiver run for \
+    --duration, --repeat times, and the sender's own report gives the figures; iperf3 (-u -b RATE \
+    -l SIZE, server and client) runs the same case in the same place, alternating with wirespeed, \
+    unless --no-iperf3. The pacer's requirements: every 1 s window within 0.5 % of the request, \
+    and at moderate rates a sender CPU per datagram at most 2x iperf3's; the verdict lines say \
+    whether they were met.\n\n\
     The sender and receiver run in two partitions joined by a veth link when root, on loopback \
     (sender on the first CPU, receiver on the second) otherwise. Columns:\n  \
     payload, rate            the case: UDP payload bytes, the rate asked (--gso: with UDP GSO)\n  \
@@ -21,9 +25,16 @@ pub const PACING_HELP: &str = "How exactly `wirespeed send` keeps the rate it is
     send-call gap p50 / p99  time between send calls (medians of the runs' percentiles)\n  \
     stalls given up          backlogs older than the sender's --max-lag that it gave up, all runs\n  \
     receiver lost            datagrams the receiver never got, all runs\n\n\
-    Try:  wirespeed bench pacing                          (the six cases of BENCHMARKS.md, 5 s, 3 runs)\n      \
+    A second table gives, per tool: achieved / requested, the worst 1 s window (its distance \
+    from the request), sender and receiver CPU per datagram (medians; wirespeed: the sending \
+    thread with its pacing waits, and the capture thread; iperf3: the client and server \
+    processes, CPU use x test time / datagrams) and wirespeed's sender CPU over iperf3's. \
+    iperf3 runs whole seconds (-t); it sends no GSO.\n\n\
+    Default cases: 1080@1G,8800@1G,1080@5G,8800@5G (5 s, 3 runs). BENCHMARKS.md section 2's \
+    six: --cases 8800@1G,8800@5G,8800@20G+gso,1080@100kpps,1080@500kpps+gso,1080@942M.\n\n\
+    Try:  wirespeed bench pacing                          (the four default cases against iperf3)\n      \
     wirespeed bench pacing --cases 1080@100kpps,8800@20G+gso --duration 2 --repeat 1\n      \
-    wirespeed bench pacing --loopback --cases 1080@1000pps --duration 1 --json\n\n\
+    wirespeed bench pacing --loopback --cases 1080@1000pps --duration 1 --json --no-iperf3\n\n\
     Exit codes: 0 done (a window off target is a result, not a failure), 1 runtime failure or \
     stopped by a signal (Ctrl-C: the rows measured are still reported, and partitions are \
     removed), 2 bad usage.";
@@ -40,6 +51,10 @@ pub struct PacingArgs {
     /// Runs per case.
     #[arg(long, default_value = "3", value_parser = args::repeat)]
     repeat: u32,
+    /// Leave iperf3 out (it runs every case by default; left out with a note when it is not
+    /// installed).
+    #[arg(long)]
+    no_iperf3: bool,
     #[command(flatten)]
     buf: RcvbufArgs,
     #[command(flatten)]
@@ -55,7 +70,11 @@ pub fn cmd_pacing(a: PacingArgs) -> Result<u8, Error> {
             c.gso = true;
         }
     }
-    let cfg = PacingConfig { cases, duration: a.duration, repeat: a.repeat, rcvbuf: a.buf.rcvbuf };
+    let iperf3 = !a.no_iperf3;
+    if let (true, Some(why)) = (iperf3, pacing::iperf3_refuses(&cases)) {
+        return Err(Error::Usage(why));
+    }
+    let cfg = PacingConfig { cases, duration: a.duration, repeat: a.repeat, rcvbuf: a.buf.rcvbuf, iperf3 };
     let dir = out_dir(&a.output.out)?;
     let stop = sys::install_stop_handler();
     let runner = Runner::auto(a.place.loopback, stop)?;
@@ -74,6 +93,7 @@ pub fn cmd_pacing(a: PacingArgs) -> Result<u8, Error> {
         print_json(&doc)?;
     } else {
         println!("=> {}", pacing::verdict(&doc));
+        print!("{}", pacing::tools_text(&doc));
         if let Some(d) = &dir {
             println!("pacing.txt and pacing.json in {}", d.display());
         }
