@@ -444,8 +444,11 @@ pub struct RecvArgs {
     /// stale, not late.
     #[arg(long, default_value = "65536", value_parser = window)]
     pub window: u64,
-    /// How datagrams are taken from the kernel: recvmmsg (batches of --batch datagrams per
-    /// system call, with --gro optional) is the one backend today.
+    /// How datagrams are taken from the kernel: recvmmsg (default: batches of --batch
+    /// datagrams per system call, --gro optional, received straight into the recording ring);
+    /// packet (AF_PACKET TPACKET_V3 ring with a kernel filter to the port; needs CAP_NET_RAW;
+    /// one fanout ring per --threads thread); xdp (AF_XDP, root, an address on a real interface
+    /// such as a veth, IPv4, one thread; switch UDP segmentation offload off at veth senders).
     #[arg(long, default_value = "recvmmsg", value_name = "BACKEND", value_parser = backend)]
     pub backend: BackendKind,
     /// Poll without blocking: lowest latency, but the capture core runs at 100%.

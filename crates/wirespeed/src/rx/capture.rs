@@ -502,9 +502,10 @@ fn capture_loop<'a, B: Backend, S: Sink>(
         }
     }
     cap.sink.finish();
-    cap.publish(live, backend.kernel_drops());
+    let drops = backend.final_drops();
+    cap.publish(live, drops);
     let cpu_ns = sys::thread_cpu_ns() - cpu0;
-    Ok((cap, backend.kernel_drops(), backend.truncated(), stopped_by, cpu_ns, sys::current_cpu()))
+    Ok((cap, drops, backend.truncated(), stopped_by, cpu_ns, sys::current_cpu()))
 }
 
 #[cfg(test)]

@@ -219,6 +219,10 @@ impl<B: Backend> Backend for Filtered<'_, B> {
     fn truncated(&self) -> u64 {
         self.inner.truncated()
     }
+
+    fn final_drops(&mut self) -> Option<u64> {
+        self.inner.final_drops()
+    }
 }
 
 impl<B: Backend> Drop for Filtered<'_, B> {

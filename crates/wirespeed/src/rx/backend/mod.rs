@@ -62,6 +62,12 @@ pub trait Backend: Sized {
     fn kernel_drops(&self) -> Option<u64>;
     /// Datagrams the kernel truncated (larger than the receive buffer).
     fn truncated(&self) -> u64;
+    /// The drop count once the run is over, read fresh: a backend that reads its kernel's
+    /// counter only now and then (a packet ring reads it when a block says it lost some) reads
+    /// it here once more, so that drops in the last moments before a stop are not missed.
+    fn final_drops(&mut self) -> Option<u64> {
+        self.kernel_drops()
+    }
 }
 
 /// What a backend hands the capture from [`Backend::recv_into`].

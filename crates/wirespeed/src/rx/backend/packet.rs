@@ -434,6 +434,11 @@ impl Backend for PacketBackend {
     fn truncated(&self) -> u64 {
         self.truncated
     }
+
+    fn final_drops(&mut self) -> Option<u64> {
+        add_drops(&self.ring, &mut self.drops);
+        Some(self.drops)
+    }
 }
 
 #[cfg(test)]
