@@ -29,6 +29,7 @@ fn cfg() -> SoakConfig {
         rcvbuf: 32 << 20,
         skip_every: None,
         record: None,
+        prune: false,
     }
 }
 
