@@ -12,6 +12,7 @@ command -v cc >/dev/null 2>&1 || need+=(gcc)
 command -v tshark >/dev/null 2>&1 || need+=(tshark)
 command -v iperf3 >/dev/null 2>&1 || need+=(iperf3)
 command -v tcpdump >/dev/null 2>&1 || need+=(tcpdump)
+command -v ethtool >/dev/null 2>&1 || need+=(ethtool)
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ]; then
     echo "test.sh: installing ${need[*]}"
