@@ -601,6 +601,23 @@ pub struct PlaceArgs {
     /// datagrams: a higher flat-out rate from one core; iperf3 has none).
     #[arg(long)]
     pub gso: bool,
+    /// wirespeed's sender builds Ethernet/IP/UDP frames itself and sends them through
+    /// AF_PACKET on its partition's link (send --raw): about 0.65x a UDP socket's CPU per
+    /// datagram, so one sender core pushes the receiver harder. Partitions only.
+    #[arg(long, conflicts_with = "gso")]
+    pub raw: bool,
+}
+
+impl PlaceArgs {
+    /// The runner these options ask for: partitions as root (unless --loopback), with the raw
+    /// sender when --raw.
+    pub fn runner(&self, stop: &'static std::sync::atomic::AtomicBool) -> wirespeed::Result<wirespeed::bench::point::Runner> {
+        let mut r = wirespeed::bench::point::Runner::auto(self.loopback, stop)?;
+        if self.raw {
+            r.raw_sender()?;
+        }
+        Ok(r)
+    }
 }
 
 /// The receive buffer a bench command's receiver asks for, the same option for every bench

@@ -6,10 +6,8 @@ mod common;
 
 use common::*;
 use serde_json::Value;
-use std::net::UdpSocket;
 use std::path::Path;
 use std::time::Duration;
-use wirespeed::control::EndOfStream;
 
 const LEN: usize = 1024;
 /// pcap global header, and per record: record header + IPv4 + UDP headers.
@@ -23,24 +21,10 @@ fn counter(seq: u64, len: usize) -> Vec<u8> {
 }
 
 fn end(first: u64, last: u64) -> [u8; 80] {
-    EndOfStream {
-        session: 15,
-        stream_index: 0,
-        stream_count: 1,
-        format_stream: 0,
-        first_seq: first,
-        last_seq: last,
-        sent: last - first + 1,
-        skipped: 0,
-    }
-    .encode()
+    end_message(15, first, last)
 }
 
-fn socket(to: u16) -> UdpSocket {
-    let s = UdpSocket::bind("127.0.0.1:0").expect("bind a test sender");
-    s.connect(("127.0.0.1", to)).expect("address the receiver");
-    s
-}
+use common::sender_to as socket;
 
 /// `wirespeed verify DIR --json`: exit code and report.
 fn verify(dir: &str) -> (Option<i32>, Value) {

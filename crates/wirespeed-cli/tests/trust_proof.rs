@@ -8,7 +8,6 @@ use common::{finish, json, spawn_cmd_with, spawn_recv, traffic, u, Receiver};
 use serde_json::Value;
 use std::net::UdpSocket;
 use std::time::Duration;
-use wirespeed::control::EndOfStream;
 
 /// Counter datagram `seq` of `len` bytes (CASPER counter, big-endian, W = len / 8 words).
 fn counter(seq: u64, len: usize) -> Vec<u8> {
@@ -17,25 +16,9 @@ fn counter(seq: u64, len: usize) -> Vec<u8> {
 }
 
 /// What a one-stream wirespeed sender says at the end of `first..=last`, everything sent.
-fn end(session: u64, first: u64, last: u64) -> [u8; 80] {
-    EndOfStream {
-        session,
-        stream_index: 0,
-        stream_count: 1,
-        format_stream: 0,
-        first_seq: first,
-        last_seq: last,
-        sent: last - first + 1,
-        skipped: 0,
-    }
-    .encode()
-}
+use common::end_message as end;
 
-fn socket(to: u16) -> UdpSocket {
-    let s = UdpSocket::bind("127.0.0.1:0").expect("bind a test sender");
-    s.connect(("127.0.0.1", to)).expect("address the receiver");
-    s
-}
+use common::sender_to as socket;
 
 fn send_all(s: &UdpSocket, datagrams: impl IntoIterator<Item = Vec<u8>>) {
     for d in datagrams {

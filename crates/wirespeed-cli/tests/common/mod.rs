@@ -478,3 +478,26 @@ pub fn wait_part_file(dir: &std::path::Path, bytes: u64) -> u64 {
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+/// A wirespeed end-of-stream message for stream 0 of 1, claiming `first..=last` all sent: what
+/// tests forge or send by hand to check how a receiver judges one.
+pub fn end_message(session: u64, first: u64, last: u64) -> [u8; 80] {
+    wirespeed::control::EndOfStream {
+        session,
+        stream_index: 0,
+        stream_count: 1,
+        format_stream: 0,
+        first_seq: first,
+        last_seq: last,
+        sent: last - first + 1,
+        skipped: 0,
+    }
+    .encode()
+}
+
+/// A UDP socket on loopback connected to `port`: a hand-made sender for tests.
+pub fn sender_to(port: u16) -> std::net::UdpSocket {
+    let s = std::net::UdpSocket::bind("127.0.0.1:0").expect("bind a test sender");
+    s.connect(("127.0.0.1", port)).expect("address the receiver");
+    s
+}

@@ -168,6 +168,10 @@ pub struct Runner {
     record: Option<PathBuf>,
     /// Leave each point's recording in place (`bench soak --record` verifies it after the run).
     keep: bool,
+    /// wirespeed's sender builds its frames and sends them through AF_PACKET on its
+    /// partition's link (`send --raw`): cheaper per datagram than a UDP socket, so the one
+    /// sender core pushes a receiver harder.
+    raw: bool,
 }
 
 impl Runner {
@@ -183,7 +187,7 @@ impl Runner {
     /// Both ends on 127.0.0.1: the receiver on the second allowed CPU, the sender on the first,
     /// when there are two (otherwise unpinned, sharing).
     pub fn loopback(stop: &'static AtomicBool) -> Result<Runner> {
-        Ok(Runner { place: Place::loopback()?, stop, record: None, keep: false })
+        Ok(Runner { place: Place::loopback()?, stop, record: None, keep: false, raw: false })
     }
 
     /// Two partitions joined by a veth link (MTU 9000), one core each: the sender in partition
@@ -192,7 +196,7 @@ impl Runner {
         let place = Place::partitions("wsbench", "bench").map_err(|e| {
             Error::Runtime(format!("cannot make the two partitions ({e}); --loopback runs the benchmark on loopback"))
         })?;
-        Ok(Runner { place, stop, record: None, keep: false })
+        Ok(Runner { place, stop, record: None, keep: false, raw: false })
     }
 
     /// Make every point's receiver `wirespeed record` writing into `dir` (created if needed;
@@ -205,6 +209,18 @@ impl Runner {
             .map_err(|e| Error::Runtime(format!("cannot create the recording directory {}: {e}", dir.display())))?;
         crate::record::check_dir(&dir)?;
         self.record = Some(dir);
+        Ok(())
+    }
+
+    /// Make wirespeed's sender send raw frames (`send --raw LINK`) on its partition's end of the
+    /// link. Partitions only: on loopback the kernel drops IPv4 frames handed to `lo` raw.
+    pub fn raw_sender(&mut self) -> Result<()> {
+        if !self.place.is_partitions() {
+            return Err(Error::Usage(
+                "--raw needs partitions (run as root, without --loopback): the raw sender sends on the partition's link".into(),
+            ));
+        }
+        self.raw = true;
         Ok(())
     }
 
@@ -340,6 +356,9 @@ impl Runner {
         ];
         if cfg.gso {
             sargs.push("--gso".into());
+        }
+        if self.raw {
+            sargs.extend(["--raw".into(), crate::testbed::link_name(2)]);
         }
         if let Some(c) = self.place.pin(Side::Send) {
             sargs.extend(["--cpu".into(), c.to_string()]);

@@ -309,7 +309,7 @@ pub fn cmd_compare(a: CompareArgs) -> Result<u8, Error> {
     let dir = out_dir(&a.output.out)?;
     // Ctrl-C reaches the children too; this process lives on to report and remove partitions.
     let stop = sys::install_stop_handler();
-    let mut runner = Runner::auto(a.place.loopback, stop)?;
+    let mut runner = a.place.runner(stop)?;
     if let Some(d) = &cfg.record {
         runner.record_to(d.clone())?;
     }

@@ -5,7 +5,6 @@ use crate::out::{out_dir, print_json, say_line, to_json, write_files};
 use clap::Args;
 use std::time::Duration;
 use wirespeed::bench::max::{self, MaxConfig, Progress};
-use wirespeed::bench::point::Runner;
 use wirespeed::bench::search::SearchConfig;
 use wirespeed::units::Rate;
 use wirespeed::{sys, Error};
@@ -77,7 +76,7 @@ pub fn cmd_max(a: MaxArgs) -> Result<u8, Error> {
     let dir = out_dir(&a.output.out)?;
     // Ctrl-C reaches the children too; this process lives on to report and remove partitions.
     let stop = sys::install_stop_handler();
-    let runner = Runner::auto(a.place.loopback, stop)?;
+    let runner = a.place.runner(stop)?;
     let json = a.output.json;
     let head = max::header(&cfg, &runner.placement());
     let say = |l: &str| say_line(json, l);

@@ -6,7 +6,6 @@ use crate::out::{out_dir, print_json, say, say_line, to_json, write_files};
 use clap::Args;
 use std::time::Duration;
 use wirespeed::bench::pacing::{self, Case, PacingConfig};
-use wirespeed::bench::point::Runner;
 use wirespeed::{sys, Error};
 
 pub const PACING_HELP: &str = "How exactly `wirespeed send` keeps the rate it is asked for, and at \
@@ -77,7 +76,7 @@ pub fn cmd_pacing(a: PacingArgs) -> Result<u8, Error> {
     let cfg = PacingConfig { cases, duration: a.duration, repeat: a.repeat, rcvbuf: a.buf.rcvbuf, iperf3 };
     let dir = out_dir(&a.output.out)?;
     let stop = sys::install_stop_handler();
-    let runner = Runner::auto(a.place.loopback, stop)?;
+    let runner = a.place.runner(stop)?;
     let json = a.output.json;
     let head = pacing::header(&cfg, &runner.placement());
     say(json, &head);

@@ -4,7 +4,6 @@ use crate::args::{self, List, OutputArgs, PlaceArgs, RcvbufArgs};
 use crate::out::{out_dir, print_json, say, say_line, to_json, write_files};
 use clap::Args;
 use std::time::Duration;
-use wirespeed::bench::point::Runner;
 use wirespeed::bench::rates::{self, RatesConfig};
 use wirespeed::units::Rate;
 use wirespeed::{sys, Error};
@@ -72,7 +71,7 @@ pub fn cmd_rates(a: RatesArgs) -> Result<u8, Error> {
     };
     let dir = out_dir(&a.output.out)?;
     let stop = sys::install_stop_handler();
-    let runner = Runner::auto(a.place.loopback, stop)?;
+    let runner = a.place.runner(stop)?;
     let json = a.output.json;
     let head = rates::header(cfg.size, cfg.duration, &runner.placement());
     say(json, &head);

@@ -7,7 +7,6 @@ use crate::out::{out_dir, print_json, say_line, write_files};
 use clap::Args;
 use std::path::PathBuf;
 use std::time::Duration;
-use wirespeed::bench::point::Runner;
 use wirespeed::bench::soak::{self, SoakConfig};
 use wirespeed::units::{self, Rate};
 use wirespeed::{plot, sys, Error};
@@ -140,7 +139,7 @@ pub fn cmd_soak(a: SoakArgs) -> Result<u8, Error> {
     let dir = out_dir(&a.output.out)?;
     // Ctrl-C reaches the children too; this process lives on to report and remove partitions.
     let stop = sys::install_stop_handler();
-    let mut runner = Runner::auto(a.place.loopback, stop)?;
+    let mut runner = a.place.runner(stop)?;
     if let Some(d) = &cfg.record {
         runner.record_to(d.clone())?;
         runner.keep_recordings();

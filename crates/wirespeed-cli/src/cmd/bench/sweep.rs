@@ -5,7 +5,6 @@ use crate::out::{out_dir, print_json, say_line};
 use clap::Args;
 use std::path::PathBuf;
 use std::time::Duration;
-use wirespeed::bench::point::Runner;
 use wirespeed::bench::sweep::{self, Meta, SweepConfig};
 use wirespeed::units::{self, Rate};
 use wirespeed::{sys, Error};
@@ -128,7 +127,7 @@ pub fn cmd_sweep(a: SweepArgs) -> Result<u8, Error> {
     };
     let dir = out_dir(&Some(dir))?.unwrap_or_default();
     let stop = sys::install_stop_handler();
-    let mut runner = Runner::auto(a.place.loopback, stop)?;
+    let mut runner = a.place.runner(stop)?;
     if let Some(r) = &a.record {
         runner.record_to(r.clone())?;
     }
