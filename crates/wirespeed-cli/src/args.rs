@@ -611,7 +611,10 @@ pub struct PlaceArgs {
 impl PlaceArgs {
     /// The runner these options ask for: partitions as root (unless --loopback), with the raw
     /// sender when --raw.
-    pub fn runner(&self, stop: &'static std::sync::atomic::AtomicBool) -> wirespeed::Result<wirespeed::bench::point::Runner> {
+    pub fn runner(
+        &self,
+        stop: &'static std::sync::atomic::AtomicBool,
+    ) -> wirespeed::Result<wirespeed::bench::point::Runner> {
         let mut r = wirespeed::bench::point::Runner::auto(self.loopback, stop)?;
         if self.raw {
             r.raw_sender()?;

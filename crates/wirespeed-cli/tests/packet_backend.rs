@@ -228,3 +228,34 @@ fn a_full_ring_counts_every_drop_in_the_kernel_figure() {
     assert_eq!(received + drops, u(&rep["kernel"]["namespace_delta"], "in_errors"), "{stdout}");
     assert!(received + drops > 5000, "the data and the end messages: {stdout}");
 }
+
+/// A partition's address is held by its lo (a /32, routed over the link), so its datagrams
+/// arrive on the link, never on lo: the ring must not be bound to lo then.
+#[test]
+#[ignore = "needs root"]
+fn an_address_held_by_lo_but_reached_over_a_link_is_received() {
+    let _t = traffic();
+    let a = Netns::new("pkt-lo-a");
+    let b = Netns::new("pkt-lo-b");
+    let id = std::process::id() % 100_000;
+    let (va, vb) = (format!("wspa{id}"), format!("wspb{id}"));
+    sh(&["ip", "link", "add", &va, "netns", &a.name, "type", "veth", "peer", "name", &vb, "netns", &b.name]);
+    a.exec(&["ip", "addr", "add", "198.18.211.1/30", "dev", &va]);
+    b.exec(&["ip", "addr", "add", "198.18.211.2/30", "dev", &vb]);
+    b.exec(&["ip", "addr", "add", "198.18.212.2/32", "dev", "lo"]);
+    a.exec(&["ip", "link", "set", &va, "up"]);
+    b.exec(&["ip", "link", "set", &vb, "up"]);
+    a.exec(&["ip", "route", "add", "198.18.212.2/32", "via", "198.18.211.2"]);
+    let r = spawn_recv_with(
+        &b.prefix(),
+        "198.18.212.2:0",
+        &["--backend", "packet", "--size", "1024", "--once", "--json", "--duration", "60"],
+    );
+    let target = format!("198.18.212.2:{}", r.port);
+    let out = run_prefixed(&a.prefix(), &["send", &target, "--size", "1024", "--count", "2000", "--rate", "40kpps"]);
+    assert!(out.status.success(), "send failed: {}", String::from_utf8_lossy(&out.stderr));
+    let (code, stdout, stderr) = finish(r, Duration::from_secs(60));
+    assert_eq!(code, Some(0), "{stderr}");
+    let rep = json(&stdout);
+    assert_eq!((u(&rep, "datagrams"), rep["stopped_by"].as_str()), (2000, Some("end of stream")), "{stdout}");
+}

@@ -315,13 +315,21 @@ impl Backend for PacketBackend {
                 None => (0, "every interface".to_string()),
             }
         } else {
-            sys::packet::interface_of(ip)
+            let (index, name) = sys::packet::interface_of(ip)
                 .map_err(|e| Error::Runtime(format!("cannot list the interfaces: {e}")))?
                 .ok_or_else(|| {
                     Error::Usage(format!(
                         "address {ip} is not assigned to any interface here: use 0.0.0.0 or one of this host's addresses (`ip -br addr`)"
                     ))
-                })?
+                })?;
+            if name == "lo" && !ip.is_loopback() {
+                // A host address kept on lo (a partition's, a router id) is reached through
+                // another interface: datagrams for it never cross lo. Listen on every
+                // interface; the kernel filter still takes only this address and port.
+                (0, format!("every interface ({ip} is held by lo, so its datagrams arrive on another)"))
+            } else {
+                (index, name)
+            }
         };
         let mut notes = Vec::new();
         // The first member holds the port (and resolves port 0); the others share its port.
