@@ -205,7 +205,9 @@ fn destination(line: &str) -> Option<String> {
     let rest = &words[pos + 1..];
     match rest.first().copied() {
         // The target comes first in every example; without one the line only names options.
-        Some("send") => rest.get(1).filter(|w| !w.starts_with('-')).map(|s| s.to_string()),
+        // A shell-quoted target (`'[::1]:7148'`, quoted so the brackets are not a glob) is the
+        // address inside the quotes.
+        Some("send") => rest.get(1).filter(|w| !w.starts_with('-')).map(|s| s.trim_matches(['\'', '"']).to_string()),
         Some("ping") => {
             // Options with values come after the target in these examples; the first bare word
             // after `ping` that looks like HOST:PORT is the target.
