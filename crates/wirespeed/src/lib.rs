@@ -30,5 +30,6 @@ pub mod ttcp;
 pub mod tx;
 pub mod units;
 pub mod wire;
+pub mod xpc;
 
 pub use error::{Error, Result};

@@ -23,6 +23,7 @@ pub mod pair;
 pub mod place;
 pub mod proc;
 pub mod topology;
+pub mod xplink;
 
 mod cgroup;
 mod daemon;

@@ -1,0 +1,34 @@
+//! The raw devices of seed 000's `cl` driver (6.2): for every activated remote partition, 16
+//! point-to-point byte streams `raw/<remote>/<nn>` (nn = 00..0f) that `cat`, `dd`, shell
+//! redirection and select/poll use like any file, served by the partition daemon.
+
+use std::io;
+use std::time::Duration;
+
+/// Number of raw devices per remote partition (seed 000: 00..0f).
+pub const DEVICES: u8 = 16;
+
+/// What the raw devices need from the transport that carries their bytes to the remote
+/// partitions (XPC in the daemon, an in-memory loop in tests). One value serves every remote
+/// and device of one local partition; it is shared by the filesystem's threads.
+///
+/// Byte-stream semantics: bytes sent on (r, d) arrive in order on the remote's device
+/// (this partition's id, d); an end-of-stream marker sent when the last writer of a device
+/// closes it reaches the remote reader as one `Ok(Some(0))` after the bytes before it.
+pub trait DevLink: Send + Sync + 'static {
+    /// Remote partitions whose devices exist (they appear on first activation and stay).
+    fn remotes(&self) -> Vec<u32>;
+    /// Queue bytes for remote `r`, device `d`: returns how many were taken, 0 when flow control
+    /// says the link is full (retry after [`DevLink::wait`]). An error (ENOTCONN, with a clear
+    /// message) when the remote is deactivated or gone: never a hang.
+    fn send(&self, r: u32, d: u8, data: &[u8]) -> io::Result<usize>;
+    /// Queue the end-of-stream marker: `Ok(false)` when full (retry), error as for `send`.
+    fn send_eof(&self, r: u32, d: u8) -> io::Result<bool>;
+    /// Take arrived bytes for (r, d): `Ok(Some(n > 0))` bytes, `Ok(Some(0))` one end-of-stream
+    /// marker, `Ok(None)` nothing yet; an error when the remote is deactivated or gone and
+    /// nothing is left to read.
+    fn recv(&self, r: u32, d: u8, buf: &mut [u8]) -> io::Result<Option<usize>>;
+    /// Block until something may have changed (bytes arrived, space freed, a remote came or
+    /// went) or `timeout` passed. Spurious returns are allowed; missed wakeups are not.
+    fn wait(&self, timeout: Duration);
+}
