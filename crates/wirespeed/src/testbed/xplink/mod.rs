@@ -32,3 +32,29 @@ pub trait DevLink: Send + Sync + 'static {
     /// went) or `timeout` passed. Spurious returns are allowed; missed wakeups are not.
     fn wait(&self, timeout: Duration);
 }
+
+/// Where partition `local`'s daemon mounts its devices on the host:
+/// `/run/wirespeed/PREFIX/N/xplink` (holding `raw/<remote>/<nn>`). The local partition is in the
+/// host's path because the host sees every partition's devices at once; inside
+/// `partition exec N` the same directory is also at [`EXEC_PATH`].
+pub fn mount_dir(prefix: &str, local: u32) -> std::path::PathBuf {
+    super::run_dir().join(prefix).join(local.to_string()).join("xplink")
+}
+
+/// The seed's own path of the devices, as a command run by `partition exec` sees them.
+pub const EXEC_PATH: &str = "/hw/xplink";
+
+/// Name of a remote partition's directory (`02`) and of a device (`0f`), as the seed lists them.
+pub fn remote_name(remote: u32) -> String {
+    format!("{remote:02}")
+}
+
+/// Name of device `d` (00..0f).
+pub fn device_name(d: u8) -> String {
+    format!("{d:02x}")
+}
+
+/// Host path of device `d` to `remote`, seen from partition `local`.
+pub fn device_path(prefix: &str, local: u32, remote: u32, d: u8) -> std::path::PathBuf {
+    mount_dir(prefix, local).join("raw").join(remote_name(remote)).join(device_name(d))
+}
