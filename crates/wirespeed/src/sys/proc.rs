@@ -34,6 +34,24 @@ pub fn die_with_parent(cmd: &mut Command) -> &mut Command {
     }
 }
 
+/// Start the child `cmd` will run inside the network namespace `ns` (an open `/run/netns/NAME`),
+/// and nothing else of it: unlike `ip netns exec`, the child keeps this process's mount
+/// namespace, so what it mounts (a partition daemon's raw devices) is seen by the host.
+pub fn in_netns(cmd: &mut Command, ns: std::fs::File) -> &mut Command {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::process::CommandExt;
+    // SAFETY: the closure runs in the child between fork and exec: setns is async-signal-safe,
+    // and the file it names is moved into the closure, so its descriptor is open there.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::setns(ns.as_raw_fd(), libc::CLONE_NEWNET) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        })
+    }
+}
+
 /// When process `pid` started, in clock ticks after boot (field 22 of `/proc/PID/stat`), or
 /// `None` if there is no such process. A pid and its start time name one process for good:
 /// a pid reused by another process has another start time.

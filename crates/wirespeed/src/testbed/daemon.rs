@@ -77,9 +77,14 @@ pub(super) fn start_daemon(st: &State, id: u32, exe: &Path) -> Result<()> {
         .map_err(|e| Error::Runtime(format!("cannot open the daemon log: {e}")))?;
     let log2 = log.try_clone().map_err(|e| Error::Runtime(format!("cannot open the daemon log: {e}")))?;
     let ns = ns_name(prefix, id);
-    let child = Command::new("ip")
-        .args(["netns", "exec", &ns])
-        .arg(exe)
+    let ns_file = std::fs::File::open(ns_path(&ns))
+        .map_err(|e| Error::Runtime(format!("cannot open namespace {ns} for partition {id}'s daemon: {e}")))?;
+    let mut cmd = Command::new(exe);
+    // In the partition's network namespace only: the daemon mounts the partition's raw devices,
+    // and they must be seen from the host (and so from every partition), which a mount
+    // namespace of `ip netns exec`'s would hide.
+    sys::proc::in_netns(&mut cmd, ns_file);
+    let child = cmd
         .args(["partition", "daemon", &id.to_string(), "--prefix", prefix])
         .args(["--hb-check", &format!("{}ms", st.hb.check_ms), "--hb-misses", &st.hb.misses.to_string()])
         .stdin(Stdio::null())

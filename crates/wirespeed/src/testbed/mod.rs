@@ -27,6 +27,7 @@ pub mod xplink;
 
 mod cgroup;
 mod daemon;
+mod devices;
 mod net;
 mod state;
 mod status;
@@ -192,6 +193,12 @@ fn converge(st: &mut State, daemon_exe: Option<&Path>, out: &mut Outcome) -> Res
         cgroup::cgroups_for(st, p, out)?;
     }
     if let Some(exe) = daemon_exe {
+        devices::ensure_hw()?;
+        for p in &st.layout.partitions {
+            if daemon::daemon_pid(st, p.id).is_none() {
+                out.lines.extend(devices::detach_stale(&st.layout.prefix, p.id));
+            }
+        }
         daemon::start_missing(st, exe, out)?;
     }
     Ok(())
@@ -257,6 +264,7 @@ pub fn init(prefix: &str) -> Result<Undone> {
             let _ = sys::send_signal(p, libc::SIGKILL);
         }
     }
+    devices::remove(&st, &mut u);
     net::remove(&st, &mut u)?;
     cgroup::remove(&st, &mut u)?;
     daemon::remove_files(prefix, &mut u);
@@ -332,6 +340,7 @@ pub fn exec(prefix: &str, id: u32, cmd: &[String]) -> Result<std::convert::Infal
         return Err(Error::Usage("no command given: write `wirespeed partition exec N -- CMD ARGS...`".into()));
     }
     join_cgroups(&st, id, std::process::id())?;
+    devices::exec_view(prefix, id)?;
     let cpus: Vec<usize> = p.cpus.iter().copied().collect();
     sys::set_process_affinity(&cpus)
         .map_err(|e| Error::Runtime(format!("cannot restrict to CPUs {}: {e}", format_cpu_list(&p.cpus))))?;
