@@ -1,6 +1,8 @@
 //! Helpers shared by the end-to-end tests: run the real `wirespeed` binary and read its JSON.
 #![allow(dead_code)]
 
+pub mod parts;
+
 use serde_json::Value;
 use std::io::{BufRead, BufReader, Read};
 use std::process::{Child, Command, Output, Stdio};
@@ -500,4 +502,14 @@ pub fn sender_to(port: u16) -> std::net::UdpSocket {
     let s = std::net::UdpSocket::bind("127.0.0.1:0").expect("bind a test sender");
     s.connect(("127.0.0.1", port)).expect("address the receiver");
     s
+}
+
+/// A finished command's stderr, as text.
+pub fn stderr_of(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// A finished command's stdout, as text.
+pub fn stdout_of(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
 }

@@ -162,6 +162,8 @@ pub struct Writer {
     cpu0_ns: u64,
     /// The io_uring engine, when chosen and available.
     uring: Option<sys::uring::WriteRing>,
+    /// Write from threads even where io_uring is available (`bench writer`'s comparison).
+    force_threads: bool,
 }
 
 /// Environment variable: writes kept in flight (1..=16). Read once when the writer starts.
@@ -209,6 +211,7 @@ impl Writer {
             pool_cpu_ns: 0,
             cpu0_ns: sys::thread_cpu_ns(),
             uring: None,
+            force_threads: false,
         }
     }
 
@@ -571,8 +574,8 @@ impl Writer {
     pub fn run(mut self) -> WriterReport {
         self.cpu0_ns = sys::thread_cpu_ns();
         // io_uring unless told otherwise: on the test host it wrote as fast as four pwrite
-        // threads or faster, for about 40 % less CPU per GB (see the `writer_engines` measurement).
-        if self.uring.is_none() && std::env::var(ENGINE_ENV).map_or(true, |e| e != "threads") {
+        // threads or faster, for about 40 % less CPU per GB (`wirespeed bench writer`).
+        if self.uring.is_none() && !self.force_threads && std::env::var(ENGINE_ENV).map_or(true, |e| e != "threads") {
             match sys::uring::WriteRing::new(self.depth as u32) {
                 Ok(r) => self.uring = Some(r),
                 Err(e) => self.report.notes.push(format!("io_uring is not available ({e}): writing from threads")),
@@ -758,6 +761,62 @@ pub fn remove_if_empty(path: &Path) {
     }
 }
 
+/// One drain of a filled ring by the writer alone, for `bench writer`: the disk path's own
+/// speed and CPU with nothing competing, per engine and depth. `bytes` of 8192-byte records
+/// are put in a RAM ring first, then written to `dir` with O_DIRECT (where the filesystem
+/// allows it); the files are removed afterwards. Returns the writer's report and the seconds
+/// it took.
+pub fn drain_once(dir: &Path, bytes: usize, engine: &str, depth: usize) -> crate::Result<(WriterReport, f64)> {
+    use crate::wire::{ByteOrder, Counter, Format};
+    let fmt: Arc<dyn Format> = Arc::new(Counter::new(8192, ByteOrder::Be).map_err(crate::Error::Runtime)?);
+    let layout = ReadLayout::for_stream(&fmt, FileFormat::Raw).map_err(crate::Error::Runtime)?;
+    let (mut prod, cons) = sys::byte_ring(bytes, true)
+        .map_err(|e| crate::Error::Runtime(format!("cannot allocate a {bytes}-byte ring: {e}")))?;
+    let rec = vec![0u8; 8192];
+    while prod.write(&[&rec]) {}
+    prod.publish();
+    let shared = Arc::new(Shared::default());
+    shared.final_pos.store(prod.position(), Ordering::Relaxed);
+    shared.done.store(true, Ordering::Release);
+    let cfg = WriterConfig {
+        dir: dir.to_path_buf(),
+        prefix: format!("ws-bench-writer-{}", std::process::id()),
+        extension: "raw".into(),
+        direct: true,
+        chunk: 8 << 20,
+        prealloc: 256 << 20,
+        flush_after: Duration::from_secs(1),
+        layout,
+        format_spec: fmt.spec(),
+        window: 1024,
+    };
+    let mut w = Writer::new(cons, shared, cfg);
+    w.depth = depth.max(1);
+    match engine {
+        "io_uring" => {
+            w.uring = Some(
+                sys::uring::WriteRing::new(w.depth as u32)
+                    .map_err(|e| crate::Error::Runtime(format!("io_uring is not available here: {e}")))?,
+            )
+        }
+        "threads" => {}
+        other => return Err(crate::Error::Usage(format!("unknown write engine '{other}': use io_uring or threads"))),
+    }
+    // Threads means threads, even where `run` would choose io_uring by itself.
+    w.force_threads = engine == "threads";
+    let t = sys::monotonic_ns();
+    let r = w.run();
+    let dt = (sys::monotonic_ns() - t) as f64 / 1e9;
+    for f in &r.files {
+        let _ = std::fs::remove_file(&f.path);
+        let _ = std::fs::remove_file(&f.sidecar);
+    }
+    if let Some(e) = &r.error {
+        return Err(crate::Error::Runtime(format!("writing to {} failed: {e}", dir.display())));
+    }
+    Ok((r, dt))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -807,61 +866,5 @@ mod tests {
             .collect();
         assert!(left.is_empty(), "no .part left");
         let _ = std::fs::remove_dir_all(&dir);
-    }
-
-    /// The write engines side by side on a real disk: a ring filled up front, drained by the
-    /// writer alone (no capture competing). Run by hand:
-    /// `WS_BENCH_DIR=/some/dir cargo test --release -p wirespeed --lib writer_engines -- --ignored --nocapture`
-    #[test]
-    #[ignore = "a measurement: needs WS_BENCH_DIR and a few GB of disk"]
-    fn writer_engines() {
-        let Ok(dir) = std::env::var("WS_BENCH_DIR") else { return };
-        let fmt: Arc<dyn Format> = Arc::new(Counter::new(8192, ByteOrder::Be).unwrap());
-        let layout = ReadLayout::for_stream(&fmt, FileFormat::Raw).unwrap();
-        let len = 2usize << 30;
-        for (engine, depth) in
-            [("threads", 1), ("threads", 4), ("io_uring", 4), ("threads", 1), ("threads", 4), ("io_uring", 4)]
-        {
-            let (mut prod, cons) = sys::byte_ring(len, true).unwrap();
-            let rec = vec![0u8; 8192];
-            while prod.write(&[&rec]) {}
-            prod.publish();
-            let shared = Arc::new(Shared::default());
-            shared.final_pos.store(prod.position(), Ordering::Relaxed);
-            shared.done.store(true, Ordering::Release);
-            let cfg = WriterConfig {
-                dir: dir.clone().into(),
-                prefix: "bench".into(),
-                extension: "raw".into(),
-                direct: true,
-                chunk: 8 << 20,
-                prealloc: 256 << 20,
-                flush_after: Duration::from_secs(1),
-                layout: layout.clone(),
-                format_spec: fmt.spec(),
-                window: 1024,
-            };
-            let mut w = Writer::new(cons, shared, cfg);
-            w.depth = depth;
-            let t = sys::monotonic_ns();
-            if engine == "io_uring" {
-                w.uring = Some(sys::uring::WriteRing::new(depth as u32).unwrap());
-            }
-            let r = w.run();
-            let dt = (sys::monotonic_ns() - t) as f64 / 1e9;
-            println!(
-                "{engine} depth {depth}: {:.2} GB/s, p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms, writer CPU {:.3} s/GB ({})",
-                r.bytes as f64 / dt / 1e9,
-                r.write_p50_ms,
-                r.write_p99_ms,
-                r.max_write_ms,
-                r.cpu_s_per_gb,
-                r.write_engine
-            );
-            for f in &r.files {
-                let _ = std::fs::remove_file(&f.path);
-                let _ = std::fs::remove_file(&f.sidecar);
-            }
-        }
     }
 }

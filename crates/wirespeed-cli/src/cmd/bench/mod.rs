@@ -17,6 +17,7 @@ pub mod ring;
 pub mod soak;
 pub mod sweep;
 pub mod ttcp;
+pub mod writer;
 
 use clap::{Args, Subcommand};
 use wirespeed::Error;
@@ -61,6 +62,9 @@ enum BenchCmd {
     /// Time from starting wirespeed record until it receives, per ring size (before/after).
     #[command(long_about = ring::RING_HELP)]
     Ring(ring::RingArgs),
+    /// The recorder's disk path alone: GB/s, write latency and CPU per engine and depth.
+    #[command(long_about = writer::WRITER_HELP)]
+    Writer(writer::WriterArgs),
     #[command(hide = true)]
     BareRecv(bare_recv::BareRecvArgs),
 }
@@ -78,6 +82,7 @@ pub fn cmd_bench(a: BenchArgs) -> Result<u8, Error> {
         BenchCmd::Latency(l) => latency::cmd_latency(l),
         BenchCmd::Capture(c) => capture::cmd_capture(c),
         BenchCmd::Ring(r) => ring::cmd_ring(r),
+        BenchCmd::Writer(w) => writer::cmd_writer(w),
         BenchCmd::BareRecv(b) => bare_recv::cmd_bare_recv(b),
     }
 }
