@@ -58,3 +58,10 @@ pub fn device_name(d: u8) -> String {
 pub fn device_path(prefix: &str, local: u32, remote: u32, d: u8) -> std::path::PathBuf {
     mount_dir(prefix, local).join("raw").join(remote_name(remote)).join(device_name(d))
 }
+
+mod abi;
+mod fs;
+mod memlink;
+
+pub use fs::{Devices, MAX_IO};
+pub use memlink::MemLink;

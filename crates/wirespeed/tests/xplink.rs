@@ -1,0 +1,285 @@
+//! The raw devices end to end, as root: two partitions' devices mounted over an in-memory
+//! link, used by `dd`, `cat`, shell redirection and select as a user would.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use wirespeed::testbed::xplink::{device_path, DevLink, Devices, MemLink};
+
+/// Every wait is bounded by this: it only fails when something hangs.
+const HANG: Duration = Duration::from_secs(120);
+
+/// Partitions 1 and 2 with their devices mounted in a fresh directory; unmounted and removed on
+/// drop, also when the test panics.
+struct Pair {
+    dir: PathBuf,
+    a: Option<Devices>,
+    b: Option<Devices>,
+    link_a: Arc<MemLink>,
+}
+
+impl Pair {
+    fn new(capacity: usize) -> Pair {
+        static N: AtomicU32 = AtomicU32::new(0);
+        let dir = std::env::temp_dir().join(format!(
+            "wirespeed-xplink-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::SeqCst)
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (la, lb) = MemLink::pair(1, 2, capacity);
+        let mut p = Pair { dir, a: None, b: None, link_a: Arc::clone(&la) };
+        p.a = Some(Devices::mount(&p.dir.join("1"), 1, la as Arc<dyn DevLink>).expect("mount partition 1"));
+        p.b = Some(Devices::mount(&p.dir.join("2"), 2, lb as Arc<dyn DevLink>).expect("mount partition 2"));
+        p
+    }
+
+    /// Device `d` of partition `local` towards the other one.
+    fn dev(&self, local: u32, d: u8) -> PathBuf {
+        let remote = 3 - local;
+        self.dir.join(local.to_string()).join("raw").join(format!("{remote:02}")).join(format!("{d:02x}"))
+    }
+
+    fn file(&self, name: &str) -> PathBuf {
+        self.dir.join(name)
+    }
+}
+
+impl Drop for Pair {
+    fn drop(&mut self) {
+        drop(self.a.take());
+        drop(self.b.take());
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn sh(script: &str) -> Child {
+    Command::new("sh").arg("-c").arg(script).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("start sh")
+}
+
+/// Wait for a child, killing it and failing the test if it hangs.
+fn finish(mut c: Child, what: &str) -> Output {
+    let t = Instant::now();
+    while c.try_wait().unwrap().is_none() {
+        if t.elapsed() > HANG {
+            let _ = c.kill();
+            panic!("{what} hung for {HANG:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    c.wait_with_output().unwrap()
+}
+
+fn ok(c: Child, what: &str) -> Output {
+    let o = finish(c, what);
+    assert!(o.status.success(), "{what} failed: {}", String::from_utf8_lossy(&o.stderr));
+    o
+}
+
+fn sha256(p: &Path) -> String {
+    let o = Command::new("sha256sum").arg(p).output().unwrap();
+    assert!(o.status.success());
+    String::from_utf8_lossy(&o.stdout).split_whitespace().next().unwrap().to_string()
+}
+
+fn random_file(p: &Path, mib: usize) {
+    let o = Command::new("dd")
+        .args(["if=/dev/urandom", &format!("of={}", p.display()), "bs=1M", &format!("count={mib}"), "status=none"])
+        .output()
+        .unwrap();
+    assert!(o.status.success());
+}
+
+fn q(p: &Path) -> String {
+    format!("'{}'", p.display())
+}
+
+#[test]
+#[ignore = "needs root"]
+fn the_devices_are_listed_as_the_seed_shows_them() {
+    let p = Pair::new(1 << 20);
+    let names: Vec<String> = std::fs::read_dir(p.dir.join("1/raw/02"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    let want: Vec<String> = (0..16).map(|d| format!("{d:02x}")).collect();
+    assert_eq!(names, want);
+    let remotes: Vec<String> = std::fs::read_dir(p.dir.join("2/raw"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    assert_eq!(remotes, vec!["01"]);
+    assert_eq!(device_path("x", 1, 2, 15).file_name().unwrap(), "0f");
+    let md = std::fs::metadata(p.dev(1, 0)).unwrap();
+    assert!(md.is_file());
+    assert!(std::fs::metadata(p.dir.join("1/raw/03")).is_err(), "no partition 3");
+}
+
+#[test]
+#[ignore = "needs root"]
+fn dd_of_100_mib_through_a_device_arrives_byte_identical() {
+    let p = Pair::new(4 << 20);
+    let (src, dst) = (p.file("in"), p.file("out"));
+    random_file(&src, 100);
+    let reader = sh(&format!("dd if={} of={} bs=1M iflag=fullblock status=none", q(&p.dev(2, 0)), q(&dst)));
+    let writer = sh(&format!("dd if={} of={} bs=1M status=none", q(&src), q(&p.dev(1, 0))));
+    ok(writer, "dd into the device");
+    ok(reader, "dd out of the device");
+    assert_eq!(std::fs::metadata(&dst).unwrap().len(), 100 << 20);
+    assert_eq!(sha256(&src), sha256(&dst));
+}
+
+#[test]
+#[ignore = "needs root"]
+fn cat_and_redirection_work_both_ways() {
+    let p = Pair::new(256 << 10);
+    for (from, to, d) in [(1u32, 2u32, 1u8), (2, 1, 2)] {
+        let (src, dst) = (p.file(&format!("in{d}")), p.file(&format!("out{d}")));
+        random_file(&src, 3);
+        let reader = sh(&format!("cat {} > {}", q(&p.dev(to, d)), q(&dst)));
+        let writer = sh(&format!("cat {} > {}", q(&src), q(&p.dev(from, d))));
+        ok(writer, "cat into the device");
+        ok(reader, "cat out of the device");
+        assert_eq!(sha256(&src), sha256(&dst), "partition {from} to {to}, device {d}");
+    }
+}
+
+#[test]
+#[ignore = "needs root"]
+fn each_writer_close_is_one_end_of_file() {
+    let p = Pair::new(64 << 10);
+    for word in ["first", "second"] {
+        let reader = sh(&format!("cat {}", q(&p.dev(2, 3))));
+        ok(sh(&format!("printf {word} > {}", q(&p.dev(1, 3)))), "printf into the device");
+        let o = ok(reader, "cat until end of file");
+        assert_eq!(String::from_utf8_lossy(&o.stdout), word);
+    }
+}
+
+#[test]
+#[ignore = "needs root"]
+fn a_blocked_device_does_not_block_another() {
+    let p = Pair::new(64 << 10);
+    let idle = sh(&format!("cat {}", q(&p.dev(2, 4))));
+    let idle_writer = sh(&format!("dd if=/dev/zero of={} bs=1M count=1 status=none", q(&p.dev(2, 6))));
+    let src = p.file("in");
+    random_file(&src, 5);
+    let reader = sh(&format!("cat {} > {}", q(&p.dev(2, 5)), q(&p.file("out"))));
+    ok(sh(&format!("cat {} > {}", q(&src), q(&p.dev(1, 5)))), "cat into device 05");
+    ok(reader, "cat out of device 05");
+    assert_eq!(sha256(&src), sha256(&p.file("out")));
+    // Release the two that were blocked all along.
+    ok(sh(&format!("printf x > {}", q(&p.dev(1, 4)))), "printf into device 04");
+    assert_eq!(ok(idle, "cat of device 04").stdout, b"x");
+    let drain = sh(&format!("cat {} | wc -c", q(&p.dev(1, 6))));
+    ok(idle_writer, "dd into a full device 06");
+    assert_eq!(String::from_utf8_lossy(&ok(drain, "cat of device 06").stdout).trim(), "1048576");
+}
+
+const SELECT: &str = r#"
+import os, select, sys
+path, timeout = sys.argv[1], float(sys.argv[2])
+fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+try:
+    os.read(fd, 10)
+    print("read-did-not-block")
+except BlockingIOError:
+    print("eagain")
+sys.stdout.flush()
+r, _, _ = select.select([fd], [], [], timeout)
+if not r:
+    print("timeout")
+else:
+    print("readable", os.read(fd, 100).decode())
+"#;
+
+#[test]
+#[ignore = "needs root"]
+fn select_times_out_when_empty_and_wakes_when_the_remote_writes() {
+    let p = Pair::new(64 << 10);
+    let dev = p.dev(2, 7);
+    let o = Command::new("python3").args(["-c", SELECT, dev.to_str().unwrap(), "0.3"]).output().unwrap();
+    assert_eq!(String::from_utf8_lossy(&o.stdout), "eagain\ntimeout\n", "{}", String::from_utf8_lossy(&o.stderr));
+    let mut waiter = Command::new("python3")
+        .args(["-c", SELECT, dev.to_str().unwrap(), "100"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    BufReader::new(waiter.stdout.as_mut().unwrap()).read_line(&mut first).unwrap();
+    assert_eq!(first, "eagain\n");
+    std::thread::sleep(Duration::from_millis(200)); // let it reach select (either way it must wake)
+    ok(sh(&format!("printf hello > {}", q(&p.dev(1, 7)))), "printf into the device");
+    let o = ok(waiter, "python select");
+    assert_eq!(String::from_utf8_lossy(&o.stdout), "readable hello\n");
+}
+
+#[test]
+#[ignore = "needs root"]
+fn deactivation_fails_both_ends_of_a_transfer_and_activation_restores_them() {
+    let p = Pair::new(1 << 20);
+    let reader = sh(&format!("dd if={} of=/dev/null bs=1M", q(&p.dev(2, 8))));
+    let writer = sh(&format!("dd if=/dev/zero of={} bs=1M count=1000000", q(&p.dev(1, 8))));
+    std::thread::sleep(Duration::from_millis(500)); // let bytes flow (the outcome is the same if not)
+    p.link_a.deactivate();
+    for (c, what) in [(writer, "writer"), (reader, "reader")] {
+        let o = finish(c, what);
+        assert!(!o.status.success(), "{what} should fail");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains("Transport endpoint is not connected"), "{what}: {err}");
+    }
+    // The devices stay; opens succeed, I/O fails until activation.
+    let o = finish(sh(&format!("printf x > {}", q(&p.dev(1, 8)))), "write while deactivated");
+    assert!(!o.status.success());
+    p.link_a.activate();
+    let reader = sh(&format!("cat {}", q(&p.dev(2, 9))));
+    ok(sh(&format!("printf back > {}", q(&p.dev(1, 9)))), "write after activation");
+    assert_eq!(ok(reader, "read after activation").stdout, b"back");
+}
+
+#[test]
+#[ignore = "needs root"]
+fn ctrl_c_on_a_blocked_reader_returns_at_once() {
+    let p = Pair::new(64 << 10);
+    let reader = Command::new("cat").arg(p.dev(2, 10)).stderr(Stdio::piped()).spawn().unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    Command::new("kill").args(["-INT", &reader.id().to_string()]).status().unwrap();
+    let o = finish(reader, "interrupted cat");
+    assert!(!o.status.success());
+}
+
+#[test]
+#[ignore = "needs root"]
+fn unmount_with_a_blocked_reader_fails_it_instead_of_hanging() {
+    let mut p = Pair::new(64 << 10);
+    let reader = sh(&format!("cat {}", q(&p.dev(2, 11))));
+    std::thread::sleep(Duration::from_millis(300)); // let it block (same outcome if not yet open)
+    let b = p.b.take().unwrap();
+    let t = std::thread::spawn(move || b.unmount());
+    let o = finish(reader, "reader during unmount");
+    assert!(!o.status.success());
+    let start = Instant::now();
+    while !t.is_finished() {
+        assert!(start.elapsed() < HANG, "unmount hung");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    t.join().unwrap().unwrap();
+}
+
+/// Not an assertion: prints MB/s for `dd bs=1M` through one device (run with --nocapture).
+#[test]
+#[ignore = "needs root"]
+fn throughput_of_dd_with_1_mib_blocks() {
+    let p = Pair::new(4 << 20);
+    let reader = sh(&format!("dd if={} of=/dev/null bs=1M iflag=fullblock", q(&p.dev(2, 12))));
+    let writer = sh(&format!("dd if=/dev/zero of={} bs=1M count=2000", q(&p.dev(1, 12))));
+    let w = ok(writer, "dd writer");
+    let r = ok(reader, "dd reader");
+    eprintln!("writer: {}reader: {}", String::from_utf8_lossy(&w.stderr), String::from_utf8_lossy(&r.stderr));
+}
