@@ -791,3 +791,246 @@ fn serve(core: &Core, dev: &File) {
         core.handle(&buf[..n], &mut scratch);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testbed::xplink::MemLink;
+    use std::sync::atomic::AtomicBool;
+
+    /// Records every message the core writes.
+    #[derive(Default, Clone)]
+    struct Rec(Arc<Mutex<Vec<Vec<u8>>>>);
+
+    impl Sink for Rec {
+        fn put(&self, msg: &[u8]) {
+            self.0.lock().unwrap().push(msg.to_vec());
+        }
+    }
+
+    impl Rec {
+        /// Messages so far as (error or notify code, unique, body), emptied.
+        fn take(&self) -> Vec<(i32, u64, Vec<u8>)> {
+            let msgs = std::mem::take(&mut *self.0.lock().unwrap());
+            msgs.into_iter()
+                .map(|m| {
+                    assert_eq!(abi::u32_at(&m, 0) as usize, m.len(), "length field");
+                    (abi::u32_at(&m, 4) as i32, abi::u64_at(&m, 8), m[OUT_HEADER..].to_vec())
+                })
+                .collect()
+        }
+    }
+
+    fn req(op: u32, unique: u64, nodeid: u64, body: &[u8]) -> Vec<u8> {
+        let mut o = Out::default();
+        o.u32((IN_HEADER + body.len()) as u32).u32(op).u64(unique).u64(nodeid).zeros(16).bytes(body);
+        o.0
+    }
+
+    struct T {
+        core: Core,
+        rec: Rec,
+        scratch: Vec<u8>,
+    }
+
+    impl T {
+        fn new(link: Arc<dyn DevLink>) -> T {
+            let rec = Rec::default();
+            T { core: Core::new(link, Box::new(rec.clone())), rec, scratch: vec![] }
+        }
+        fn send(&mut self, op: u32, unique: u64, nodeid: u64, body: &[u8]) -> Vec<(i32, u64, Vec<u8>)> {
+            self.core.handle(&req(op, unique, nodeid, body), &mut self.scratch);
+            self.rec.take()
+        }
+        fn pass(&mut self) -> Vec<(i32, u64, Vec<u8>)> {
+            self.core.pass(&mut self.scratch);
+            self.rec.take()
+        }
+        /// Open device (2, d) with O_RDONLY/O_WRONLY flags: the file handle.
+        fn open(&mut self, d: u8, flags: i32) -> u64 {
+            let mut b = Out::default();
+            b.u32(flags as u32).u32(0);
+            let r = self.send(abi::OPEN, 1, ino_of(Node::Device(2, d)), &b.0);
+            assert_eq!(r[0].0, 0);
+            abi::u64_at(&r[0].2, 0)
+        }
+        fn read(&mut self, unique: u64, fh: u64, size: u32, flags: i32) -> Vec<(i32, u64, Vec<u8>)> {
+            let mut b = Out::default();
+            b.u64(fh).u64(0).u32(size).u32(0).u64(0).u32(flags as u32).u32(0);
+            self.send(abi::READ, unique, 0, &b.0)
+        }
+        fn write(&mut self, unique: u64, fh: u64, data: &[u8]) -> Vec<(i32, u64, Vec<u8>)> {
+            let mut b = Out::default();
+            b.u64(fh).u64(0).u32(data.len() as u32).u32(0).u64(0).u32(0).u32(0).bytes(data);
+            self.send(abi::WRITE, unique, 0, &b.0)
+        }
+        fn release(&mut self, fh: u64) {
+            let mut b = Out::default();
+            b.u64(fh).u32(0).u32(0).u64(0);
+            assert_eq!(self.send(abi::RELEASE, 9, 0, &b.0)[0].0, 0);
+        }
+    }
+
+    fn pair() -> (T, Arc<MemLink>) {
+        let (a, b) = MemLink::pair(1, 2, 8);
+        (T::new(a), b)
+    }
+
+    #[test]
+    fn node_ids_round_trip() {
+        for n in [Node::Root, Node::Raw, Node::Remote(0), Node::Remote(63), Node::Device(2, 0), Node::Device(2, 15)] {
+            assert_eq!(node_of(ino_of(n)), Some(n));
+        }
+        assert_eq!(node_of(3), None);
+        assert_eq!(node_of((3 << 8) | 17), None, "device 16 does not exist");
+    }
+
+    #[test]
+    fn a_read_waits_for_the_remote_then_completes_with_what_arrived() {
+        let (mut t, remote) = pair();
+        let fh = t.open(0, libc::O_RDONLY);
+        assert!(t.read(10, fh, 100, 0).is_empty(), "nothing yet: the reply is deferred");
+        assert_eq!(t.read(11, fh, 100, libc::O_NONBLOCK), vec![(-libc::EAGAIN, 11, vec![])]);
+        assert!(t.pass().is_empty());
+        remote.send(1, 0, b"abc").unwrap();
+        assert_eq!(t.pass(), vec![(0, 10, b"abc".to_vec())]);
+        assert!(t.core.lock().devs.values().all(|d| !d.busy()));
+    }
+
+    #[test]
+    fn an_interrupt_answers_the_waiting_request_with_eintr() {
+        let (mut t, _remote) = pair();
+        let fh = t.open(1, libc::O_RDONLY);
+        assert!(t.read(20, fh, 100, 0).is_empty());
+        let mut b = Out::default();
+        b.u64(20);
+        assert_eq!(t.send(abi::INTERRUPT, 21, 0, &b.0), vec![(-libc::EINTR, 20, vec![])]);
+        assert!(t.send(abi::INTERRUPT, 22, 0, &b.0).is_empty(), "already answered");
+    }
+
+    #[test]
+    fn a_write_larger_than_the_link_completes_with_its_full_count_once_queued() {
+        let (mut t, remote) = pair();
+        let fh = t.open(2, libc::O_WRONLY);
+        assert!(t.write(30, fh, b"0123456789abcdef").is_empty(), "8 of 16 bytes fit");
+        let mut buf = [0u8; 8];
+        assert_eq!(remote.recv(1, 2, &mut buf).unwrap(), Some(8));
+        assert_eq!(t.pass(), vec![(0, 30, [16u32.to_ne_bytes(), [0; 4]].concat())]);
+        assert_eq!(remote.recv(1, 2, &mut buf).unwrap(), Some(8));
+        assert_eq!(&buf, b"89abcdef");
+    }
+
+    #[test]
+    fn the_last_writer_to_close_sends_one_end_of_stream() {
+        let (mut t, remote) = pair();
+        let (w1, w2, r) = (t.open(3, libc::O_WRONLY), t.open(3, libc::O_RDWR), t.open(3, libc::O_RDONLY));
+        let mut buf = [0u8; 8];
+        t.release(w1);
+        t.release(r);
+        assert_eq!(remote.recv(1, 3, &mut buf).unwrap(), None, "a writer is still open");
+        t.release(w2);
+        assert_eq!(remote.recv(1, 3, &mut buf).unwrap(), Some(0));
+        assert_eq!(remote.recv(1, 3, &mut buf).unwrap(), None, "exactly one marker");
+    }
+
+    #[test]
+    fn an_end_of_stream_waits_behind_a_full_link() {
+        let (mut t, remote) = pair();
+        let w = t.open(4, libc::O_WRONLY);
+        assert_eq!(t.write(40, w, b"01234567")[0].0, 0);
+        t.release(w);
+        let mut buf = [0u8; 8];
+        assert_eq!(remote.recv(1, 4, &mut buf).unwrap(), Some(8));
+        assert!(t.pass().is_empty());
+        assert_eq!(remote.recv(1, 4, &mut buf).unwrap(), Some(0));
+    }
+
+    #[test]
+    fn poll_reports_now_and_notifies_when_bytes_arrive() {
+        let (mut t, remote) = pair();
+        let fh = t.open(5, libc::O_RDONLY);
+        let mut b = Out::default();
+        b.u64(fh).u64(77).u32(abi::POLL_SCHEDULE_NOTIFY).u32(libc::POLLIN as u32);
+        let r = t.send(abi::POLL, 50, 0, &b.0);
+        assert_eq!(abi::u32_at(&r[0].2, 0) & libc::POLLIN as u32, 0, "not readable yet");
+        assert!(t.pass().is_empty());
+        remote.send(1, 5, b"hi").unwrap();
+        assert_eq!(t.pass(), vec![(abi::NOTIFY_POLL, 0, 77u64.to_ne_bytes().to_vec())]);
+        let r = t.send(abi::POLL, 51, 0, &b.0);
+        assert_ne!(abi::u32_at(&r[0].2, 0) & libc::POLLIN as u32, 0, "readable now");
+        assert_eq!(t.read(52, fh, 100, 0), vec![(0, 52, b"hi".to_vec())], "staged bytes are read");
+    }
+
+    #[test]
+    fn deactivation_fails_waiting_reads_and_writes_with_enotconn() {
+        let (mut t, remote) = pair();
+        let (r, w) = (t.open(6, libc::O_RDONLY), t.open(7, libc::O_WRONLY));
+        assert!(t.read(60, r, 100, 0).is_empty());
+        assert!(t.write(61, w, &[0; 20]).is_empty());
+        remote.deactivate();
+        let mut got = t.pass();
+        got.sort();
+        assert_eq!(got, vec![(-libc::ENOTCONN, 60, vec![]), (0, 61, [8u32.to_ne_bytes(), [0; 4]].concat())]);
+        assert_eq!(t.write(62, w, b"x"), vec![(-libc::ENOTCONN, 62, vec![])]);
+    }
+
+    #[test]
+    fn stopping_fails_everything_that_waits() {
+        let (mut t, _remote) = pair();
+        let r = t.open(8, libc::O_RDONLY);
+        assert!(t.read(70, r, 100, 0).is_empty());
+        t.core.fail_all();
+        assert_eq!(t.rec.take(), vec![(-libc::ENOTCONN, 70, vec![])]);
+        assert_eq!(t.read(71, r, 100, 0), vec![(-libc::ENOTCONN, 71, vec![])]);
+    }
+
+    /// A link whose remote is announced only when `shown` is set.
+    struct Later(Arc<MemLink>, AtomicBool);
+
+    impl DevLink for Later {
+        fn remotes(&self) -> Vec<u32> {
+            if self.1.load(Ordering::SeqCst) {
+                self.0.remotes()
+            } else {
+                vec![]
+            }
+        }
+        fn send(&self, r: u32, d: u8, data: &[u8]) -> io::Result<usize> {
+            self.0.send(r, d, data)
+        }
+        fn send_eof(&self, r: u32, d: u8) -> io::Result<bool> {
+            self.0.send_eof(r, d)
+        }
+        fn recv(&self, r: u32, d: u8, buf: &mut [u8]) -> io::Result<Option<usize>> {
+            self.0.recv(r, d, buf)
+        }
+        fn wait(&self, timeout: Duration) {
+            self.0.wait(timeout)
+        }
+    }
+
+    #[test]
+    fn a_remote_activated_later_appears_and_directories_list_it() {
+        let (a, _b) = MemLink::pair(1, 2, 8);
+        let link = Arc::new(Later(a, AtomicBool::new(false)));
+        let mut t = T::new(Arc::clone(&link) as Arc<dyn DevLink>);
+        assert_eq!(t.send(abi::LOOKUP, 1, RAW, b"02\0")[0].0, -libc::ENOENT);
+        link.1.store(true, Ordering::SeqCst);
+        let r = t.send(abi::LOOKUP, 2, RAW, b"02\0");
+        assert_eq!((r[0].0, abi::u64_at(&r[0].2, 0)), (0, ino_of(Node::Remote(2))));
+        let mut b = Out::default();
+        b.u64(0).u64(0).u32(4096).u32(0).u64(0).u32(0).u32(0);
+        let r = t.send(abi::READDIR, 3, ino_of(Node::Remote(2)), &b.0);
+        let mut names = vec![];
+        let mut off = 0;
+        let body = &r[0].2;
+        while off < body.len() {
+            let len = abi::u32_at(body, off + 16) as usize;
+            names.push(String::from_utf8(body[off + 24..off + 24 + len].to_vec()).unwrap());
+            off += (24 + len).div_ceil(8) * 8;
+        }
+        assert_eq!(names.len(), 18);
+        assert_eq!(&names[..3], [".", "..", "00"]);
+        assert_eq!(names[17], "0f");
+    }
+}
