@@ -283,3 +283,19 @@ fn throughput_of_dd_with_1_mib_blocks() {
     let r = ok(reader, "dd reader");
     eprintln!("writer: {}reader: {}", String::from_utf8_lossy(&w.stderr), String::from_utf8_lossy(&r.stderr));
 }
+
+#[test]
+#[ignore = "needs root"]
+fn a_mount_left_by_a_dead_daemon_is_replaced() {
+    let p = Pair::new(64 << 10);
+    let stale = p.dir.join("stale");
+    std::fs::create_dir_all(&stale).unwrap();
+    let dev = wirespeed::sys::fuse::open_dev().unwrap();
+    wirespeed::sys::fuse::mount(&dev, &stale, "fuse.wirespeed", "allow_other").unwrap();
+    drop(dev); // the server is gone: the mount answers ENOTCONN
+    assert_eq!(std::fs::metadata(&stale).unwrap_err().raw_os_error(), Some(libc::ENOTCONN));
+    let (la, _lb) = MemLink::pair(1, 2, 64);
+    let d = Devices::mount(&stale, 1, la).expect("mount over the stale one");
+    assert!(std::fs::metadata(stale.join("raw/02/0f")).unwrap().is_file());
+    d.unmount().unwrap();
+}

@@ -150,6 +150,13 @@ fn errno_of(e: &io::Error) -> i32 {
     }
 }
 
+fn scratch_min(scratch: &mut Vec<u8>) -> &mut [u8] {
+    if scratch.len() < OUT_HEADER {
+        scratch.resize(OUT_HEADER, 0);
+    }
+    scratch
+}
+
 /// The filesystem's state machine, independent of `/dev/fuse` so it can be tested without a mount.
 pub(crate) struct Core {
     link: Arc<dyn DevLink>,
@@ -423,6 +430,9 @@ impl Core {
             return self.err(h.unique, libc::ENOTCONN);
         }
         let Some((r, d)) = Self::handle_of(&st, fh) else { return self.err(h.unique, libc::EBADF) };
+        if size == 0 {
+            return self.reply_data(h.unique, scratch_min(scratch), 0);
+        }
         let dev = st.devs.entry((r, d)).or_default();
         if dev.reads.is_empty() {
             if let Some(done) = self.try_read(r, d, dev, size, scratch) {
