@@ -299,3 +299,25 @@ fn a_mount_left_by_a_dead_daemon_is_replaced() {
     assert!(std::fs::metadata(stale.join("raw/02/0f")).unwrap().is_file());
     d.unmount().unwrap();
 }
+
+#[test]
+#[ignore = "needs root"]
+fn a_private_view_shows_the_devices_at_a_fixed_path_and_the_host_does_not_see_it() {
+    let p = Pair::new(64 << 10);
+    let (devices, view) = (p.dir.join("1"), p.dir.join("view"));
+    let reader = {
+        let (devices, view) = (devices.clone(), view.clone());
+        std::thread::spawn(move || {
+            wirespeed::testbed::xplink::enter_view(&devices, &view).unwrap();
+            // This thread's children see the devices at the fixed path.
+            sh(&format!("cat {}", q(&view.join("raw/02/0d"))))
+        })
+        .join()
+        .unwrap()
+    };
+    assert!(!view.join("raw").exists(), "the host's view is unchanged");
+    ok(sh(&format!("printf seen > {}", q(&p.dev(2, 13)))), "printf into the device");
+    assert_eq!(ok(reader, "cat through the private view").stdout, b"seen");
+    let e = wirespeed::testbed::xplink::enter_view(&p.dir.join("nothing"), &view).unwrap_err();
+    assert!(e.to_string().contains("no raw devices are mounted at"), "{e}");
+}
