@@ -12,17 +12,21 @@ use wirespeed::testbed::xplink::{device_path, DevLink, Devices, MemLink};
 /// Every wait is bounded by this: it only fails when something hangs.
 const HANG: Duration = Duration::from_secs(120);
 
-/// Partitions 1 and 2 with their devices mounted in a fresh directory; unmounted and removed on
-/// drop, also when the test panics.
+/// Partitions (1 and 2, or more) with their devices mounted in a fresh directory; unmounted
+/// and removed on drop, also when the test panics.
 struct Pair {
     dir: PathBuf,
-    a: Option<Devices>,
-    b: Option<Devices>,
+    mounts: Vec<Option<Devices>>,
+    links: Vec<Arc<MemLink>>,
     link_a: Arc<MemLink>,
 }
 
 impl Pair {
     fn new(capacity: usize) -> Pair {
+        Pair::mesh(&[1, 2], capacity)
+    }
+
+    fn mesh(ids: &[u32], capacity: usize) -> Pair {
         static N: AtomicU32 = AtomicU32::new(0);
         let dir = std::env::temp_dir().join(format!(
             "wirespeed-xplink-{}-{}",
@@ -30,16 +34,22 @@ impl Pair {
             N.fetch_add(1, Ordering::SeqCst)
         ));
         std::fs::create_dir_all(&dir).unwrap();
-        let (la, lb) = MemLink::pair(1, 2, capacity);
-        let mut p = Pair { dir, a: None, b: None, link_a: Arc::clone(&la) };
-        p.a = Some(Devices::mount(&p.dir.join("1"), 1, la as Arc<dyn DevLink>).expect("mount partition 1"));
-        p.b = Some(Devices::mount(&p.dir.join("2"), 2, lb as Arc<dyn DevLink>).expect("mount partition 2"));
+        let links = MemLink::mesh(ids, capacity);
+        let mut p = Pair { dir, mounts: vec![], links: links.clone(), link_a: Arc::clone(&links[0]) };
+        for (id, l) in ids.iter().zip(links) {
+            let d = Devices::mount(&p.dir.join(id.to_string()), *id, l as Arc<dyn DevLink>);
+            p.mounts.push(Some(d.unwrap_or_else(|e| panic!("mount partition {id}: {e}"))));
+        }
         p
     }
 
-    /// Device `d` of partition `local` towards the other one.
+    /// Device `d` of partition `local` towards the other one of a pair.
     fn dev(&self, local: u32, d: u8) -> PathBuf {
-        let remote = 3 - local;
+        self.dev_to(local, 3 - local, d)
+    }
+
+    /// Device `d` of partition `local` towards `remote`.
+    fn dev_to(&self, local: u32, remote: u32, d: u8) -> PathBuf {
         self.dir.join(local.to_string()).join("raw").join(format!("{remote:02}")).join(format!("{d:02x}"))
     }
 
@@ -50,8 +60,9 @@ impl Pair {
 
 impl Drop for Pair {
     fn drop(&mut self) {
-        drop(self.a.take());
-        drop(self.b.take());
+        for m in &mut self.mounts {
+            drop(m.take());
+        }
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
@@ -260,7 +271,7 @@ fn unmount_with_a_blocked_reader_fails_it_instead_of_hanging() {
     let mut p = Pair::new(64 << 10);
     let reader = sh(&format!("cat {}", q(&p.dev(2, 11))));
     std::thread::sleep(Duration::from_millis(300)); // let it block (same outcome if not yet open)
-    let b = p.b.take().unwrap();
+    let b = p.mounts[1].take().unwrap();
     let t = std::thread::spawn(move || b.unmount());
     let o = finish(reader, "reader during unmount");
     assert!(!o.status.success());
@@ -320,4 +331,35 @@ fn a_private_view_shows_the_devices_at_a_fixed_path_and_the_host_does_not_see_it
     assert_eq!(ok(reader, "cat through the private view").stdout, b"seen");
     let e = wirespeed::testbed::xplink::enter_view(&p.dir.join("nothing"), &view).unwrap_err();
     assert!(e.to_string().contains("no raw devices are mounted at"), "{e}");
+}
+
+#[test]
+#[ignore = "needs root"]
+fn several_remotes_are_independent_and_one_going_away_leaves_the_others() {
+    let p = Pair::mesh(&[1, 2, 3], 256 << 10);
+    let remotes: std::collections::BTreeSet<String> = std::fs::read_dir(p.dir.join("1/raw"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    assert_eq!(remotes.into_iter().collect::<Vec<_>>(), ["02", "03"]);
+    let blocked = sh(&format!("cat {}", q(&p.dev_to(2, 3, 0))));
+    let mut jobs = vec![];
+    for (to, d) in [(2u32, 0u8), (3, 0), (3, 1)] {
+        let (src, dst) = (p.file(&format!("in{to}{d}")), p.file(&format!("out{to}{d}")));
+        random_file(&src, 4);
+        let reader = sh(&format!("cat {} > {}", q(&p.dev_to(to, 1, d)), q(&dst)));
+        let writer = sh(&format!("cat {} > {}", q(&src), q(&p.dev_to(1, to, d))));
+        jobs.push((reader, writer, src, dst));
+    }
+    for (reader, writer, src, dst) in jobs {
+        ok(writer, "cat into a device");
+        ok(reader, "cat out of a device");
+        assert_eq!(sha256(&src), sha256(&dst));
+    }
+    p.links[2].deactivate(); // partition 3 goes away
+    let o = finish(blocked, "reader of partition 3's device");
+    assert!(String::from_utf8_lossy(&o.stderr).contains("Transport endpoint is not connected"));
+    let reader = sh(&format!("cat {}", q(&p.dev_to(2, 1, 2))));
+    ok(sh(&format!("printf still > {}", q(&p.dev_to(1, 2, 2)))), "1 to 2 after 3 went away");
+    assert_eq!(ok(reader, "cat 1 to 2").stdout, b"still");
 }
