@@ -283,16 +283,22 @@ fn unmount_with_a_blocked_reader_fails_it_instead_of_hanging() {
     t.join().unwrap().unwrap();
 }
 
-/// Not an assertion: prints MB/s for `dd bs=1M` through one device (run with --nocapture).
+/// Not an assertion: prints wall-clock MB/s of `dd` through one device, 1000 writes of each
+/// size as in seed 000's Table 3, over the in-memory link (run with --nocapture).
 #[test]
 #[ignore = "needs root"]
-fn throughput_of_dd_with_1_mib_blocks() {
+fn throughput_of_dd_by_block_size() {
     let p = Pair::new(4 << 20);
-    let reader = sh(&format!("dd if={} of=/dev/null bs=1M iflag=fullblock", q(&p.dev(2, 12))));
-    let writer = sh(&format!("dd if=/dev/zero of={} bs=1M count=2000", q(&p.dev(1, 12))));
-    let w = ok(writer, "dd writer");
-    let r = ok(reader, "dd reader");
-    eprintln!("writer: {}reader: {}", String::from_utf8_lossy(&w.stderr), String::from_utf8_lossy(&r.stderr));
+    eprintln!("{:>8} {:>9}", "bytes", "MB/s");
+    for (i, bs) in [32usize, 128, 1024, 4096, 16384, 65536, 262144, 1 << 20].into_iter().enumerate() {
+        let d = i as u8;
+        let t = Instant::now();
+        let reader = sh(&format!("dd if={} of=/dev/null bs={bs} status=none", q(&p.dev(2, d))));
+        let writer = sh(&format!("dd if=/dev/zero of={} bs={bs} count=1000 status=none", q(&p.dev(1, d))));
+        ok(writer, "dd writer");
+        ok(reader, "dd reader");
+        eprintln!("{bs:>8} {:>9.1}", (bs * 1000) as f64 / t.elapsed().as_secs_f64() / 1e6);
+    }
 }
 
 #[test]

@@ -3,10 +3,15 @@
 //! requests that had to wait whenever [`DevLink::wait`] reports a change.
 //!
 //! The protocol is spoken here by hand rather than through the `fuser` crate because the
-//! devices live on what `fuser`'s reply model makes awkward: READ and WRITE replies deferred
-//! for as long as the remote is silent or full, FUSE_INTERRUPT answered so that Ctrl-C on a
-//! blocked `cat` returns at once, and FUSE_NOTIFY_POLL for a real select; the subset needed is
-//! about twenty message layouts, and mounting as root is one mount(2) with no fusermount.
+//! devices live on what its model makes awkward: READ and WRITE replies deferred for as long
+//! as the remote is silent or full, FUSE_INTERRUPT answered so that Ctrl-C on a blocked `cat`
+//! returns at once (`fuser` does not pass interrupts on), and FUSE_NOTIFY_POLL for a real
+//! select. The subset needed is about twenty message layouts and one mount(2) as root, which
+//! costs less than a dependency that would also raise the minimum Rust version.
+//!
+//! The pump relies on [`DevLink::wait`] returning for any change made since its previous
+//! return (as [`super::MemLink`] does); a transport that can miss a change made just before
+//! the call delays the requests it concerns by at most 50 ms, never forever.
 
 use super::abi::{self, InHeader, Out, IN_HEADER, OUT_HEADER};
 use super::{device_name, remote_name, DevLink, DEVICES};
@@ -109,8 +114,8 @@ struct Dev {
     writers: u32,
     /// The last send found the link full: not writable until the link changes.
     out_full: bool,
-    /// Poll handles (kh, events) waiting for a notification.
-    polls: Vec<(u64, u32)>,
+    /// Poll handles (kh, events, file handle) waiting for a notification.
+    polls: Vec<(u64, u32, u64)>,
 }
 
 impl Dev {
@@ -400,6 +405,10 @@ impl Core {
         let fh = abi::u64_at(body, 0);
         let mut st = self.lock();
         if let Some(hd) = st.handles.remove(&fh) {
+            // A poll of the closed file has nobody left to wake.
+            if let Some(dev) = st.devs.get_mut(&(hd.remote, hd.dev)) {
+                dev.polls.retain(|&(_, _, f)| f != fh);
+            }
             if hd.write {
                 let stopping = st.stopping;
                 let dev = st.devs.entry((hd.remote, hd.dev)).or_default();
@@ -562,8 +571,8 @@ impl Core {
         let ev = if stopping { libc::POLLERR as u32 } else { self.revents(r, d, dev, scratch) };
         let wanted = events | (libc::POLLERR | libc::POLLHUP) as u32;
         if ev & wanted == 0 && flags & abi::POLL_SCHEDULE_NOTIFY != 0 {
-            dev.polls.retain(|&(k, _)| k != kh);
-            dev.polls.push((kh, events));
+            dev.polls.retain(|&(k, _, _)| k != kh);
+            dev.polls.push((kh, events, fh));
             self.work.notify_one();
         }
         drop(st);
@@ -624,11 +633,11 @@ impl Core {
             if !dev.polls.is_empty() {
                 let ev = self.revents(r, d, dev, scratch);
                 let polls = std::mem::take(&mut dev.polls);
-                for (kh, events) in polls {
+                for (kh, events, fh) in polls {
                     if ev & (events | (libc::POLLERR | libc::POLLHUP) as u32) != 0 {
                         self.notify_poll(kh);
                     } else {
-                        dev.polls.push((kh, events));
+                        dev.polls.push((kh, events, fh));
                     }
                 }
             }
@@ -651,7 +660,7 @@ impl Core {
                     self.err(w.unique, libc::ENOTCONN)
                 }
             }
-            for (kh, _) in dev.polls.drain(..) {
+            for (kh, _, _) in dev.polls.drain(..) {
                 self.notify_poll(kh);
             }
             dev.eofs = 0;

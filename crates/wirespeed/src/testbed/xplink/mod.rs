@@ -1,6 +1,10 @@
 //! The raw devices of seed 000's `cl` driver (6.2): for every activated remote partition, 16
 //! point-to-point byte streams `raw/<remote>/<nn>` (nn = 00..0f) that `cat`, `dd`, shell
 //! redirection and select/poll use like any file, served by the partition daemon.
+//!
+//! [`Devices`] mounts them as a FUSE filesystem over any [`DevLink`] (XPC in the daemon);
+//! [`MemLink`] is the in-memory link tests use in its place; [`enter_exec_view`] shows them at
+//! the seed's own path [`EXEC_PATH`] to a command run inside a partition.
 
 use std::io;
 use std::time::Duration;
