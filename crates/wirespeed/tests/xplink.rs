@@ -313,8 +313,14 @@ fn a_mount_left_by_a_dead_daemon_is_replaced() {
     assert_eq!(std::fs::metadata(&stale).unwrap_err().raw_os_error(), Some(libc::ENOTCONN));
     let (la, _lb) = MemLink::pair(1, 2, 64);
     let d = Devices::mount(&stale, 1, la).expect("mount over the stale one");
+    assert!(!wirespeed::testbed::xplink::detach_stale(&stale).unwrap(), "a live mount is left alone");
     assert!(std::fs::metadata(stale.join("raw/02/0f")).unwrap().is_file());
     d.unmount().unwrap();
+    let dev = wirespeed::sys::fuse::open_dev().unwrap();
+    wirespeed::sys::fuse::mount(&dev, &stale, "fuse.wirespeed", "allow_other").unwrap();
+    drop(dev);
+    assert!(wirespeed::testbed::xplink::detach_stale(&stale).unwrap());
+    assert!(std::fs::metadata(&stale).unwrap().is_dir());
 }
 
 #[test]

@@ -716,12 +716,7 @@ impl Devices {
             ),
             _ => Error::Runtime(format!("cannot open /dev/fuse for the raw devices: {e}")),
         })?;
-        // A mount left by a daemon that died answers ENOTCONN: detach it first.
-        if let Err(e) = std::fs::metadata(mountpoint) {
-            if e.raw_os_error() == Some(libc::ENOTCONN) {
-                let _ = sys::fuse::umount_lazy(mountpoint);
-            }
-        }
+        detach_stale(mountpoint)?;
         std::fs::create_dir_all(mountpoint).map_err(|e| {
             Error::Runtime(format!("cannot create the raw devices' directory {}: {e}", mountpoint.display()))
         })?;
@@ -786,6 +781,22 @@ impl Devices {
 impl Drop for Devices {
     fn drop(&mut self) {
         let _ = self.shutdown();
+    }
+}
+
+/// Detach the raw devices a daemon that died left at `mountpoint` (they answer every access
+/// with ENOTCONN, and a directory holding them cannot be removed): `Ok(true)` when there was
+/// one. Live mounts and plain directories are left alone. `partition destroy` and a restarting
+/// daemon call it before touching the directory.
+pub fn detach_stale(mountpoint: &Path) -> Result<bool> {
+    match std::fs::metadata(mountpoint) {
+        Err(e) if e.raw_os_error() == Some(libc::ENOTCONN) => {
+            sys::fuse::umount_lazy(mountpoint).map_err(|e| {
+                Error::Runtime(format!("cannot detach the dead raw devices at {}: {e}", mountpoint.display()))
+            })?;
+            Ok(true)
+        }
+        _ => Ok(false),
     }
 }
 

@@ -67,7 +67,7 @@ mod abi;
 mod fs;
 mod memlink;
 
-pub use fs::{Devices, MAX_IO};
+pub use fs::{detach_stale, Devices, MAX_IO};
 pub use memlink::MemLink;
 
 /// Show partition `local`'s devices at [`EXEC_PATH`] (the seed's `/hw/xplink/raw/NN/nn`) to
