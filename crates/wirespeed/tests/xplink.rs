@@ -375,3 +375,28 @@ fn several_remotes_are_independent_and_one_going_away_leaves_the_others() {
     ok(sh(&format!("printf still > {}", q(&p.dev_to(1, 2, 2)))), "1 to 2 after 3 went away");
     assert_eq!(ok(reader, "cat 1 to 2").stdout, b"still");
 }
+
+/// Not an assertion: prints the aggregate wall-clock MB/s of 1, 2 and 4 devices at once, each
+/// with `dd bs=1M count=500`, over the in-memory link (run with --nocapture).
+#[test]
+#[ignore = "needs root"]
+fn throughput_of_several_devices_at_once() {
+    let p = Pair::new(4 << 20);
+    eprintln!("{:>7} {:>9}", "devices", "MB/s");
+    let mut first = 0u8;
+    for n in [1u8, 2, 4] {
+        let t = Instant::now();
+        let mut jobs = vec![];
+        for d in first..first + n {
+            let reader = sh(&format!("dd if={} of=/dev/null bs=1M status=none", q(&p.dev(2, d))));
+            let writer = sh(&format!("dd if=/dev/zero of={} bs=1M count=500 status=none", q(&p.dev(1, d))));
+            jobs.push((reader, writer));
+        }
+        for (reader, writer) in jobs {
+            ok(writer, "dd writer");
+            ok(reader, "dd reader");
+        }
+        eprintln!("{n:>7} {:>9.1}", ((usize::from(n) * 500) << 20) as f64 / t.elapsed().as_secs_f64() / 1e6);
+        first += n;
+    }
+}
