@@ -15,6 +15,7 @@ use std::io;
 pub mod bpf;
 pub mod cpu;
 pub mod file;
+pub mod fuse;
 pub mod mount;
 pub mod packet;
 pub mod packet_tx;

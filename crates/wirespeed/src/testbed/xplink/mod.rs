@@ -1,6 +1,10 @@
 //! The raw devices of seed 000's `cl` driver (6.2): for every activated remote partition, 16
 //! point-to-point byte streams `raw/<remote>/<nn>` (nn = 00..0f) that `cat`, `dd`, shell
 //! redirection and select/poll use like any file, served by the partition daemon.
+//!
+//! [`Devices`] mounts them as a FUSE filesystem over any [`DevLink`] (XPC in the daemon);
+//! [`MemLink`] is the in-memory link tests use in its place; [`enter_exec_view`] shows them at
+//! the seed's own path [`EXEC_PATH`] to a command run inside a partition.
 
 use std::io;
 use std::time::Duration;
@@ -57,4 +61,35 @@ pub fn device_name(d: u8) -> String {
 /// Host path of device `d` to `remote`, seen from partition `local`.
 pub fn device_path(prefix: &str, local: u32, remote: u32, d: u8) -> std::path::PathBuf {
     mount_dir(prefix, local).join("raw").join(remote_name(remote)).join(device_name(d))
+}
+
+mod abi;
+mod fs;
+mod memlink;
+
+pub use fs::{detach_stale, Devices, MAX_IO};
+pub use memlink::MemLink;
+
+/// Show partition `local`'s devices at [`EXEC_PATH`] (the seed's `/hw/xplink/raw/NN/nn`) to
+/// this thread and what it runs next, in a mount namespace of its own, so the host's view is
+/// unchanged: `partition exec` calls it just before exec. Creates `/hw/xplink` if missing.
+pub fn enter_exec_view(prefix: &str, local: u32) -> crate::Result<()> {
+    enter_view(&mount_dir(prefix, local), std::path::Path::new(EXEC_PATH))
+}
+
+/// [`enter_exec_view`] for any mounted devices directory `devices` and any place `at`.
+pub fn enter_view(devices: &std::path::Path, at: &std::path::Path) -> crate::Result<()> {
+    use crate::error::Error;
+    if !devices.join("raw").is_dir() {
+        return Err(Error::Runtime(format!(
+            "no raw devices are mounted at {}: is the partition's daemon running (`wirespeed partition status`)?",
+            devices.display()
+        )));
+    }
+    crate::sys::fuse::unshare_mounts()
+        .map_err(|e| Error::Runtime(format!("cannot give the command its own mount namespace (needs root): {e}")))?;
+    std::fs::create_dir_all(at).map_err(|e| Error::Runtime(format!("cannot create {}: {e}", at.display())))?;
+    crate::sys::fuse::bind(devices, at).map_err(|e| {
+        Error::Runtime(format!("cannot show the raw devices {} at {}: {e}", devices.display(), at.display()))
+    })
 }
