@@ -26,6 +26,7 @@ pub mod socket;
 pub mod time;
 pub mod uring;
 pub mod xdp;
+pub mod xpc;
 
 pub use cpu::{current_cpu, lock_memory, pin_current_thread, set_process_affinity};
 pub use file::{clear_direct, create_direct, free_space, preallocate};
