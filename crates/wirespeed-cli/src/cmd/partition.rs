@@ -59,7 +59,7 @@ enum PartCmd {
         #[arg(long)]
         json: bool,
     },
-    /// Heartbeat daemon of partition P (mkpd); `create` starts one per partition.
+    /// Daemon of partition P (mkpd and XPC): heartbeat, channels, raw devices; `create` starts one per partition.
     Daemon(DaemonArgs),
 }
 
@@ -111,6 +111,12 @@ struct DaemonArgs {
     /// Partition-support version to announce (A.B); peers with another major ignore it.
     #[arg(long, default_value = "1.0", value_parser = parse_version, hide = true)]
     hb_version: (u32, u32),
+    /// XPC version to announce on the control channels (A.B); another major is refused.
+    #[arg(long, default_value = "1.0", value_parser = parse_version, hide = true)]
+    xpc_version: (u32, u32),
+    /// Speak no XPC: no channels, no raw devices (peers say it does not support XPC messaging).
+    #[arg(long, hide = true)]
+    no_xpc: bool,
 }
 
 fn parse_cpus(s: &str) -> Result<std::collections::BTreeSet<usize>, String> {
@@ -306,6 +312,12 @@ pub(crate) fn cmd_partition(a: PartitionArgs) -> Result<u8, Error> {
                     p.daemon_pid.map_or("none".to_string(), |d| d.to_string()),
                     p.state
                 );
+                for (j, x) in &p.xpc_by {
+                    println!("  xpc with partition {j}: {x}");
+                }
+                if let Some(d) = &p.devices {
+                    println!("  raw devices: {d}/raw (inside `partition exec {}`: /hw/xplink/raw)", p.id);
+                }
             }
             Ok(0)
         }
@@ -316,6 +328,8 @@ pub(crate) fn cmd_partition(a: PartitionArgs) -> Result<u8, Error> {
                 check: Duration::from_millis(hb.check_ms),
                 misses: hb.misses,
                 version: d.hb_version,
+                xpc_version: d.xpc_version,
+                xpc: !d.no_xpc,
             };
             testbed::run_daemon(&prefix, d.id, opts, &mut |line| {
                 use std::io::Write;

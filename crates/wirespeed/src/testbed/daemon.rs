@@ -10,12 +10,14 @@ use super::cgroup::join_cgroups;
 use super::heartbeat::{self, Beat, PeerState, PeerWatch};
 use super::net::{ns_exists, ns_held, ns_inode, ns_name, ns_path};
 use super::state::{alive, check_prefix, find, load, load_existing, work_dir, Held, State};
+use super::xplink;
 use super::Undone;
-use crate::{sys, Error, Result};
+use crate::{sys, xpc, Error, Result};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Pid file of partition `id`'s daemon.
@@ -109,6 +111,9 @@ pub(super) struct View {
     pub(super) id: u32,
     pub(super) time_ms: u64,
     pub(super) peers: BTreeMap<u32, PeerState>,
+    /// Its XPC with each peer: connected, connecting, refused (and why) or down.
+    #[serde(default)]
+    pub(super) xpc: BTreeMap<u32, String>,
 }
 
 /// Wall-clock milliseconds, as the views are stamped.
@@ -125,11 +130,24 @@ pub struct DaemonOptions {
     pub misses: u32,
     /// Version to announce (tests use another major to see the NOTICE).
     pub version: (u32, u32),
+    /// XPC version to announce on the control channels (tests use another major to see the
+    /// seed's "xpc: Local version A.B does not support Remote version C.D").
+    pub xpc_version: (u32, u32),
+    /// Whether this partition speaks XPC (channels and raw devices); `false` makes its peers
+    /// print "Partition X does not support XPC messaging".
+    pub xpc: bool,
 }
 
-/// Run partition `id`'s heartbeat daemon until stopped (SIGTERM/SIGINT), until its
-/// namespace is deleted, or until the configuration is removed by `init`. Console lines
-/// (Table 2 wording) go to `console`.
+/// Run partition `id`'s daemon until stopped (SIGTERM/SIGINT), until its namespace is
+/// deleted, or until the configuration is removed by `init`. Console lines (Table 2 wording)
+/// go to `console`.
+///
+/// The daemon is the partition's `mkpd` and its XPC: it opens the partition's XPC node (whose
+/// page carries the heartbeat counter the other partitions read through a read-only mapping),
+/// mounts the raw devices, and every check: beats, reads each peer's counter, and activates a
+/// peer that beats (its control channel connects with a version exchange, then its 16 device
+/// channels) or deactivates one that stopped (its channels are closed: users of its devices get
+/// ENOTCONN at once). The heartbeat file and the view stay, for `status`.
 pub fn run_daemon(prefix: &str, id: u32, o: DaemonOptions, console: &mut dyn FnMut(&str)) -> Result<()> {
     check_prefix(prefix)?;
     let st = load_existing(prefix)?;
@@ -152,18 +170,42 @@ pub fn run_daemon(prefix: &str, id: u32, o: DaemonOptions, console: &mut dyn FnM
     let _ = std::fs::create_dir_all(work_dir(prefix));
     std::fs::write(pid_file(prefix, id), std::process::id().to_string())
         .map_err(|e| Error::Runtime(format!("cannot write the daemon pid file: {e}")))?;
+    let dir = xpc::dir(prefix);
+    let node = xpc::Node::open(&dir, id, xpc::NodeOptions { version: o.version, xpc: o.xpc })?;
+    let link = Arc::new(xpc::XpcDevLink::new(node));
+    let devices = if o.xpc {
+        let dl: Arc<dyn xplink::DevLink> = link.clone();
+        match xplink::Devices::mount(&xplink::mount_dir(prefix, id), id, dl) {
+            Ok(d) => {
+                console(&format!(
+                    "NOTICE: partition {id}: raw devices at {}/raw",
+                    xplink::mount_dir(prefix, id).display()
+                ));
+                Some(d)
+            }
+            Err(e) => {
+                console(&format!("WARNING: partition {id}: no raw devices: {e}"));
+                None
+            }
+        }
+    } else {
+        None
+    };
     let mut watches: BTreeMap<u32, PeerWatch> = BTreeMap::new();
+    let mut pages: BTreeMap<u32, xpc::RemotePage> = BTreeMap::new();
+    let mut xpcs: BTreeMap<u32, XpcPeer> = BTreeMap::new();
     let mut counter: u64 = 0;
     let mut last_deact = false;
-    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+    let end = loop {
+        if stop.load(std::sync::atomic::Ordering::Relaxed) {
+            break format!("NOTICE: partition {id}: heartbeat daemon stopped");
+        }
         let tick = Instant::now();
         let Some(st) = load(prefix).ok().flatten() else {
-            console(&format!("NOTICE: partition {id}: configuration removed; daemon exits"));
-            return Ok(());
+            break format!("NOTICE: partition {id}: configuration removed; daemon exits");
         };
         if !ns_exists(&ns) || ns_inode(&Path::new("/run/netns").join(&ns)) != my_ns {
-            console(&format!("WARNING: partition {id}: namespace {ns} deleted; daemon exits"));
-            return Ok(());
+            break format!("WARNING: partition {id}: namespace {ns} deleted; daemon exits");
         }
         let deact = st.deactivated.contains(&id);
         if deact != last_deact {
@@ -176,6 +218,7 @@ pub fn run_daemon(prefix: &str, id: u32, o: DaemonOptions, console: &mut dyn FnM
         }
         if !deact {
             counter += 1;
+            link.node().beat();
             let _ = heartbeat::publish(&hb_file(prefix, id), Beat { version: o.version, counter });
         }
         let peers: BTreeSet<u32> = st.layout.partitions.iter().map(|p| p.id).filter(|&p| p != id).collect();
@@ -183,12 +226,21 @@ pub fn run_daemon(prefix: &str, id: u32, o: DaemonOptions, console: &mut dyn FnM
         for &p in &peers {
             let w = watches.entry(p).or_insert_with(|| PeerWatch::new(p));
             // A deactivated partition sees nobody, as with `mkpart -d`.
-            let beat = if deact { None } else { heartbeat::read(&hb_file(prefix, p)) };
+            let beat = if deact { None } else { read_page(&mut pages, &dir, p) };
             if let Some(line) = w.observe(beat, o.misses, o.version) {
                 console(&line);
             }
+            let up = w.state == PeerState::Active;
+            if o.xpc {
+                xpc_step(&link, &mut xpcs, p, up, o.xpc_version, console);
+            }
         }
-        let view = View { id, time_ms: now_ms(), peers: watches.iter().map(|(k, w)| (*k, w.state)).collect() };
+        let view = View {
+            id,
+            time_ms: now_ms(),
+            peers: watches.iter().map(|(k, w)| (*k, w.state)).collect(),
+            xpc: xpcs.iter().map(|(k, x)| (*k, x.state.clone())).collect(),
+        };
         if let Ok(s) = serde_json::to_string(&view) {
             let vf = view_file(prefix, id);
             let tmp = vf.with_extension("tmp");
@@ -197,9 +249,108 @@ pub fn run_daemon(prefix: &str, id: u32, o: DaemonOptions, console: &mut dyn FnM
         while tick.elapsed() < o.check && !stop.load(std::sync::atomic::Ordering::Relaxed) {
             std::thread::sleep((o.check - tick.elapsed().min(o.check)).min(Duration::from_millis(50)));
         }
+    };
+    for &p in xpcs.keys() {
+        link.deactivate(p);
     }
-    console(&format!("NOTICE: partition {id}: heartbeat daemon stopped"));
+    if let Some(d) = devices {
+        if let Err(e) = d.unmount() {
+            console(&format!("WARNING: partition {id}: {e}"));
+        }
+    }
+    console(&end);
     Ok(())
+}
+
+/// A peer partition's page, opened once and again when it was replaced (a restarted daemon);
+/// what it says as a heartbeat, `None` when it cannot be read.
+fn read_page(pages: &mut BTreeMap<u32, xpc::RemotePage>, dir: &Path, p: u32) -> Option<Beat> {
+    if pages.get(&p).is_some_and(|pg| pg.replaced()) {
+        pages.remove(&p);
+    }
+    if !pages.contains_key(&p) {
+        pages.insert(p, xpc::RemotePage::open(dir, p).ok()?);
+    }
+    let v = pages.get(&p)?.read()?;
+    Some(Beat { version: v.version, counter: v.counter })
+}
+
+/// This daemon's XPC with one peer: the control channel and what was said about it.
+struct XpcPeer {
+    ctl: Option<xpc::Channel>,
+    /// "connected", "connecting", "refused: ..." or "down", for the view.
+    state: String,
+    /// The refusal already printed, so it is said once.
+    told: Option<xpc::Refusal>,
+}
+
+/// One check's XPC step with peer `p`: while it beats, connect its control channel (version
+/// exchange) and, once connected, activate its devices; when it stops, deactivate them.
+fn xpc_step(
+    link: &Arc<xpc::XpcDevLink>,
+    xpcs: &mut BTreeMap<u32, XpcPeer>,
+    p: u32,
+    up: bool,
+    version: (u32, u32),
+    console: &mut dyn FnMut(&str),
+) {
+    let x = xpcs.entry(p).or_insert(XpcPeer { ctl: None, state: "down".into(), told: None });
+    if !up {
+        if link.is_active(p) {
+            link.deactivate(p);
+            console(&format!("NOTICE: xpc: partition {p} deactivated: its channels are closed"));
+        }
+        if let Some(mut c) = x.ctl.take() {
+            c.close();
+        }
+        x.state = "down".into();
+        return;
+    }
+    if x.ctl.is_none() {
+        let opts = xpc::ChannelOptions { xpc_version: version, ..Default::default() };
+        match xpc::Channel::open_with(link.node(), p, 0, opts) {
+            Ok(c) => x.ctl = Some(c),
+            Err(e) => {
+                x.state = format!("error: {e}");
+                return;
+            }
+        }
+    }
+    let Some(ctl) = x.ctl.as_mut() else { return };
+    match ctl.poll_connect() {
+        Ok(xpc::ChanState::Connected) => {
+            if !link.is_active(p) {
+                match link.activate(p) {
+                    Ok(()) => console(&format!("NOTICE: xpc: partition {p} activated: channels and raw devices up")),
+                    Err(e) => console(&format!("WARNING: xpc: partition {p}: cannot open its channels: {e}")),
+                }
+            }
+            x.state = "connected".into();
+            x.told = None;
+        }
+        Ok(xpc::ChanState::Refused(r)) => {
+            if x.told.as_ref() != Some(&r) {
+                for l in r.lines() {
+                    console(&format!("NOTICE: {l}"));
+                }
+                x.told = Some(r.clone());
+            }
+            x.state = format!("refused: {}", r.lines().join("; "));
+        }
+        Ok(xpc::ChanState::Closed(why)) => {
+            // The peer's end went away (its daemon restarted): open a new control channel next time.
+            if link.is_active(p) {
+                link.deactivate(p);
+            }
+            x.ctl = None;
+            x.state = format!("closed: {why}");
+        }
+        Ok(xpc::ChanState::Connecting) => x.state = "connecting".into(),
+        Err(e) => {
+            x.ctl = None;
+            x.state = format!("error: {e}");
+        }
+    }
 }
 
 /// Start the daemon of every partition of `st` that has none running.

@@ -93,7 +93,8 @@ pub(super) fn remove(st: &State, u: &mut Undone) {
         let mut n = 0;
         for e in rd.flatten() {
             let name = e.file_name().to_string_lossy().into_owned();
-            if (name.starts_with("part-") || name.starts_with("ch-")) && std::fs::remove_file(e.path()).is_ok() {
+            let ours = ["part-", "ch-", ".part-", ".ch-"].iter().any(|p| name.starts_with(p));
+            if ours && std::fs::remove_file(e.path()).is_ok() {
                 n += 1;
             }
         }

@@ -37,6 +37,10 @@ pub struct PartStatus {
     pub state: String,
     /// Each live peer daemon's view of this partition.
     pub seen_by: BTreeMap<u32, PeerState>,
+    /// This partition's daemon's XPC with each peer: connected, connecting, refused (why), down.
+    pub xpc_by: BTreeMap<u32, String>,
+    /// Where its raw devices are mounted on the host, when they are.
+    pub devices: Option<String>,
 }
 
 /// The whole configuration with live state, for `list` and `status --json`.
@@ -112,6 +116,11 @@ pub fn status(prefix: &str) -> Result<Status> {
             daemon_pid: daemon,
             state,
             seen_by,
+            xpc_by: views.iter().find(|v| v.id == p.id).map(|v| v.xpc.clone()).unwrap_or_default(),
+            devices: {
+                let d = super::xplink::mount_dir(prefix, p.id);
+                crate::sys::mount::mounted_type(&d).filter(|t| t.starts_with("fuse")).map(|_| d.display().to_string())
+            },
         });
     }
     Ok(Status {
