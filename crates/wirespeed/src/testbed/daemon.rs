@@ -268,10 +268,11 @@ fn read_page(pages: &mut BTreeMap<u32, xpc::RemotePage>, dir: &Path, p: u32) -> 
     if pages.get(&p).is_some_and(|pg| pg.replaced()) {
         pages.remove(&p);
     }
-    if !pages.contains_key(&p) {
-        pages.insert(p, xpc::RemotePage::open(dir, p).ok()?);
-    }
-    let v = pages.get(&p)?.read()?;
+    let page = match pages.entry(p) {
+        std::collections::btree_map::Entry::Occupied(e) => e.into_mut(),
+        std::collections::btree_map::Entry::Vacant(e) => e.insert(xpc::RemotePage::open(dir, p).ok()?),
+    };
+    let v = page.read()?;
     Some(Beat { version: v.version, counter: v.counter })
 }
 
