@@ -277,3 +277,21 @@ fn tempdir(tag: &str) -> std::path::PathBuf {
     std::fs::create_dir_all(&d).expect("tempdir");
     d
 }
+
+#[test]
+#[ignore = "needs root"]
+fn bench_isolation_reports_the_kill_and_the_survivor_stream_is_exact() {
+    let o = run(&["bench", "isolation", "--repeat", "1", "--window", "300ms", "--json"]);
+    assert!(o.status.success(), "{}", stderr_of(&o));
+    let doc = json(&stdout_of(&o));
+    assert_eq!(doc["schema"], "wirespeed.isolation/1");
+    assert_eq!(doc["survivor_exact"], true);
+    let r = &doc["runs"][0];
+    assert!(r["reported_by_1_ms"].is_number() && r["reported_by_2_ms"].is_number(), "{r}");
+    // The writer to the dead partition got an error (it did not hang), and said which.
+    assert!(r["writer_to_dead_error"].as_str().is_some_and(|e| e.contains("not connected")), "{r}");
+    let s = &r["survivor"];
+    assert_eq!(s["bytes_read"], s["bytes_written"]);
+    assert_eq!(s["pattern_errors"], 0);
+    assert!(s["bytes_read"].as_u64().unwrap_or(0) > 0);
+}

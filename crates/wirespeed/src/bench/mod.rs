@@ -9,6 +9,7 @@
 pub mod capture;
 pub mod compare;
 pub mod formats;
+pub mod isolation;
 pub mod latency;
 pub mod max;
 pub mod pacing;

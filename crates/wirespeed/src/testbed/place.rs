@@ -237,6 +237,23 @@ impl Place {
     }
 }
 
+/// What [`Pair::create_with`] makes beyond the plain pair.
+#[derive(Debug, Clone, Copy)]
+pub struct PairOptions {
+    /// Partitions 1..=N (at least 2).
+    pub partitions: u32,
+    /// Start each partition's daemon: heartbeats, XPC, raw devices.
+    pub daemons: bool,
+    /// Heartbeat settings of the daemons.
+    pub hb: super::HbConfig,
+}
+
+impl Default for PairOptions {
+    fn default() -> Self {
+        PairOptions { partitions: 2, daemons: false, hb: Default::default() }
+    }
+}
+
 /// A partition pair that exists while this value lives: partitions 1 and 2, one core each,
 /// joined by a veth link. The partitions kind of [`Place`]; use it through a place unless a
 /// run needs the pair itself.
@@ -258,6 +275,13 @@ impl Pair {
     /// the run be killed. Pairs left by runs that are gone are removed first, each said in one
     /// line on stderr.
     pub fn create(tag: &str, what: &str) -> Result<Pair> {
+        Pair::create_with(tag, what, &PairOptions::default())
+    }
+
+    /// [`Pair::create`] with more partitions (3: a third that a run can kill), daemons (and so
+    /// XPC and the raw devices) and heartbeat settings. Partitions beyond the host's cores share
+    /// them.
+    pub fn create_with(tag: &str, what: &str, o: &PairOptions) -> Result<Pair> {
         for line in super::reap_stale() {
             eprintln!("wirespeed: {line}");
         }
@@ -268,16 +292,13 @@ impl Pair {
         } else {
             [topo.online.clone(), topo.online.clone()]
         };
+        let n = o.partitions.max(2);
         let layout = Layout {
             prefix: prefix.clone(),
-            partitions: cpus
-                .iter()
-                .enumerate()
-                .map(|(i, c)| topology::PartSpec { id: i as u32 + 1, cpus: c.clone() })
-                .collect(),
+            partitions: (0..n).map(|i| topology::PartSpec { id: i + 1, cpus: cpus[i as usize % 2].clone() }).collect(),
             mtu: 9000,
             mem: None,
-            share_cpus: topo.cores.len() < 2,
+            share_cpus: topo.cores.len() < 2 || n > 2,
         };
         let exe = current_exe()?;
         // From here on the guard removes whatever `create` managed to build.
@@ -286,7 +307,12 @@ impl Pair {
         super::create(
             &topo,
             layout,
-            &CreateOptions { force: false, hb: Default::default(), daemon_exe: None, owner: Some(owner) },
+            &CreateOptions {
+                force: false,
+                hb: o.hb,
+                daemon_exe: o.daemons.then(|| pair.exe.clone()),
+                owner: Some(owner),
+            },
         )?;
         Ok(pair)
     }

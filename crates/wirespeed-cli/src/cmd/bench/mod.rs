@@ -9,6 +9,7 @@ pub mod bare_recv;
 pub mod capture;
 pub mod compare;
 pub mod formats;
+pub mod isolation;
 pub mod latency;
 pub mod max;
 pub mod pacing;
@@ -65,6 +66,9 @@ enum BenchCmd {
     /// The recorder's disk path alone: GB/s, write latency and CPU per engine and depth.
     #[command(long_about = writer::WRITER_HELP)]
     Writer(writer::WriterArgs),
+    /// A partition killed mid-transfer: time until its peers report it, and the others' stream.
+    #[command(long_about = isolation::ISOLATION_HELP)]
+    Isolation(isolation::IsolationArgs),
     #[command(hide = true)]
     BareRecv(bare_recv::BareRecvArgs),
 }
@@ -83,6 +87,7 @@ pub fn cmd_bench(a: BenchArgs) -> Result<u8, Error> {
         BenchCmd::Capture(c) => capture::cmd_capture(c),
         BenchCmd::Ring(r) => ring::cmd_ring(r),
         BenchCmd::Writer(w) => writer::cmd_writer(w),
+        BenchCmd::Isolation(i) => isolation::cmd_isolation(i),
         BenchCmd::BareRecv(b) => bare_recv::cmd_bare_recv(b),
     }
 }
