@@ -1,10 +1,13 @@
-//! The heartbeat daemon of each partition: started by `create` inside the partition (its
-//! namespace, cgroups and a process group of its own, so it outlives the command), found again
-//! by its pid file and command line, and its check loop ([`run_daemon`]), which publishes this
-//! partition's beat and watches the others' with [`super::heartbeat`].
+//! The daemon of each partition (its `mkpd` and its XPC): started by `create` inside the
+//! partition's network namespace only (its mounts stay the host's, so its raw devices are seen
+//! from everywhere), its cgroups and a process group of its own, so it outlives the command;
+//! found again by its pid file and command line. Its check loop ([`run_daemon`]) beats in its
+//! XPC page, watches the others' with [`super::heartbeat`], and activates or deactivates their
+//! XPC channels and raw devices.
 //!
 //! Its files live in the configuration's work directory: `daemon-N.pid`, `daemon-N.log` (the
-//! console lines), `hb-N` (the beat) and `view-N.json` (what it saw, for `status`).
+//! console lines), `hb-N` (the beat, for people), `view-N.json` (what it saw, for `status`),
+//! `xpc/` (pages and channel halves) and `N/xplink` (where its devices are mounted).
 
 use super::cgroup::join_cgroups;
 use super::heartbeat::{self, Beat, PeerState, PeerWatch};

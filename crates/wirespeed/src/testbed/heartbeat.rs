@@ -1,8 +1,10 @@
 //! Heartbeats between partitions, after the Origin 2000's `mkpd` and partition subsystem.
 //!
-//! Each partition's daemon publishes a counter and its partition-support version in a small
-//! file (`hb-P`, replaced atomically by rename so a reader never sees half a write). Every check
-//! interval it reads the others' files: a peer whose counter has not advanced for K checks is
+//! Each partition's daemon publishes a counter and its partition-support version in its XPC
+//! page (`xpc::Node`), which the other daemons map read-only and read, as the Origin's
+//! partition module reads a remote's heartbeat; it also writes them to a small file (`hb-P`,
+//! replaced atomically by rename) for people and `status`. Every check interval it reads the
+//! others' pages: a peer whose counter has not advanced for K checks is
 //! deactivated in this daemon's view, with the seed's Table 2 console wording
 //! (`WARNING: Partition 2 not responding: Timeout(HB)`), and re-activated when it beats again.
 //! Versions with the same major number talk; a different major is never recognized.

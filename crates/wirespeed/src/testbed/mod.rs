@@ -5,8 +5,11 @@
 //! and a memory limit where the memory controller allows); every pair of partitions gets its
 //! own veth link (the Craylink of the model, a full mesh) with a /30 from 198.18.0.0/15, and
 //! each partition one stable address on its loopback, `198.19.0.N`, reached from every other
-//! partition over their direct link only. A heartbeat daemon per partition ([`heartbeat`])
-//! watches the others and reports failures in the seed's console wording.
+//! partition over their direct link only. A daemon per partition ([`heartbeat`], `daemon.rs`)
+//! is its `mkpd` and its XPC: it beats in its XPC page, watches the others' pages and reports
+//! failures in the seed's console wording, connects an XPC control channel to every peer that
+//! beats (with the version exchange) and serves the partition's raw devices ([`xplink`]) over
+//! XPC channels ([`crate::xpc`]); `devices.rs` shows them at `/hw/xplink` inside `exec`.
 //!
 //! The configuration is kept in `/run/wirespeed/PREFIX.json`; creation converges the host to
 //! it (what exists and matches is left alone, so running it twice changes nothing). Everything
