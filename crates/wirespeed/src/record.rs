@@ -635,6 +635,8 @@ fn claim_share(
         let (Some(h), Some(data)) = (p.share_header(), p.memory().shared_fd()) else {
             return Err(Error::Runtime("a shared ring has no share header".into()));
         };
+        // The sink writes the pcap global header first; records start after it.
+        crate::spool::share::prepare(p, crate::spool::PCAP_GLOBAL_LEN as u64);
         entries.push(RingEntry { header: fd_path(h.raw_fd()), data: fd_path(data), capacity: p.capacity() });
     }
     let d = Descriptor {

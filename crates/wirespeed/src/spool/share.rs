@@ -246,12 +246,26 @@ impl Publisher {
     /// Set up the header of a ring of `capacity` bytes whose records start at `pos`.
     pub fn new(h: &HeaderMap, capacity: u64, pos: u64) -> Publisher {
         let w = h.words();
-        w[W_MAGIC].store(MAGIC, Ordering::Relaxed);
         w[W_VERSION].store(VERSION, Ordering::Relaxed);
         w[W_CAPACITY].store(capacity, Ordering::Relaxed);
         let mut p = Publisher { seq: 0, anchors: 0, breaks: 0, next_anchor: 0, step: (capacity / 32).max(1) };
         p.publish(w, pos, 0);
+        // Last: a tap that sees the magic sees a header ready to read.
+        w[W_MAGIC].store(MAGIC, Ordering::Release);
         p
+    }
+
+    /// Carry on publishing a header set up earlier (by [`prepare`]).
+    fn resume(h: &HeaderMap) -> Publisher {
+        let w = h.words();
+        let step = (w[W_CAPACITY].load(Ordering::Relaxed) / 32).max(1);
+        Publisher {
+            seq: w[W_PUB_SEQ].load(Ordering::Relaxed),
+            anchors: w[W_ANCHOR_SEQ].load(Ordering::Relaxed),
+            breaks: w[W_BREAK_SEQ].load(Ordering::Relaxed),
+            next_anchor: w[W_PUB_POS].load(Ordering::Relaxed) + step,
+            step,
+        }
     }
 
     /// Publish: committed records end at `pos`, `records` of them so far. One seqlock'd pair
@@ -294,9 +308,24 @@ impl Publisher {
     }
 }
 
-/// The publisher of a shared producer's ring, or None when the ring is not shared.
+/// The publisher of a shared producer's ring, or None when the ring is not shared: it
+/// carries on from [`prepare`], or sets the header up with records starting at the
+/// producer's position.
 pub fn publisher_for(ring: &RingProducer) -> Option<Publisher> {
-    ring.share_header().map(|h| Publisher::new(h, ring.capacity(), ring.position()))
+    let h = ring.share_header()?;
+    if h.words()[W_MAGIC].load(Ordering::Relaxed) == MAGIC {
+        Some(Publisher::resume(h))
+    } else {
+        Some(Publisher::new(h, ring.capacity(), ring.position()))
+    }
+}
+
+/// Make a shared ring's header readable before its descriptor is published (a tap may attach
+/// at once), with records to start at `first` (after the pcap global header the sink writes).
+pub fn prepare(ring: &RingProducer, first: u64) {
+    if let Some(h) = ring.share_header() {
+        Publisher::new(h, ring.capacity(), first);
+    }
 }
 
 /// Where a tap starts.
