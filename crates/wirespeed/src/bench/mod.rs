@@ -23,4 +23,5 @@ pub mod search;
 pub mod soak;
 pub mod stats;
 pub mod sweep;
+pub mod taps;
 pub mod ttcp;

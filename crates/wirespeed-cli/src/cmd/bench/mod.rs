@@ -16,6 +16,7 @@ pub mod rates;
 pub mod ring;
 pub mod soak;
 pub mod sweep;
+pub mod taps;
 pub mod ttcp;
 
 use clap::{Args, Subcommand};
@@ -61,6 +62,9 @@ enum BenchCmd {
     /// Time from starting wirespeed record until it receives, per ring size (before/after).
     #[command(long_about = ring::RING_HELP)]
     Ring(ring::RingArgs),
+    /// The recorder's capture CPU per datagram with 0, 1 and 3 live taps attached.
+    #[command(long_about = taps::TAPS_HELP)]
+    Taps(taps::TapsArgs),
     #[command(hide = true)]
     BareRecv(bare_recv::BareRecvArgs),
 }
@@ -78,6 +82,7 @@ pub fn cmd_bench(a: BenchArgs) -> Result<u8, Error> {
         BenchCmd::Latency(l) => latency::cmd_latency(l),
         BenchCmd::Capture(c) => capture::cmd_capture(c),
         BenchCmd::Ring(r) => ring::cmd_ring(r),
+        BenchCmd::Taps(t) => taps::cmd_taps(t),
         BenchCmd::BareRecv(b) => bare_recv::cmd_bare_recv(b),
     }
 }
