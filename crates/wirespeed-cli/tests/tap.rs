@@ -226,3 +226,82 @@ fn stale_descriptors_are_replaced_and_live_names_refused() {
     assert_eq!(code, Some(0), "{stderr}");
     assert!(!path.exists(), "the recorder removed its descriptor");
 }
+
+/// Taps that attach in the middle of a recording: one from the newest data, one with
+/// --from-start (the ring still holds everything). The first sees the rest, and says how many
+/// records came before its start; the second sees them all. Rotated files (breaks in the ring)
+/// are crossed on the way.
+#[test]
+fn a_late_tap_starts_at_the_newest_and_from_start_takes_what_the_ring_holds() {
+    let _g = traffic();
+    let d = TempDir::new("tap-late");
+    share_dir();
+    let r = spawn_cmd_with(
+        &[],
+        "record",
+        "127.0.0.1:0",
+        &[
+            "--size",
+            "1024",
+            "--file-format",
+            "pcap",
+            "-o",
+            d.path(),
+            "--count",
+            "6000",
+            "--json",
+            "--buffer",
+            "16M",
+            "--block",
+            "1M",
+            "--file-size",
+            "1M",
+            "--rcvbuf",
+            "32M",
+            "--share",
+            "late",
+        ],
+    );
+    send_to_port(r.port, &["--size", "1024", "--count", "3000", "--rate", "60kpps"]);
+    let late = spawn_tap(&["late", "--json"]);
+    let early = spawn_tap(&["late", "--json", "--from-start"]);
+    send_to_port(r.port, &["--size", "1024", "--count", "3000", "--rate", "60kpps", "--start-seq", "3000"]);
+    let (code, stdout, stderr) = finish(r, Duration::from_secs(60));
+    assert_eq!(code, Some(0), "{stderr}");
+    let rec = json(&stdout);
+    assert_eq!(u(&rec["capture"]["total"], "received"), 6000, "{stdout}");
+    assert!(rec["writer"]["files"].as_array().unwrap().len() > 3, "several files: breaks in the ring");
+    let (code, out, err) = finish_tap(early);
+    assert_eq!(code, Some(0), "{err}");
+    let e = json(&out);
+    assert_eq!((u(&e, "records"), u(&e, "skipped_at_start")), (6000, 0), "{out}");
+    assert_eq!(u(&e["total"], "lost"), 0, "{out}");
+    let (code, out, err) = finish_tap(late);
+    assert_eq!(code, Some(0), "{err}");
+    let l = json(&out);
+    // It started at the newest data: after at most the first sender's 3000 (the recorder may
+    // not have taken them all in yet when it attached), before any of the second's.
+    assert!(u(&l, "skipped_at_start") <= 3000 && u(&l, "records") >= 3000, "{out}");
+    assert_eq!(u(&l, "records") + u(&l, "skipped_at_start"), 6000, "{out}");
+    assert_eq!(u(&l["tap_overrun"], "records"), 0, "{out}");
+}
+
+/// `bench taps` end to end, small: every run accounted, taps see what the recorder received.
+#[test]
+fn bench_taps_runs_each_tap_count_and_reports_medians() {
+    let _g = traffic();
+    share_dir();
+    let out = run(&["bench", "taps", "--count", "2000", "--pps", "20000", "--repeat", "1", "--taps", "0,2", "--json"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let doc = json(&String::from_utf8_lossy(&out.stdout));
+    assert_eq!(doc["schema"], "wirespeed.bench.taps/1");
+    let runs = doc["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 2);
+    for r in runs {
+        assert_eq!(u(r, "received"), 2000);
+        assert_eq!(u(r, "ring_full"), 0);
+        let recs: Vec<u64> = r["tap_records"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap()).collect();
+        assert_eq!(recs, vec![2000; u(r, "taps") as usize]);
+    }
+    assert_eq!(doc["summary"].as_array().unwrap().len(), 2);
+}
