@@ -305,3 +305,69 @@ fn bench_taps_runs_each_tap_count_and_reports_medians() {
     }
     assert_eq!(doc["summary"].as_array().unwrap().len(), 2);
 }
+
+/// The recorder in one network namespace (a partition), the tap in another: the share crosses
+/// namespaces (same host, same /proc and share directory), and the tap sees every record.
+#[test]
+#[ignore = "needs root"]
+fn a_tap_in_another_namespace_reads_the_recording_exactly() {
+    let _g = traffic();
+    let rec_ns = Netns::new("taprec");
+    let tap_ns = Netns::new("taptap");
+    let d = TempDir::new("tap-ns");
+    share_dir();
+    let r = spawn_cmd_with(
+        &rec_ns.prefix(),
+        "record",
+        "127.0.0.1:0",
+        &[
+            "--size",
+            "1024",
+            "--file-format",
+            "pcap",
+            "-o",
+            d.path(),
+            "--once",
+            "--json",
+            "--buffer",
+            "16M",
+            "--block",
+            "1M",
+            "--rcvbuf",
+            "32M",
+            "--share",
+            "nsx",
+        ],
+    );
+    let mut args = tap_ns.prefix();
+    args.extend_from_slice(&[bin(), "tap", "nsx", "--json"]);
+    let mut child = Command::new(args[0])
+        .args(&args[1..])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start the tap in its namespace");
+    let mut err = BufReader::new(child.stderr.take().unwrap());
+    let mut first = String::new();
+    err.read_line(&mut first).unwrap();
+    assert!(first.contains("attached to nsx"), "{first}");
+    let stderr = std::thread::spawn(move || {
+        let mut rest = first;
+        let _ = err.read_to_string(&mut rest);
+        rest
+    });
+    let target = format!("127.0.0.1:{}", r.port);
+    let out =
+        run_prefixed(&rec_ns.prefix(), &["send", &target, "--size", "1024", "--count", "5000", "--rate", "50kpps"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let (code, stdout, se) = finish(r, Duration::from_secs(60));
+    assert_eq!(code, Some(0), "{se}");
+    let (code, out, err) = finish_tap(Tap { child, stderr });
+    assert_eq!(code, Some(0), "{err}");
+    let t = json(&out);
+    let rec = json(&stdout);
+    assert_eq!(u(&t, "records"), 5000, "{out}");
+    for k in COUNTS {
+        assert_eq!(u(&t["total"], k), u(&rec["capture"]["total"], k), "{k}");
+    }
+}

@@ -82,7 +82,11 @@ pub struct TapReport {
     pub ended_by: String,
     /// Seconds attached.
     pub seconds: f64,
-    /// The ledger of the records delivered, per source and stream, as `verify` keeps it.
+    /// The ledger of the records delivered, per source and stream, as `verify` keeps it. Its
+    /// `lost` are the holes in what this tap saw: the stream's own loss plus, when the tap was
+    /// lapped, the records it overran (`tap_overrun` says how many of those). Duplicates the
+    /// recorder left out of its files never reach a tap; a loss after the last record (known
+    /// to the recorder from the sender's end-of-stream message) neither.
     pub streams: Vec<FileStream>,
     /// Totals over the streams.
     pub total: LedgerCounts,
