@@ -295,7 +295,9 @@ pub fn run(
         }
     };
     if let Some(e) = &write_error {
-        if !matches!(cfg.output, Output::Exec(_)) || e.kind() != std::io::ErrorKind::BrokenPipe {
+        // A reader that went away (a program that exited, `tap -w - | head`) ends the tap; any
+        // other failure (a full disk) is an error.
+        if matches!(cfg.output, Output::File(_)) || e.kind() != std::io::ErrorKind::BrokenPipe {
             return Err(Error::Runtime(format!("writing the tap's output failed: {e}")));
         }
     }
