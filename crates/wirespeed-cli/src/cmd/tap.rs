@@ -10,6 +10,21 @@ use wirespeed::tap::{self, Output, TapConfig};
 use wirespeed::units;
 use wirespeed::{sys, Error};
 
+pub const TAP_HELP: &str = "Read a live recording from any partition of this host.\n\n\
+    `wirespeed record ... --file-format pcap --share NAME` publishes its RAM ring(s) read-only; \
+    `wirespeed tap NAME` maps them, checks every record with the same ledger as verify \
+    (received, lost, late, duplicate, invalid per source and stream), and writes them as a pcap \
+    file (-w FILE), to stdout (-w -) or to a program's stdin (--exec CMD). Several taps may read \
+    at once. A tap never slows the recorder: one that falls behind is lapped and counts the \
+    records it lost as tap_overrun. It starts at the newest data (--from-start: the oldest the \
+    ring still holds) and ends when the recorder does.\n\n\
+    Descriptors live in /run/wirespeed/share (or $WIRESPEED_SHARE_DIR). The tap needs to read \
+    the recorder's /proc entry: the same user, or root.\n\n\
+    Try:  wirespeed record 7148 --size 8800 --file-format pcap -o /data/rec --share obs1\n      \
+    wirespeed tap obs1 --interval 1                (in another terminal or partition)\n      \
+    wirespeed tap obs1 -w - | tcpdump -r - -c 5\n\n\
+    Exit codes: 0 success, 1 runtime failure, 2 bad usage (e.g. no such share).";
+
 #[derive(Args)]
 pub struct TapArgs {
     /// The share name a recorder publishes (`record --file-format pcap --share NAME`).
