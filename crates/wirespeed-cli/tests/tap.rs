@@ -14,7 +14,20 @@ use std::time::Duration;
 /// The share directory of this test binary (every test uses its own share names in it).
 fn share_dir() -> &'static str {
     static DIR: OnceLock<TempDir> = OnceLock::new();
-    let d = DIR.get_or_init(|| TempDir::new("tap-share"));
+    let d = DIR.get_or_init(|| {
+        // A static is never dropped: remove the share directories earlier runs of this test
+        // binary left (theirs is named with their pid, no longer running).
+        if let Ok(rd) = std::fs::read_dir(std::env::temp_dir()) {
+            for e in rd.flatten() {
+                let name = e.file_name().to_string_lossy().to_string();
+                let pid = name.strip_prefix("wst-tap-share-").and_then(|r| r.split('-').next());
+                if pid.is_some_and(|p| !std::path::Path::new(&format!("/proc/{p}")).exists()) {
+                    let _ = std::fs::remove_dir_all(e.path());
+                }
+            }
+        }
+        TempDir::new("tap-share")
+    });
     // SAFETY-free: set before any child is spawned, always to the same value.
     std::env::set_var("WIRESPEED_SHARE_DIR", d.path());
     d.path()
