@@ -138,6 +138,9 @@ enum Cmd {
         sudo wirespeed partition init                       (remove what wirespeed made)\n\n\
         Everything but list, plan and status needs root (CAP_NET_ADMIN).")]
     Partition(partition::PartitionArgs),
+    /// Read a live recording that `record --share NAME` publishes: check, save or pipe its records.
+    #[command(long_about = tap::TAP_HELP)]
+    Tap(tap::TapArgs),
 }
 
 /// A command line clap refused, said in one line (what is wrong, with clap's tip folded in),
@@ -186,6 +189,7 @@ fn main() -> ExitCode {
         Cmd::Formats => formats::cmd_formats(),
         Cmd::Demo(a) => demo::cmd_demo(a),
         Cmd::Partition(a) => partition::cmd_partition(a),
+        Cmd::Tap(a) => tap::cmd_tap(a),
     };
     match r {
         Ok(code) => ExitCode::from(code),

@@ -25,6 +25,7 @@ pub mod rx;
 pub mod spool;
 #[allow(unsafe_code)]
 pub mod sys;
+pub mod tap;
 pub mod testbed;
 pub mod ttcp;
 pub mod tx;

@@ -3,6 +3,10 @@
 //! The receive path and ledger are those of `recv` (the capture loop is generic over its
 //! [`Sink`](crate::rx::Sink)); this module sets up the ring and the writer around it, checks the
 //! output directory before anything is received, and reports the recording beside the ledger.
+//!
+//! With `share` (`record --share NAME`), the rings are made shareable (memfd memory and a
+//! header page per ring, see [`spool::share`](crate::spool::share)) and a descriptor names them
+//! for `wirespeed tap NAME`; without it nothing changes (anonymous rings, no header).
 
 use crate::error::{Error, Result};
 use crate::rx::{self, Listener, Progress, RecvConfig, RecvReport};
@@ -56,6 +60,17 @@ pub struct RecordConfig {
     /// Progress samples as JSON lines (`--interval-json`), with the recorder's own figures, for
     /// scripts such as `bench soak --record` that follow a long recording.
     pub interval_json: bool,
+    /// Publish the rings read-only under this name for `wirespeed tap` (pcap recordings only).
+    pub share: Option<String>,
+}
+
+/// How a shared recording was published.
+#[derive(Clone, Debug, Serialize)]
+pub struct ShareReport {
+    /// The share name taps attach to.
+    pub name: String,
+    /// Its descriptor file (removed when the recording ended).
+    pub descriptor: String,
 }
 
 /// The RAM ring's account.
@@ -104,6 +119,9 @@ pub struct RecordReport {
     /// With several capture threads: each thread's ring and file series (`ring` then
     /// describes the fullest ring, with the capacity of all; `writer` all the files).
     pub threads: Vec<RecordThread>,
+    /// The share (`--share`), if the rings were published for taps.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub share: Option<ShareReport>,
 }
 
 /// Check that `dir` exists and takes files, before any socket is opened.
@@ -370,6 +388,19 @@ pub fn run(
     progress: &(dyn Fn(&str) + Sync),
     warnings: Vec<String>,
 ) -> Result<RecordReport> {
+    if let Some(name) = &cfg.share {
+        crate::spool::share::validate_name(name).map_err(Error::Usage)?;
+        if cfg.null_sink {
+            return Err(Error::Usage(
+                "--share publishes the RAM ring, and --sink null has none: record to a directory (-o DIR)".into(),
+            ));
+        }
+        if cfg.file_format != FileFormat::Pcap {
+            return Err(Error::Usage(format!(
+                "--share {name} needs --file-format pcap: taps find record boundaries and source addresses in pcap records, raw files have neither"
+            )));
+        }
+    }
     if cfg.null_sink {
         let live = RecordLive { shared: Vec::new(), capacity: 1, last_written: 0.into(), last_t: 0.into() };
         let listener = bind()?;
@@ -385,6 +416,7 @@ pub fn run(
             disk_bytes_per_s: 0.0,
             warnings,
             threads: Vec::new(),
+            share: None,
         });
     }
     crate::spool::validate_prefix(&cfg.prefix).map_err(Error::Usage)?;
@@ -421,7 +453,9 @@ pub fn run(
     }
     let mut rings = Vec::with_capacity(n);
     for _ in 0..n {
-        rings.push(sys::byte_ring(buffer, true).map_err(|e| {
+        let made =
+            if cfg.share.is_some() { sys::ring::shared_byte_ring(buffer, true) } else { sys::byte_ring(buffer, true) };
+        rings.push(made.map_err(|e| {
             Error::Runtime(format!(
                 "cannot allocate a {} ring: {e}; use a smaller --buffer",
                 units::bytes(buffer as u64)
@@ -441,6 +475,11 @@ pub fn run(
     }
     let capacities: Vec<u64> = rings.iter().map(|(p, _)| p.capacity()).collect();
     let capacity: u64 = capacities.iter().sum();
+    // Claim the share name before any socket opens: a second recorder of the same name stops here.
+    let share_guard = match &cfg.share {
+        Some(name) => Some(claim_share(name, rcfg, &fmt, &rings)?),
+        None => None,
+    };
     // Only now, with the rings faulted in and locked, open the sockets: a sender that starts
     // when the recorder says it is listening must not meet a socket nobody drains.
     let listener = bind()?;
@@ -460,7 +499,9 @@ pub fn run(
     for (i, (prod, cons)) in rings.into_iter().enumerate() {
         let shared = Arc::new(Shared::default());
         sinks.push(
-            RingSink::new(prod, shared.clone(), &layout, &fmt, local, cfg.rotation).keep_invalid(cfg.keep_invalid),
+            RingSink::new(prod, shared.clone(), &layout, &fmt, local, cfg.rotation)
+                .keep_invalid(cfg.keep_invalid)
+                .shared(),
         );
         let prefix = thread_prefix(&cfg.prefix, i, n);
         prefixes.push(prefix.clone());
@@ -572,7 +613,44 @@ pub fn run(
         writer: Some(wreport),
         warnings,
         threads: if n > 1 { threads } else { Vec::new() },
+        share: share_guard.as_ref().map(|g| ShareReport {
+            name: cfg.share.clone().unwrap_or_default(),
+            descriptor: g.path().display().to_string(),
+        }),
     })
+}
+
+/// Publish the rings' descriptor under `name` (see [`crate::spool::share`]).
+fn claim_share(
+    name: &str,
+    rcfg: &RecvConfig,
+    fmt: &Arc<dyn Format>,
+    rings: &[(sys::RingProducer, sys::RingConsumer)],
+) -> Result<crate::spool::share::ShareGuard> {
+    use crate::spool::share::{Descriptor, RingEntry, ShareGuard, SHARE_SCHEMA};
+    let pid = std::process::id();
+    let fd_path = |fd: i32| format!("/proc/{pid}/fd/{fd}");
+    let mut entries = Vec::with_capacity(rings.len());
+    for (p, _) in rings {
+        let (Some(h), Some(data)) = (p.share_header(), p.memory().shared_fd()) else {
+            return Err(Error::Runtime("a shared ring has no share header".into()));
+        };
+        // The sink writes the pcap global header first; records start after it.
+        crate::spool::share::prepare(p, crate::spool::PCAP_GLOBAL_LEN as u64);
+        entries.push(RingEntry { header: fd_path(h.raw_fd()), data: fd_path(data), capacity: p.capacity() });
+    }
+    let d = Descriptor {
+        schema: SHARE_SCHEMA.into(),
+        name: name.into(),
+        pid,
+        start_ticks: sys::ring::share::process_start_ticks(pid).unwrap_or(0),
+        format: fmt.spec(),
+        file_format: "pcap".into(),
+        window: rcfg.ledger.window,
+        listen: rcfg.listen.to_string(),
+        rings: entries,
+    };
+    ShareGuard::create(&d).map_err(Error::Usage)
 }
 
 /// End the writers of a capture that failed, and remove the empty files they had opened.

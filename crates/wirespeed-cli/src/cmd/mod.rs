@@ -13,5 +13,6 @@ pub mod record;
 pub mod recv;
 pub mod reflect;
 pub mod send;
+pub mod tap;
 pub mod ttcp;
 pub mod verify;

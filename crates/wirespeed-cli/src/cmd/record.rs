@@ -69,6 +69,12 @@ pub struct RecordArgs {
     /// in the sidecar) but left out of the file, like duplicates, which are never written.
     #[arg(long)]
     keep_invalid: bool,
+    /// Publish the RAM ring(s) read-only under NAME, for `wirespeed tap NAME` in this or any
+    /// other partition of the host (needs --file-format pcap). Taps never slow the recorder.
+    /// The descriptor is /run/wirespeed/share/NAME.json (or in $WIRESPEED_SHARE_DIR), removed
+    /// at the end; a second recorder with the same NAME is refused while this one runs.
+    #[arg(long, value_name = "NAME")]
+    share: Option<String>,
 }
 
 pub fn cmd_record(a: RecordArgs) -> Result<u8, Error> {
@@ -98,6 +104,7 @@ pub fn cmd_record(a: RecordArgs) -> Result<u8, Error> {
         writer_cpu: a.writer_cpu,
         keep_invalid: a.keep_invalid,
         interval_json: a.recv.interval_json,
+        share: a.share.clone(),
     };
     if a.file_format == FileFormat::Raw && !null_sink && fmt.fixed_len().is_none() {
         return Err(Error::Usage(format!(
@@ -124,10 +131,11 @@ pub fn cmd_record(a: RecordArgs) -> Result<u8, Error> {
         let listener = Listener::bind_for(&rcfg, fmt.as_ref())?;
         if let Some(addr) = listener.local_addr() {
             eprintln!(
-                "wirespeed record: listening on {addr} ({}), {} -> {}; Ctrl-C stops, drains the buffer and finishes the files",
+                "wirespeed record: listening on {addr} ({}), {} -> {}{}; Ctrl-C stops, drains the buffer and finishes the files",
                 fmt.name(),
                 if null_sink { "keeping nothing".to_string() } else { format!("{} ring", units::bytes(cfg.buffer as u64)) },
                 if null_sink { "-".to_string() } else { dir.display().to_string() },
+                cfg.share.as_deref().map(|n| format!(", shared as {n} (wirespeed tap {n})")).unwrap_or_default(),
             );
         }
         Ok(listener)

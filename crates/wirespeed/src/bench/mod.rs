@@ -24,5 +24,6 @@ pub mod search;
 pub mod soak;
 pub mod stats;
 pub mod sweep;
+pub mod taps;
 pub mod ttcp;
 pub mod writer;

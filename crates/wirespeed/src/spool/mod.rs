@@ -15,6 +15,7 @@
 pub mod handoff;
 pub mod pcap;
 pub mod recordable;
+pub mod share;
 pub mod sink;
 pub mod verify;
 pub mod writer;

@@ -12,6 +12,10 @@
 //! falls inside a batch. Raw files of Mark5B halves (several datagrams a record) and of
 //! formats with a stripped transport prefix (VTP) keep the copy path, and so do GRO buffers
 //! (the backend gives the lease back); Mark5B halves are also never taken back once written.
+//!
+//! A sink over a shared ring ([`RingSink::shared`], `record --share`) also publishes, once per
+//! batch, where its records end and how many there are, and each file cut, for taps
+//! ([`share`](super::share)): a few stores per batch, no system call.
 
 use super::handoff::{Break, Cut, Shared, ALIGN};
 use super::{pcap_global_header, pcap_record_header, FileFormat, ReadLayout};
@@ -76,6 +80,10 @@ pub struct RingSink {
     in_place: bool,
     /// The datagram length of the last kept datagram (slot size for formats without a fixed one).
     learned_len: usize,
+    /// Records in the ring so far (kept datagrams), published to taps.
+    kept: u64,
+    /// The publisher of a shared ring.
+    share: Option<super::share::Publisher>,
 }
 
 /// Where the last accepted datagram's bytes are.
@@ -139,6 +147,8 @@ impl RingSink {
             last: Last::Nothing,
             in_place: layout.file_format == FileFormat::Pcap || (parts == 1 && strip == 0 && fixed_len > 0),
             learned_len: 0,
+            kept: 0,
+            share: None,
         };
         s.ring.prepare_lending(crate::rx::MAX_BATCH);
         s.next_time_cut = s.next_cut_after(unix);
@@ -153,6 +163,12 @@ impl RingSink {
     /// leaving them out of the file (the default).
     pub fn keep_invalid(mut self, keep: bool) -> Self {
         self.keep_invalid = keep;
+        self
+    }
+
+    /// Publish the ring to taps, if it is a shared one (`sys::ring::shared_byte_ring`).
+    pub fn shared(mut self) -> Self {
+        self.share = super::share::publisher_for(&self.ring);
         self
     }
 
@@ -190,6 +206,9 @@ impl RingSink {
         };
         if !self.shared.push(b) {
             return false;
+        }
+        if let (Some(p), Some(h)) = (self.share.as_mut(), self.ring.share_header()) {
+            p.file_break(h.words(), end, next);
         }
         self.ring.align_to(ALIGN);
         if header > 0 {
@@ -293,6 +312,7 @@ impl Sink for RingSink {
         };
         if ok {
             self.learned_len = data.len();
+            self.kept += 1;
         } else {
             self.last = Last::Nothing;
             self.ring_full += 1;
@@ -358,6 +378,7 @@ impl Sink for RingSink {
         if committed {
             self.last = Last::InPlace(slot);
             self.learned_len = data.len();
+            self.kept += 1;
         } else {
             self.ring_full += 1; // not reached: a landed datagram always fits its slot
         }
@@ -380,6 +401,7 @@ impl Sink for RingSink {
             Last::Copied(at) => self.ring.rewind(at),
             Last::InPlace(slot) => self.ring.uncommit(slot),
         }
+        self.kept -= 1;
         self.not_written += 1;
     }
 
@@ -392,6 +414,9 @@ impl Sink for RingSink {
             self.next_time_cut = self.next_cut_after(unix);
         }
         self.ring.publish();
+        if let (Some(p), Some(h)) = (self.share.as_mut(), self.ring.share_header()) {
+            p.publish(h.words(), self.ring.position(), self.kept);
+        }
         let fill = self.ring.fill();
         if fill > self.high_water {
             self.high_water = fill;
@@ -407,6 +432,9 @@ impl Sink for RingSink {
 
     fn finish(&mut self) {
         self.ring.publish();
+        if let (Some(p), Some(h)) = (self.share.as_mut(), self.ring.share_header()) {
+            p.finish(h.words(), self.ring.position(), self.kept);
+        }
         let f = &self.shared.final_counts;
         f.ring_full.store(self.ring_full, Ordering::Relaxed);
         f.not_written.store(self.not_written, Ordering::Relaxed);

@@ -21,12 +21,21 @@
 //! borrows apart: slices of landed datagrams borrow the lease, the header rooms they never
 //! cover are the only bytes written while it is out, and every move waits for the lease to be
 //! given back by value, when no slice of it can be alive.
+//!
+//! A shared ring ([`shared_byte_ring`], `record --share`) is the same ring in memfd memory that
+//! taps map read-only, plus a header page ([`share::HeaderMap`]). The producer then writes one
+//! more thing, only when it reloads its room: its overwrite frontier (how far it may now
+//! write, a store and a release fence before any byte below it is written), and takes room in
+//! steps of at most an eighth of the ring ahead of its cursor, so that the frontier trails the
+//! cursor and a tap a little behind loses nothing. The rest of the protocol (what is published
+//! per batch, record boundaries) is `spool::share`'s. Nothing is read from a tap.
 
 use std::io;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{fence, AtomicU64, Ordering};
 use std::sync::Arc;
 
 pub mod memory;
+pub mod share;
 pub use memory::{PageKind, RingMemory};
 
 /// Alignment of the ring's memory and of file starts within it: what O_DIRECT requires.
@@ -39,6 +48,8 @@ struct Shared {
     mem: RingMemory,
     produced: Padded,
     consumed: Padded,
+    /// The share header of a shared ring.
+    hdr: Option<share::HeaderMap>,
 }
 
 /// The capture side: appends records.
@@ -139,9 +150,22 @@ unsafe impl Send for RingConsumer {}
 
 /// A ring of `len` bytes: populated, and locked in memory when `lock` and the limits allow.
 pub fn byte_ring(len: usize, lock: bool) -> io::Result<(RingProducer, RingConsumer)> {
-    let mem = RingMemory::new(len, lock)?;
+    ring_over(RingMemory::new(len, lock)?, None)
+}
+
+/// A ring of `len` bytes that taps can map read-only: memfd memory and a header page whose
+/// overwrite frontier ([`share::FRONTIER_WORD`]) the producer keeps (see the module docs).
+pub fn shared_byte_ring(len: usize, lock: bool) -> io::Result<(RingProducer, RingConsumer)> {
+    let hdr = share::HeaderMap::new("wirespeed-share")?;
+    hdr.words()[share::FRONTIER_WORD].store(len as u64, Ordering::Release);
+    ring_over(RingMemory::shared(len, lock)?, Some(hdr))
+}
+
+fn ring_over(mem: RingMemory, hdr: Option<share::HeaderMap>) -> io::Result<(RingProducer, RingConsumer)> {
+    let len = mem.len;
     let base = mem.ptr;
-    let shared = Arc::new(Shared { mem, produced: Padded(AtomicU64::new(0)), consumed: Padded(AtomicU64::new(0)) });
+    let shared =
+        Arc::new(Shared { mem, produced: Padded(AtomicU64::new(0)), consumed: Padded(AtomicU64::new(0)), hdr });
     let len = len as u64;
     Ok((
         RingProducer {
@@ -180,11 +204,19 @@ impl RingProducer {
         &self.shared.mem
     }
 
+    /// The header page of a shared ring (None: not shared).
+    pub fn share_header(&self) -> Option<&share::HeaderMap> {
+        self.shared.hdr.as_ref()
+    }
+
     /// Bytes written but not yet released by the consumer (reloads the consumer's position).
     #[inline]
     pub fn fill(&mut self) -> u64 {
         let c = self.shared.consumed.0.load(Ordering::Acquire);
-        self.limit = c + self.len;
+        if self.shared.hdr.is_none() {
+            // A shared ring's room grows only through `room`, which publishes the frontier.
+            self.limit = c + self.len;
+        }
         self.pos - c
     }
 
@@ -194,7 +226,22 @@ impl RingProducer {
         if self.pos + n <= self.limit {
             return true;
         }
-        self.limit = self.shared.consumed.0.load(Ordering::Acquire) + self.len;
+        let full = self.shared.consumed.0.load(Ordering::Acquire) + self.len;
+        self.limit = match self.shared.hdr.as_ref() {
+            None => full,
+            Some(h) => {
+                // Room in steps: the frontier trails the cursor by most of the ring.
+                let l = full.min(self.pos + n.max(self.len / 8));
+                let w = &h.words()[share::FRONTIER_WORD];
+                if l > w.load(Ordering::Relaxed) {
+                    // Seqlock writer: the frontier is stored before any byte below it is
+                    // written (the fence orders the store before the writes that follow).
+                    w.store(l, Ordering::Relaxed);
+                    fence(Ordering::Release);
+                }
+                l.max(self.limit)
+            }
+        };
         self.pos + n <= self.limit
     }
 

@@ -17,6 +17,7 @@ pub mod rates;
 pub mod ring;
 pub mod soak;
 pub mod sweep;
+pub mod taps;
 pub mod ttcp;
 pub mod writer;
 
@@ -69,6 +70,9 @@ enum BenchCmd {
     /// A partition killed mid-transfer: time until its peers report it, and the others' stream.
     #[command(long_about = isolation::ISOLATION_HELP)]
     Isolation(isolation::IsolationArgs),
+    /// The recorder's capture CPU per datagram with 0, 1 and 3 live taps attached.
+    #[command(long_about = taps::TAPS_HELP)]
+    Taps(taps::TapsArgs),
     #[command(hide = true)]
     BareRecv(bare_recv::BareRecvArgs),
 }
@@ -88,6 +92,7 @@ pub fn cmd_bench(a: BenchArgs) -> Result<u8, Error> {
         BenchCmd::Ring(r) => ring::cmd_ring(r),
         BenchCmd::Writer(w) => writer::cmd_writer(w),
         BenchCmd::Isolation(i) => isolation::cmd_isolation(i),
+        BenchCmd::Taps(t) => taps::cmd_taps(t),
         BenchCmd::BareRecv(b) => bare_recv::cmd_bare_recv(b),
     }
 }

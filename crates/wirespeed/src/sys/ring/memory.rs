@@ -8,6 +8,10 @@
 //! in `always` or `madvise` mode) and normal pages, and says which it got ([`PageKind`]).
 //! Big rings are populated by several threads at once (each faults in its own slice), since
 //! zeroing memory is what the time goes to and one core zeroes only so fast.
+//!
+//! A ring shared with taps ([`RingMemory::shared`], `record --share`) is the same but backed by
+//! a memfd mapped MAP_SHARED (hugetlb memfd first, then a plain one with MADV_HUGEPAGE, which
+//! gives huge pages where shmem THP is enabled), so that a tap can map it read-only.
 
 use super::RING_ALIGN;
 use serde::Serialize;
@@ -56,6 +60,8 @@ impl PageKind {
 /// Anonymous memory mapped once, populated up front and unmapped on drop.
 pub struct RingMemory {
     pub(super) ptr: *mut u8,
+    /// The ring's length, bytes.
+    pub(super) len: usize,
     /// Start and length of the whole mapping (the ring may sit inside it, aligned for huge pages).
     map: (*mut u8, usize),
     /// The pages are locked in RAM (mlock succeeded).
@@ -71,6 +77,8 @@ pub struct RingMemory {
     pub threads: usize,
     /// The thread that faults the rest in, ahead of the producer.
     tail: Tail,
+    /// The memfd behind a shared ring (None: anonymous memory, not shareable).
+    fd: Option<std::os::fd::OwnedFd>,
 }
 
 /// When the ring was fully faulted in, kept by whoever reports on the ring.
@@ -121,13 +129,38 @@ impl RingMemory {
     /// this returns and a thread faults in the rest, in ring order, ahead of the producer:
     /// a big ring can take its first datagram at once. Without, every page is in on return.
     pub fn with_pages(len: usize, lock: bool, first: PageKind, background: bool) -> io::Result<Self> {
+        Self::build(len, lock, first, background, false)
+    }
+
+    /// As [`new`](Self::new), backed by a memfd that other processes can map read-only
+    /// ([`shared_fd`](Self::shared_fd)): the ring of `record --share`.
+    pub fn shared(len: usize, lock: bool) -> io::Result<Self> {
+        Self::build(len, lock, PageKind::Hugetlb, true, true)
+    }
+
+    /// The memfd behind a shared ring (a tap opens it as /proc/PID/fd/N).
+    pub fn shared_fd(&self) -> Option<std::os::fd::RawFd> {
+        self.fd.as_ref().map(std::os::fd::AsRawFd::as_raw_fd)
+    }
+
+    fn build(len: usize, lock: bool, first: PageKind, background: bool, share: bool) -> io::Result<Self> {
         if len == 0 || len % RING_ALIGN != 0 {
             return Err(io::Error::new(io::ErrorKind::InvalidInput, "ring size must be a non-zero multiple of 4 KiB"));
         }
         let t0 = super::super::monotonic_ns();
-        let hugetlb = if first == PageKind::Hugetlb && len % HUGE == 0 { map_hugetlb(len) } else { None };
+        let hugetlb = if first == PageKind::Hugetlb && len % HUGE == 0 {
+            if share {
+                map_hugetlb_shared(len)
+            } else {
+                map_hugetlb(len).map(|p| (p, None))
+            }
+        } else {
+            None
+        };
         let mut mem = match hugetlb {
-            Some(ptr) => RingMemory {
+            Some((ptr, fd)) => RingMemory {
+                fd,
+                len,
                 ptr,
                 map: (ptr, len),
                 locked: false,
@@ -139,8 +172,29 @@ impl RingMemory {
             },
             None => {
                 check_available(len)?;
-                let (map_ptr, map_len, ptr) = map_normal(len)?;
+                let (map_ptr, map_len, ptr, fd) = if share {
+                    let fd = super::share::memfd("wirespeed-ring", len, false)?;
+                    let (map_ptr, map_len, ptr) = map_normal(len)?;
+                    // The reservation's ring range becomes the memfd, shared.
+                    let mapped = super::share::map_fd(
+                        std::os::fd::AsRawFd::as_raw_fd(&fd),
+                        len,
+                        ptr,
+                        libc::PROT_READ | libc::PROT_WRITE,
+                    );
+                    if let Err(e) = mapped {
+                        // SAFETY: the reservation made just above, not used by anything.
+                        unsafe { libc::munmap(map_ptr.cast(), map_len) };
+                        return Err(e);
+                    }
+                    (map_ptr, map_len, ptr, Some(fd))
+                } else {
+                    let (map_ptr, map_len, ptr) = map_normal(len)?;
+                    (map_ptr, map_len, ptr, None)
+                };
                 let mut mem = RingMemory {
+                    fd,
+                    len,
                     ptr,
                     map: (map_ptr, map_len),
                     locked: false,
@@ -168,7 +222,7 @@ impl RingMemory {
         mem.threads = populate(Region(mem.ptr, head));
         mem.huge_bytes = match mem.pages {
             PageKind::Hugetlb => len as u64,
-            PageKind::Transparent => anon_huge_bytes(mem.ptr as usize).unwrap_or(0),
+            PageKind::Transparent => huge_bytes_of(mem.ptr as usize).unwrap_or(0),
             PageKind::Normal => 0,
         };
         mem.ready_ns = super::super::monotonic_ns() - t0;
@@ -265,6 +319,20 @@ fn map_hugetlb(len: usize) -> Option<*mut u8> {
     (ptr != libc::MAP_FAILED).then_some(ptr as *mut u8)
 }
 
+/// A shared ring from the reserved huge-page pool (a hugetlb memfd), or None when the pool
+/// cannot hold it.
+fn map_hugetlb_shared(len: usize) -> Option<(*mut u8, Option<std::os::fd::OwnedFd>)> {
+    let fd = super::share::memfd("wirespeed-ring", len, true).ok()?;
+    let ptr = super::share::map_fd(
+        std::os::fd::AsRawFd::as_raw_fd(&fd),
+        len,
+        std::ptr::null_mut(),
+        libc::PROT_READ | libc::PROT_WRITE,
+    )
+    .ok()?;
+    Some((ptr, Some(fd)))
+}
+
 /// An anonymous mapping with the ring placed on a 2 MiB boundary inside it (so transparent
 /// huge pages can back all of it): (mapping, its length, ring start).
 fn map_normal(len: usize) -> io::Result<(*mut u8, usize, *mut u8)> {
@@ -328,8 +396,9 @@ fn meminfo_bytes(key: &str) -> Option<u64> {
     kib.checked_mul(1024)
 }
 
-/// AnonHugePages of the mapping that contains `addr`, from /proc/self/smaps.
-fn anon_huge_bytes(addr: usize) -> Option<u64> {
+/// Huge-page bytes of the mapping that contains `addr`, from /proc/self/smaps (AnonHugePages
+/// for anonymous memory, ShmemPmdMapped for a shared ring).
+fn huge_bytes_of(addr: usize) -> Option<u64> {
     let text = std::fs::read_to_string("/proc/self/smaps").ok()?;
     let mut inside = false;
     for line in text.lines() {
@@ -337,9 +406,11 @@ fn anon_huge_bytes(addr: usize) -> Option<u64> {
         if let Some((a, b)) = first.split_once('-').filter(|_| !first.ends_with(':')) {
             let (Ok(a), Ok(b)) = (usize::from_str_radix(a, 16), usize::from_str_radix(b, 16)) else { continue };
             inside = a <= addr && addr < b;
-        } else if inside && first == "AnonHugePages:" {
+        } else if inside && (first == "AnonHugePages:" || first == "ShmemPmdMapped:") {
             let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-            return Some(kib * 1024);
+            if kib > 0 {
+                return Some(kib * 1024);
+            }
         }
     }
     None
