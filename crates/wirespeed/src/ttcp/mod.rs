@@ -37,7 +37,7 @@ pub use raw::{
 pub use receiver::Receiver;
 pub use report::{Report, SCHEMA};
 pub use sockbuf::SockBuf;
-pub use table::{csv, rw_table, sockbuf_table, BenchRow, TABLE3_SIZES};
+pub use table::{csv, rw_table, seed_table3, sockbuf_table, table3, BenchRow, Over, RawRow, SEED_TABLE3, TABLE3_SIZES};
 pub use transmitter::transmit;
 
 use crate::error::{Error, Result};

@@ -624,6 +624,13 @@ impl RawReceiver {
     pub fn bind(cfg: &RawConfig) -> Result<RawReceiver> {
         cfg.validate()?;
         let mut r = RawReceiver { cfg: cfg.clone(), listeners: Vec::new(), made: Vec::new() };
+        if cfg.kind == RawKind::Path {
+            // Said before the receiver announces itself, so a transmitter is not started for
+            // nothing (opening waits, for a FIFO, until the transmitter opens too).
+            if let Some((p, e)) = cfg.paths.iter().find_map(|p| std::fs::metadata(p).err().map(|e| (p, e))) {
+                return Err(open_error(p, "for reading", e));
+            }
+        }
         if cfg.kind == RawKind::Unix {
             for p in &cfg.paths {
                 if p.symlink_metadata().is_ok() {
