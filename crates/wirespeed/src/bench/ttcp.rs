@@ -322,9 +322,9 @@ impl Drop for WorkDir {
     }
 }
 
-/// Device `d` from partition `local` to `remote` as a command run by `partition exec` sees it.
-pub fn exec_device_path(local: u32, remote: u32, d: u8) -> PathBuf {
-    let _ = local;
+/// Device `d` to partition `remote` as a command run by `partition exec` in the other
+/// partition sees it (`/hw/xplink/raw/<remote>/<nn>`).
+pub fn exec_device_path(remote: u32, d: u8) -> PathBuf {
     Path::new(xplink::EXEC_PATH).join("raw").join(xplink::remote_name(remote)).join(xplink::device_name(d))
 }
 
@@ -346,7 +346,7 @@ fn await_devices(place: &Place, k: usize) -> Result<()> {
             None => return Ok(()),
             Some(p) if t.elapsed() >= DEVICES_APPEAR => {
                 return Err(Error::Runtime(format!(
-                    "the raw devices are not there: {} does not exist {} s after the partitions were made (see `wirespeed partition --prefix {prefix} status`)",
+                    "the raw devices are not there: {} does not exist {} s after partitions '{prefix}' were made (their daemons serve them once the pair is active)",
                     p.display(),
                     DEVICES_APPEAR.as_secs()
                 )))
@@ -365,8 +365,8 @@ fn raw_paths(over: Over, k: usize, work: &mut Option<WorkDir>) -> Result<(RawKin
     Ok(match (over, work.as_mut()) {
         (Over::Devices, _) => (
             RawKind::Path,
-            (0..k as u8).map(|d| exec_device_path(a, b, d)).collect(),
-            (0..k as u8).map(|d| exec_device_path(b, a, d)).collect(),
+            (0..k as u8).map(|d| exec_device_path(b, d)).collect(),
+            (0..k as u8).map(|d| exec_device_path(a, d)).collect(),
         ),
         (Over::Pipe, Some(w)) => {
             let f = w.fifos(k)?;
@@ -502,7 +502,7 @@ pub fn run(
     progress: &mut dyn FnMut(&str),
 ) -> Result<TtcpBench> {
     let protos = cfg.protos();
-    let over = cfg.over(place);
+    let mut over = cfg.over(place);
     cfg.check_place(place)?;
     #[derive(Clone, Copy)]
     enum Step {
@@ -516,6 +516,16 @@ pub fn run(
         }
         plan.push(Step::Sockbuf(p, None));
     }
+    if cfg.table3 && over.contains(&Over::Devices) {
+        if let Err(e) = await_devices(place, cfg.streams) {
+            if cfg.over.contains(&Over::Devices) {
+                return Err(e);
+            }
+            // Only the default asked for them: the other columns still stand.
+            progress(&format!("bench ttcp: Table 3 without its devices column: {e}"));
+            over.retain(|o| *o != Over::Devices);
+        }
+    }
     if cfg.table3 {
         // Size by size, every transport at each, so a machine that gets busier part way
         // through weighs on all columns alike.
@@ -523,9 +533,6 @@ pub fn run(
             for &o in &over {
                 plan.push(Step::T3(o, s));
             }
-        }
-        if over.contains(&Over::Devices) {
-            await_devices(place, cfg.streams)?;
         }
     }
     let (mut rows, mut t3, mut raw) = (Vec::new(), Vec::new(), Vec::new());
@@ -725,8 +732,8 @@ fn raw_command_rows(place: &Place, over: Over, k: usize, writes: &str) -> [Strin
     let (kind, txp, rxp): (RawKind, Vec<PathBuf>, Vec<PathBuf>) = match over {
         Over::Devices => (
             RawKind::Path,
-            (0..k as u8).map(|d| exec_device_path(a, b, d)).collect(),
-            (0..k as u8).map(|d| exec_device_path(b, a, d)).collect(),
+            (0..k as u8).map(|d| exec_device_path(b, d)).collect(),
+            (0..k as u8).map(|d| exec_device_path(a, d)).collect(),
         ),
         Over::Pipe => {
             let f = (0..k).map(|d| WorkDir::fifo_path(&WorkDir::path(), d)).collect::<Vec<_>>();
@@ -764,6 +771,42 @@ mod tests {
         assert_eq!(r, "wirespeed ttcp -u -r -s -l49152 -b 1M -n 20000 -p 0 --bind 127.0.0.1 --cpu 1 --json");
         assert_eq!(s, "wirespeed ttcp -u -t -s -l49152 -b 1M -n 20000 -p <receiver's port> --cpu 0 --json 127.0.0.1");
         assert_eq!(description(&place), "over loopback, transmitter on CPU 0, receiver on CPU 1");
+    }
+
+    #[test]
+    fn the_devices_are_the_seeds_paths() {
+        assert_eq!(exec_device_path(2, 0), Path::new("/hw/xplink/raw/02/00"));
+        assert_eq!(exec_device_path(1, 15), Path::new("/hw/xplink/raw/01/0f"));
+        let place = Place::loopback_on(None, None).expect("place");
+        let [r, s] = raw_command_rows(&place, Over::Devices, 2, "1000");
+        assert_eq!(r, "wirespeed ttcp -r --device /hw/xplink/raw/01/00,/hw/xplink/raw/01/01 -l <size> -n 1000 --json");
+        assert_eq!(s, "wirespeed ttcp -t --device /hw/xplink/raw/02/00,/hw/xplink/raw/02/01 -l <size> -n 1000 --json");
+        let [r, _] = raw_command_rows(&place, Over::Unix, 1, "20");
+        assert!(r.starts_with("wirespeed ttcp -r --unix /") && r.ends_with("/unix-00 -l <size> -n 20 --json"), "{r}");
+    }
+
+    #[test]
+    fn the_default_columns_follow_the_place() {
+        let cfg = TtcpBenchConfig {
+            protos: vec![],
+            buffers: vec![],
+            buflen: 49152,
+            nbuf: 10,
+            table3: true,
+            writes: 1000,
+            loopback: true,
+            over: vec![],
+            streams: 1,
+        };
+        let place = Place::loopback_on(None, None).expect("place");
+        assert_eq!(cfg.over(&place), [Over::Pipe, Over::Unix, Over::Tcp]);
+        let four = TtcpBenchConfig { streams: 4, ..cfg.clone() };
+        assert_eq!(four.over(&place), [Over::Pipe, Over::Unix], "tcp has one stream");
+        let asked = TtcpBenchConfig { over: vec![Over::Unix, Over::Pipe, Over::Unix], ..cfg.clone() };
+        assert_eq!(asked.over(&place), [Over::Pipe, Over::Unix], "column order, no repeats");
+        let dev = TtcpBenchConfig { over: vec![Over::Devices], loopback: false, ..cfg };
+        assert!(dev.validate().is_ok());
+        assert!(matches!(dev.check_place(&place), Err(Error::Usage(m)) if m.contains("needs partitions")));
     }
 
     #[test]

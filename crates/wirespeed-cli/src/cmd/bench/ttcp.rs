@@ -60,7 +60,8 @@ pub struct BenchTtcpArgs {
     #[arg(short = 'n', long = "nbuf", default_value = "20000", value_parser = units::parse_count)]
     nbuf: u64,
     /// Also run Table 3: MB/s for read/write sizes 32 B to 1 MiB (powers of two), --writes
-    /// writes each, over a TCP stream with default socket buffers.
+    /// writes each, over each --over transport (default: the raw devices on partitions, a
+    /// pipe, a Unix socket and a TCP stream).
     #[arg(long)]
     table3: bool,
     /// Writes per size in Table 3 (the seed's 1000).
