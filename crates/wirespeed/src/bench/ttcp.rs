@@ -436,6 +436,10 @@ fn run_raw_pair(
         return Ok(None);
     }
     let tx_out = tx_out?;
+    if !tx_out.status.success() && !rx_out.status.success() && tx_out.stderr.contains("the reader went away") {
+        // The receiver gave up first (a failed check, a short stream): its reason is the one.
+        return Err(Error::Runtime(format!("the {} ttcp receiver failed: {}", over.name(), last_line(&rx_out.stderr))));
+    }
     if !tx_out.status.success() {
         return Err(Error::Runtime(format!(
             "the {} ttcp transmitter failed: {}",
@@ -656,6 +660,9 @@ pub fn run(
                 "MB/s (tcp) = bytes received / the receiver's wall-clock time (accept to end of stream); {} writes of each size, default socket buffers\n",
                 cfg.writes
             ));
+        }
+        if over.contains(&Over::Pipe) {
+            text.push_str("pipe: Linux's default 64 KiB pipe capacity, so writes above it go through in pieces (the short reads in the JSON)\n");
         }
         text.push_str(
             "seed = seed 000's own Table 3: one raw device between the two partitions of an Origin 2000 (195 MHz)\n",

@@ -98,6 +98,8 @@ pub struct RawRow {
     pub mb_per_s: f64,
     /// The same per stream, from its own first byte written to its last byte read.
     pub stream_mb_per_s: Vec<f64>,
+    /// What `real_s` spans.
+    pub timed: String,
 }
 
 impl RawRow {
@@ -110,14 +112,18 @@ impl RawRow {
         transmit: RawReport,
         receive: RawReport,
     ) -> RawRow {
+        // Both ends read CLOCK_MONOTONIC, which partitions (network and mount namespaces)
+        // share; should a receiver's last byte ever come before the transmitter's first, the
+        // clocks are not one, and each span falls back to the receiver's own.
+        let shared = receive.last_ns > transmit.first_ns;
         let span = |first: u64, last: u64| last.saturating_sub(first) as f64 / 1e9;
         let rate = |bytes: u64, s: f64| if s > 0.0 { bytes as f64 / s / 1e6 } else { 0.0 };
-        let real_s = span(transmit.first_ns, receive.last_ns);
+        let real_s = if shared { span(transmit.first_ns, receive.last_ns) } else { receive.real_s };
         let stream_mb_per_s = receive
             .streams
             .iter()
             .zip(&transmit.streams)
-            .map(|(r, t)| rate(r.bytes, span(t.first_ns, r.last_ns)))
+            .map(|(r, t)| if shared { rate(r.bytes, span(t.first_ns, r.last_ns)) } else { r.mb_per_s })
             .collect();
         RawRow {
             over,
@@ -130,6 +136,12 @@ impl RawRow {
             real_s,
             mb_per_s: rate(receive.bytes, real_s),
             stream_mb_per_s,
+            timed: if shared {
+                "first byte written to last byte read"
+            } else {
+                "receiver's first to last read (the two clocks disagree)"
+            }
+            .into(),
             transmit,
             receive,
         }
@@ -289,7 +301,75 @@ pub fn csv(table3: &[BenchRow], rows: &[BenchRow]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ttcp::{Config, Role};
+    use crate::ttcp::{Config, RawKind, Role, StreamReport};
+
+    fn raw_report(role: Role, streams: &[(u64, u64, u64)]) -> RawReport {
+        let streams: Vec<StreamReport> = streams
+            .iter()
+            .map(|&(bytes, first_ns, last_ns)| StreamReport {
+                path: "p".into(),
+                bytes,
+                calls: 1,
+                short_calls: 0,
+                first_ns,
+                last_ns,
+                real_s: (last_ns - first_ns) as f64 / 1e9,
+                mb_per_s: bytes as f64 / ((last_ns - first_ns) as f64 / 1e9) / 1e6,
+                aligned: true,
+            })
+            .collect();
+        let first_ns = streams.iter().map(|s| s.first_ns).min().unwrap();
+        let last_ns = streams.iter().map(|s| s.last_ns).max().unwrap();
+        RawReport {
+            schema: String::new(),
+            role,
+            kind: RawKind::Path,
+            buflen: 1000,
+            nbuf: 1000,
+            check: String::new(),
+            cpu: None,
+            bytes: streams.iter().map(|s| s.bytes).sum(),
+            calls: 0,
+            short_calls: 0,
+            first_ns,
+            last_ns,
+            real_s: (last_ns - first_ns) as f64 / 1e9,
+            mb_per_s: 0.0,
+            cpu_s: 0.0,
+            streams,
+        }
+    }
+
+    #[test]
+    fn a_raw_row_is_timed_from_the_first_byte_written_to_the_last_read() {
+        // Two streams of 1 MB: written from t=1 s and 1.5 s, read until t=2 s and 3 s.
+        let t = raw_report(
+            Role::Transmit,
+            &[(1_000_000, 1_000_000_000, 1_100_000_000), (1_000_000, 1_500_000_000, 1_600_000_000)],
+        );
+        let r = raw_report(
+            Role::Receive,
+            &[(1_000_000, 1_200_000_000, 2_000_000_000), (1_000_000, 1_700_000_000, 3_000_000_000)],
+        );
+        let row = RawRow::new(Over::Pipe, vec![], vec![], t.clone(), r.clone());
+        assert_eq!((row.bytes, row.streams, row.buflen), (2_000_000, 2, 1000));
+        assert!((row.real_s - 2.0).abs() < 1e-12 && (row.mb_per_s - 1.0).abs() < 1e-12, "{row:?}");
+        assert!((row.stream_mb_per_s[0] - 1.0).abs() < 1e-12 && (row.stream_mb_per_s[1] - 2.0 / 3.0).abs() < 1e-12);
+        assert_eq!(row.timed, "first byte written to last byte read");
+        // Clocks that disagree: the receiver's own span.
+        let late = raw_report(
+            Role::Transmit,
+            &[(1_000_000, 5_000_000_000, 5_100_000_000), (1_000_000, 5_000_000_000, 5_100_000_000)],
+        );
+        let row = RawRow::new(Over::Pipe, vec![], vec![], late, r);
+        assert!((row.real_s - 1.8).abs() < 1e-12 && row.timed.contains("disagree"), "{row:?}");
+        let text = table3(&[32, 524288], &[Over::Pipe, Over::Tcp], &[], &[], 1);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines[0].split_whitespace().skip(3).collect::<Vec<_>>(), ["pipe", "tcp", "seed"]);
+        assert_eq!(lines[1].split_whitespace().collect::<Vec<_>>(), ["32", "-", "-", "0.8"]);
+        assert_eq!(lines[2].split_whitespace().collect::<Vec<_>>(), ["524288", "-", "-", "-"]);
+        assert!(table3(&[32], &[Over::Devices], &[], &[], 4).lines().next().unwrap().contains("devices x4"));
+    }
 
     #[test]
     fn tables_have_the_seeds_columns() {
