@@ -46,8 +46,8 @@ use wirespeed::{sys, Error};
         data to the last; both print their first and last byte on the monotonic clock, which \
         `bench ttcp --table3` uses to time from the first byte written to the last read:\n  \
         mkfifo /tmp/p\n  \
-        wirespeed ttcp -r --device /tmp/p -l 4096 -n 1000 &   (the receiver)\n  \
-        wirespeed ttcp -t --device /tmp/p -l 4096 -n 1000     (the transmitter)\n\n\
+        wirespeed ttcp --receive --device /tmp/p -l 4096 -n 1000 &   (the receiver)\n  \
+        wirespeed ttcp --transmit --device /tmp/p -l 4096 -n 1000     (the transmitter)\n\n\
         Exit codes: 0 success, 1 runtime failure (port in use, connection refused), 2 bad usage."
 )]
 pub struct TtcpArgs {
