@@ -139,6 +139,11 @@ pub fn table3_writes(s: &str) -> Result<u64, String> {
     count_in(s, 1, 1_000_000, "each of 16 sizes up to 1 MiB is written this many times")
 }
 
+/// Streams at once in `bench ttcp`'s Table 3: a remote partition has 16 raw devices.
+pub fn table3_streams(s: &str) -> Result<usize, String> {
+    count_in(s, 1, 16, "a remote partition has 16 raw devices, 00..0f").map(|n| n as usize)
+}
+
 /// How long to run: 0 would do nothing and look like success.
 pub fn run_duration(s: &str) -> Result<Duration, String> {
     let d = units::parse_duration(s)?;

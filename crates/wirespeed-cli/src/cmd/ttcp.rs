@@ -3,9 +3,10 @@
 use crate::out::print_json;
 use clap::Args;
 use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
 use std::time::Duration;
 use wirespeed::error::resolve;
-use wirespeed::ttcp::{self, Config, Proto, Receiver, Role};
+use wirespeed::ttcp::{self, Config, Proto, RawConfig, RawKind, RawReceiver, Receiver, Role};
 use wirespeed::units::{self, Rate};
 use wirespeed::{sys, Error};
 
@@ -31,6 +32,22 @@ use wirespeed::{sys, Error};
         transmitter sends as fast as it can unless --rate paces it.\n\n\
         Seed 000 measured its Tables 4 and 5 with `ttcp -r/-t -s -l49152 -b <socket buffer \
         size> -n 126976`; `wirespeed bench ttcp` runs that whole table set.\n\n\
+        Raw mode (--device PATH or --unix PATH; Table 3): the transmitter issues -n writes of \
+        -l bytes into PATH and closes it, the receiver reads with -l-byte reads until it has \
+        -n x -l bytes and then the end of stream, both from 128-byte aligned buffers (the \
+        seed's cache-line aligned source and destination). PATH is opened like any file: a \
+        raw device (/hw/xplink/raw/02/00 inside `wirespeed partition exec 1`, its peer \
+        /hw/xplink/raw/01/00 in partition 2), a FIFO (mkfifo) or a file; --unix PATH is a Unix \
+        stream socket the receiver binds. Every byte is checked (a counter per 8 bytes): a \
+        lost, repeated or changed byte, or a short or long stream, fails the receiver with \
+        the offset. Byte streams give short reads: each side counts its calls and the short \
+        ones. Several paths (comma-separated, at most 16) run at once, one thread each, with \
+        per-stream and aggregate MB/s. The receiver times from its first read that returned \
+        data to the last; both print their first and last byte on the monotonic clock, which \
+        `bench ttcp --table3` uses to time from the first byte written to the last read:\n  \
+        mkfifo /tmp/p\n  \
+        wirespeed ttcp --receive --device /tmp/p -l 4096 -n 1000 &   (the receiver)\n  \
+        wirespeed ttcp --transmit --device /tmp/p -l 4096 -n 1000     (the transmitter)\n\n\
         Exit codes: 0 success, 1 runtime failure (port in use, connection refused), 2 bad usage."
 )]
 pub struct TtcpArgs {
@@ -58,9 +75,9 @@ pub struct TtcpArgs {
     #[arg(short = 'n', long = "nbuf", value_name = "COUNT", default_value = "2048", value_parser = units::parse_count)]
     nbuf: u64,
     /// Port: the receiver listens on it (0 picks a free one and prints it), the transmitter
-    /// connects to it.
-    #[arg(short = 'p', long, default_value_t = ttcp::DEFAULT_PORT)]
-    port: u16,
+    /// connects to it (default 5001, ttcp's).
+    #[arg(short = 'p', long, value_name = "PORT")]
+    port: Option<u16>,
     /// Accepted for ttcp compatibility and ignored: wirespeed always sources and sinks a
     /// pattern in memory (ttcp without -s moved stdin to stdout).
     #[arg(short = 's', long = "sink")]
@@ -86,6 +103,17 @@ pub struct TtcpArgs {
     /// Print one JSON document (schema wirespeed.ttcp/1) instead of the ttcp-style lines.
     #[arg(long)]
     json: bool,
+    /// Raw mode: open these paths (raw devices, FIFOs or files; comma-separated for several
+    /// streams at once) instead of a TCP or UDP socket; see below.
+    #[arg(long = "device", value_name = "PATH", value_delimiter = ',', conflicts_with = "unix")]
+    device: Vec<PathBuf>,
+    /// Raw mode over Unix stream sockets at these paths: -r binds and listens, -t connects.
+    #[arg(long = "unix", value_name = "PATH", value_delimiter = ',')]
+    unix: Vec<PathBuf>,
+    /// Raw mode: send one fixed buffer and only count on receipt (both ends must agree);
+    /// default: every write carries a counter per 8 bytes and the receiver checks each read.
+    #[arg(long = "no-check")]
+    no_check: bool,
     /// Transmitter: the receiver's host name or address.
     host: Option<String>,
 }
@@ -106,6 +134,12 @@ pub fn cmd_ttcp(a: TtcpArgs) -> Result<u8, Error> {
         }
     };
     let _ = a.sink;
+    if !a.device.is_empty() || !a.unix.is_empty() {
+        return cmd_ttcp_raw(a, role);
+    }
+    if a.no_check {
+        return Err(Error::Usage("--no-check is for raw mode (--device or --unix)".into()));
+    }
     let proto = if a.udp { Proto::Udp } else { Proto::Tcp };
     let mut cfg = Config::new(proto);
     cfg.buflen = usize::try_from(a.buflen).map_err(|_| Error::Usage(format!("-l {} is too large", a.buflen)))?;
@@ -122,6 +156,7 @@ pub fn cmd_ttcp(a: TtcpArgs) -> Result<u8, Error> {
     if a.nodelay && proto == Proto::Udp {
         return Err(Error::Usage("-D (TCP_NODELAY) is a TCP option: leave it out with -u".into()));
     }
+    let port = a.port.unwrap_or(ttcp::DEFAULT_PORT);
     let stop = sys::install_stop_handler();
     let rep = match role {
         Role::Transmit => {
@@ -138,9 +173,9 @@ pub fn cmd_ttcp(a: TtcpArgs) -> Result<u8, Error> {
                 return Err(Error::Usage("--timeout is for the UDP receiver (-r -u)".into()));
             }
             let target = if host.contains(':') && !host.starts_with('[') {
-                format!("[{host}]:{}", a.port)
+                format!("[{host}]:{}", port)
             } else {
-                format!("{host}:{}", a.port)
+                format!("{host}:{}", port)
             };
             let dest = resolve(&target)?;
             ttcp::transmit(&cfg, dest, stop)?
@@ -166,7 +201,7 @@ pub fn cmd_ttcp(a: TtcpArgs) -> Result<u8, Error> {
             let ip: IpAddr = bind.parse().map_err(|_| {
                 Error::Usage(format!("--bind '{bind}' is not an IP address: give one of this host's, e.g. 127.0.0.1"))
             })?;
-            let rx = Receiver::bind(&cfg, SocketAddr::new(ip, a.port))?;
+            let rx = Receiver::bind(&cfg, SocketAddr::new(ip, port))?;
             // Always on stderr, also with --json: whoever starts the transmitter waits for it.
             eprintln!(
                 "wirespeed ttcp-r: listening on {} ({}, -l {}, -b {}); Ctrl-C stops",
@@ -174,6 +209,73 @@ pub fn cmd_ttcp(a: TtcpArgs) -> Result<u8, Error> {
                 proto.name(),
                 cfg.buflen,
                 cfg.sockbuf.map(|b| b.to_string()).unwrap_or_else(|| "default".into())
+            );
+            rx.run(stop)?
+        }
+    };
+    if a.json {
+        print_json(&rep)?;
+    } else {
+        print!("{}", rep.human());
+    }
+    Ok(0)
+}
+
+/// Raw mode: Table 3's transfer over paths or Unix sockets.
+fn cmd_ttcp_raw(a: TtcpArgs, role: Role) -> Result<u8, Error> {
+    let (kind, paths) = if a.unix.is_empty() { (RawKind::Path, a.device) } else { (RawKind::Unix, a.unix) };
+    let refuse = |what: &str| {
+        Err(Error::Usage(format!("{what} is for TCP and UDP sockets: leave it out with {}", kind.option())))
+    };
+    if a.udp {
+        return refuse("-u");
+    }
+    if a.sockbuf.is_some() {
+        return refuse("-b");
+    }
+    if a.nodelay {
+        return refuse("-D");
+    }
+    if a.rate.is_some() {
+        return refuse("--rate");
+    }
+    if a.timeout.is_some() {
+        return refuse("--timeout");
+    }
+    if a.bind.is_some() {
+        return refuse("--bind");
+    }
+    if a.port.is_some() {
+        return refuse("-p");
+    }
+    if let Some(h) = &a.host {
+        return Err(Error::Usage(format!(
+            "'{h}': raw mode takes no HOST: both ends name the same stream with {} PATH",
+            kind.option()
+        )));
+    }
+    let cfg = RawConfig {
+        kind,
+        paths,
+        buflen: usize::try_from(a.buflen).map_err(|_| Error::Usage(format!("-l {} is too large", a.buflen)))?,
+        nbuf: a.nbuf,
+        check: !a.no_check,
+        cpu: a.cpu,
+    };
+    cfg.validate()?;
+    let stop = sys::install_stop_handler();
+    let rep = match role {
+        Role::Transmit => ttcp::transmit_raw(&cfg, stop)?,
+        Role::Receive => {
+            let rx = RawReceiver::bind(&cfg)?;
+            // Always on stderr, also with --json: whoever starts the transmitter waits for it.
+            let shown: Vec<String> = cfg.paths.iter().map(|p| p.display().to_string()).collect();
+            eprintln!(
+                "wirespeed ttcp-r: listening on {} (raw {}, -l {}, -n {}); Ctrl-C stops",
+                shown.join(","),
+                kind.option(),
+                cfg.buflen,
+                cfg.nbuf
             );
             rx.run(stop)?
         }

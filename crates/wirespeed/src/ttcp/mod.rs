@@ -16,11 +16,13 @@
 //! what was really sent rather than from what was planned.
 //!
 //! The rooms: `marker.rs` (the UDP marker datagram as a typed view), `transmitter.rs` and
-//! `receiver.rs` (the two ends), `sockbuf.rs` (what socket buffer was asked for and granted),
+//! `receiver.rs` (the two ends), `raw.rs` (Table 3's transfer over raw byte streams opened by
+//! path: raw devices, FIFOs, files, and Unix sockets, with every byte checked), `sockbuf.rs` (what socket buffer was asked for and granted),
 //! `report.rs` (one side's account and its ttcp-style text) and `table.rs` (the seed's Tables
 //! 3-5 and CSV over pairs of reports). This file holds the settings both ends share.
 
 mod marker;
+mod raw;
 mod receiver;
 mod report;
 mod sockbuf;
@@ -28,10 +30,14 @@ mod table;
 mod transmitter;
 
 pub use marker::{Marker, MarkerRepr, MARKER_LEN};
+pub use raw::{
+    check, fill, transmit_raw, AlignedBuf, Mismatch, RawConfig, RawKind, RawReceiver, RawReport, StreamReport, ALIGN,
+    MAX_STREAMS, RAW_SCHEMA,
+};
 pub use receiver::Receiver;
 pub use report::{Report, SCHEMA};
 pub use sockbuf::SockBuf;
-pub use table::{csv, rw_table, sockbuf_table, BenchRow, TABLE3_SIZES};
+pub use table::{csv, rw_table, seed_table3, sockbuf_table, table3, BenchRow, Over, RawRow, SEED_TABLE3, TABLE3_SIZES};
 pub use transmitter::transmit;
 
 use crate::error::{Error, Result};
