@@ -139,12 +139,21 @@ fn devices_need_partitions() -> Error {
 }
 
 /// Partitions when this process has CAP_NET_ADMIN and `loopback` is false, else loopback with
-/// the two ends on different physical cores.
-pub fn open_place(loopback: bool) -> Result<Place> {
+/// the two ends on different physical cores. With `devices`, the partitions get their daemons
+/// (XPC and the raw devices Table 3 runs over).
+pub fn open_place(loopback: bool, devices: bool) -> Result<Place> {
     if !loopback && testbed::require_net_admin("bench ttcp").is_ok() {
-        return Place::partitions("wsttcp", "bench ttcp");
+        let o = testbed::place::PairOptions { daemons: devices, ..Default::default() };
+        return Place::partitions_with("wsttcp", "bench ttcp", &o);
     }
     Place::loopback_on_cores()
+}
+
+impl TtcpBenchConfig {
+    /// Whether this run may use the raw devices (asked for, or among the default columns).
+    pub fn wants_devices(&self) -> bool {
+        self.table3 && (self.over.is_empty() || self.over.contains(&Over::Devices))
+    }
 }
 
 /// Where the tables were measured, in the words of their heading.

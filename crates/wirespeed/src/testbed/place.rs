@@ -113,7 +113,12 @@ impl Place {
     /// A partition pair made for this run (see [`Pair::create`] for `tag` and `what`); removed
     /// when the place is dropped.
     pub fn partitions(tag: &str, what: &str) -> Result<Place> {
-        let pair = Pair::create(tag, what)?;
+        Place::partitions_with(tag, what, &PairOptions::default())
+    }
+
+    /// [`Place::partitions`] with more partitions or their daemons (see [`Pair::create_with`]).
+    pub fn partitions_with(tag: &str, what: &str, o: &PairOptions) -> Result<Place> {
+        let pair = Pair::create_with(tag, what, o)?;
         Ok(Place { exe: pair.exe.clone(), at: At::Partitions(pair) })
     }
 

@@ -127,7 +127,7 @@ pub fn cmd_bench_ttcp(a: BenchTtcpArgs) -> Result<u8, Error> {
             .map_err(|e| Error::Runtime(format!("cannot create the output directory {}: {e}", d.display())))?;
     }
     let stop = sys::install_stop_handler();
-    let place = bench_ttcp::open_place(cfg.loopback)?;
+    let place = bench_ttcp::open_place(cfg.loopback, cfg.wants_devices())?;
     cfg.check_place(&place)?;
     eprintln!("wirespeed bench ttcp: {}", bench_ttcp::description(&place));
     let r = bench_ttcp::run(&cfg, &place, stop, &mut |line| eprintln!("{line}"))?;
