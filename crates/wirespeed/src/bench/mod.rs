@@ -24,3 +24,4 @@ pub mod soak;
 pub mod stats;
 pub mod sweep;
 pub mod ttcp;
+pub mod xpc;

@@ -44,7 +44,7 @@ pub mod channel;
 pub mod devlink;
 pub mod node;
 
-pub use channel::{ChanState, ChanStats, Channel, ChannelOptions, Kind, Received, Refusal};
+pub use channel::{ChanState, ChanStats, Channel, ChannelOptions, Kind, Received, Refusal, DEFAULT_SPIN_NS};
 pub use devlink::XpcDevLink;
 pub use node::{Armed, Node, NodeOptions, PageView, RemotePage};
 

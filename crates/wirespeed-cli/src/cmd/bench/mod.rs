@@ -17,6 +17,7 @@ pub mod ring;
 pub mod soak;
 pub mod sweep;
 pub mod ttcp;
+pub mod xpc;
 
 use clap::{Args, Subcommand};
 use wirespeed::Error;
@@ -63,6 +64,11 @@ enum BenchCmd {
     Ring(ring::RingArgs),
     #[command(hide = true)]
     BareRecv(bare_recv::BareRecvArgs),
+    /// XPC messages between two processes against a Unix datagram socket: rate, CPU, latency.
+    #[command(long_about = xpc::XPC_HELP)]
+    Xpc(xpc::XpcArgs),
+    #[command(hide = true)]
+    XpcPeer(xpc::XpcPeerArgs),
 }
 
 pub fn cmd_bench(a: BenchArgs) -> Result<u8, Error> {
@@ -79,5 +85,7 @@ pub fn cmd_bench(a: BenchArgs) -> Result<u8, Error> {
         BenchCmd::Capture(c) => capture::cmd_capture(c),
         BenchCmd::Ring(r) => ring::cmd_ring(r),
         BenchCmd::BareRecv(b) => bare_recv::cmd_bare_recv(b),
+        BenchCmd::Xpc(x) => xpc::cmd_xpc(x),
+        BenchCmd::XpcPeer(x) => xpc::cmd_xpc_peer(x),
     }
 }
