@@ -509,6 +509,14 @@ impl Channel {
         if !self.connected()? {
             return Ok(false);
         }
+        // One load of a line the peer rarely writes: nothing is queued for a peer that closed.
+        let p = self.core.peer.get().expect("connected");
+        if p.mem.load_u32(H_STATE, Ordering::Relaxed) == STATE_CLOSED || p.peer.dead.load(Ordering::Relaxed) {
+            if let Some(why) = self.closed_reason(true) {
+                self.state = ChanState::Closed(why.clone());
+                return Err(Error::Runtime(why));
+            }
+        }
         Ok(true)
     }
 

@@ -278,6 +278,8 @@ fn close_delivers_what_was_sent_then_an_error_naming_the_partition() {
     assert_eq!(y.recv(&mut buf, LONG).expect("recv"), Some(500));
     let e = y.recv(&mut buf, LONG).expect_err("closed");
     assert_eq!(e.to_string(), "xpc: partition 1 closed channel 4");
+    let e = y.try_send(b"to nobody").expect_err("the peer closed");
+    assert_eq!(e.to_string(), "xpc: partition 1 closed channel 4");
     assert!(matches!(y.poll_connect().expect("poll"), ChanState::Closed(_)));
 }
 
