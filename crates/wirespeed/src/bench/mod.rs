@@ -27,3 +27,4 @@ pub mod sweep;
 pub mod taps;
 pub mod ttcp;
 pub mod writer;
+pub mod xpc;

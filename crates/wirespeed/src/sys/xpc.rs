@@ -228,9 +228,11 @@ impl Epoll {
         self.0.as_raw_fd()
     }
 
-    /// Watch `fd` for input, reported with `token`.
-    pub fn add(&self, fd: RawFd, token: u64) -> io::Result<()> {
-        let mut ev = libc::epoll_event { events: libc::EPOLLIN as u32, u64: token };
+    /// Watch `fd` for input, reported with `token`; `edge`: only when new input arrives (a
+    /// rung eventfd then needs no read to be re-armed).
+    pub fn add(&self, fd: RawFd, token: u64, edge: bool) -> io::Result<()> {
+        let flags = if edge { libc::EPOLLIN | libc::EPOLLET } else { libc::EPOLLIN };
+        let mut ev = libc::epoll_event { events: flags as u32, u64: token };
         // SAFETY: a live epoll_event; the kernel copies it.
         cvt(unsafe { libc::epoll_ctl(self.0.as_raw_fd(), libc::EPOLL_CTL_ADD, fd, &mut ev) }).map(|_| ())
     }

@@ -30,6 +30,22 @@
 //! - **Raw devices** ([`devlink::XpcDevLink`]): the byte streams of the `cl` driver over XPC,
 //!   as the `testbed::xplink` filesystem consumes them.
 //!
+//! Waiting without missed wakeups: a node's page holds an "I sleep" flag, raised only while a
+//! thread of it is inside [`Node::wait`] (or holds an [`Armed`] guard while polling
+//! [`Node::fd`]). A sender publishes, then (after a full fence) reads that flag and rings only
+//! if it is raised; the sleeper raises it, fences, then compares a snapshot of every counter its
+//! channels read ([`Node::snapshot`]) with the one taken before its last failed `try_*` (kept
+//! per thread), and sleeps only if nothing moved. Either the sender sees the flag or the sleeper
+//! sees the change. Connection steps and closes ring unconditionally. The doorbell is
+//! edge-triggered in the epoll set, so a wakeup costs the ring (`write`) and the `epoll_wait`.
+//!
+//! Lifetime: a node removes its page and the halves it made when dropped; a killed process
+//! leaves them, and the next process of the same partition id replaces its page (a new
+//! generation) and removes its stale halves. A peer whose process is gone (its pidfd readable)
+//! is still read to the end: what it published arrives, then its channels report it gone. A
+//! dropped channel is closed but its half stays until the node goes, so a peer that connects
+//! late still reads what was sent before the close.
+//!
 //! Everything takes the XPC directory as a path, so tests use temporary directories; the
 //! partitions' own is [`dir`]. All system calls are in `crate::sys::xpc`.
 //!
@@ -44,7 +60,7 @@ pub mod channel;
 pub mod devlink;
 pub mod node;
 
-pub use channel::{ChanState, ChanStats, Channel, ChannelOptions, Kind, Received, Refusal};
+pub use channel::{ChanState, ChanStats, Channel, ChannelOptions, Kind, Received, Refusal, DEFAULT_SPIN_NS};
 pub use devlink::XpcDevLink;
 pub use node::{Armed, Node, NodeOptions, PageView, RemotePage};
 

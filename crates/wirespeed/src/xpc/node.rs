@@ -238,6 +238,8 @@ pub(crate) struct NodeInner {
     events: AtomicU64,
     /// Channel halves made here (path, inode): removed with the node.
     files: Mutex<Vec<(PathBuf, u64)>>,
+    /// Doorbell wakeups seen.
+    wakes: AtomicU64,
 }
 
 /// One process's presence as partition `local`: its page, doorbell and channels' registry.
@@ -273,7 +275,9 @@ impl Node {
         std::fs::create_dir_all(dir).map_err(|e| io_err("create the XPC directory", dir, e))?;
         let bell = sx::eventfd().map_err(|e| Error::Runtime(format!("xpc: cannot make a doorbell (eventfd): {e}")))?;
         let epoll = Epoll::new().map_err(|e| Error::Runtime(format!("xpc: cannot make an epoll set: {e}")))?;
-        epoll.add(bell.as_raw_fd(), 0).map_err(|e| Error::Runtime(format!("xpc: cannot watch the doorbell: {e}")))?;
+        epoll
+            .add(bell.as_raw_fd(), 0, true)
+            .map_err(|e| Error::Runtime(format!("xpc: cannot watch the doorbell: {e}")))?;
         remove_stale_halves(dir, local);
         let path = page_path(dir, local);
         let gen = new_generation();
@@ -305,6 +309,7 @@ impl Node {
                 sleepers: AtomicU32::new(0),
                 events: AtomicU64::new(0),
                 files: Mutex::new(Vec::new()),
+                wakes: AtomicU64::new(0),
             }),
         })
     }
@@ -483,7 +488,11 @@ impl NodeInner {
         let woke = !tokens.is_empty();
         for t in tokens {
             if t == 0 {
-                sx::eventfd_drain(self.bell.as_raw_fd());
+                // Edge-triggered: each ring wakes once, no read needed. Empty the counter now
+                // and then so it never fills (2^64 rings away; cheap insurance).
+                if self.wakes.fetch_add(1, Ordering::Relaxed) % 4096 == 4095 {
+                    sx::eventfd_drain(self.bell.as_raw_fd());
+                }
             } else {
                 let id = (t - 1) as u32;
                 let peers = self.peers.lock().unwrap_or_else(|e| e.into_inner());
@@ -545,7 +554,7 @@ impl NodeInner {
             }
         }
         if let (Some(f), false) = (&p.pidfd, dead) {
-            let _ = self.epoll.add(f.as_raw_fd(), id as u64 + 1);
+            let _ = self.epoll.add(f.as_raw_fd(), id as u64 + 1, false);
         }
         Ok(Some(p))
     }

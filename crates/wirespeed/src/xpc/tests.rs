@@ -278,6 +278,8 @@ fn close_delivers_what_was_sent_then_an_error_naming_the_partition() {
     assert_eq!(y.recv(&mut buf, LONG).expect("recv"), Some(500));
     let e = y.recv(&mut buf, LONG).expect_err("closed");
     assert_eq!(e.to_string(), "xpc: partition 1 closed channel 4");
+    let e = y.try_send(b"to nobody").expect_err("the peer closed");
+    assert_eq!(e.to_string(), "xpc: partition 1 closed channel 4");
     assert!(matches!(y.poll_connect().expect("poll"), ChanState::Closed(_)));
 }
 
@@ -487,4 +489,30 @@ fn a_peer_killed_in_the_middle_of_a_rendezvous_gives_an_error() {
     assert!(e.to_string().contains("from partition 2"), "{e}");
     let e = x.recv_into(&mut out, LONG).expect_err("and then closed");
     assert!(e.to_string().contains("partition 2"), "{e}");
+}
+
+#[test]
+fn the_node_fd_is_pollable_while_armed_and_a_busy_receiver_costs_no_rings() {
+    let t = Tmp::new("fd");
+    let (a, b) = (node(t.path(), 1), node(t.path(), 2));
+    let (mut x, mut y) = pair(&a, &b, 0, ChannelOptions::default());
+    a.wait(Duration::ZERO);
+    let fd = a.fd();
+    // Not armed (the receiver said nothing about sleeping): messages ring nothing.
+    let before = y.stats().rings;
+    for i in 0..10u8 {
+        y.send(&[i], LONG).expect("send");
+    }
+    assert_eq!(y.stats().rings, before, "no doorbell for a receiver that does not sleep");
+    assert!(!crate::sys::xpc::readable_now(fd));
+    let mut buf = Vec::new();
+    while x.try_recv(&mut buf).expect("recv").is_some() {}
+    // Armed, as a poll loop would be: the next message rings, and the fd becomes readable.
+    let armed = a.arm();
+    y.send(b"ring", LONG).expect("send");
+    assert_eq!(y.stats().rings, before + 1);
+    assert!(crate::sys::xpc::readable_now(fd));
+    drop(armed);
+    assert!(a.wait(Duration::ZERO), "the ring is taken by a zero wait");
+    assert_eq!(a.pending(), [(2, 0)]);
 }

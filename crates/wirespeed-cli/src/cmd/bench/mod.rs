@@ -20,6 +20,7 @@ pub mod sweep;
 pub mod taps;
 pub mod ttcp;
 pub mod writer;
+pub mod xpc;
 
 use clap::{Args, Subcommand};
 use wirespeed::Error;
@@ -75,6 +76,11 @@ enum BenchCmd {
     Taps(taps::TapsArgs),
     #[command(hide = true)]
     BareRecv(bare_recv::BareRecvArgs),
+    /// XPC messages between two processes against a Unix datagram socket: rate, CPU, latency.
+    #[command(long_about = xpc::XPC_HELP)]
+    Xpc(xpc::XpcArgs),
+    #[command(hide = true)]
+    XpcPeer(xpc::XpcPeerArgs),
 }
 
 pub fn cmd_bench(a: BenchArgs) -> Result<u8, Error> {
@@ -94,5 +100,7 @@ pub fn cmd_bench(a: BenchArgs) -> Result<u8, Error> {
         BenchCmd::Isolation(i) => isolation::cmd_isolation(i),
         BenchCmd::Taps(t) => taps::cmd_taps(t),
         BenchCmd::BareRecv(b) => bare_recv::cmd_bare_recv(b),
+        BenchCmd::Xpc(x) => xpc::cmd_xpc(x),
+        BenchCmd::XpcPeer(x) => xpc::cmd_xpc_peer(x),
     }
 }
