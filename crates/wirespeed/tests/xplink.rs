@@ -425,35 +425,3 @@ fn a_user_who_is_not_root_gets_one_clear_line() {
         "ERROR: raw devices of partition 1 need root (they are a FUSE filesystem mounted with mount(2)): run as root"
     );
 }
-
-/// A daemon that joins its partition's network namespace with `enter_netns` (not `ip netns
-/// exec`, whose private mount namespace would hide the devices) mounts where the host sees.
-#[test]
-#[ignore = "needs root"]
-fn a_thread_in_a_partitions_netns_mounts_devices_the_host_sees() {
-    struct Ns(String);
-    impl Drop for Ns {
-        fn drop(&mut self) {
-            let _ = Command::new("ip").args(["netns", "del", &self.0]).status();
-        }
-    }
-    let ns = Ns(format!("wsxpl{}", std::process::id()));
-    assert!(Command::new("ip").args(["netns", "add", &ns.0]).status().unwrap().success());
-    let dir = std::env::temp_dir().join(format!("wirespeed-xplink-ns-{}", std::process::id()));
-    let (la, _lb) = MemLink::pair(1, 2, 64);
-    let (path, d) = (Path::new("/run/netns").join(&ns.0), dir.clone());
-    let devices = std::thread::spawn(move || {
-        wirespeed::sys::fuse::enter_netns(&path).unwrap();
-        let mine = std::fs::metadata("/proc/thread-self/ns/net").unwrap();
-        let want = std::fs::metadata(&path).unwrap();
-        use std::os::unix::fs::MetadataExt;
-        assert_eq!(mine.ino(), want.ino(), "in the partition's network namespace");
-        Devices::mount(&d, 1, la).unwrap()
-    })
-    .join()
-    .unwrap();
-    let seen = std::fs::metadata(dir.join("raw/02/00")).map(|m| m.is_file());
-    devices.unmount().unwrap();
-    let _ = std::fs::remove_dir_all(&dir);
-    assert!(seen.unwrap(), "the host sees the devices");
-}

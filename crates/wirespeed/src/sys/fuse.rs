@@ -81,16 +81,3 @@ pub fn bind(source: &Path, target: &Path) -> io::Result<()> {
     let r = unsafe { libc::mount(source.as_ptr(), target.as_ptr(), std::ptr::null(), libc::MS_BIND, std::ptr::null()) };
     cvt(r).map(|_| ())
 }
-
-/// Move the calling thread (and the threads and processes it starts afterwards) into the
-/// network namespace `path` (e.g. `/run/netns/NAME`), staying in the current mount namespace.
-///
-/// Why here: a FUSE mount made under `ip netns exec` lands in that command's private mount
-/// namespace and the host never sees it; a partition daemon that serves the raw devices joins
-/// its partition's network namespace with this instead, so its mount is the host's.
-pub fn enter_netns(path: &Path) -> io::Result<()> {
-    let ns = OpenOptions::new().read(true).custom_flags(libc::O_CLOEXEC).open(path)?;
-    // SAFETY: `ns` is an open namespace file descriptor alive for the call; CLONE_NEWNET makes
-    // the kernel check that it is a network namespace.
-    cvt(unsafe { libc::setns(ns.as_raw_fd(), libc::CLONE_NEWNET) }).map(|_| ())
-}
