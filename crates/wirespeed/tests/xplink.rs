@@ -400,3 +400,28 @@ fn throughput_of_several_devices_at_once() {
         first += n;
     }
 }
+
+/// Run as root: re-runs itself as `nobody`, where mounting must fail with one clear line.
+#[test]
+#[ignore = "needs root"]
+fn a_user_who_is_not_root_gets_one_clear_line() {
+    if std::env::var_os("WIRESPEED_XPLINK_AS_NOBODY").is_some() {
+        let (la, _lb) = MemLink::pair(1, 2, 64);
+        let e = Devices::mount(Path::new("/nonexistent/xplink"), 1, la).err().expect("must fail");
+        println!("ERROR: {e}");
+        return;
+    }
+    let o = Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .arg(std::env::current_exe().unwrap())
+        .args(["--exact", "a_user_who_is_not_root_gets_one_clear_line", "--include-ignored", "--nocapture"])
+        .env("WIRESPEED_XPLINK_AS_NOBODY", "1")
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    let line = out.lines().find(|l| l.starts_with("ERROR: ")).unwrap_or_else(|| panic!("no error line in: {out}"));
+    assert_eq!(
+        line,
+        "ERROR: raw devices of partition 1 need root (they are a FUSE filesystem mounted with mount(2)): run as root"
+    );
+}

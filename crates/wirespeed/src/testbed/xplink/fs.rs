@@ -992,6 +992,26 @@ mod tests {
     }
 
     #[test]
+    fn poll_for_writing_waits_while_the_link_is_full() {
+        let (mut t, remote) = pair();
+        let fh = t.open(9, libc::O_WRONLY);
+        let mut b = Out::default();
+        b.u64(fh).u64(0).u32(10).u32(0).u64(0).u32(libc::O_NONBLOCK as u32).u32(0).bytes(b"0123456789");
+        let r = t.send(abi::WRITE, 80, 0, &b.0);
+        assert_eq!(r, vec![(0, 80, [8u32.to_ne_bytes(), [0; 4]].concat())], "a non-blocking write is short");
+        let mut p = Out::default();
+        p.u64(fh).u64(88).u32(abi::POLL_SCHEDULE_NOTIFY).u32(libc::POLLOUT as u32);
+        let r = t.send(abi::POLL, 81, 0, &p.0);
+        assert_eq!(abi::u32_at(&r[0].2, 0) & libc::POLLOUT as u32, 0, "full: not writable");
+        let mut buf = [0u8; 4];
+        remote.recv(1, 9, &mut buf).unwrap();
+        assert_eq!(t.pass(), vec![(abi::NOTIFY_POLL, 0, 88u64.to_ne_bytes().to_vec())]);
+        remote.deactivate();
+        let r = t.send(abi::POLL, 82, 0, &p.0);
+        assert_ne!(abi::u32_at(&r[0].2, 0) & libc::POLLERR as u32, 0, "a link that is down is an error");
+    }
+
+    #[test]
     fn deactivation_fails_waiting_reads_and_writes_with_enotconn() {
         let (mut t, remote) = pair();
         let (r, w) = (t.open(6, libc::O_RDONLY), t.open(7, libc::O_WRONLY));
