@@ -48,36 +48,3 @@ pub fn mount(dev: &File, target: &Path, fstype: &str, options: &str) -> io::Resu
     };
     cvt(r).map(|_| ())
 }
-
-/// Detach the filesystem at `target` now, even if files on it are open (MNT_DETACH): the
-/// kernel finishes the unmount when the last of them is closed.
-pub fn umount_lazy(target: &Path) -> io::Result<()> {
-    let target = cstr(target.as_os_str().as_bytes())?;
-    // SAFETY: `target` is a NUL-terminated string alive for the call.
-    let r = unsafe { libc::umount2(target.as_ptr(), libc::MNT_DETACH) };
-    cvt(r).map(|_| ())
-}
-
-/// Give the calling thread (and whatever it runs next) a mount namespace of its own, whose
-/// mounts are slaves of the host's: mounts made in it stay invisible to the host.
-pub fn unshare_mounts() -> io::Result<()> {
-    // SAFETY: unshare takes flags only; CLONE_NEWNS affects the calling thread alone.
-    cvt(unsafe { libc::unshare(libc::CLONE_NEWNS) })?;
-    let root = cstr(b"/")?;
-    // SAFETY: `root` is a NUL-terminated string alive for the call; a propagation change takes
-    // no source, type or data (null pointers).
-    let r = unsafe {
-        libc::mount(std::ptr::null(), root.as_ptr(), std::ptr::null(), libc::MS_REC | libc::MS_SLAVE, std::ptr::null())
-    };
-    cvt(r).map(|_| ())
-}
-
-/// Bind-mount the directory `source` at `target` (both must exist).
-pub fn bind(source: &Path, target: &Path) -> io::Result<()> {
-    let source = cstr(source.as_os_str().as_bytes())?;
-    let target = cstr(target.as_os_str().as_bytes())?;
-    // SAFETY: both strings are NUL-terminated and alive for the call; a bind mount takes no
-    // type or data (null pointers).
-    let r = unsafe { libc::mount(source.as_ptr(), target.as_ptr(), std::ptr::null(), libc::MS_BIND, std::ptr::null()) };
-    cvt(r).map(|_| ())
-}

@@ -49,10 +49,11 @@ fn fuse_at(dir: &Path) -> bool {
 /// Detach a dead daemon's device mount of partition `id`, if one is left.
 pub(super) fn detach_stale(prefix: &str, id: u32) -> Option<String> {
     let dir = xplink::mount_dir(prefix, id);
-    if fuse_at(&dir) && sys::mount::detach(&dir).is_ok() {
-        return Some(format!("partition {id}: devices of a daemon that is gone detached from {}", dir.display()));
+    match xplink::detach_stale(&dir) {
+        Ok(true) => Some(format!("partition {id}: devices of a daemon that is gone detached from {}", dir.display())),
+        Ok(false) => None,
+        Err(e) => Some(e.to_string()),
     }
-    None
 }
 
 /// In this process (about to exec a partition's command): a mount namespace of its own with

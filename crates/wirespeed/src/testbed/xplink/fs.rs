@@ -762,7 +762,7 @@ impl Devices {
         }
         self.mounted = false;
         self.core.fail_all();
-        let res = match sys::fuse::umount_lazy(&self.mountpoint) {
+        let res = match sys::mount::detach(&self.mountpoint) {
             Ok(()) => Ok(()),
             Err(e) if e.raw_os_error() == Some(libc::EINVAL) || e.raw_os_error() == Some(libc::ENOENT) => Ok(()),
             Err(e) => Err(Error::Runtime(format!(
@@ -791,7 +791,7 @@ impl Drop for Devices {
 pub fn detach_stale(mountpoint: &Path) -> Result<bool> {
     match std::fs::metadata(mountpoint) {
         Err(e) if e.raw_os_error() == Some(libc::ENOTCONN) => {
-            sys::fuse::umount_lazy(mountpoint).map_err(|e| {
+            sys::mount::detach(mountpoint).map_err(|e| {
                 Error::Runtime(format!("cannot detach the dead raw devices at {}: {e}", mountpoint.display()))
             })?;
             Ok(true)

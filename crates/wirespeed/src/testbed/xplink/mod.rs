@@ -3,7 +3,7 @@
 //! redirection and select/poll use like any file, served by the partition daemon.
 //!
 //! [`Devices`] mounts them as a FUSE filesystem over any [`DevLink`] (XPC in the daemon);
-//! [`MemLink`] is the in-memory link tests use in its place; [`enter_exec_view`] shows them at
+//! [`MemLink`] is the in-memory link tests use in its place; [`enter_view`] shows them at
 //! the seed's own path [`EXEC_PATH`] to a command run inside a partition.
 
 use std::io;
@@ -70,14 +70,9 @@ mod memlink;
 pub use fs::{detach_stale, Devices, MAX_IO};
 pub use memlink::MemLink;
 
-/// Show partition `local`'s devices at [`EXEC_PATH`] (the seed's `/hw/xplink/raw/NN/nn`) to
-/// this thread and what it runs next, in a mount namespace of its own, so the host's view is
-/// unchanged: `partition exec` calls it just before exec. Creates `/hw/xplink` if missing.
-pub fn enter_exec_view(prefix: &str, local: u32) -> crate::Result<()> {
-    enter_view(&mount_dir(prefix, local), std::path::Path::new(EXEC_PATH))
-}
-
-/// [`enter_exec_view`] for any mounted devices directory `devices` and any place `at`.
+/// Show the mounted devices directory `devices` at `at` to this thread and what it runs next,
+/// in a mount namespace of its own (the host's view is unchanged). `partition exec` does the
+/// same at [`EXEC_PATH`] over a private tmpfs, so that nothing is made on the host.
 pub fn enter_view(devices: &std::path::Path, at: &std::path::Path) -> crate::Result<()> {
     use crate::error::Error;
     if !devices.join("raw").is_dir() {
@@ -86,10 +81,10 @@ pub fn enter_view(devices: &std::path::Path, at: &std::path::Path) -> crate::Res
             devices.display()
         )));
     }
-    crate::sys::fuse::unshare_mounts()
+    crate::sys::mount::private_mount_ns()
         .map_err(|e| Error::Runtime(format!("cannot give the command its own mount namespace (needs root): {e}")))?;
     std::fs::create_dir_all(at).map_err(|e| Error::Runtime(format!("cannot create {}: {e}", at.display())))?;
-    crate::sys::fuse::bind(devices, at).map_err(|e| {
+    crate::sys::mount::bind_mount(devices, at).map_err(|e| {
         Error::Runtime(format!("cannot show the raw devices {} at {}: {e}", devices.display(), at.display()))
     })
 }
