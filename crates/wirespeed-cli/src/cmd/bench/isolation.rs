@@ -12,7 +12,8 @@ pub const ISOLATION_HELP: &str = "Seed 000's first requirement, measured: a fail
     raw devices), streams from partition 1 to 2 and from 1 to 3 through raw devices (64 KiB \
     writes of a counter pattern), then kills partition 3 mid-transfer: its daemon with SIGKILL, \
     then its namespace. Reports how long each surviving daemon took to say `Partition 3 not \
-    responding` (against the heartbeat bound, --hb-check x --hb-misses), how long the writer \
+    responding` (against the heartbeat bound, (--hb-misses + 1) x --hb-check: the last beat \
+    may be seen up to one check after the kill), how long the writer \
     to 3 and the reader of 3 took to get their error (never a hang), and whether the stream \
     1 -> 2 went on exactly (every byte checked against the pattern, bytes read = bytes \
     written) and without a stall (its MB/s and longest gap between reads, before and after the \
@@ -58,10 +59,12 @@ pub fn cmd_isolation(a: IsolationArgs) -> Result<u8, Error> {
         print_json(&rep)?;
     } else {
         println!(
-            "partition 3 killed mid-transfer; heartbeat {} ms x {} = bound {} ms",
+            "partition 3 killed mid-transfer; heartbeat every {} ms, {} misses: bound ({} + 1) x {} = {} ms",
             ms,
             a.hb_misses,
-            ms * u64::from(a.hb_misses)
+            a.hb_misses,
+            ms,
+            ms * (u64::from(a.hb_misses) + 1)
         );
         println!(
             "{:>3} {:>9} {:>9} {:>10} {:>10} {:>12} {:>9} {:>9} {:>8} {:>8}",
