@@ -76,32 +76,18 @@ fn finish_tap(mut t: Tap) -> (Option<i32>, String, String) {
 }
 
 fn spawn_recorder(dir: &str, name: &str, buffer: &str) -> Receiver {
+    spawn_share_recorder(&[], dir, name, &["--once", "--buffer", buffer, "--duration", "120"])
+}
+
+/// `record` of 1024-byte pcap records into `dir`, sharing its ring as `name`, run after
+/// `prefix` (e.g. `ip netns exec NS`), with `extra` options.
+fn spawn_share_recorder(prefix: &[&str], dir: &str, name: &str, extra: &[&str]) -> Receiver {
     share_dir();
-    spawn_cmd_with(
-        &[],
-        "record",
-        "127.0.0.1:0",
-        &[
-            "--size",
-            "1024",
-            "--file-format",
-            "pcap",
-            "-o",
-            dir,
-            "--once",
-            "--json",
-            "--buffer",
-            buffer,
-            "--block",
-            "1M",
-            "--duration",
-            "120",
-            "--rcvbuf",
-            "32M",
-            "--share",
-            name,
-        ],
-    )
+    let mut args =
+        vec!["--size", "1024", "--file-format", "pcap", "-o", dir, "--json", "--block", "1M", "--rcvbuf", "32M"];
+    args.extend_from_slice(&["--share", name]);
+    args.extend_from_slice(extra);
+    spawn_cmd_with(prefix, "record", "127.0.0.1:0", &args)
 }
 
 /// `wirespeed ARGS` fails with `code` and exactly one line on stderr containing `needle`.
@@ -248,33 +234,7 @@ fn stale_descriptors_are_replaced_and_live_names_refused() {
 fn a_late_tap_starts_at_the_newest_and_from_start_takes_what_the_ring_holds() {
     let _g = traffic();
     let d = TempDir::new("tap-late");
-    share_dir();
-    let r = spawn_cmd_with(
-        &[],
-        "record",
-        "127.0.0.1:0",
-        &[
-            "--size",
-            "1024",
-            "--file-format",
-            "pcap",
-            "-o",
-            d.path(),
-            "--count",
-            "6000",
-            "--json",
-            "--buffer",
-            "16M",
-            "--block",
-            "1M",
-            "--file-size",
-            "1M",
-            "--rcvbuf",
-            "32M",
-            "--share",
-            "late",
-        ],
-    );
+    let r = spawn_share_recorder(&[], d.path(), "late", &["--count", "6000", "--buffer", "16M", "--file-size", "1M"]);
     send_to_port(r.port, &["--size", "1024", "--count", "3000", "--rate", "60kpps"]);
     let late = spawn_tap(&["late", "--json"]);
     let early = spawn_tap(&["late", "--json", "--from-start"]);
@@ -328,30 +288,7 @@ fn a_tap_in_another_namespace_reads_the_recording_exactly() {
     let rec_ns = Netns::new("taprec");
     let tap_ns = Netns::new("taptap");
     let d = TempDir::new("tap-ns");
-    share_dir();
-    let r = spawn_cmd_with(
-        &rec_ns.prefix(),
-        "record",
-        "127.0.0.1:0",
-        &[
-            "--size",
-            "1024",
-            "--file-format",
-            "pcap",
-            "-o",
-            d.path(),
-            "--once",
-            "--json",
-            "--buffer",
-            "16M",
-            "--block",
-            "1M",
-            "--rcvbuf",
-            "32M",
-            "--share",
-            "nsx",
-        ],
-    );
+    let r = spawn_share_recorder(&rec_ns.prefix(), d.path(), "nsx", &["--once", "--buffer", "16M"]);
     let mut args = tap_ns.prefix();
     args.extend_from_slice(&[bin(), "tap", "nsx", "--json"]);
     let mut child = Command::new(args[0])

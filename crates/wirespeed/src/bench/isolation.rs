@@ -136,6 +136,13 @@ struct ReadLog {
     error: Option<String>,
 }
 
+impl ReadLog {
+    /// A reader that never ended: nothing counted, `why` as its error.
+    fn hung(why: &str) -> ReadLog {
+        ReadLog { bytes: 0, errors: 0, marks: Vec::new(), end_ns: u64::MAX, error: Some(why.into()) }
+    }
+}
+
 fn reader(path: std::path::PathBuf, progress: Arc<AtomicU64>) -> ReadLog {
     let mut log = ReadLog { bytes: 0, errors: 0, marks: Vec::with_capacity(1 << 16), end_ns: 0, error: None };
     let mut f = match std::fs::File::open(&path) {
@@ -280,20 +287,8 @@ pub fn run_once(c: &IsolationConfig) -> Result<IsolationRun> {
     let (written12, err12) = settle(w12, limit)
         .unwrap_or((0, Some((sys::monotonic_ns(), "the writer 1 -> 2 did not end within 10 s".into()))));
     let (_, err13) = settle(w13, limit).unwrap_or((0, Some((u64::MAX, "the writer to 3 hung".into()))));
-    let log13 = settle(r13, limit).unwrap_or(ReadLog {
-        bytes: 0,
-        errors: 0,
-        marks: Vec::new(),
-        end_ns: u64::MAX,
-        error: Some("the reader of 3 hung".into()),
-    });
-    let log12 = log12.unwrap_or(ReadLog {
-        bytes: 0,
-        errors: 0,
-        marks: Vec::new(),
-        end_ns: u64::MAX,
-        error: Some("the reader 1 -> 2 did not end within 10 s".into()),
-    });
+    let log13 = settle(r13, limit).unwrap_or_else(|| ReadLog::hung("the reader of 3 hung"));
+    let log12 = log12.unwrap_or_else(|| ReadLog::hung("the reader 1 -> 2 did not end within 10 s"));
     let from = kill_ns.saturating_sub(c.before.as_nanos() as u64);
     let (mb_before, gap_before) = window(&log12.marks, from, kill_ns);
     let (mb_after, gap_after) = window(&log12.marks, kill_ns, stop_ns);

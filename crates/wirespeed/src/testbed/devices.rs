@@ -42,7 +42,7 @@ pub(super) fn ensure_hw() -> Result<()> {
 }
 
 /// Whether a FUSE filesystem (a daemon's devices, live or dead) is mounted at `dir`.
-fn fuse_at(dir: &Path) -> bool {
+pub(super) fn fuse_at(dir: &Path) -> bool {
     sys::mount::mounted_type(dir).is_some_and(|t| t == "fuse" || t.starts_with("fuse."))
 }
 

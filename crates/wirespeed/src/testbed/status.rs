@@ -119,7 +119,7 @@ pub fn status(prefix: &str) -> Result<Status> {
             xpc_by: views.iter().find(|v| v.id == p.id).map(|v| v.xpc.clone()).unwrap_or_default(),
             devices: {
                 let d = super::xplink::mount_dir(prefix, p.id);
-                crate::sys::mount::mounted_type(&d).filter(|t| t.starts_with("fuse")).map(|_| d.display().to_string())
+                super::devices::fuse_at(&d).then(|| d.display().to_string())
             },
         });
     }
