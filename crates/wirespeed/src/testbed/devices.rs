@@ -32,9 +32,17 @@ pub(super) fn ensure_hw() -> Result<()> {
     if hw.is_dir() {
         return Ok(());
     }
-    std::fs::create_dir(&hw).map_err(|e| {
-        Error::Runtime(format!("cannot make {} (where `partition exec` shows the raw devices): {e}", hw.display()))
-    })?;
+    match std::fs::create_dir(&hw) {
+        Ok(()) => {}
+        // Another configuration's create or exec made it a moment ago: it records it.
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && hw.is_dir() => return Ok(()),
+        Err(e) => {
+            return Err(Error::Runtime(format!(
+                "cannot make {} (where `partition exec` shows the raw devices): {e}",
+                hw.display()
+            )))
+        }
+    }
     let id = Ident::of(&hw);
     let _ = std::fs::create_dir_all(run_dir());
     std::fs::write(hw_marker(), serde_json::to_string(&id).unwrap_or_default())
@@ -61,9 +69,11 @@ pub(super) fn detach_stale(prefix: &str, id: u32) -> Option<String> {
 pub(super) fn exec_view(prefix: &str, id: u32) -> Result<()> {
     let dir = xplink::mount_dir(prefix, id);
     let hw = hw_root();
-    if !fuse_at(&dir) || !hw.is_dir() {
+    if !fuse_at(&dir) {
         return Ok(());
     }
+    // The last `init` of another configuration may have removed it since this one's create.
+    ensure_hw()?;
     let fail = |what: &str, e: std::io::Error| {
         Error::Runtime(format!("cannot show partition {id}'s raw devices at {}: {what}: {e}", xplink::EXEC_PATH))
     };
