@@ -14,6 +14,7 @@ use std::io;
 
 pub mod bpf;
 pub mod cpu;
+pub mod ethtool;
 pub mod fifo;
 pub mod file;
 pub mod fuse;

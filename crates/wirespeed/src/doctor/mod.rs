@@ -1,0 +1,256 @@
+//! `wirespeed doctor`: the tuning that seed 001 (Cassini UDP, 2004) and seed 004 (CASPER memo 21,
+//! 2008) did by hand, as one inspection with evidence.
+//!
+//! Seed 001's authors went from 70 % of packets received to zero loss by reading counters,
+//! finding which resource ran out, and changing it: driver rings, interrupt moderation, socket
+//! buffer limits, checksumming, processor sets, interrupt placement, the application's binding.
+//! Seed 004 adds receive buffers of a few MB, jumbo frames, packet rates below ~500 kpps and a
+//! high-priority receiver. The doctor reads the same things for the path a stream at a given rate
+//! and size would take, and says, per finding, what it saw, why it matters (with the figure) and
+//! the exact command that fixes it.
+//!
+//! The rooms:
+//! - [`inspect`]: reading the system (procfs, sysfs, ethtool) through a [`Root`], into
+//!   [`Finding`]s ordered by expected effect; [`Report::text`] words them for people.
+//! - [`apply`]: `--apply` (the safe, reversible [`Change`]s, each printed, with an undo script)
+//!   and `--persist` (sysctl.d / udev snippets instead of live changes).
+//!
+//! Everything is read through a [`Root`] directory, `/` for the live system, so tests point the
+//! doctor at snapshots of other machines (SMT and two NUMA nodes, a NIC whose interrupts are on
+//! the wrong CPU). What ethtool reports comes from ioctls on the live system, and from
+//! `ethtool/IFACE.json` under a snapshot root.
+
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+
+pub mod apply;
+pub mod inspect;
+
+/// The schema name of the doctor's JSON report.
+pub const SCHEMA: &str = "wirespeed.doctor/1";
+
+/// Where the doctor reads the system: `/` for the live system, or a snapshot directory laid out
+/// the same way (`proc/`, `sys/`, `etc/`, and `ethtool/IFACE.json` for what ethtool would say).
+#[derive(Clone, Debug)]
+pub struct Root {
+    dir: PathBuf,
+}
+
+impl Root {
+    /// The live system.
+    pub fn live() -> Root {
+        Root { dir: PathBuf::from("/") }
+    }
+
+    /// A snapshot of a system under `dir`.
+    pub fn at(dir: impl Into<PathBuf>) -> Root {
+        Root { dir: dir.into() }
+    }
+
+    /// Whether this is the live system (ioctls, processes and the disk are only looked at
+    /// there; a snapshot answers from its files).
+    pub fn is_live(&self) -> bool {
+        self.dir == Path::new("/")
+    }
+
+    /// The directory the system is read under.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The real path of a system path such as `/proc/sys/net/core/rmem_max`.
+    pub fn path(&self, sys_path: &str) -> PathBuf {
+        self.dir.join(sys_path.trim_start_matches('/'))
+    }
+
+    /// A system file's text, or `None` when it is not there or cannot be read.
+    pub fn read(&self, sys_path: &str) -> Option<String> {
+        std::fs::read_to_string(self.path(sys_path)).ok()
+    }
+
+    /// A system file's first line as a trimmed string.
+    pub fn read_line(&self, sys_path: &str) -> Option<String> {
+        self.read(sys_path).map(|s| s.lines().next().unwrap_or("").trim().to_string())
+    }
+
+    /// A system file holding one integer.
+    pub fn read_u64(&self, sys_path: &str) -> Option<u64> {
+        self.read_line(sys_path)?.parse().ok()
+    }
+}
+
+/// What the stream the host must take looks like: the path and load the doctor inspects for.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct Target {
+    /// The interface the stream arrives on (`--iface`); `None`: the doctor picks the one the
+    /// default route uses, and says so.
+    pub iface: Option<String>,
+    /// The stream's payload rate, bits/s (`--for 4G`).
+    pub rate_bps: Option<f64>,
+    /// UDP payload bytes per datagram (`--size 1080`).
+    pub size: Option<u64>,
+    /// The CPU the capture thread will run on (`--cpu N`).
+    pub cpu: Option<usize>,
+    /// The UDP port the stream arrives at (`--port`), for firewall and conntrack rules.
+    pub port: Option<u16>,
+    /// The directory `record` would write to (`--disk DIR`): its measured rate is set against the
+    /// stream's.
+    pub disk: Option<PathBuf>,
+}
+
+impl Target {
+    /// Datagrams per second the target implies, when both rate and size are known.
+    pub fn pps(&self) -> Option<f64> {
+        match (self.rate_bps, self.size) {
+            (Some(r), Some(s)) if s > 0 => Some(r / (8.0 * s as f64)),
+            _ => None,
+        }
+    }
+}
+
+/// What a finding is about: the layers a datagram crosses, in seed 001's order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Area {
+    /// Socket buffers and the kernel's backlog queue (net.core.*).
+    Socket,
+    /// The NIC: rings, coalescing, offloads, channels, MTU, NUMA node, driver counters.
+    Nic,
+    /// Which CPUs serve the NIC's interrupts.
+    Irq,
+    /// The capture CPU: governor, isolation, SMT sibling, what else runs there.
+    Cpu,
+    /// The IP stack: conntrack, firewall rules, rp_filter, IGMP.
+    Stack,
+    /// The capturing process: priority, locked-memory limit, huge pages.
+    Process,
+    /// The disk `record` writes to, against the stream's rate.
+    Disk,
+}
+
+/// How much a finding matters.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Status {
+    /// Will lose packets at the target (or is losing them now: a counter says so).
+    Problem,
+    /// Worth changing: a margin is thin or a known lesson applies.
+    Advice,
+    /// Looked at, and fine for the target.
+    Ok,
+    /// Could not be read (not root, a veth has no rings, a snapshot without the file): said,
+    /// not guessed.
+    Unknown,
+}
+
+/// One change `--apply` can make and undo: safe (no link down, no reboot) and reversible (the
+/// value before is read first and written back by the undo script).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Change {
+    /// A sysctl by its dotted name (`net.core.rmem_max`), the value as `sysctl -w` takes it.
+    Sysctl {
+        /// Dotted name.
+        key: String,
+        /// New value.
+        value: String,
+    },
+    /// An interrupt's CPU list (`/proc/irq/N/smp_affinity_list`).
+    IrqAffinity {
+        /// IRQ number.
+        irq: u32,
+        /// CPU list as the kernel writes it (`0`, `0-1`, `2,4`).
+        cpus: String,
+    },
+    /// The NIC's receive ring size (`ethtool -G IFACE rx N`).
+    Rings {
+        /// Interface.
+        iface: String,
+        /// Receive ring entries.
+        rx: u32,
+    },
+    /// Receive interrupt coalescing (`ethtool -C IFACE rx-usecs U rx-frames F`).
+    Coalesce {
+        /// Interface.
+        iface: String,
+        /// Microseconds to wait before interrupting.
+        rx_usecs: u32,
+        /// Frames to wait for before interrupting.
+        rx_frames: u32,
+    },
+    /// Combined channels (queues) (`ethtool -L IFACE combined N`).
+    Channels {
+        /// Interface.
+        iface: String,
+        /// Combined channel count.
+        combined: u32,
+    },
+    /// An offload by its ethtool name (`ethtool -K IFACE rx-udp-gro-forwarding on`).
+    Feature {
+        /// Interface.
+        iface: String,
+        /// The ethtool feature string (`rx-gro-list`, `rx-udp-gro-forwarding`, `rx-checksum`...).
+        feature: String,
+        /// On or off.
+        on: bool,
+    },
+}
+
+impl Change {
+    /// The command a person would type for this change.
+    pub fn command(&self) -> String {
+        match self {
+            Change::Sysctl { key, value } => format!("sysctl -w {key}={value}"),
+            Change::IrqAffinity { irq, cpus } => format!("echo {cpus} > /proc/irq/{irq}/smp_affinity_list"),
+            Change::Rings { iface, rx } => format!("ethtool -G {iface} rx {rx}"),
+            Change::Coalesce { iface, rx_usecs, rx_frames } => {
+                format!("ethtool -C {iface} rx-usecs {rx_usecs} rx-frames {rx_frames}")
+            }
+            Change::Channels { iface, combined } => format!("ethtool -L {iface} combined {combined}"),
+            Change::Feature { iface, feature, on } => {
+                format!("ethtool -K {iface} {feature} {}", if *on { "on" } else { "off" })
+            }
+        }
+    }
+}
+
+/// One thing the doctor looked at.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Finding {
+    /// A stable name scripts and `recv`'s hints refer to (`socket.rmem_max`, `irq.placement`).
+    pub id: String,
+    /// The layer.
+    pub area: Area,
+    /// How much it matters.
+    pub status: Status,
+    /// What was seen, with the values (`net.core.rmem_max = 212992 (208 KiB)`).
+    pub seen: String,
+    /// Why it matters at the target, with the figure (`a 208 KiB buffer holds 0.4 ms at 4 Gb/s`).
+    pub why: String,
+    /// The exact command(s) that fix it, for a person; empty when nothing needs doing or the
+    /// fix is not a command (buy a NIC with jumbo frames).
+    pub fix: Vec<String>,
+    /// What `--apply` would change: only safe, reversible changes; empty for advice that needs
+    /// a person (MTU, isolcpus, BIOS).
+    pub changes: Vec<Change>,
+    /// Expected effect, 0..1: the order findings are printed in (largest first, problems
+    /// before advice).
+    pub effect: f64,
+}
+
+/// The doctor's whole answer.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Report {
+    /// [`SCHEMA`].
+    pub schema: String,
+    /// What was inspected for.
+    pub target: Target,
+    /// The interface the path uses (given, or found from the default route).
+    pub iface: Option<String>,
+    /// Whether the inspection ran with root's view (some counters and all changes need it).
+    pub privileged: bool,
+    /// Notes about the inspection itself (a snapshot root, an interface picked for the user).
+    pub notes: Vec<String>,
+    /// Every finding, ordered by [`Status`] then by expected effect.
+    pub findings: Vec<Finding>,
+}
