@@ -138,6 +138,9 @@ enum Cmd {
         sudo wirespeed partition init                       (remove what wirespeed made)\n\n\
         Everything but list, plan and status needs root (CAP_NET_ADMIN).")]
     Partition(partition::PartitionArgs),
+    /// Inspect this host for a stream and say what to change, with the figure and the command.
+    #[command(long_about = doctor::DOCTOR_HELP)]
+    Doctor(doctor::DoctorArgs),
     /// Read a live recording that `record --share NAME` publishes: check, save or pipe its records.
     #[command(long_about = tap::TAP_HELP)]
     Tap(tap::TapArgs),
@@ -190,6 +193,7 @@ fn main() -> ExitCode {
         Cmd::Demo(a) => demo::cmd_demo(a),
         Cmd::Partition(a) => partition::cmd_partition(a),
         Cmd::Tap(a) => tap::cmd_tap(a),
+        Cmd::Doctor(a) => doctor::cmd_doctor(a),
     };
     match r {
         Ok(code) => ExitCode::from(code),

@@ -5,6 +5,7 @@
 pub mod bench;
 pub mod demo;
 pub mod disk_test;
+pub mod doctor;
 pub mod formats;
 pub mod linerate;
 pub mod partition;

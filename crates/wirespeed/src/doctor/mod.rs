@@ -10,10 +10,10 @@
 //! the exact command that fixes it.
 //!
 //! The rooms:
-//! - [`inspect`]: reading the system (procfs, sysfs, ethtool) through a [`Root`], into
-//!   [`Finding`]s ordered by expected effect; [`Report::text`] words them for people.
-//! - [`apply`]: `--apply` (the safe, reversible [`Change`]s, each printed, with an undo script)
-//!   and `--persist` (sysctl.d / udev snippets instead of live changes).
+//! - the [`inspect`] room reads the system (procfs, sysfs, ethtool) through a [`Root`] into
+//!   [`Finding`]s ordered by expected effect; [`Report::text`] words them for people;
+//! - the [`apply`] room makes the safe, reversible [`Change`]s (`--apply`, each printed, with an
+//!   undo script) or writes them as sysctl.d / udev snippets (`--persist`).
 //!
 //! Everything is read through a [`Root`] directory, `/` for the live system, so tests point the
 //! doctor at snapshots of other machines (SMT and two NUMA nodes, a NIC whose interrupts are on
@@ -253,4 +253,115 @@ pub struct Report {
     pub notes: Vec<String>,
     /// Every finding, ordered by [`Status`] then by expected effect.
     pub findings: Vec<Finding>,
+}
+
+impl Status {
+    /// The word a person reads in the left column.
+    pub fn word(self) -> &'static str {
+        match self {
+            Status::Problem => "PROBLEM",
+            Status::Advice => "ADVICE",
+            Status::Ok => "ok",
+            Status::Unknown => "unknown",
+        }
+    }
+}
+
+/// Words folded at 100 columns under a 9-column indent, the first line led by `lead`.
+fn wrap(o: &mut String, lead: &str, text: &str) {
+    const WIDTH: usize = 100;
+    let mut line = format!("{:<9}{lead}", "");
+    let start = line.len();
+    for w in text.split_whitespace() {
+        if line.len() > start && line.len() + 1 + w.len() > WIDTH {
+            o.push_str(line.trim_end());
+            o.push('\n');
+            line = format!("{:<9}{:<width$}", "", "", width = lead.len());
+        }
+        if line.len() > 9 + lead.len() {
+            line.push(' ');
+        }
+        line.push_str(w);
+    }
+    o.push_str(line.trim_end());
+    o.push('\n');
+}
+
+impl Report {
+    /// Findings with this status.
+    pub fn count(&self, s: Status) -> usize {
+        self.findings.iter().filter(|f| f.status == s).count()
+    }
+
+    /// Every change `--apply` would make, in finding order.
+    pub fn changes(&self) -> Vec<&Change> {
+        self.findings.iter().flat_map(|f| f.changes.iter()).collect()
+    }
+
+    /// The finding a diagnosis points at, by id.
+    pub fn finding(&self, id: &str) -> Option<&Finding> {
+        self.findings.iter().find(|f| f.id == id)
+    }
+
+    /// The report for people: a heading with the target, then each finding as status, id and
+    /// what was seen, why it matters and the fix, problems first; `all` also prints the
+    /// findings that are fine (their one line each).
+    pub fn text(&self, all: bool) -> String {
+        use std::fmt::Write;
+        let mut o = String::new();
+        let t = &self.target;
+        let mut what = Vec::new();
+        if let Some(r) = t.rate_bps {
+            what.push(crate::units::bits(r));
+        }
+        if let Some(s) = t.size {
+            what.push(format!("{s}-byte datagrams"));
+        }
+        if let Some(p) = t.pps() {
+            what.push(format!("({})", crate::units::pps(p)));
+        }
+        let _ = writeln!(
+            o,
+            "wirespeed doctor: {}{}{}",
+            self.iface.as_deref().map(|i| format!("interface {i}")).unwrap_or_else(|| "no interface".into()),
+            if what.is_empty() { String::new() } else { format!(", for {}", what.join(" ")) },
+            t.cpu.map(|c| format!(", capture on CPU {c}")).unwrap_or_default()
+        );
+        for n in &self.notes {
+            let _ = writeln!(o, "  note: {n}");
+        }
+        let _ = writeln!(o);
+        let mut hidden = 0;
+        for f in &self.findings {
+            if f.status == Status::Ok && !all {
+                hidden += 1;
+                continue;
+            }
+            let _ = writeln!(o, "{:<8} {}: {}", f.status.word(), f.id, f.seen);
+            if !f.why.is_empty() {
+                wrap(&mut o, "why: ", &f.why);
+            }
+            for (k, c) in f.fix.iter().enumerate() {
+                let mark = if f.changes.iter().any(|ch| &ch.command() == c) { "   [--apply]" } else { "" };
+                let _ = writeln!(o, "{:<9}{} {c}{mark}", "", if k == 0 { "fix:" } else { "    " });
+            }
+        }
+        let _ = writeln!(o);
+        let n = self.changes().len();
+        let _ = writeln!(
+            o,
+            "{} problem(s), {} advice, {} fine{}, {} not readable.{}",
+            self.count(Status::Problem),
+            self.count(Status::Advice),
+            self.count(Status::Ok),
+            if hidden > 0 { " (--all lists them)" } else { "" },
+            self.count(Status::Unknown),
+            if n > 0 {
+                format!(" --apply makes the {n} change(s) marked [--apply] and writes an undo script first; --persist DIR writes them as sysctl.d/udev files instead.")
+            } else {
+                String::new()
+            }
+        );
+        o
+    }
 }

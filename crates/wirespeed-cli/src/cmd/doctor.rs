@@ -1,0 +1,126 @@
+//! `wirespeed doctor`: inspect this host for a stream and say what to change, with the figure
+//! and the command; `--apply` and `--persist` make or write the safe changes.
+
+use crate::args::udp_size;
+use crate::out::print_json;
+use clap::Args;
+use std::path::PathBuf;
+use wirespeed::doctor::{self, Root, Target};
+use wirespeed::units::Rate;
+use wirespeed::{sys, Error};
+
+pub const DOCTOR_HELP: &str = "Inspect this host for a UDP stream at a given rate and size, and say \
+    what to change: each finding with what was seen, why it matters for that stream (with the \
+    figure: \"a 208 KiB buffer holds 0.43 ms at 4.00 Gb/s\") and the exact command that fixes it, \
+    problems first, then advice, largest expected effect first.\n\n\
+    It looks where seeds 001 and 004 looked by hand: socket buffer limits and the kernel's \
+    backlog; the NIC (link speed, MTU against the datagram, rings, interrupt coalescing, offloads, \
+    channels, its NUMA node against the capture CPU, the driver's drop counters); which CPUs \
+    take its interrupts and whether irqbalance moves them; the capture CPU (governor, isolation, \
+    SMT sibling, what else ran there in the last half second); the stack (conntrack, firewall \
+    rules for the port, rp_filter, IGMP); the process (priority, locked-memory limit, huge \
+    pages); and with --disk, the disk's measured write rate against the stream's. What cannot be \
+    read (a veth has no rings; not root) is said, never guessed.\n\n\
+    Nothing is changed without --apply. --apply makes only the safe, reversible changes \
+    (sysctls, IRQ affinity, ethtool settings), prints each, and writes an undo script first; \
+    --persist DIR writes them as sysctl.d and udev files instead of changing the live system.\n\n\
+    Try:  wirespeed doctor --for 4G --size 1080 --cpu 1\n      \
+    wirespeed doctor --for 2G --size 8800 --port 7148 --disk /data/rec --json\n      \
+    sudo wirespeed doctor --for 4G --size 1080 --apply\n\n\
+    Exit codes: 0 inspected (findings or not), 1 a change failed or the privilege is missing, \
+    2 bad usage.";
+
+#[derive(Args)]
+pub struct DoctorArgs {
+    /// The interface the stream arrives on. Default: the one the default route uses.
+    #[arg(long, value_name = "IF")]
+    iface: Option<String>,
+    /// The stream's rate: payload bits/s (4G, 942M) or datagrams/s with --size (500kpps).
+    #[arg(long = "for", value_name = "RATE", value_parser = parse_for)]
+    rate: Option<Rate>,
+    /// UDP payload bytes per datagram (1..65507).
+    #[arg(long, value_name = "BYTES", value_parser = udp_size)]
+    size: Option<u64>,
+    /// The CPU the capture thread will run on (recv/record --cpu).
+    #[arg(long, value_name = "N")]
+    cpu: Option<usize>,
+    /// The UDP port the stream arrives at: firewall and conntrack findings look for it.
+    #[arg(long)]
+    port: Option<u16>,
+    /// The directory `record` will write to: its write rate is measured (512 MiB, O_DIRECT)
+    /// and set against the stream's.
+    #[arg(long, value_name = "DIR")]
+    disk: Option<PathBuf>,
+    /// Read the system under DIR instead of / (a snapshot laid out as proc/, sys/, and
+    /// ethtool/IF.json, nft/ruleset for what those commands say).
+    #[arg(long, value_name = "DIR")]
+    root: Option<PathBuf>,
+    /// List the findings that are fine too.
+    #[arg(long)]
+    all: bool,
+    /// Print the report as one JSON document (schema wirespeed.doctor/1).
+    #[arg(long)]
+    json: bool,
+}
+
+fn parse_for(s: &str) -> Result<Rate, String> {
+    match Rate::parse(s)? {
+        Rate::Max => Err("--for needs a rate the stream has: bits/s (4G) or datagrams/s (500kpps), not max".into()),
+        r => Ok(r),
+    }
+}
+
+/// The inspection's target from the options: a datagram rate needs --size to become bits.
+fn target(a: &DoctorArgs) -> Result<Target, Error> {
+    let rate_bps = match a.rate {
+        None => None,
+        Some(Rate::Bits(b)) => Some(b),
+        Some(Rate::Packets(p)) => match a.size {
+            Some(s) => Some(p * s as f64 * 8.0),
+            None => return Err(Error::Usage("--for in datagrams/s needs --size BYTES to know the bit rate".into())),
+        },
+        Some(Rate::Max) => None,
+    };
+    if let Some(i) = &a.iface {
+        if i.is_empty() || i.len() > 15 || i.contains('/') || i.contains(char::is_whitespace) || i == "." || i == ".." {
+            return Err(Error::Usage(format!(
+                "'{i}' is not an interface name (at most 15 characters, no '/' or spaces): `ip -br link` lists them"
+            )));
+        }
+    }
+    if let Some(d) = &a.disk {
+        if !d.is_dir() {
+            return Err(Error::Usage(format!(
+                "--disk {}: not a directory: give the directory record will write to",
+                d.display()
+            )));
+        }
+    }
+    Ok(Target { iface: a.iface.clone(), rate_bps, size: a.size, cpu: a.cpu, port: a.port, disk: a.disk.clone() })
+}
+
+pub fn cmd_doctor(a: DoctorArgs) -> Result<u8, Error> {
+    let t = target(&a)?;
+    let root = match &a.root {
+        Some(d) if !d.is_dir() => {
+            return Err(Error::Usage(format!(
+                "--root {}: not a directory (a snapshot with proc/ and sys/ inside)",
+                d.display()
+            )))
+        }
+        Some(d) if d.canonicalize().is_ok_and(|c| c == std::path::Path::new("/")) => Root::live(),
+        Some(d) => Root::at(d.clone()),
+        None => Root::live(),
+    };
+    let stop = sys::install_stop_handler();
+    if t.disk.is_some() && root.is_live() && !a.json {
+        eprintln!("wirespeed doctor: measuring the disk (512 MiB with record's own writes)...");
+    }
+    let report = doctor::inspect::inspect(&root, &t, stop);
+    if a.json {
+        print_json(&report)?;
+    } else {
+        print!("{}", report.text(a.all));
+    }
+    Ok(0)
+}
