@@ -362,7 +362,7 @@ fn features(cx: &mut Ctx, nic: &NicView, i: &str) {
         return;
     }
     let mut f = F::new("nic.offloads", Area::Nic, Status::Advice, seen)
-        .why(format!("off: {}; seed 001 took checksumming off the CPU's path", off.join(", ")))
+        .why(format!("off: {}", off.join("; ")))
         .effect(0.25);
     for c in changes {
         f = f.change(c);
@@ -439,8 +439,9 @@ fn counters(cx: &mut Ctx, nic: &NicView, i: &str) {
     let mut hits: Vec<(String, u64)> = Vec::new();
     for name in ["rx_dropped", "rx_missed_errors", "rx_fifo_errors", "rx_over_errors", "rx_errors", "rx_crc_errors"] {
         if let Some(v) = cx.iface_file(&format!("statistics/{name}")).and_then(|v| v.parse::<u64>().ok()) {
-            if v > 0 {
-                hits.push((format!("{name} (kernel)"), v));
+            let also_driver = nic.stats.as_ref().is_some_and(|s| s.contains_key(name));
+            if v > 0 && !also_driver {
+                hits.push((name.to_string(), v));
             }
         }
     }

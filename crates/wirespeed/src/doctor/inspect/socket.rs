@@ -195,6 +195,9 @@ fn backlog(cx: &mut Ctx) {
     }
     let held = cx.pps().map(|p| max as f64 / p * 1e3);
     let why = match (&path, held) {
+        _ if dropped > 0 && path.is_none() => format!(
+            "the per-CPU backlog overflowed {dropped} times since boot: packets queued there (veth, loopback, RPS, a driver without NAPI) were dropped before the stack; {max} packets is the cap"
+        ),
         (Some(p), Some(ms)) => format!(
             "{p}; {max} packets hold {} of {} datagrams/s: the backlog overflows (softnet dropped) when the softirq falls behind longer",
             ms_words(ms),
