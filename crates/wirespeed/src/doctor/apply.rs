@@ -503,10 +503,14 @@ pub fn apply_as(
     for c in changes {
         match read_before(c, root) {
             Err(e) => {
-                let reason = format!(
-                    "cannot read the value in force ({}), so it could not be undone: left as it is",
-                    err_text(&e)
-                );
+                let reason = if e.kind() == io::ErrorKind::InvalidInput {
+                    format!("{}: left as it is", err_text(&e))
+                } else {
+                    format!(
+                        "cannot read the value in force ({}), so it could not be undone: left as it is",
+                        err_text(&e)
+                    )
+                };
                 say(&format!("not applied: {}: {reason}", subject(c)));
                 out.failed.push(Failed { change: c.clone(), before: None, reason });
             }
@@ -537,7 +541,10 @@ pub fn apply_as(
     let mut made = Vec::new();
     for (c, restore) in todo {
         let before = wanted(&restore);
-        match make(c, root).and_then(|()| read_before(c, root).map(|b| wanted(&b.restore))) {
+        // A change made whose read-back fails is still made (and so in the undo script).
+        let result =
+            make(c, root).map(|()| read_before(c, root).map(|b| wanted(&b.restore)).unwrap_or_else(|_| wanted(c)));
+        match result {
             Ok(after) if norm(&after) == norm(&before) => {
                 let reason = format!("the kernel took {} but still reports {before}: left as it was", wanted(c));
                 say(&format!("not applied: {}: {reason}", subject(c)));
@@ -704,7 +711,12 @@ fn sh_quote(s: &str) -> String {
 /// The shell line that makes `change` (the undo script's lines are the restoring changes').
 fn shell_line(change: &Change) -> String {
     match change {
-        Change::Sysctl { key, value } => format!("sysctl -q -w {}", sh_quote(&format!("{key}={}", value.trim()))),
+        // Not `sysctl -w`: procps-ng 4.0.2 exits 0 when the kernel refuses a read-only key, so
+        // a failed line would pass unseen; printf into the file fails when the write does.
+        Change::Sysctl { key, value } => match sysctl_path(key) {
+            Ok(path) => format!("printf '%s\\n' {} > {}", sh_quote(value.trim()), sh_quote(&path)),
+            Err(_) => format!("sysctl -q -w {}", sh_quote(&format!("{key}={}", value.trim()))),
+        },
         Change::IrqAffinity { irq, cpus } => {
             format!("echo {} > /proc/irq/{irq}/smp_affinity_list", sh_quote(cpus.trim()))
         }
@@ -723,7 +735,9 @@ fn shell_line(change: &Change) -> String {
 /// changes were made), `stamp` saying which run wrote it.
 ///
 /// It undoes newest first, and every line sets a value rather than stepping it, so running it
-/// twice leaves the same values. Each line is guarded (`|| failed=1`): under `set -e` one line
+/// twice leaves the same values. A sysctl is put back by writing its `/proc/sys` file
+/// (`printf '%s\n' VALUE > /proc/sys/...`) rather than with `sysctl -w`, whose exit code
+/// (procps-ng 4.0.2) is 0 when the kernel refuses the write. Each line is guarded (`|| failed=1`): under `set -e` one line
 /// the kernel refuses does not stop the others from being put back, and the exit code says that
 /// one did fail.
 pub fn undo_script_text(restores: &[Change], stamp: &str) -> String {
@@ -1043,6 +1057,7 @@ mod tests {
     #[test]
     fn the_undo_script_restores_each_kind_exactly() {
         let restores = vec![
+            sysctl("net.ipv4.conf.eth0/100.rp_filter", "2"),
             sysctl("net.core.rmem_max", "212992"),
             sysctl("net.ipv4.tcp_rmem", "4096 131072 6291456"),
             sysctl("kernel.core_pattern", "|/bin/it's %p"),
@@ -1069,9 +1084,10 @@ mod tests {
              ethtool -C eth0 rx-usecs 50 rx-frames 0 || failed=1\n\
              ethtool -G eth0 rx 512 || failed=1\n\
              echo 0-1 > /proc/irq/24/smp_affinity_list || failed=1\n\
-             sysctl -q -w 'kernel.core_pattern=|/bin/it'\\''s %p' || failed=1\n\
-             sysctl -q -w 'net.ipv4.tcp_rmem=4096 131072 6291456' || failed=1\n\
-             sysctl -q -w net.core.rmem_max=212992 || failed=1\n\
+             printf '%s\\n' '|/bin/it'\\''s %p' > /proc/sys/kernel/core_pattern || failed=1\n\
+             printf '%s\\n' '4096 131072 6291456' > /proc/sys/net/ipv4/tcp_rmem || failed=1\n\
+             printf '%s\\n' 212992 > /proc/sys/net/core/rmem_max || failed=1\n\
+             printf '%s\\n' 2 > /proc/sys/net/ipv4/conf/eth0.100/rp_filter || failed=1\n\
              exit \"$failed\"\n"
         );
         let none = undo_script_text(&[], "T");
@@ -1079,28 +1095,20 @@ mod tests {
     }
 
     #[test]
-    fn the_undo_script_runs_twice_in_sh_and_quotes_survive() {
-        // No root: the lines go to a stand-in `sysctl` on PATH that logs its arguments.
+    fn values_reach_the_file_through_sh_exactly() {
+        // No root: the same printf line, aimed at a file of ours, run twice by sh.
         let d = Dir::new("undo-sh");
-        let text = undo_script_text(
-            &[sysctl("net.ipv4.tcp_rmem", "4096 131072 6291456"), sysctl("kernel.core_pattern", "|/bin/it's %p")],
-            "T",
-        )
-        .replace("PATH=/usr/local/sbin", &format!("PATH={}:/usr/local/sbin", d.0.display()));
-        d.put("undo.sh", &text);
-        d.put(
-            "sysctl",
-            &format!("#!/bin/sh\nprintf '%s|' \"$@\" >> {}/log\necho >> {}/log\n", d.0.display(), d.0.display()),
-        );
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(d.0.join("sysctl"), std::fs::Permissions::from_mode(0o755)).unwrap();
-        for _ in 0..2 {
-            let st = std::process::Command::new("sh").arg(d.0.join("undo.sh")).status().unwrap();
-            assert!(st.success());
+        for v in ["212992", "4096 131072 6291456", "|/bin/it's %p \\n $HOME `x`", "-n", ""] {
+            let f = d.0.join("value");
+            let line = shell_line(&sysctl("kernel.x", v))
+                .replace(" > /proc/sys/kernel/x", &format!(" > {}", sh_quote(&f.display().to_string())));
+            assert!(line.starts_with("printf '%s\\n' "), "{line}");
+            for _ in 0..2 {
+                let st = std::process::Command::new("sh").arg("-c").arg(&line).status().unwrap();
+                assert!(st.success(), "{line}");
+                assert_eq!(std::fs::read_to_string(&f).unwrap(), format!("{v}\n"), "{line}");
+            }
         }
-        let log = std::fs::read_to_string(d.0.join("log")).unwrap();
-        let once = "-q|-w|kernel.core_pattern=|/bin/it's %p|\n-q|-w|net.ipv4.tcp_rmem=4096 131072 6291456|\n";
-        assert_eq!(log, format!("{once}{once}"));
     }
 
     #[test]
