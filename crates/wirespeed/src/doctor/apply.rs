@@ -1162,6 +1162,46 @@ mod tests {
     }
 
     #[test]
+    fn values_already_in_force_and_unreadable_ones_change_nothing() {
+        // Live root, privilege claimed, but nothing to write: one value is already as asked,
+        // the other cannot be read (so it could not be undone). Safe without root.
+        let d = Dir::new("noop");
+        let undo = d.0.join("undo.sh");
+        let all = Privilege { euid: 0, net_admin: true, dac_override: true };
+        let now = Root::live().read_line("/proc/sys/net/core/somaxconn").expect("somaxconn");
+        let changes = [sysctl("net.core.somaxconn", &now), sysctl("net.core.wirespeed_no_such_key", "1")];
+        let mut said = vec![];
+        let a = apply_as(&changes, &Root::live(), &undo, &all, &mut |l| said.push(l.to_string())).unwrap();
+        assert_eq!(a.unchanged, vec![Done { change: changes[0].clone(), before: now.clone(), after: now.clone() }]);
+        assert!(a.changed.is_empty());
+        assert_eq!(a.failed.len(), 1);
+        assert_eq!(
+            said,
+            [
+                format!("already net.core.somaxconn = {now}"),
+                "not applied: net.core.wirespeed_no_such_key: cannot read the value in force (No such file or directory), so it could not be undone: left as it is".to_string(),
+                format!("nothing was changed: {} puts nothing back", undo.display()),
+            ]
+        );
+        use std::os::unix::fs::PermissionsExt;
+        assert_eq!(std::fs::metadata(&undo).unwrap().permissions().mode() & 0o777, 0o700);
+        assert!(std::fs::read_to_string(&undo)
+            .unwrap()
+            .ends_with("# Nothing was changed: nothing to put back.\nexit 0\n"));
+        assert_eq!(a.failure().unwrap().to_string(), "1 of 2 changes were not applied (said above)");
+
+        // An undo script already there is not overwritten, and nothing is changed.
+        let e = apply_as(&changes, &Root::live(), &undo, &all, &mut |_| {}).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "{} already exists (the undo of an earlier --apply?): run or move it, or give another undo path; nothing was changed",
+                undo.display()
+            )
+        );
+    }
+
+    #[test]
     fn privilege_is_read_from_the_status_file() {
         let root = "Name:\tx\nUid:\t0\t0\t0\t0\nCapEff:\t000001ffffffffff\n";
         assert_eq!(Privilege::parse(root), Privilege { euid: 0, net_admin: true, dac_override: true });
