@@ -19,6 +19,7 @@ pub mod fifo;
 pub mod file;
 pub mod fuse;
 pub mod mount;
+pub mod netns;
 pub mod packet;
 pub mod packet_tx;
 pub mod proc;
