@@ -5,7 +5,7 @@ use crate::args::udp_size;
 use crate::out::print_json;
 use clap::Args;
 use std::path::PathBuf;
-use wirespeed::doctor::{self, Root, Target};
+use wirespeed::doctor::{self, apply, Root, Target};
 use wirespeed::units::Rate;
 use wirespeed::{sys, Error};
 
@@ -61,6 +61,21 @@ pub struct DoctorArgs {
     /// Print the report as one JSON document (schema wirespeed.doctor/1).
     #[arg(long)]
     json: bool,
+    /// Make the safe, reversible changes the findings list (sysctls, IRQ affinity, ethtool
+    /// settings; never the MTU, the kernel command line or anything that takes a link down),
+    /// each printed with the value before and after. The values in force are read and an undo
+    /// script written before anything changes. Root only.
+    #[arg(long, conflicts_with_all = ["persist", "root"])]
+    apply: bool,
+    /// Where --apply writes the undo script (must not exist). Default:
+    /// ./wirespeed-doctor-undo-YYYYMMDDTHHMMSSZ.sh
+    #[arg(long, value_name = "FILE", requires = "apply")]
+    undo: Option<PathBuf>,
+    /// Write the changes as DIR/90-wirespeed.conf (sysctl.d) and DIR/90-wirespeed.rules (udev)
+    /// instead of making them: e.g. --persist /etc/sysctl.d, then `sysctl --system`. Files
+    /// wirespeed did not write are never overwritten.
+    #[arg(long, value_name = "DIR")]
+    persist: Option<PathBuf>,
 }
 
 fn parse_for(s: &str) -> Result<Rate, String> {
@@ -116,11 +131,47 @@ pub fn cmd_doctor(a: DoctorArgs) -> Result<u8, Error> {
     if t.disk.is_some() && root.is_live() && !a.json {
         eprintln!("wirespeed doctor: measuring the disk (512 MiB with record's own writes)...");
     }
-    let report = doctor::inspect::inspect(&root, &t, stop);
-    if a.json {
-        print_json(&report)?;
-    } else {
+    let mut report = doctor::inspect::inspect(&root, &t, stop);
+    if !a.json {
         print!("{}", report.text(a.all));
     }
-    Ok(0)
+    let json = a.json;
+    let mut say = |l: &str| {
+        if json {
+            eprintln!("wirespeed doctor: {l}");
+        } else {
+            println!("{l}");
+        }
+    };
+    let mut failure = None;
+    if a.apply || a.persist.is_some() {
+        let (changes, notes) = apply::plan_with_notes(&report);
+        for n in &notes {
+            say(n);
+        }
+        if changes.is_empty() {
+            say("nothing to change: no finding lists a change --apply or --persist can make");
+        } else if let Some(dir) = &a.persist {
+            report.persisted = Some(apply::persist(&changes, dir, &mut say)?);
+        } else {
+            let undo = a.undo.clone().unwrap_or_else(default_undo);
+            let done = apply::apply_report(&changes, &root, &undo, &mut say)?;
+            failure = done.failure();
+            report.applied = Some(done);
+        }
+    }
+    if json {
+        print_json(&report)?;
+    }
+    match failure {
+        Some(e) => Err(e),
+        None => Ok(0),
+    }
+}
+
+/// `./wirespeed-doctor-undo-YYYYMMDDTHHMMSSZ.sh`: in the directory the user ran from, named by
+/// the time, so two runs never take each other's undo.
+fn default_undo() -> PathBuf {
+    let stamp = wirespeed::calendar::utc_compact(wirespeed::sys::realtime_ns());
+    PathBuf::from(format!("wirespeed-doctor-undo-{stamp}.sh"))
 }

@@ -116,7 +116,7 @@ impl<'a> Ctx<'a> {
     }
     /// A sysctl's value through the root (`net.core.rmem_max`).
     pub fn sysctl(&self, key: &str) -> Option<String> {
-        self.root.read_line(&sysctl_path(key))
+        self.root.read_line(&super::apply::sysctl_path(key).ok()?)
     }
     /// A sysctl holding one integer.
     pub fn sysctl_u64(&self, key: &str) -> Option<u64> {
@@ -127,13 +127,6 @@ impl<'a> Ctx<'a> {
         let i = self.iface.as_ref()?;
         self.root.read_line(&format!("/sys/class/net/{i}/{rel}"))
     }
-}
-
-/// The procfs path of a dotted sysctl name: `net.core.rmem_max` -> `/proc/sys/net/core/rmem_max`.
-/// Interface names may hold dots (`eth0.100`): `net.ipv4.conf.eth0.100.rp_filter` is written
-/// with slashes in the name instead (`eth0/100`), as sysctl(8) does.
-pub fn sysctl_path(key: &str) -> String {
-    format!("/proc/sys/{}", key.replace('.', "/"))
 }
 
 /// The interface the default route leaves by, from `/proc/net/route` (IPv4) or
@@ -237,7 +230,16 @@ pub fn inspect(root: &Root, target: &Target, stop: &AtomicBool) -> Report {
     let iface = cx.iface.clone();
     let mut findings = cx.findings;
     sort(&mut findings);
-    Report { schema: SCHEMA.into(), target: target.clone(), iface, privileged, notes: cx.notes, findings }
+    Report {
+        schema: SCHEMA.into(),
+        target: target.clone(),
+        iface,
+        privileged,
+        notes: cx.notes,
+        findings,
+        applied: None,
+        persisted: None,
+    }
 }
 
 /// Problems first, then advice, then what is fine, then what could not be read; inside each,
@@ -278,11 +280,6 @@ pub fn ms_words(ms: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn sysctl_names_become_procfs_paths() {
-        assert_eq!(sysctl_path("net.core.rmem_max"), "/proc/sys/net/core/rmem_max");
-    }
 
     #[test]
     fn holding_times_read_as_people_write_them() {

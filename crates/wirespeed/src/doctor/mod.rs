@@ -253,6 +253,12 @@ pub struct Report {
     pub notes: Vec<String>,
     /// Every finding, ordered by [`Status`] then by expected effect.
     pub findings: Vec<Finding>,
+    /// What `--apply` changed, found already set, or could not change; absent without it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub applied: Option<apply::Applied>,
+    /// The files `--persist` wrote; absent without it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub persisted: Option<Vec<PathBuf>>,
 }
 
 impl Status {

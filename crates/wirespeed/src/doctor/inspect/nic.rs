@@ -361,9 +361,8 @@ fn features(cx: &mut Ctx, nic: &NicView, i: &str) {
         cx.push(F::new("nic.offloads", Area::Nic, Status::Ok, seen).why("receive checksum offload and GRO are on"));
         return;
     }
-    let mut f = F::new("nic.offloads", Area::Nic, Status::Advice, seen)
-        .why(format!("off: {}", off.join("; ")))
-        .effect(0.25);
+    let mut f =
+        F::new("nic.offloads", Area::Nic, Status::Advice, seen).why(format!("off: {}", off.join("; "))).effect(0.25);
     for c in changes {
         f = f.change(c);
     }
