@@ -816,6 +816,57 @@ mod tests {
         assert!(f.len() > 40, "{}", f.len());
     }
 
+    /// Drop CAP_NET_ADMIN from the calling thread's effective set (capabilities are per thread).
+    fn drop_net_admin() {
+        #[repr(C)]
+        struct Header {
+            version: u32,
+            pid: libc::c_int,
+        }
+        #[repr(C)]
+        #[derive(Clone, Copy, Default)]
+        struct Data {
+            effective: u32,
+            permitted: u32,
+            inheritable: u32,
+        }
+        let mut hdr = Header { version: 0x2008_0522, pid: 0 };
+        let mut data = [Data::default(); 2];
+        // SAFETY: a version-3 header and the two data words it reads and writes, on the stack.
+        let r = unsafe { libc::syscall(libc::SYS_capget, &mut hdr, data.as_mut_ptr()) };
+        assert_eq!(r, 0, "capget: {}", io::Error::last_os_error());
+        const CAP_NET_ADMIN: u32 = 12;
+        data[0].effective &= !(1 << CAP_NET_ADMIN);
+        // SAFETY: as above; capset only reads them.
+        let r = unsafe { libc::syscall(libc::SYS_capset, &mut hdr, data.as_ptr()) };
+        assert_eq!(r, 0, "capset: {}", io::Error::last_os_error());
+    }
+
+    /// A set without CAP_NET_ADMIN is PermissionDenied. Done on a thread of its own in a network
+    /// namespace of its own when this process may make one (so that nothing of the host's
+    /// loopback could change), else as an unprivileged process on the host's loopback.
+    #[test]
+    fn a_set_without_net_admin_is_permission_denied() {
+        std::thread::spawn(|| {
+            // SAFETY: unshare takes no pointers and moves only this thread.
+            if unsafe { libc::unshare(libc::CLONE_NEWNET) } != 0 {
+                let probe = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+                if super::super::has_net_admin(std::os::fd::AsRawFd::as_raw_fd(&probe)) {
+                    eprintln!("CAP_NET_ADMIN without a namespace of our own: not trying a set on the host");
+                    return;
+                }
+            }
+            drop_net_admin();
+            let gro = features("lo").unwrap().into_iter().find(|f| f.name == "rx-gro").unwrap();
+            let e = set_feature("lo", "rx-gro", !gro.active).unwrap_err();
+            assert_eq!(e.kind(), io::ErrorKind::PermissionDenied, "{e}");
+            assert!(e.to_string().contains("CAP_NET_ADMIN"), "{e}");
+            assert_eq!(features("lo").unwrap().into_iter().find(|f| f.name == "rx-gro").unwrap(), gro);
+        })
+        .join()
+        .unwrap();
+    }
+
     #[test]
     fn legacy_names_find_their_kernel_feature() {
         assert_eq!(kernel_feature_name("generic-receive-offload"), "rx-gro");
