@@ -52,6 +52,27 @@ pub fn in_netns(cmd: &mut Command, ns: std::fs::File) -> &mut Command {
     }
 }
 
+/// Run `f` on a new thread that has joined the network namespace `ns` (an open
+/// `/run/netns/NAME`), and return what it returns; this process's threads stay where they are.
+///
+/// Interface lookups by name (the ethtool ioctls in [`super::ethtool`]) happen in the namespace
+/// of the thread that opens the socket, so this is how to ask about an interface inside a
+/// partition without starting a process there. A panic in `f` is passed on to the caller.
+pub fn with_netns<T: Send>(ns: &std::fs::File, f: impl FnOnce() -> T + Send) -> std::io::Result<T> {
+    use std::os::fd::AsRawFd;
+    std::thread::scope(|s| {
+        let thread = s.spawn(|| {
+            // SAFETY: setns takes no pointers; the descriptor is borrowed from `ns`, open for the
+            // whole scope. Only this thread moves, and it ends with `f`.
+            if unsafe { libc::setns(ns.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(f())
+        });
+        thread.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+    })
+}
+
 /// When process `pid` started, in clock ticks after boot (field 22 of `/proc/PID/stat`), or
 /// `None` if there is no such process. A pid and its start time name one process for good:
 /// a pid reused by another process has another start time.
