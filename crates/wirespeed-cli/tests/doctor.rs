@@ -1,0 +1,315 @@
+//! `wirespeed doctor`: findings read from snapshots of other machines (exact statuses, figures
+//! and changes), its JSON document, its refusals, and `--apply` then the undo script in a
+//! network namespace made for the test.
+
+mod common;
+
+use common::*;
+use serde_json::Value;
+use std::path::PathBuf;
+
+fn fixture(name: &str) -> String {
+    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../wirespeed/tests/fixtures/doctor").join(name);
+    p.canonicalize().expect("fixture directory").to_str().expect("utf-8").to_string()
+}
+
+fn doctor_json(args: &[&str]) -> Value {
+    let mut all = vec!["doctor", "--json"];
+    all.extend_from_slice(args);
+    let out = run(&all);
+    assert_eq!(out.status.code(), Some(0), "{all:?}: {}", String::from_utf8_lossy(&out.stderr));
+    json(&String::from_utf8_lossy(&out.stdout))
+}
+
+fn finding<'a>(r: &'a Value, id: &str) -> &'a Value {
+    r["findings"]
+        .as_array()
+        .expect("findings")
+        .iter()
+        .find(|f| f["id"] == id)
+        .unwrap_or_else(|| panic!("no finding {id} in {r:#}"))
+}
+
+fn changes(f: &Value) -> Vec<String> {
+    f["changes"].as_array().expect("changes").iter().map(|c| c.to_string()).collect()
+}
+
+#[test]
+fn a_two_node_smt_host_at_linux_defaults_is_diagnosed_exactly() {
+    let r = doctor_json(&[
+        "--root",
+        &fixture("numa2-smt"),
+        "--for",
+        "4G",
+        "--size",
+        "1080",
+        "--cpu",
+        "2",
+        "--port",
+        "7148",
+    ]);
+    assert_eq!(r["schema"], "wirespeed.doctor/1");
+    assert_eq!(r["iface"], "ens1f0");
+    assert_eq!(r["privileged"], true);
+
+    let rmem = finding(&r, "socket.rmem_max");
+    assert_eq!(rmem["status"], "problem");
+    assert!(rmem["why"].as_str().unwrap().contains("a 208.0 KiB buffer holds 0.43 ms at 4.00 Gb/s"), "{rmem}");
+    assert_eq!(changes(rmem), vec![r#"{"key":"net.core.rmem_max","kind":"sysctl","value":"33554432"}"#]);
+
+    // All four receive interrupts on the capture CPU 2: moved to its node's other core (3,7),
+    // off CPU 2's SMT sibling 6; the un-named config vector 124 is left alone.
+    let irq = finding(&r, "irq.placement");
+    assert_eq!(irq["status"], "advice");
+    let want: Vec<String> =
+        (120..=123).map(|n| format!(r#"{{"cpus":"3,7","irq":{n},"kind":"irq_affinity"}}"#)).collect();
+    assert_eq!(changes(irq), want);
+    assert!(irq["seen"].as_str().unwrap().contains("irqbalance is running"));
+    assert!(irq["fix"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|f| f.as_str().unwrap().starts_with("systemctl stop irqbalance")));
+
+    assert_eq!(finding(&r, "cpu.smt")["seen"], "CPU 2 shares its core with CPU 6");
+    assert_eq!(finding(&r, "nic.numa")["status"], "ok");
+    let rings = finding(&r, "nic.rings");
+    assert_eq!(rings["status"], "advice");
+    assert!(rings["why"].as_str().unwrap().contains("1.1 ms of the stream"));
+    assert_eq!(changes(rings), vec![r#"{"iface":"ens1f0","kind":"rings","rx":4096}"#]);
+    assert_eq!(
+        changes(finding(&r, "nic.offloads")),
+        vec![r#"{"feature":"rx-checksum","iface":"ens1f0","kind":"feature","on":true}"#]
+    );
+    let counters = finding(&r, "nic.counters");
+    assert_eq!(counters["status"], "problem");
+    assert_eq!(counters["seen"], "ens1f0: rx_missed_errors 5,000");
+    let fw = finding(&r, "stack.firewall");
+    assert_eq!(fw["status"], "problem");
+    assert_eq!(fw["fix"][0], "nft insert rule inet filter input udp dport 7148 accept");
+    assert_eq!(finding(&r, "stack.rp_filter")["changes"].as_array().unwrap().len(), 2);
+    let backlog = finding(&r, "socket.netdev_max_backlog");
+    assert_eq!(backlog["status"], "problem");
+    assert!(backlog["seen"].as_str().unwrap().contains("softnet dropped 42 since boot (CPU 2 42)"));
+    assert_eq!(finding(&r, "cpu.governor")["status"], "ok");
+    assert_eq!(finding(&r, "cpu.load")["status"], "unknown");
+}
+
+#[test]
+fn a_capture_cpu_on_the_other_node_is_a_numa_problem() {
+    let r = doctor_json(&["--root", &fixture("numa2-smt"), "--for", "4G", "--size", "1080", "--cpu", "0"]);
+    let numa = finding(&r, "nic.numa");
+    assert_eq!(numa["status"], "problem");
+    assert_eq!(numa["seen"], "ens1f0 is on NUMA node 1 (CPUs 2-3,6-7); the capture CPU 0 is on node 0");
+    assert_eq!(numa["fix"][0], "capture on a CPU of node 1: --cpu 2");
+    // CPU 0 takes none of the NIC's interrupts: nothing to move.
+    assert_eq!(finding(&r, "irq.placement")["status"], "ok");
+    assert_eq!(finding(&r, "cpu.governor")["status"], "advice");
+}
+
+#[test]
+fn what_cannot_be_read_is_said_not_guessed() {
+    let r = doctor_json(&["--root", &fixture("vm-veth"), "--for", "2G", "--size", "8800", "--cpu", "1"]);
+    assert_eq!(r["privileged"], false);
+    assert!(r["notes"].as_array().unwrap().iter().any(|n| n.as_str().unwrap().starts_with("not root")));
+    let rings = finding(&r, "nic.rings");
+    assert_eq!(rings["status"], "unknown");
+    assert!(rings["why"].as_str().unwrap().starts_with("a veth has no hardware ring"));
+    assert_eq!(finding(&r, "irq.placement")["status"], "unknown");
+    assert_eq!(finding(&r, "stack.firewall")["why"], "the snapshot has no nft/ruleset");
+    assert_eq!(finding(&r, "socket.netdev_max_backlog")["status"], "unknown");
+    assert_eq!(finding(&r, "cpu.isolation")["status"], "ok");
+    assert_eq!(finding(&r, "socket.rmem_max")["status"], "ok");
+    assert_eq!(finding(&r, "nic.mtu")["status"], "ok");
+    let prio = finding(&r, "process.priority");
+    assert!(prio["seen"].as_str().unwrap().contains("nice 19"));
+    assert!(prio["fix"].as_array().unwrap().iter().any(|f| f.as_str().unwrap().contains("sched_rt_runtime_us=950000")));
+    // GRO is changeable and off; the [fixed] checksum is not offered as a change.
+    assert_eq!(
+        changes(finding(&r, "nic.offloads")),
+        vec![r#"{"feature":"rx-gro","iface":"veth0","kind":"feature","on":true}"#]
+    );
+}
+
+#[test]
+fn an_mtu_below_the_datagram_is_the_first_problem() {
+    let r = doctor_json(&["--root", &fixture("numa2-smt"), "--for", "4G", "--size", "8800", "--cpu", "2"]);
+    let mtu = finding(&r, "nic.mtu");
+    assert_eq!(mtu["status"], "problem");
+    assert_eq!(mtu["seen"], "ens1f0: MTU 1500; a 8800-byte datagram is a 8828-byte IPv4 packet");
+    assert!(mtu["why"].as_str().unwrap().starts_with("every datagram is cut into 6 IP fragments"));
+    assert!(mtu["changes"].as_array().unwrap().is_empty(), "the MTU needs the switch too: never --apply");
+}
+
+#[test]
+fn the_json_document_has_the_schema_it_names() {
+    let r = doctor_json(&[
+        "--root",
+        &fixture("numa2-smt"),
+        "--for",
+        "500kpps",
+        "--size",
+        "1080",
+        "--cpu",
+        "2",
+        "--port",
+        "7148",
+    ]);
+    assert_eq!(r["target"]["rate_bps"].as_f64(), Some(500_000.0 * 1080.0 * 8.0));
+    assert_eq!(r["target"]["size"], 1080);
+    assert_eq!(r["target"]["cpu"], 2);
+    assert_eq!(r["target"]["port"], 7148);
+    let areas = ["socket", "nic", "irq", "cpu", "stack", "process", "disk"];
+    let order = ["problem", "advice", "ok", "unknown"];
+    let mut last = (0usize, f64::INFINITY);
+    let findings = r["findings"].as_array().unwrap();
+    assert!(findings.len() >= 20, "{}", findings.len());
+    for f in findings {
+        let obj = f.as_object().unwrap();
+        let keys: Vec<&str> = obj.keys().map(String::as_str).collect();
+        assert_eq!(keys, ["area", "changes", "effect", "fix", "id", "seen", "status", "why"], "{f}");
+        assert!(areas.contains(&f["area"].as_str().unwrap()), "{f}");
+        assert!(!f["seen"].as_str().unwrap().is_empty());
+        let e = f["effect"].as_f64().unwrap();
+        assert!((0.0..=1.0).contains(&e), "{f}");
+        let s = order.iter().position(|o| *o == f["status"]).expect("a known status");
+        assert!(s > last.0 || (s == last.0 && e <= last.1), "findings out of order at {f}");
+        last = (s, e);
+        for c in f["changes"].as_array().unwrap() {
+            let kind = c["kind"].as_str().unwrap();
+            assert!(["sysctl", "irq_affinity", "rings", "coalesce", "channels", "feature"].contains(&kind), "{c}");
+            // Every change is also a fix a person can read.
+            assert!(!f["fix"].as_array().unwrap().is_empty());
+        }
+    }
+    assert!(r.get("applied").is_none() && r.get("persisted").is_none());
+}
+
+#[test]
+fn the_text_report_puts_problems_first_with_the_figure() {
+    let out = run(&["doctor", "--root", &fixture("numa2-smt"), "--for", "4G", "--size", "1080", "--cpu", "2"]);
+    assert_eq!(out.status.code(), Some(0));
+    let t = String::from_utf8_lossy(&out.stdout);
+    let first = t.lines().find(|l| l.starts_with("PROBLEM") || l.starts_with("ADVICE")).unwrap();
+    assert!(first.starts_with("PROBLEM  socket.rmem_max: net.core.rmem_max = 212992"), "{t}");
+    assert!(t.contains("fix: sysctl -w net.core.rmem_max=33554432   [--apply]"), "{t}");
+    assert!(t.contains("a 208.0 KiB buffer holds 0.43 ms at 4.00 Gb/s"), "{t}");
+    assert!(!t.contains("\nok "), "fine findings only with --all:\n{t}");
+    assert!(t.trim_end().ends_with("--persist DIR writes them as sysctl.d/udev files instead."), "{t}");
+}
+
+#[test]
+fn persist_writes_the_snippets_and_changes_nothing_live() {
+    let d = TempDir::new("doctor-persist");
+    let out = run(&[
+        "doctor",
+        "--root",
+        &fixture("numa2-smt"),
+        "--for",
+        "4G",
+        "--size",
+        "1080",
+        "--cpu",
+        "2",
+        "--persist",
+        d.path(),
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let conf = std::fs::read_to_string(d.0.join("90-wirespeed.conf")).unwrap();
+    assert!(conf.lines().any(|l| l == "net.core.rmem_max = 33554432"), "{conf}");
+    let rules = std::fs::read_to_string(d.0.join("90-wirespeed.rules")).unwrap();
+    assert!(rules.contains(r#"KERNEL=="ens1f0", RUN+="/usr/sbin/ethtool -G ens1f0 rx 4096""#), "{rules}");
+}
+
+#[test]
+fn bad_requests_get_one_line_and_exit_2() {
+    let fx = fixture("vm-veth");
+    expect_fail(&["doctor", "--for", "max"], 2, "--for");
+    expect_fail(&["doctor", "--for", "500kpps"], 2, "--for in datagrams/s needs --size");
+    expect_fail(&["doctor", "--size", "0"], 2, "--size");
+    expect_fail(&["doctor", "--root", "/nonexistent/snapshot"], 2, "not a directory");
+    expect_fail(&["doctor", "--iface", "a/b"], 2, "is not an interface name");
+    expect_fail(&["doctor", "--disk", "/nonexistent/dir"], 2, "--disk");
+    expect_fail(&["doctor", "--root", &fx, "--apply"], 2, "cannot be used with");
+    expect_fail(&["doctor", "--undo", "/tmp/x.sh"], 2, "--apply");
+}
+
+/// Run as an unprivileged user: as root (CI) through setpriv, otherwise directly.
+fn unprivileged(args: &[&str]) -> std::process::Output {
+    if is_root() {
+        run_prefixed(&["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"], args)
+    } else {
+        run(args)
+    }
+}
+
+#[test]
+fn apply_without_root_is_refused_and_changes_nothing() {
+    let d = TempDir::new("doctor-noroot");
+    std::fs::set_permissions(&d.0, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
+    let undo = d.0.join("undo.sh");
+    // 40 Gb/s wants a 96 MiB buffer cap: a change there is to make on any usual host.
+    let args = ["doctor", "--for", "40G", "--size", "8800", "--apply", "--undo", undo.to_str().unwrap()];
+    let out = unprivileged(&args);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    assert!(err.contains("run it as root"), "{err}");
+    assert!(!undo.exists(), "nothing is written when refused");
+}
+
+#[test]
+#[ignore = "needs root"]
+fn apply_then_undo_in_a_namespace_puts_every_value_back() {
+    let ns = Netns::new("doctor");
+    let tag = format!("{}", std::process::id() % 100_000);
+    let (a, b) = (format!("wsd{tag}a"), format!("wsd{tag}b"));
+    ns.exec(&["ip", "link", "add", &a, "type", "veth", "peer", "name", &b]);
+    ns.exec(&["ip", "link", "set", &a, "up"]);
+    let d = TempDir::new("doctor-apply");
+    let undo = d.0.join("undo.sh");
+    let host_rmem = std::fs::read_to_string("/proc/sys/net/core/rmem_max").unwrap();
+    let look = |extra: &[&str]| {
+        let mut args = vec!["doctor", "--iface", &a, "--for", "40G", "--size", "8800", "--json"];
+        args.extend_from_slice(extra);
+        run_prefixed(&ns.prefix(), &args)
+    };
+    let before = look(&[]);
+    assert_eq!(before.status.code(), Some(0));
+    let before = json(&String::from_utf8_lossy(&before.stdout));
+    let offloads_before = finding(&before, "nic.offloads")["seen"].clone();
+    assert!(offloads_before.as_str().unwrap().contains("rx-gro off"), "a new veth has GRO off: {offloads_before}");
+
+    let applied = look(&["--apply", "--undo", undo.to_str().unwrap()]);
+    let r = json(&String::from_utf8_lossy(&applied.stdout));
+    let ap = &r["applied"];
+    // GRO on the namespace's veth is changed; the host's socket buffer cap cannot be changed
+    // from inside another namespace, is reported, and the exit code says so.
+    let changed: Vec<String> = ap["changed"].as_array().unwrap().iter().map(|d| d["change"].to_string()).collect();
+    assert!(changed.contains(&format!(r#"{{"feature":"rx-gro","iface":"{a}","kind":"feature","on":true}}"#)), "{ap:#}");
+    assert!(ap["failed"].as_array().unwrap().iter().any(|f| f["change"]["key"] == "net.core.rmem_max"), "{ap:#}");
+    assert_eq!(applied.status.code(), Some(1));
+    assert_eq!(
+        std::fs::read_to_string("/proc/sys/net/core/rmem_max").unwrap(),
+        host_rmem,
+        "the host's value is untouched"
+    );
+    let during = look(&[]);
+    let during = json(&String::from_utf8_lossy(&during.stdout));
+    assert!(finding(&during, "nic.offloads")["seen"].as_str().unwrap().contains("rx-gro on"));
+
+    let mut cmd = ns.prefix();
+    let u = undo.to_str().unwrap().to_string();
+    cmd.extend_from_slice(&["sh", &u]);
+    sh(&cmd);
+    let after = look(&[]);
+    let after = json(&String::from_utf8_lossy(&after.stdout));
+    // Everything the apply touched reads as before.
+    for f in before["findings"].as_array().unwrap() {
+        if f["changes"].as_array().unwrap().is_empty() {
+            continue;
+        }
+        let id = f["id"].as_str().unwrap();
+        assert_eq!(finding(&after, id)["seen"], f["seen"], "{id} after undo");
+    }
+}
