@@ -951,6 +951,8 @@ mod tests {
             privileged: false,
             notes: vec![],
             findings,
+            applied: None,
+            persisted: None,
         }
     }
     /// A fresh directory for one test, gone at the end (and at the start, from a killed run).
