@@ -60,8 +60,10 @@ fn loss_in_the_network_is_told_apart_from_socket_drops() {
     // Exact when the socket dropped nothing; on a busy host it may, and the ledger counts that too.
     let drops = recv_kernel_drops(&rep);
     assert!((100..=100 + drops).contains(&lost), "5000 / 50 dropped by nftables: {stdout}");
+    let diag = rep["diagnosis"].to_string();
     if drops == 0 {
-        let diag = rep["diagnosis"].to_string();
         assert!(diag.contains("lost before it"), "{diag}");
     }
+    // Either way the line points at the doctor, for this stream and this port.
+    assert!(diag.contains("`wirespeed doctor --for ") && diag.contains(&format!(" --size 1024 --port {port}`")), "{diag}");
 }

@@ -586,6 +586,13 @@ pub fn run(
             );
         }
     }
+    if report.ring_full > 0 {
+        if let Some(c) = rx::report::doctor_command(&report, &format!(" --disk {}", cfg.dir.display())) {
+            for d in report.diagnosis.iter_mut().filter(|d| d.contains("the recording ring was full")) {
+                d.push_str(&format!("; `{c}` measures the disk against the stream"));
+            }
+        }
+    }
     let wall = (sys::monotonic_ns() - t0) as f64 / 1e9;
     // The fullest ring is the one that speaks for the recording (one ring: that ring).
     let (high, high_cap) = threads

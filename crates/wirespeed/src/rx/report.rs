@@ -419,19 +419,22 @@ pub fn diagnose(r: &RecvReport) -> Vec<String> {
         if unexplained > 0 {
             if sock >= unexplained {
                 d.push(format!(
-                    "the kernel dropped {} at this socket (receive buffer full): the receiver did not keep up; raise --rcvbuf, pin with --cpu, or lower the rate",
-                    units::thousands(sock)
+                    "the kernel dropped {} at this socket (receive buffer full): the receiver did not keep up; raise --rcvbuf, pin with --cpu, or lower the rate{}",
+                    units::thousands(sock),
+                    doctor_hint(r, "", "explains why (the buffer cap, what else runs on the capture CPU, its priority)")
                 ));
             } else if sock > 0 {
                 d.push(format!(
-                    "the kernel dropped {} at this socket; the other {} were lost before this host's UDP layer (sender, NIC, wire, switch or firewall)",
+                    "the kernel dropped {} at this socket; the other {} were lost before this host's UDP layer (sender, NIC, wire, switch or firewall){}",
                     units::thousands(sock),
-                    units::thousands(unexplained - sock)
+                    units::thousands(unexplained - sock),
+                    doctor_hint(r, &port_arg(r), "looks at the buffer cap, the NIC's counters and the firewall")
                 ));
             } else {
                 d.push(format!(
-                    "{} lost, yet the kernel reports no drops at this socket: they were lost before it (sender, NIC, wire, switch or firewall)",
-                    units::thousands(unexplained)
+                    "{} lost, yet the kernel reports no drops at this socket: they were lost before it (sender, NIC, wire, switch or firewall){}",
+                    units::thousands(unexplained),
+                    doctor_hint(r, &port_arg(r), "looks at the NIC's counters, rings and the firewall rules for the port")
                 ));
             }
         }
@@ -465,6 +468,43 @@ pub fn diagnose(r: &RecvReport) -> Vec<String> {
         ));
     }
     d
+}
+
+/// A rate as `--for` reads it back: `4.00G`, `942.0M`, `12.5k` (payload bits/s).
+pub fn rate_arg(bps: f64) -> String {
+    if bps >= 1e9 {
+        format!("{:.2}G", bps / 1e9)
+    } else if bps >= 1e6 {
+        format!("{:.1}M", bps / 1e6)
+    } else {
+        format!("{:.1}k", (bps / 1e3).max(0.1))
+    }
+}
+
+/// The `wirespeed doctor` command line for the stream this report saw: the rate it was sent
+/// at (received plus lost, over the active time), its datagram size and the capture CPU, plus
+/// `extra` options; `None` when too little arrived to know the stream.
+pub fn doctor_command(r: &RecvReport, extra: &str) -> Option<String> {
+    if r.datagrams == 0 || r.active_s <= 0.0 {
+        return None;
+    }
+    let size = r.bytes / r.datagrams;
+    let offered = (r.total.received + r.total.lost) as f64 / r.active_s * size as f64 * 8.0;
+    Some(format!(
+        "wirespeed doctor --for {} --size {size}{}{extra}",
+        rate_arg(offered),
+        r.capture_cpu.map(|c| format!(" --cpu {c}")).unwrap_or_default()
+    ))
+}
+
+/// `: \`wirespeed doctor ...\` WHAT` for a diagnosis line, or nothing.
+fn doctor_hint(r: &RecvReport, extra: &str, what: &str) -> String {
+    doctor_command(r, extra).map(|c| format!("; `{c}` {what}")).unwrap_or_default()
+}
+
+/// ` --port P` when the report's listening address has a port.
+fn port_arg(r: &RecvReport) -> String {
+    r.listen.rsplit_once(':').and_then(|(_, p)| p.parse::<u16>().ok()).filter(|p| *p != 0).map(|p| format!(" --port {p}")).unwrap_or_default()
 }
 
 /// What the end-of-stream messages that were not believed mean, in words.
