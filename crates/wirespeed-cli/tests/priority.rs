@@ -170,3 +170,20 @@ fn as_root_a_realtime_sender_says_how_it_ran() {
     assert_eq!(code, Some(0), "{err}");
     assert_eq!(u(&json(&rout)["total"], "received"), 3000);
 }
+
+#[test]
+#[ignore = "needs root"]
+fn as_root_the_realtime_guard_stops_a_thread_that_never_blocks() {
+    assert!(is_root(), "run as root");
+    let _t = traffic();
+    // A sender flat out to a port nobody listens on never sleeps: at SCHED_FIFO it reaches
+    // RLIMIT_RTTIME's soft limit (2 s of CPU without blocking) long before its 60 s, and the
+    // SIGXCPU ends the run with its report and one line, not a core dump.
+    let args = ["send", "127.0.0.1:9", "--rate", "max", "--size", "1024", "--duration", "60", "--realtime", "--json"];
+    let out = run(&args);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("RLIMIT_RTTIME") && err.trim_end().lines().count() == 1, "{err}");
+    let doc = json(&String::from_utf8_lossy(&out.stdout));
+    assert!(doc["elapsed_s"].as_f64().is_some_and(|s| s < 60.0), "{}", doc["elapsed_s"]);
+}
