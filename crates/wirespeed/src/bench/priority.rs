@@ -207,13 +207,10 @@ pub fn run(runner: &mut Runner, cfg: &PriorityConfig, progress: &mut dyn FnMut(P
         command: "sh -c 'while :; do :; done'".into(),
     });
     let rows = rows(cfg, &placement, &settings, per);
-    notes.extend(
-        super::point::rcvbuf_note(
-            cfg.max.rcvbuf,
-            rows.iter().flat_map(|r| r.searches.iter().flat_map(|s| s.probes.iter().map(|p| &p.point))),
-        )
-        .into_iter(),
-    );
+    notes.extend(super::point::rcvbuf_note(
+        cfg.max.rcvbuf,
+        rows.iter().flat_map(|r| r.searches.iter().flat_map(|s| s.probes.iter().map(|p| &p.point))),
+    ));
     let verdict = verdict(&rows, cfg.hog);
     Ok(PriorityDoc {
         schema: SCHEMA,

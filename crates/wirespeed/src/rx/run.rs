@@ -369,10 +369,10 @@ pub fn capture_group<S: Sink>(
                             })?;
                         }
                         // Once, before the first receive call: SCHED_FIFO when --realtime asks.
-                        cfg_t.priority.apply_thread(&format!("capture thread {i}")).map_err(|e| {
-                            run_stop_flag.store(true, Ordering::Relaxed);
-                            e
-                        })?;
+                        cfg_t
+                            .priority
+                            .apply_thread(&format!("capture thread {i}"))
+                            .inspect_err(|_| run_stop_flag.store(true, Ordering::Relaxed))?;
                         let mut cap = Capture::new(fmt, sink, ledger_cfg, cfg_t.max_streams, t0);
                         if n > 1 {
                             cap.once_group = Some((once_group, i));
