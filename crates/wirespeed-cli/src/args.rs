@@ -170,6 +170,30 @@ pub fn ttl(s: &str) -> Result<u32, String> {
     count_in(s, 1, 255, "the IP header's TTL field is 8 bits; 0 never leaves the host").map(|n| n as u32)
 }
 
+/// A nice value, as `nice -n` takes it: -20 (most favoured) to 19 (least).
+pub fn nice_value(s: &str) -> Result<i32, String> {
+    let v: i64 =
+        s.trim().parse().map_err(|_| format!("'{}' is not a nice value: give a whole number -20..19", s.trim()))?;
+    if !(-20..=19).contains(&v) {
+        return Err(format!(
+            "{v} is out of range: give -20..19 (-20 is the most favoured, as seed 004's receiver ran)"
+        ));
+    }
+    Ok(v as i32)
+}
+
+/// A SCHED_FIFO priority: 1..99, as the kernel numbers them.
+pub fn rt_priority(s: &str) -> Result<u8, String> {
+    match s.trim().parse::<u8>() {
+        Ok(v) if (1..=99).contains(&v) => Ok(v),
+        _ => Err(format!(
+            "'{}' is not a SCHED_FIFO priority: give 1..99 (default {}; the kernel's own threads run at 50 and 99)",
+            s.trim(),
+            wirespeed::priority::DEFAULT_REALTIME
+        )),
+    }
+}
+
 /// Byte offset of a sequence field inside a datagram.
 pub fn seq_offset(s: &str) -> Result<usize, String> {
     let top = units::MAX_UDP_PAYLOAD as u64 - 1;
@@ -389,6 +413,43 @@ pub struct FormatArgs {
     pub seq_endian: ByteOrder,
 }
 
+/// How hard the scheduler backs the run (recv, record, send, and a bench's receiver): seed 004's
+/// receiver at nice -20 took twice the rate of one at +20.
+#[derive(Args, Clone, Default)]
+pub struct PriorityArgs {
+    /// Nice value of the whole process, -20..19, as `nice -n N` (seed 004 ran its receiver at
+    /// -20). Below the present value (any negative one) needs CAP_SYS_NICE (root).
+    #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = nice_value)]
+    pub priority: Option<i32>,
+    /// Run the capture threads (send: the sending threads) under SCHED_FIFO at PRIO, 1..99
+    /// (default 10: above every normal thread, below the kernel's own interrupt threads at 50);
+    /// other threads keep the normal scheduler. Needs CAP_SYS_NICE. Guarded against a runaway
+    /// thread freezing its CPU: refused when kernel.sched_rt_runtime_us is -1 (throttling off)
+    /// and with --busy-poll; RLIMIT_RTTIME is 2 s soft (SIGXCPU: the run stops with its
+    /// report) and 3 s hard (SIGKILL) of running without blocking.
+    #[arg(
+        long,
+        value_name = "PRIO",
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "10",
+        value_parser = rt_priority
+    )]
+    pub realtime: Option<u8>,
+    /// Lock all memory of the process, present and future, in RAM (mlockall): the capture path
+    /// never waits on a page fault or on swap. Needs CAP_IPC_LOCK (root) or an RLIMIT_MEMLOCK
+    /// large enough (ulimit -l).
+    #[arg(long)]
+    pub lock_memory: bool,
+}
+
+impl PriorityArgs {
+    /// The library's settings these options ask for.
+    pub fn priority(&self) -> wirespeed::priority::Priority {
+        wirespeed::priority::Priority { nice: self.priority, realtime: self.realtime, lock_memory: self.lock_memory }
+    }
+}
+
 #[derive(Args)]
 pub struct RecvArgs {
     /// Where to listen: PORT, ADDR:PORT, or a multicast GROUP:PORT (joins the group).
@@ -473,6 +534,8 @@ pub struct RecvArgs {
     pub gaps: usize,
     #[command(flatten)]
     pub fmt: FormatArgs,
+    #[command(flatten)]
+    pub prio: PriorityArgs,
     /// Print one JSON document (schema wirespeed.recv/1, or record/1 for record) instead of the summary.
     #[arg(long)]
     pub json: bool,
@@ -571,6 +634,7 @@ pub fn recv_config(a: &RecvArgs) -> Result<RecvConfig, Error> {
     c.coalesce = a.coalesce;
     c.multicast_iface = a.iface;
     c.show_gaps = a.gaps;
+    c.priority = a.prio.priority();
     // The value parsers bound each option; their product is checked here, before any ledger
     // is allocated.
     wirespeed::rx::check_ledger_budget(a.max_streams, a.window)?;
@@ -611,11 +675,15 @@ pub struct PlaceArgs {
     /// datagram, so one sender core pushes the receiver harder. Partitions only.
     #[arg(long, conflicts_with = "gso")]
     pub raw: bool,
+    /// The receiver's scheduling (`recv --priority/--realtime/--lock-memory`), for every point.
+    #[command(flatten)]
+    pub prio: PriorityArgs,
 }
 
 impl PlaceArgs {
     /// The runner these options ask for: partitions as root (unless --loopback), with the raw
-    /// sender when --raw.
+    /// sender when --raw, and the receiver's priority (refused here, before any point, when
+    /// this host does not allow it).
     pub fn runner(
         &self,
         stop: &'static std::sync::atomic::AtomicBool,
@@ -624,6 +692,7 @@ impl PlaceArgs {
         if self.raw {
             r.raw_sender()?;
         }
+        r.receiver_priority(self.prio.priority())?;
         Ok(r)
     }
 }
@@ -839,5 +908,9 @@ mod tests {
         assert!(cpu_list("5-2").unwrap_err().contains("empty") && cpu_list("x").unwrap_err().contains("2-5"));
         assert!(cpu_list("1,1").unwrap_err().contains("twice") && cpu_list(",").is_err());
         assert!(threads("0").is_err() && threads("65").is_err() && threads("2").unwrap() == 2);
+        assert!(nice_value("-20").unwrap() == -20 && nice_value("19").unwrap() == 19);
+        assert!(nice_value("30").unwrap_err().contains("-20..19") && nice_value("x").is_err());
+        assert!(rt_priority("0").is_err() && rt_priority("100").is_err() && rt_priority("99").unwrap() == 99);
+        assert_eq!(rt_priority("10").unwrap(), wirespeed::priority::DEFAULT_REALTIME, "--realtime's default");
     }
 }

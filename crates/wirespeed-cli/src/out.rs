@@ -23,6 +23,28 @@ pub fn print_json<T: serde::Serialize>(v: &T) -> Result<(), Error> {
     Ok(())
 }
 
+/// A command's report with the `priority` object beside its own fields (what `--priority`,
+/// `--realtime` and `--lock-memory` applied, or the defaults the run had): the reports' own
+/// types stay the library's, and every recv, record and send document says how it was
+/// scheduled.
+#[derive(serde::Serialize)]
+pub struct WithPriority<'a, T: serde::Serialize> {
+    #[serde(flatten)]
+    pub report: &'a T,
+    pub priority: &'a wirespeed::priority::Applied,
+}
+
+/// The end of a run the realtime guard stopped (SIGXCPU): one line, exit code 1; else `code`.
+pub fn guard_verdict(code: u8) -> u8 {
+    match wirespeed::priority::guard_tripped() {
+        Some(line) => {
+            eprintln!("wirespeed: {line}");
+            1
+        }
+        None => code,
+    }
+}
+
 /// A bench command's running text (its header, a line per probe or point): on stdout as the
 /// report, or on stderr when stdout carries the JSON document instead.
 pub fn say(json: bool, text: &str) {

@@ -1,7 +1,7 @@
 //! `wirespeed record`: capture to disk through a RAM ring, with the ledger per file.
 
 use crate::args::{self, recv_config, recv_format, RecvArgs};
-use crate::out::{loss_verdict, print_json};
+use crate::out::{guard_verdict, loss_verdict, print_json, WithPriority};
 use clap::Args;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -112,6 +112,8 @@ pub fn cmd_record(a: RecordArgs) -> Result<u8, Error> {
             fmt.name()
         )));
     }
+    // Refused before anything is created: the ring is among what --lock-memory must lock.
+    rcfg.priority.check(rcfg.busy_poll, if null_sink { 0 } else { a.buffer })?;
     let mut warnings = Vec::new();
     if let (Some(rate), false) = (a.expect_rate, null_sink) {
         let bytes_per_s = match rate {
@@ -127,6 +129,7 @@ pub fn cmd_record(a: RecordArgs) -> Result<u8, Error> {
         }
     }
     let stop = sys::install_stop_handler();
+    let applied = rcfg.priority.apply_process()?;
     let bind = || -> Result<Listener, Error> {
         let listener = Listener::bind_for(&rcfg, fmt.as_ref())?;
         if let Some(addr) = listener.local_addr() {
@@ -143,9 +146,12 @@ pub fn cmd_record(a: RecordArgs) -> Result<u8, Error> {
     let progress = |line: &str| eprintln!("{line}");
     let report = record::run(&rcfg, &cfg, &bind, fmt.clone(), stop, a.recv.interval, &progress, warnings)?;
     if a.recv.json {
-        print_json(&report)?;
+        print_json(&WithPriority { report: &report, priority: &applied })?;
     } else {
         print!("{}", report.human(a.recv.gaps));
+        if !rcfg.priority.is_default() {
+            println!("  {}", applied.line("capture thread(s)"));
+        }
     }
     if let Some(e) = report.writer.as_ref().and_then(|w| w.error.clone()) {
         eprintln!(
@@ -153,5 +159,5 @@ pub fn cmd_record(a: RecordArgs) -> Result<u8, Error> {
         );
         return Ok(1);
     }
-    Ok(loss_verdict(&report.capture, a.recv.expect_zero_loss))
+    Ok(guard_verdict(loss_verdict(&report.capture, a.recv.expect_zero_loss)))
 }

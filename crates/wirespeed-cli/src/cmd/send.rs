@@ -1,7 +1,7 @@
 //! `wirespeed send`: a paced stream of one payload format to HOST:PORT.
 
-use crate::args::{self, parse_range, resolve_format, FormatArgs};
-use crate::out::print_json;
+use crate::args::{self, parse_range, resolve_format, FormatArgs, PriorityArgs};
+use crate::out::{guard_verdict, print_json, WithPriority};
 use clap::Args;
 use std::time::Duration;
 use wirespeed::error::resolve;
@@ -84,6 +84,8 @@ pub struct SendArgs {
     ttl: Option<u32>,
     #[command(flatten)]
     fmt: FormatArgs,
+    #[command(flatten)]
+    prio: PriorityArgs,
     /// Print one JSON document (schema wirespeed.send/1) instead of the summary.
     #[arg(long)]
     json: bool,
@@ -119,6 +121,7 @@ fn send_config(a: &SendArgs) -> Result<SendConfig, Error> {
     }
     c.ttl = a.ttl.unwrap_or(1);
     c.raw = a.raw.clone().map(|iface| tx::config::RawConfig { iface, dst_mac: a.dst_mac });
+    c.priority = a.prio.priority();
     Ok(c)
 }
 
@@ -152,12 +155,19 @@ pub fn cmd_send(a: SendArgs) -> Result<u8, Error> {
             cfg.rate = Rate::parse(p.rate).map_err(Error::Usage)?;
         }
     }
+    // Refused before anything is opened; then applied once for the process (the sending
+    // threads take their SCHED_FIFO themselves).
+    cfg.priority.check(false, 0)?;
     let stop = sys::install_stop_handler();
+    let applied = cfg.priority.apply_process()?;
     let report = tx::run(&cfg, fmt, stop)?;
     if a.json {
-        print_json(&report)?;
+        print_json(&WithPriority { report: &report, priority: &applied })?;
     } else {
         print!("{}", report.human());
+        if !cfg.priority.is_default() {
+            println!("  {}", applied.line("sending thread(s)"));
+        }
     }
-    Ok(0)
+    Ok(guard_verdict(0))
 }

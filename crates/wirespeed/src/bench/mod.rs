@@ -15,6 +15,7 @@ pub mod max;
 pub mod pacing;
 pub mod peer;
 pub mod point;
+pub mod priority;
 pub mod progress;
 pub mod rates;
 pub mod recv_cpu;

@@ -8,6 +8,7 @@
 //! where it listens, so no datagram is sent to a socket that is not there yet.
 
 use super::search::Verdict;
+use crate::priority::Priority;
 use crate::testbed;
 use crate::testbed::place::{Place, Side};
 use crate::testbed::proc::{self, Proc, Wait};
@@ -172,6 +173,9 @@ pub struct Runner {
     /// partition's link (`send --raw`): cheaper per datagram than a UDP socket, so the one
     /// sender core pushes a receiver harder.
     raw: bool,
+    /// The receiver's scheduling (`--priority`, `--realtime`, `--lock-memory`), passed to every
+    /// point's receiver.
+    priority: Priority,
 }
 
 impl Runner {
@@ -187,7 +191,14 @@ impl Runner {
     /// Both ends on 127.0.0.1: the receiver on the second allowed CPU, the sender on the first,
     /// when there are two (otherwise unpinned, sharing).
     pub fn loopback(stop: &'static AtomicBool) -> Result<Runner> {
-        Ok(Runner { place: Place::loopback()?, stop, record: None, keep: false, raw: false })
+        Ok(Runner {
+            place: Place::loopback()?,
+            stop,
+            record: None,
+            keep: false,
+            raw: false,
+            priority: Priority::default(),
+        })
     }
 
     /// Two partitions joined by a veth link (MTU 9000), one core each: the sender in partition
@@ -196,7 +207,7 @@ impl Runner {
         let place = Place::partitions("wsbench", "bench").map_err(|e| {
             Error::Runtime(format!("cannot make the two partitions ({e}); --loopback runs the benchmark on loopback"))
         })?;
-        Ok(Runner { place, stop, record: None, keep: false, raw: false })
+        Ok(Runner { place, stop, record: None, keep: false, raw: false, priority: Priority::default() })
     }
 
     /// Make every point's receiver `wirespeed record` writing into `dir` (created if needed;
@@ -224,6 +235,20 @@ impl Runner {
         Ok(())
     }
 
+    /// Run every point's receiver with `p` (its `--priority`, `--realtime`, `--lock-memory`).
+    /// Refused here, before any point, when this process could not grant it (the receiver is
+    /// its child, with its privileges): the same one line the receiver would print.
+    pub fn receiver_priority(&mut self, p: Priority) -> Result<()> {
+        p.check(false, 0)?;
+        self.priority = p;
+        Ok(())
+    }
+
+    /// The receiver's scheduling, as [`Runner::receiver_priority`] set it.
+    pub fn priority(&self) -> Priority {
+        self.priority
+    }
+
     /// Keep every point's recording in the recording directory instead of removing it after
     /// the point: for a run whose recording is checked afterwards (`bench soak --record` runs
     /// `wirespeed verify` on it).
@@ -247,7 +272,11 @@ impl Runner {
 
     /// Where the points run.
     pub fn placement(&self) -> Placement {
-        self.place.placement()
+        let mut p = self.place.placement();
+        if !self.priority.is_default() {
+            p.description.push_str(&format!("; receiver at {}", self.priority.describe()));
+        }
+        p
     }
 
     /// The place itself, for a peer tool run beside wirespeed's points on the same CPUs.
@@ -321,6 +350,7 @@ impl Runner {
         if let Some(d) = &self.record {
             rargs.extend(["-o".into(), d.display().to_string()]);
         }
+        rargs.extend(self.priority.args());
         rargs.extend(stream.recv_args.iter().cloned());
         // Whatever happens to the point, its recording does not stay behind to fill the disk
         // (declared before the receiver, so it is emptied after the receiver is gone).

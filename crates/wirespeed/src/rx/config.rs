@@ -62,6 +62,10 @@ pub struct RecvConfig {
     pub coalesce: Duration,
     /// How many gap ranges each stream shows in the human summary.
     pub show_gaps: usize,
+    /// Scheduling asked for: each capture thread takes its SCHED_FIFO (`realtime`) itself when
+    /// it starts; the nice value and memory locking are the caller's, once for the process
+    /// ([`Priority::apply_process`](crate::priority::Priority::apply_process)).
+    pub priority: crate::priority::Priority,
 }
 
 impl RecvConfig {
@@ -86,6 +90,7 @@ impl RecvConfig {
             busy_poll: false,
             coalesce: DEFAULT_COALESCE,
             show_gaps: 8,
+            priority: crate::priority::Priority::default(),
         }
     }
 }

@@ -368,6 +368,11 @@ pub fn capture_group<S: Sink>(
                                 Error::Usage(format!("cannot pin capture thread {i} to CPU {cpu}: {e} (see `nproc`)"))
                             })?;
                         }
+                        // Once, before the first receive call: SCHED_FIFO when --realtime asks.
+                        cfg_t
+                            .priority
+                            .apply_thread(&format!("capture thread {i}"))
+                            .inspect_err(|_| run_stop_flag.store(true, Ordering::Relaxed))?;
                         let mut cap = Capture::new(fmt, sink, ledger_cfg, cfg_t.max_streams, t0);
                         if n > 1 {
                             cap.once_group = Some((once_group, i));

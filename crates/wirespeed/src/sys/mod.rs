@@ -24,6 +24,7 @@ pub mod packet;
 pub mod packet_tx;
 pub mod proc;
 pub mod ring;
+pub mod sched;
 pub mod signal;
 pub mod socket;
 pub mod time;
@@ -35,7 +36,9 @@ pub use cpu::{current_cpu, lock_memory, pin_current_thread, set_process_affinity
 pub use file::{clear_direct, create_direct, free_space, preallocate};
 pub use proc::die_with_parent;
 pub use ring::{byte_ring, Lease, PageKind, RingConsumer, RingMemory, RingProducer, RING_ALIGN};
-pub use signal::{install_stop_handler, last_signal, send_signal, stop_flag, SIGTERM};
+pub use signal::{
+    install_cpu_limit_handler, install_stop_handler, last_signal, send_signal, stop_flag, SIGTERM, SIGXCPU,
+};
 pub use socket::{
     enable_gro, enable_rxq_ovfl, gso_supported, has_net_admin, poll_readable, rcvbuf, send_one, set_rcvbuf,
     set_rcvtimeo, set_sndbuf, socket_inode, EchoBatch, RecvBatch, RecvMeta, SendBatch,

@@ -41,6 +41,25 @@ pub fn install_stop_handler() -> &'static AtomicBool {
     &STOP
 }
 
+/// Route SIGXCPU to the stop flag too: the kernel sends it when a realtime thread has run for
+/// its RLIMIT_RTTIME without blocking (`--realtime`'s guard), and its default action would dump
+/// core instead of ending the run with its report. The hard limit's SIGKILL still ends a thread
+/// that does not stop.
+pub fn install_cpu_limit_handler() {
+    // SAFETY: as in install_stop_handler: a zeroed, then filled sigaction whose handler only
+    // performs atomic stores.
+    unsafe {
+        let mut sa: libc::sigaction = zeroed();
+        sa.sa_sigaction = on_stop_signal as *const () as usize;
+        libc::sigemptyset(&mut sa.sa_mask);
+        sa.sa_flags = 0;
+        libc::sigaction(libc::SIGXCPU, &sa, std::ptr::null_mut());
+    }
+}
+
+/// SIGXCPU, which [`last_signal`] returns when the realtime guard ended the run.
+pub const SIGXCPU: i32 = libc::SIGXCPU;
+
 /// The stop flag without installing handlers (for library users that manage signals).
 pub fn stop_flag() -> &'static AtomicBool {
     &STOP

@@ -215,6 +215,17 @@ impl Place {
         cmd
     }
 
+    /// A CPU hog on `side`: a shell busy loop (no system call in the loop) at nice `nice`,
+    /// placed as that side's own children are (inside its partition, so in its namespace and on
+    /// its CPUs; on loopback pinned with `taskset` to its CPU). For a run that measures how a
+    /// receiver fares against competing work on its core (`bench priority`). Stopped (SIGKILL)
+    /// when the returned process is dropped, and dies with this process.
+    pub fn cpu_hog(&self, side: Side, nice: i32) -> Result<super::proc::Proc> {
+        let mut cmd = self.tool_command(side, "sh", &["-c", "while :; do :; done"]);
+        crate::sys::sched::nice_in_child(&mut cmd, nice);
+        super::proc::Proc::spawn(cmd, "the CPU hog")
+    }
+
     /// The one phrase that says where a run happens, naming the two ends `send` and `recv`
     /// ("sender"/"receiver", "transmitter"/"receiver", ...).
     pub fn describe(&self, send: &str, recv: &str) -> String {

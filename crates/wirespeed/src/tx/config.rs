@@ -45,6 +45,9 @@ pub struct SendConfig {
     /// Build the frames here and send them through a raw socket on this interface instead of
     /// a UDP socket (`send --raw IFACE`).
     pub raw: Option<RawConfig>,
+    /// Scheduling asked for: each sending thread takes its SCHED_FIFO (`realtime`) itself when
+    /// it starts; the nice value and memory locking are the caller's, once for the process.
+    pub priority: crate::priority::Priority,
 }
 
 /// Where and how `--raw` sends: the interface, and the next hop's hardware address when the
@@ -77,6 +80,7 @@ impl SendConfig {
             max_lag: Duration::from_millis(50),
             ttl: 1,
             raw: None,
+            priority: crate::priority::Priority::default(),
         }
     }
 

@@ -146,6 +146,8 @@ fn run_stream(ctx: &StreamCtx<'_>, index: u32, sock: Transport) -> Result<Stream
         sys::pin_current_thread(cpu)
             .map_err(|e| Error::Usage(format!("cannot pin sender thread to CPU {cpu}: {e} (see `nproc`)")))?;
     }
+    // Once, before the first datagram: SCHED_FIFO when --realtime asks.
+    cfg.priority.apply_thread(&format!("sender thread {index}"))?;
     let fd = sock.fd();
     let local_port = sock.local_port();
     // Raw frames carry their headers in front of the payload; a UDP message is payload only.

@@ -13,6 +13,7 @@ pub mod isolation;
 pub mod latency;
 pub mod max;
 pub mod pacing;
+pub mod priority;
 pub mod rates;
 pub mod ring;
 pub mod soak;
@@ -36,6 +37,9 @@ enum BenchCmd {
     /// The highest zero-loss rate, by binary search (RFC 2544 style).
     #[command(long_about = max::MAX_HELP)]
     Max(max::MaxArgs),
+    /// Seed 004's nice -20 vs +20: the zero-loss rate per receiver priority beside a CPU hog.
+    #[command(long_about = priority::PRIORITY_HELP)]
+    Priority(priority::PriorityArgs),
     /// Seed 002's table: per offered rate, packets captured and lost (ledger and kernel).
     #[command(long_about = rates::RATES_HELP)]
     Rates(rates::RatesArgs),
@@ -86,6 +90,7 @@ enum BenchCmd {
 pub fn cmd_bench(a: BenchArgs) -> Result<u8, Error> {
     match a.cmd {
         BenchCmd::Max(m) => max::cmd_max(m),
+        BenchCmd::Priority(p) => priority::cmd_priority(p),
         BenchCmd::Rates(r) => rates::cmd_rates(r),
         BenchCmd::Ttcp(t) => ttcp::cmd_bench_ttcp(t),
         BenchCmd::Sweep(s) => sweep::cmd_sweep(s),
