@@ -504,7 +504,12 @@ fn doctor_hint(r: &RecvReport, extra: &str, what: &str) -> String {
 
 /// ` --port P` when the report's listening address has a port.
 fn port_arg(r: &RecvReport) -> String {
-    r.listen.rsplit_once(':').and_then(|(_, p)| p.parse::<u16>().ok()).filter(|p| *p != 0).map(|p| format!(" --port {p}")).unwrap_or_default()
+    r.listen
+        .rsplit_once(':')
+        .and_then(|(_, p)| p.parse::<u16>().ok())
+        .filter(|p| *p != 0)
+        .map(|p| format!(" --port {p}"))
+        .unwrap_or_default()
 }
 
 /// What the end-of-stream messages that were not believed mean, in words.

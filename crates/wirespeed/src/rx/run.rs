@@ -307,6 +307,13 @@ pub fn capture_group<S: Sink>(
     let mut tcfg = cfg.clone();
     tcfg.threads = n;
     tcfg.check_limits()?;
+    // Port 0 asked the kernel for one: the report names the port it gave, so what it says
+    // (and the doctor command it suggests) speaks of the real one.
+    if tcfg.listen.port() == 0 {
+        if let Some(a) = listener.local_addr() {
+            tcfg.listen.set_port(a.port());
+        }
+    }
     if n > 1 {
         tcfg.cpu = None;
         tcfg.count = None; // the watcher counts for the whole run
@@ -470,7 +477,7 @@ pub fn capture_group<S: Sink>(
         sinks_back.push(cap.sink);
     }
     let mut report = merge_reports(parts, threads, listener.steering_text(multicast), first_ns, last_ns);
-    report.listen = cfg.listen.to_string();
+    report.listen = tcfg.listen.to_string();
     Ok((report, sinks_back))
 }
 
