@@ -57,15 +57,6 @@ fn port_already_in_use() {
     expect_fail(&["recv", &addr, "--duration", "1"], 1, "is already in use");
 }
 
-/// Run as an unprivileged user: as root (CI) through setpriv, otherwise directly.
-fn unprivileged(args: &[&str]) -> std::process::Output {
-    if is_root() {
-        run_prefixed(&["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"], args)
-    } else {
-        run(args)
-    }
-}
-
 #[test]
 fn missing_privilege_for_a_low_port() {
     let args = ["recv", "127.0.0.1:80", "--duration", "1"];

@@ -13,9 +13,17 @@ fn fixture(name: &str) -> String {
     p.canonicalize().expect("fixture directory").to_str().expect("utf-8").to_string()
 }
 
-fn doctor_json(args: &[&str]) -> Value {
+/// The two-node snapshot's arguments with `extra` after them.
+fn numa2(extra: &[&str]) -> Vec<String> {
+    let mut v: Vec<String> =
+        ["--root", &fixture("numa2-smt"), "--for", "4G", "--size", "1080", "--cpu", "2"].map(String::from).to_vec();
+    v.extend(extra.iter().map(|s| s.to_string()));
+    v
+}
+
+fn doctor_json<S: AsRef<str>>(args: &[S]) -> Value {
     let mut all = vec!["doctor", "--json"];
-    all.extend_from_slice(args);
+    all.extend(args.iter().map(AsRef::as_ref));
     let out = run(&all);
     assert_eq!(out.status.code(), Some(0), "{all:?}: {}", String::from_utf8_lossy(&out.stderr));
     json(&String::from_utf8_lossy(&out.stdout))
@@ -36,18 +44,7 @@ fn changes(f: &Value) -> Vec<String> {
 
 #[test]
 fn a_two_node_smt_host_at_linux_defaults_is_diagnosed_exactly() {
-    let r = doctor_json(&[
-        "--root",
-        &fixture("numa2-smt"),
-        "--for",
-        "4G",
-        "--size",
-        "1080",
-        "--cpu",
-        "2",
-        "--port",
-        "7148",
-    ]);
+    let r = doctor_json(&numa2(&["--port", "7148"]));
     assert_eq!(r["schema"], "wirespeed.doctor/1");
     assert_eq!(r["iface"], "ens1f0");
     assert_eq!(r["privileged"], true);
@@ -187,7 +184,10 @@ fn the_json_document_has_the_schema_it_names() {
 
 #[test]
 fn the_text_report_puts_problems_first_with_the_figure() {
-    let out = run(&["doctor", "--root", &fixture("numa2-smt"), "--for", "4G", "--size", "1080", "--cpu", "2"]);
+    let args = numa2(&[]);
+    let mut all = vec!["doctor"];
+    all.extend(args.iter().map(String::as_str));
+    let out = run(&all);
     assert_eq!(out.status.code(), Some(0));
     let t = String::from_utf8_lossy(&out.stdout);
     let first = t.lines().find(|l| l.starts_with("PROBLEM") || l.starts_with("ADVICE")).unwrap();
@@ -201,19 +201,10 @@ fn the_text_report_puts_problems_first_with_the_figure() {
 #[test]
 fn persist_writes_the_snippets_and_changes_nothing_live() {
     let d = TempDir::new("doctor-persist");
-    let out = run(&[
-        "doctor",
-        "--root",
-        &fixture("numa2-smt"),
-        "--for",
-        "4G",
-        "--size",
-        "1080",
-        "--cpu",
-        "2",
-        "--persist",
-        d.path(),
-    ]);
+    let args = numa2(&["--persist", d.path()]);
+    let mut all = vec!["doctor"];
+    all.extend(args.iter().map(String::as_str));
+    let out = run(&all);
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
     let conf = std::fs::read_to_string(d.0.join("90-wirespeed.conf")).unwrap();
     assert!(conf.lines().any(|l| l == "net.core.rmem_max = 33554432"), "{conf}");
@@ -232,15 +223,6 @@ fn bad_requests_get_one_line_and_exit_2() {
     expect_fail(&["doctor", "--disk", "/nonexistent/dir"], 2, "--disk");
     expect_fail(&["doctor", "--root", &fx, "--apply"], 2, "cannot be used with");
     expect_fail(&["doctor", "--undo", "/tmp/x.sh"], 2, "--apply");
-}
-
-/// Run as an unprivileged user: as root (CI) through setpriv, otherwise directly.
-fn unprivileged(args: &[&str]) -> std::process::Output {
-    if is_root() {
-        run_prefixed(&["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"], args)
-    } else {
-        run(args)
-    }
 }
 
 #[test]

@@ -7,15 +7,6 @@ mod common;
 use common::*;
 use std::time::{Duration, Instant};
 
-/// Run as an unprivileged user: as root through setpriv (nobody, no groups), otherwise directly.
-fn unprivileged(args: &[&str]) -> std::process::Output {
-    if is_root() {
-        run_prefixed(&["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups"], args)
-    } else {
-        run(args)
-    }
-}
-
 /// One line on stderr containing `needle`, exit code `code`, no panic.
 fn refused(out: std::process::Output, args: &[&str], code: i32, needle: &str) {
     let err = String::from_utf8_lossy(&out.stderr);

@@ -158,6 +158,15 @@ impl Drop for Netns {
     }
 }
 
+/// Run as an unprivileged user: as root (CI) through setpriv, otherwise directly.
+pub fn unprivileged(args: &[&str]) -> Output {
+    if is_root() {
+        run_prefixed(&["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"], args)
+    } else {
+        run(args)
+    }
+}
+
 pub fn sh(cmd: &[&str]) {
     let out = Command::new(cmd[0]).args(&cmd[1..]).output().expect("run command");
     assert!(out.status.success(), "{cmd:?} failed: {}", String::from_utf8_lossy(&out.stderr));
