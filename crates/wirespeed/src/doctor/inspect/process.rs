@@ -155,9 +155,10 @@ fn disk(cx: &mut Ctx) {
         }
     };
     let seen = format!(
-        "{}: {} with record's own writes (8 MiB O_DIRECT, {} written)",
+        "{}: {:.2} GB/s ({}) with record's own writes (8 MiB O_DIRECT, {} written)",
         dir.display(),
-        units::bits(t.bytes_per_s * 8.0).replace("b/s", "b/s of writes"),
+        t.bytes_per_s / 1e9,
+        units::bits(t.bytes_per_s * 8.0),
         units::bytes(t.bytes)
     );
     let Some(need) = cx.bytes_per_s() else {
