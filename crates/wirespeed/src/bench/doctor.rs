@@ -55,9 +55,15 @@ pub struct DoctorBenchConfig {
     pub duration: Duration,
     /// Receive buffer the receiver asks for (recv's default, 32 MiB).
     pub rcvbuf: u64,
-    /// Rate of the CPU run (8800-byte datagrams with GSO), payload bits/s: kept by an idle
-    /// receiver core, not by half of one.
+    /// Rate of the CPU run, payload bits/s: kept by an idle receiver core, not by
+    /// half of one.
     pub cpu_rate_bps: f64,
+    /// Payload bytes of the CPU run: small, so the receiver's cost per datagram counts.
+    pub cpu_size: usize,
+    /// Nice value of the CPU run's busy loop: below the receiver's 0, so the scheduler gives it
+    /// most of the shared CPU (at an equal nice the receiver, which sleeps and wakes, gets its
+    /// half and a 64 MiB buffer absorbs the rest).
+    pub hog_nice: i32,
     /// Rate of the disk run, payload bits/s: above the throttled device's rate.
     pub disk_rate_bps: f64,
     /// Write rate the disk run's loop device is throttled to, bytes/s.
@@ -238,6 +244,8 @@ pub struct StarveRun {
     pub how: String,
     /// The receiver's account.
     pub ledger: Ledger,
+    /// The same run without the starving (the CPU run's control: no hog), when made.
+    pub control: Option<Ledger>,
     /// The doctor command run (the one the hint names, run as the hint says).
     pub doctor: Option<DoctorRun>,
     /// Why the doctor was not run, or what to know about its figures.
@@ -481,7 +489,9 @@ fn doctor(args: &[String]) -> Result<Report> {
 }
 
 fn doctor_args(rate_bps: f64, size: usize, cpu: Option<usize>, disk: Option<&Path>) -> Vec<String> {
-    let mut a = vec!["--for".into(), rate_arg(Rate::Bits(rate_bps)), "--size".into(), size.to_string()];
+    // Whole megabits as the user would type them ("2000M"), else the exact figure.
+    let rate = if rate_bps % 1e6 == 0.0 { format!("{}M", rate_bps / 1e6) } else { rate_arg(Rate::Bits(rate_bps)) };
+    let mut a = vec!["--for".into(), rate, "--size".into(), size.to_string()];
     if let Some(c) = cpu {
         a.extend(["--cpu".into(), c.to_string()]);
     }
@@ -520,7 +530,7 @@ pub enum Progress<'a> {
 /// The progress line of one event.
 pub fn progress_line(p: &Progress) -> String {
     match p {
-        Progress::Step(s) => format!("{s}"),
+        Progress::Step(s) => s.to_string(),
         Progress::Ran(what, l) => format!(
             "  {what}: {}\n  diagnosis: {}",
             l.line(),
@@ -739,6 +749,7 @@ fn part_starve(
                 cfg.burst
             ),
             ledger,
+            control: None,
             doctor: Some(d),
             note: None,
         });
@@ -746,16 +757,24 @@ fn part_starve(
     if cx.stopped() {
         return Ok(runs);
     }
-    // b. The CPU: a busy loop on the receiver's CPU, kept running through the doctor's look.
+    // b. The CPU: a busy loop on the receiver's CPU, kept running through the doctor's look;
+    // first the same run without it, the control that shows the rate fits an idle core.
     {
-        let hog = cx.runner.place().cpu_hog(Side::Recv, 0)?;
+        let size = cfg.cpu_size;
+        progress(Progress::Step("starve CPU, control: the same run without the hog"));
+        let Some((p, r)) = cx.point(cfg.cpu_rate_bps, size, false, Stream::default())? else {
+            return Ok(runs);
+        };
+        let control = Ledger::of(&p, &r);
+        progress(Progress::Ran("CPU control (no hog)", &control));
+        let hog = cx.runner.place().cpu_hog(Side::Recv, cfg.hog_nice)?;
         let hog_pid = hog.pid();
         progress(Progress::Step(&format!(
-            "starve CPU: a busy loop (pid {hog_pid}, nice 0) on the receiver's CPU(s) {:?}",
+            "starve CPU: a busy loop (pid {hog_pid}, nice {}) on the receiver's CPU(s) {:?}",
+            cfg.hog_nice,
             cx.runner.place().cpus(Side::Recv)
         )));
-        let size = 8800;
-        let Some((p, r)) = cx.point(cfg.cpu_rate_bps, size, true, Stream::default())? else {
+        let Some((p, r)) = cx.point(cfg.cpu_rate_bps, size, false, Stream::default())? else {
             return Ok(runs);
         };
         let ledger = Ledger::of(&p, &r);
@@ -765,12 +784,17 @@ fn part_starve(
         progress(Progress::Doctor(&d));
         let names = d.expected_finding.as_ref().is_some_and(|f| f.seen.contains(&hog_pid.to_string()));
         drop(hog);
+        let note = cpu_note(&ledger, &control, hog_pid, names);
         runs.push(StarveRun {
             resource: "CPU".into(),
-            how: format!("sh -c 'while :; do :; done' (pid {hog_pid}) at nice 0 on the receiver's CPU, {size}-byte datagrams with GSO"),
+            how: format!(
+                "sh -c 'while :; do :; done' (pid {hog_pid}) at nice {} on the receiver's CPU (the receiver at nice 0), {size}-byte datagrams",
+                cfg.hog_nice
+            ),
             ledger,
+            control: Some(control),
             doctor: Some(d),
-            note: Some(format!("the doctor's cpu.load finding names the hog's pid {hog_pid}: {}", if names { "yes" } else { "no" })),
+            note: Some(note),
         });
     }
     if cx.stopped() {
@@ -803,10 +827,27 @@ fn part_starve(
         resource: "disk".into(),
         how: format!("{how}; record --buffer {}", cfg.disk_buffer),
         ledger,
+        control: None,
         doctor: Some(d),
         note: Some("the doctor's disk test wrote to the same throttled device the recorder wrote to".into()),
     });
     Ok(runs)
+}
+
+/// What the CPU run showed, in words: when the hog did not make the receiver lose, the hog's
+/// CPU also carries the link's delivery work in these partitions, so the sender is held back
+/// (its achieved rate falls) instead of the receiver dropping: said, not hidden.
+fn cpu_note(l: &Ledger, control: &Ledger, pid: u32, names: bool) -> String {
+    let named =
+        format!("the doctor's cpu.load finding names the hog's pid {pid}: {}", if names { "yes" } else { "no" });
+    if l.lossy {
+        return named;
+    }
+    format!(
+        "{named}; this run lost nothing: the sender achieved {} against {} without the hog, held back by the starved CPU (it also does the receiving side's delivery work here) rather than dropped at the receiver",
+        units::bits(l.achieved_bps),
+        units::bits(control.achieved_bps)
+    )
 }
 
 /// The heading line of a run.
@@ -853,6 +894,9 @@ pub fn table(doc: &DoctorBenchDoc) -> String {
     }
     for x in &doc.starve {
         s.push_str(&format!("starve {}: {}\n  {}\n", x.resource, x.how, x.ledger.line()));
+        if let Some(c) = &x.control {
+            s.push_str(&format!("  control without it: {}\n", c.line()));
+        }
         s.push_str(&format!(
             "  diagnosis: {}\n",
             x.ledger.doctor_hint.as_deref().unwrap_or("(no line names the doctor)")

@@ -20,7 +20,7 @@ pub const DOCTOR_HELP: &str = "Whether `wirespeed doctor` names the right fix, s
     value the apply changed (all the report's safe changes: other sysctls, eth0's interrupt \
     affinity and coalescing too) is read back and compared with its value before.\n\n\
     Part starve: three runs, each starved of one resource: the socket buffer (as above), the \
-    CPU (a busy loop on the receiver's CPU, kept running while the doctor looks), the disk \
+    CPU (a busy loop at --hog-nice, default -10, on the receiver's CPU, kept running while the doctor looks; first the same run without it, the control), the disk \
     (`record` to an ext4 loop device whose writes are throttled with cgroup v1 blkio, with a \
     small --buffer); each shows the ledger, the receiver's diagnosis line naming a doctor \
     command, and that command's findings.\n\n\
@@ -60,9 +60,16 @@ pub struct DoctorArgs {
     /// Sending time of every run.
     #[arg(long, default_value = "2s", value_parser = args::point_duration)]
     duration: Duration,
-    /// Rate of the CPU run (8800-byte datagrams with GSO), payload bits/s.
-    #[arg(long, default_value = "7G", value_name = "RATE", value_parser = args::bits_rate)]
+    /// Rate of the CPU run, payload bits/s: one an idle receiver core keeps.
+    #[arg(long, default_value = "1G", value_name = "RATE", value_parser = args::bits_rate)]
     cpu_rate: f64,
+    /// UDP payload bytes of the CPU run (small: the receiver's cost per datagram counts).
+    #[arg(long, default_value = "1080", value_name = "BYTES", value_parser = args::counter_size)]
+    cpu_size: usize,
+    /// Nice value of the CPU run's busy loop (-20..19): below the receiver's 0, so it takes
+    /// most of the shared CPU.
+    #[arg(long, default_value = "-10", allow_hyphen_values = true, value_parser = clap::value_parser!(i32).range(-20..=19))]
+    hog_nice: i32,
     /// Rate of the disk run, payload bits/s (above the throttled disk's rate).
     #[arg(long, default_value = "1G", value_name = "RATE", value_parser = args::bits_rate)]
     disk_rate: f64,
@@ -93,6 +100,8 @@ pub fn cmd_doctor(a: DoctorArgs) -> Result<u8, Error> {
         duration: a.duration,
         rcvbuf: 32 << 20,
         cpu_rate_bps: a.cpu_rate,
+        cpu_size: a.cpu_size,
+        hog_nice: a.hog_nice,
         disk_rate_bps: a.disk_rate,
         disk_bps,
         disk_buffer: a.disk_buffer.clone(),
