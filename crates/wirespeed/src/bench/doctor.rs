@@ -83,7 +83,7 @@ pub struct FindingLine {
     pub seen: String,
     /// The fix as the doctor words it.
     pub fix: Vec<String>,
-    /// The changes `--apply` would make, as `sysctl -w` or `ethtool` take them.
+    /// The changes `--apply` would make, as what=value (`net.core.rmem_max=33554432`).
     pub changes: Vec<String>,
 }
 
@@ -94,7 +94,7 @@ impl FindingLine {
             status: status_word(f.status),
             seen: f.seen.clone(),
             fix: f.fix.clone(),
-            changes: f.changes.iter().map(apply::wanted).collect(),
+            changes: f.changes.iter().map(|c| format!("{}={}", apply::subject(c), apply::wanted(c))).collect(),
         }
     }
 }
