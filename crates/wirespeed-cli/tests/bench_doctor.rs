@@ -71,6 +71,11 @@ fn bench_doctor_rmem_puts_the_host_back_and_names_the_sysctl() {
     }
     assert_eq!(r["undo_restored"], true);
     assert!(r["undo_script"].as_str().is_some_and(|s| s.contains("rmem_max")), "{}", r["undo_script"]);
-    let files = std::fs::read_dir(dir.path()).expect("out dir").flatten().map(|e| e.file_name()).count();
-    assert_eq!(files, 2, "doctor.txt and doctor.json");
+    let mut files: Vec<String> = std::fs::read_dir(dir.path())
+        .expect("out dir")
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    files.sort();
+    assert_eq!(files, ["doctor.json", "doctor.txt"]);
 }
