@@ -8,6 +8,7 @@
 
 pub mod capture;
 pub mod compare;
+pub mod doctor;
 pub mod formats;
 pub mod isolation;
 pub mod latency;

@@ -8,6 +8,7 @@
 pub mod bare_recv;
 pub mod capture;
 pub mod compare;
+pub mod doctor;
 pub mod formats;
 pub mod isolation;
 pub mod latency;
@@ -78,6 +79,9 @@ enum BenchCmd {
     /// The recorder's capture CPU per datagram with 0, 1 and 3 live taps attached.
     #[command(long_about = taps::TAPS_HELP)]
     Taps(taps::TapsArgs),
+    /// Issue 17's evidence: doctor --apply before/after, and three runs each starved of one resource.
+    #[command(long_about = doctor::DOCTOR_HELP)]
+    Doctor(doctor::DoctorArgs),
     #[command(hide = true)]
     BareRecv(bare_recv::BareRecvArgs),
     /// XPC messages between two processes against a Unix datagram socket: rate, CPU, latency.
@@ -104,6 +108,7 @@ pub fn cmd_bench(a: BenchArgs) -> Result<u8, Error> {
         BenchCmd::Writer(w) => writer::cmd_writer(w),
         BenchCmd::Isolation(i) => isolation::cmd_isolation(i),
         BenchCmd::Taps(t) => taps::cmd_taps(t),
+        BenchCmd::Doctor(d) => doctor::cmd_doctor(d),
         BenchCmd::BareRecv(b) => bare_recv::cmd_bare_recv(b),
         BenchCmd::Xpc(x) => xpc::cmd_xpc(x),
         BenchCmd::XpcPeer(x) => xpc::cmd_xpc_peer(x),
