@@ -40,7 +40,7 @@ fn rmem_max(cx: &mut Ctx) {
         Some(bps) => {
             let held = hold_ms(max as f64, bps);
             let why = format!(
-                "a socket may ask for at most this: a {} buffer holds {} at {}; a capture thread kept off its CPU for longer (a tick, another task, seed 004's sporadic processes) loses datagrams at the socket",
+                "a socket may ask for at most this: a {} buffer holds {} at {}; a capture thread kept off its CPU for longer (a tick, another task, seed 004's sporadic processes) loses datagrams at the socket (wirespeed run with CAP_NET_ADMIN forces its --rcvbuf past the cap; a user's recorder, tcpdump or spead2 cannot)",
                 units::bytes(max),
                 ms_words(held),
                 cx.rate_words()
