@@ -94,6 +94,34 @@ pub fn out_dir(p: &Option<PathBuf>) -> Result<Option<PathBuf>, Error> {
 }
 
 /// Write a report's files into its directory, naming the file that could not be written.
+/// How a bench command ends: the running `text` with the closing `table` after it as NAME.txt,
+/// and the document as NAME.json, in `dir` when given; on stdout the JSON document (`json`) or
+/// the table and where the files went.
+pub fn finish_bench<T: serde::Serialize>(
+    json: bool,
+    dir: Option<&Path>,
+    name: &str,
+    mut text: String,
+    doc: &T,
+    table: &str,
+) -> Result<(), Error> {
+    text.push('\n');
+    text.push_str(table);
+    if let Some(d) = dir {
+        write_files(d, &[(&format!("{name}.txt"), &text), (&format!("{name}.json"), &to_json(doc)?)])?;
+    }
+    if json {
+        print_json(doc)?;
+    } else {
+        println!();
+        print!("{table}");
+        if let Some(d) = dir {
+            println!("{name}.txt and {name}.json in {}", d.display());
+        }
+    }
+    Ok(())
+}
+
 pub fn write_files(dir: &Path, files: &[(&str, &str)]) -> Result<(), Error> {
     for (name, body) in files {
         let p = dir.join(name);

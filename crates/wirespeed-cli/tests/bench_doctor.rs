@@ -15,11 +15,7 @@ fn rmem_max() -> u64 {
 #[test]
 fn bench_doctor_without_root_is_one_line_and_exit_1() {
     let args = ["bench", "doctor", "--part", "rmem", "--duration", "100ms"];
-    let out = if is_root() {
-        run_prefixed(&["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups"], &args)
-    } else {
-        run(&args)
-    };
+    let out = unprivileged(&args);
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(err.contains("bench doctor needs root"), "{err}");

@@ -16,11 +16,7 @@ fn bench_priority_refuses_the_options_it_sets_itself() {
 #[test]
 fn bench_priority_without_root_is_one_line_and_exit_1() {
     let args = ["bench", "priority", "--loopback", "--duration", "100ms"];
-    let out = if is_root() {
-        run_prefixed(&["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups"], &args)
-    } else {
-        run(&args)
-    };
+    let out = unprivileged(&args);
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(err.contains("bench priority needs root"), "{err}");

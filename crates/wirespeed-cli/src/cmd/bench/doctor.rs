@@ -2,7 +2,7 @@
 //! with net.core.rmem_max at the kernel default, and seed 001's starved-resource runs.
 
 use crate::args::{self, usage, OutputArgs};
-use crate::out::{out_dir, print_json, say_line, to_json, write_files};
+use crate::out::{finish_bench, out_dir, say_line};
 use clap::{Args, ValueEnum};
 use std::time::Duration;
 use wirespeed::bench::doctor::{self, DoctorBenchConfig, Part};
@@ -130,20 +130,7 @@ pub fn cmd_doctor(a: DoctorArgs) -> Result<u8, Error> {
     })?;
     drop(runner);
     let table = doctor::table(&doc);
-    text.push('\n');
-    text.push_str(&table);
-    if let Some(d) = &dir {
-        write_files(d, &[("doctor.txt", &text), ("doctor.json", &to_json(&doc)?)])?;
-    }
-    if json {
-        print_json(&doc)?;
-    } else {
-        println!();
-        print!("{table}");
-        if let Some(d) = &dir {
-            println!("doctor.txt and doctor.json in {}", d.display());
-        }
-    }
+    finish_bench(json, dir.as_deref(), "doctor", text, &doc, &table)?;
     if doc.stopped {
         return Err(Error::Runtime("stopped by a signal; the results above are partial (host values put back)".into()));
     }

@@ -1,7 +1,7 @@
 //! `wirespeed bench max`: the highest zero-loss rate, by binary search (RFC 2544 style).
 
 use crate::args::{self, OutputArgs, PlaceArgs, RcvbufArgs};
-use crate::out::{out_dir, print_json, say_line, to_json, write_files};
+use crate::out::{finish_bench, out_dir, say_line};
 use clap::Args;
 use std::time::Duration;
 use wirespeed::bench::max::{self, MaxConfig, Progress};
@@ -98,20 +98,7 @@ pub fn cmd_max(a: MaxArgs) -> Result<u8, Error> {
     })?;
     drop(runner);
     let summary = max::summary(&doc);
-    text.push('\n');
-    text.push_str(&summary);
-    if let Some(d) = &dir {
-        write_files(d, &[("max.txt", &text), ("max.json", &to_json(&doc)?)])?;
-    }
-    if json {
-        print_json(&doc)?;
-    } else {
-        println!();
-        print!("{summary}");
-        if let Some(d) = &dir {
-            println!("max.txt and max.json in {}", d.display());
-        }
-    }
+    finish_bench(json, dir.as_deref(), "max", text, &doc, &summary)?;
     if doc.stopped {
         let n: usize = doc.searches.iter().map(|s| s.probes.len()).sum();
         return Err(Error::Runtime(format!("stopped by a signal after {n} probe(s); the results above are partial")));

@@ -1,7 +1,7 @@
 //! `wirespeed bench priority`: seed 004's nice -20 vs +20 on this host, against a CPU hog.
 
 use crate::args::{self, usage, OutputArgs, PlaceArgs, RcvbufArgs};
-use crate::out::{out_dir, print_json, say_line, to_json, write_files};
+use crate::out::{finish_bench, out_dir, say_line};
 use clap::Args;
 use std::time::Duration;
 use wirespeed::bench::max::MaxConfig;
@@ -108,20 +108,7 @@ pub fn cmd_priority(a: PriorityArgs) -> Result<u8, Error> {
     })?;
     drop(runner);
     let table = priority::table(&doc);
-    text.push('\n');
-    text.push_str(&table);
-    if let Some(d) = &dir {
-        write_files(d, &[("priority.txt", &text), ("priority.json", &to_json(&doc)?)])?;
-    }
-    if json {
-        print_json(&doc)?;
-    } else {
-        println!();
-        print!("{table}");
-        if let Some(d) = &dir {
-            println!("priority.txt and priority.json in {}", d.display());
-        }
-    }
+    finish_bench(json, dir.as_deref(), "priority", text, &doc, &table)?;
     if doc.stopped {
         return Err(Error::Runtime("stopped by a signal; the results above are partial".into()));
     }
