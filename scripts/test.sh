@@ -13,21 +13,28 @@ command -v tshark >/dev/null 2>&1 || need+=(tshark)
 command -v iperf3 >/dev/null 2>&1 || need+=(iperf3)
 command -v tcpdump >/dev/null 2>&1 || need+=(tcpdump)
 command -v ethtool >/dev/null 2>&1 || need+=(ethtool)
+command -v prometheus >/dev/null 2>&1 || need+=(prometheus)
+command -v systemd-analyze >/dev/null 2>&1 || need+=(systemd)
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ]; then
     echo "test.sh: installing ${need[*]}"
     apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null ||
+    # policy-rc.d 101: packages such as prometheus install their service but must not start it here.
+    rc=/usr/sbin/policy-rc.d; made_rc=
+    [ -e "$rc" ] || { printf '#!/bin/sh\nexit 101\n' >"$rc"; chmod 755 "$rc"; made_rc=1; }
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null ||
       echo "test.sh: could not install ${need[*]}; tests that need them say so" >&2
+    [ -n "$made_rc" ] && rm -f "$rc"
   else
     echo "test.sh: missing ${need[*]}; root-only tests will not run (sudo apt-get install ${need[*]})" >&2
   fi
 fi
-# Interoperability tests read and exchange data with independent implementations from PyPI.
-if ! python3 -c "import baseband, spead2, hdrh" >/dev/null 2>&1; then
-  echo "test.sh: installing the Python packages baseband, spead2 and hdrhistogram (interoperability tests)"
-  python3 -m pip install --quiet --disable-pip-version-check baseband spead2 hdrhistogram ||
-    echo "test.sh: could not install baseband/spead2/hdrhistogram; the interoperability tests will fail and say so" >&2
+# Interoperability tests read and exchange data with independent implementations from PyPI; the
+# Python package is built with maturin and tested with pytest; JSON Schemas are checked with jsonschema.
+if ! python3 -c "import baseband, spead2, hdrh, numpy, pytest, jsonschema, maturin" >/dev/null 2>&1; then
+  echo "test.sh: installing the Python packages baseband, spead2, hdrhistogram, numpy, pytest, jsonschema and maturin"
+  python3 -m pip install --quiet --disable-pip-version-check baseband spead2 hdrhistogram numpy pytest jsonschema maturin ||
+    echo "test.sh: could not install the Python packages; the tests that need them will fail and say so" >&2
 fi
 if ! command -v cargo >/dev/null 2>&1; then
   echo "test.sh: cargo not found: install Rust stable (rustup) first" >&2
@@ -46,6 +53,15 @@ extra=()
 set +e
 cargo test --release --no-fail-fast -- "${extra[@]}" 2>&1 | tee "$log"
 status=${PIPESTATUS[0]}
+# Further suites that cargo test cannot run (the Python package, the Debian package) live in
+# scripts/suites/*.sh; each ends with a line "test result: ok. N passed; M failed" like cargo's.
+for suite in scripts/suites/*.sh; do
+  [ -e "$suite" ] || continue
+  echo "== $suite"
+  bash "$suite" 2>&1 | tee -a "$log"
+  s=${PIPESTATUS[0]}
+  [ "$s" = 0 ] || { echo "test.sh: $suite failed (exit $s)" >&2; status=1; }
+done
 set -e
 # One closing line over every test binary (cargo's own last line is the doc-test summary).
 awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i } }
