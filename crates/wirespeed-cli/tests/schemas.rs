@@ -1,0 +1,597 @@
+//! The machine-readable contracts: every `wirespeed.NAME/N` document the tool writes has a JSON
+//! Schema (draft 2020-12) in `schemas/`, and the real output of every command (stdout with
+//! `--json`, and the files: sidecars, share descriptors, bench NAME.json, the partition state
+//! file) validates against it. The validator is Python's `jsonschema` (the suite installs it),
+//! run through `schemas/check.py`, which names the document, the JSON path and what is wrong.
+
+mod common;
+
+use common::parts::Parts;
+use common::*;
+use serde_json::Value;
+use std::collections::BTreeSet;
+use std::io::{BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().expect("repository root")
+}
+
+fn schemas_dir() -> PathBuf {
+    repo().join("schemas")
+}
+
+/// `python3 schemas/check.py ARGS...`: its exit code and its output.
+fn check_py(args: &[&str]) -> (Option<i32>, String) {
+    let out = Command::new("python3")
+        .arg(schemas_dir().join("check.py"))
+        .args(args)
+        .output()
+        .expect("python3 runs (the suite installs it with the jsonschema package)");
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    (out.status.code(), text)
+}
+
+/// The documents a test collected, each with the id it must carry and where it came from.
+struct Docs {
+    dir: TempDir,
+    files: Vec<String>,
+}
+
+impl Docs {
+    fn new(tag: &str) -> Docs {
+        Docs { dir: TempDir::new(&format!("schemas-{tag}")), files: Vec::new() }
+    }
+
+    /// Keep `doc` (from `label`: the command or file it came from), which must be `id`.
+    fn add(&mut self, label: &str, id: &str, doc: &Value) {
+        assert_eq!(doc["schema"], id, "{label}: the document's kind:\n{doc}");
+        let name: String =
+            label.chars().map(|c| if c.is_ascii_alphanumeric() || c == '.' || c == '-' { c } else { '_' }).collect();
+        let p = self.dir.0.join(format!("{:02}-{name}.json", self.files.len()));
+        std::fs::write(&p, serde_json::to_string_pretty(doc).unwrap()).unwrap();
+        self.files.push(p.to_str().unwrap().to_string());
+    }
+
+    /// A command's stdout, one JSON document.
+    fn add_text(&mut self, label: &str, id: &str, text: &str) {
+        self.add(label, id, &json(text));
+    }
+
+    /// A file the command wrote.
+    fn add_file(&mut self, id: &str, path: &Path) {
+        let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        self.add(&path.display().to_string(), id, &json(&text));
+    }
+
+    /// Every document valid against its schema, or the test fails with check.py's lines.
+    fn validate(&self) {
+        assert!(!self.files.is_empty());
+        let args: Vec<&str> = self.files.iter().map(String::as_str).collect();
+        let (code, out) = check_py(&args);
+        assert_eq!(code, Some(0), "documents that do not match their schema:\n{out}");
+        assert_eq!(out.lines().filter(|l| l.ends_with(" valid")).count(), self.files.len(), "{out}");
+    }
+}
+
+/// `wirespeed ARGS`, which must succeed; its stdout.
+fn ok(args: &[&str]) -> String {
+    let o = run(args);
+    assert_eq!(o.status.code(), Some(0), "{args:?}: {}", stderr_of(&o));
+    stdout_of(&o)
+}
+
+// ------------------------------------------------------------------------- the contract itself
+
+/// The ids the source writes: `"wirespeed.NAME/N"` string literals in every file under crates/
+/// (what `grep -rhoE '"wirespeed\.[a-z_.-]+/[0-9]+"' crates` finds).
+fn ids_in_source() -> BTreeSet<String> {
+    fn walk(p: &Path, out: &mut BTreeSet<String>) {
+        if p.is_dir() {
+            for e in std::fs::read_dir(p).unwrap().flatten() {
+                walk(&e.path(), out);
+            }
+            return;
+        }
+        let Ok(bytes) = std::fs::read(p) else { return };
+        let text = String::from_utf8_lossy(&bytes);
+        let open = concat!("\"", "wirespeed.");
+        for (at, _) in text.match_indices(open) {
+            let rest = &text[at + open.len()..];
+            let name_len = rest.find(|c: char| !(c.is_ascii_lowercase() || "_.-".contains(c))).unwrap_or(rest.len());
+            let after = &rest[name_len..];
+            let Some(digits) = after.strip_prefix('/') else { continue };
+            let n = digits.find(|c: char| !c.is_ascii_digit()).unwrap_or(digits.len());
+            if name_len > 0 && n > 0 && digits[n..].starts_with('"') {
+                out.insert(format!("wirespeed.{}/{}", &rest[..name_len], &digits[..n]));
+            }
+        }
+    }
+    let mut ids = BTreeSet::new();
+    walk(&repo().join("crates"), &mut ids);
+    ids
+}
+
+#[test]
+fn every_id_the_source_writes_has_a_schema_and_every_schema_is_for_one() {
+    let ids = ids_in_source();
+    assert!(ids.len() >= 30 && ids.contains("wirespeed.recv/1"), "the scan found the ids: {ids:?}");
+    let mut files = BTreeSet::new();
+    for e in std::fs::read_dir(schemas_dir()).unwrap().flatten() {
+        let name = e.file_name().to_string_lossy().to_string();
+        if let Some(stem) = name.strip_suffix(".schema.json") {
+            if stem != "wirespeed.defs" {
+                files.insert(stem.to_string());
+            }
+        }
+    }
+    let want: BTreeSet<String> = ids.iter().map(|id| id.replace('/', "-")).collect();
+    let missing: Vec<_> = want.difference(&files).collect();
+    let stray: Vec<_> = files.difference(&want).collect();
+    assert!(missing.is_empty(), "ids the source writes without a schema in schemas/: {missing:?}");
+    assert!(stray.is_empty(), "schemas for no id the source writes: {stray:?}");
+    // Each schema names its id as the const of its schema property, and the index lists it.
+    let index = std::fs::read_to_string(schemas_dir().join("README.md")).expect("schemas/README.md");
+    for id in &ids {
+        let file = format!("{}.schema.json", id.replace('/', "-"));
+        let s = json(&std::fs::read_to_string(schemas_dir().join(&file)).unwrap());
+        assert_eq!(s["$id"], format!("https://wirespeed.invalid/schemas/{file}"), "{file}");
+        assert!(s["description"].as_str().is_some_and(|d| d.len() > 40), "{file}: a description");
+        let consts: Vec<&Value> = [&s["properties"]["schema"]["const"]]
+            .into_iter()
+            .chain(
+                s["$defs"]
+                    .as_object()
+                    .into_iter()
+                    .flat_map(|d| d.values().map(|v| &v["properties"]["schema"]["const"])),
+            )
+            .filter(|v| !v.is_null())
+            .collect();
+        assert!(consts.iter().all(|c| *c == id) && !consts.is_empty(), "{file}: schema.const is {id}");
+        assert!(index.contains(&format!("`{id}`")) && index.contains(&file), "schemas/README.md lists {id} and {file}");
+    }
+}
+
+#[test]
+fn every_schema_is_valid_json_schema_and_every_ref_resolves() {
+    let (code, out) = check_py(&["--schemas"]);
+    assert_eq!(code, Some(0), "{out}");
+    assert!(out.contains(" 0 problems"), "{out}");
+}
+
+// ------------------------------------------------------------------ send, recv, demo, broken
+
+/// A recv and a send report of two streams with loss left out on purpose (gap ranges).
+fn recv_and_send() -> (String, String) {
+    let _g = traffic();
+    let r = spawn_recv(&["--once", "--json"]);
+    let target = format!("127.0.0.1:{}", r.port);
+    let send = ok(&[
+        "send",
+        &target,
+        "--streams",
+        "2",
+        "--count",
+        "3000",
+        "--rate",
+        "60kpps",
+        "--skip-every",
+        "500",
+        "--json",
+    ]);
+    let (code, out, err) = finish(r, Duration::from_secs(60));
+    assert_eq!(code, Some(0), "{err}");
+    (out, send)
+}
+
+#[test]
+fn send_recv_and_demo_documents_match_their_schemas() {
+    let (recv, send) = recv_and_send();
+    let mut d = Docs::new("sendrecv");
+    d.add_text("recv --json", "wirespeed.recv/1", &recv);
+    d.add_text("send --json", "wirespeed.send/1", &send);
+    let demo = {
+        let _g = traffic();
+        ok(&["demo", "--loopback", "--json", "--duration", "1", "--rate", "20kpps", "--skip-every", "1000"])
+    };
+    d.add_text("demo --loopback --json", "wirespeed.demo/1", &demo);
+    d.validate();
+}
+
+/// A change that breaks a document.
+type Spoil = Box<dyn Fn(&mut Value)>;
+
+/// The validation cannot pass vacuously: real documents broken on purpose are rejected, each
+/// with the path and what is wrong.
+#[test]
+fn broken_documents_are_rejected_with_the_path_and_the_reason() {
+    let (recv, send) = recv_and_send();
+    let d = TempDir::new("schemas-broken");
+    let cases: Vec<(&str, &str, Spoil, &str)> = vec![
+        (
+            "recv",
+            &recv,
+            Box::new(|v| v["streams"][0]["lost"] = "3".into()),
+            "at /streams/0/lost: '3' is not of type 'integer'",
+        ),
+        (
+            "recv",
+            &recv,
+            Box::new(|v| v["total"]["lost"] = Value::from(-1)),
+            "at /total/lost: -1 is less than the minimum of 0",
+        ),
+        (
+            "recv",
+            &recv,
+            Box::new(|v| drop(v.as_object_mut().unwrap().remove("total"))),
+            "'total' is a required property",
+        ),
+        (
+            "recv",
+            &recv,
+            Box::new(|v| drop(v.as_object_mut().unwrap().remove("priority"))),
+            "'priority' is a required property",
+        ),
+        (
+            "recv",
+            &recv,
+            Box::new(|v| v["total"]["lost_too"] = 0.into()),
+            "at /total: Additional properties are not allowed",
+        ),
+        (
+            "recv",
+            &recv,
+            Box::new(|v| v["streams"][0]["gaps"][0]["first"] = Value::Null),
+            "at /streams/0/gaps/0/first: None is not of type 'integer'",
+        ),
+        (
+            "send",
+            &send,
+            Box::new(|v| v["surprise"] = true.into()),
+            "Unevaluated properties are not allowed ('surprise' was unexpected)",
+        ),
+        ("send", &send, Box::new(|v| v["schema"] = "wirespeed.recv/1".into()), "at /: 'total' is a required property"),
+    ];
+    for (i, (what, text, spoil, needle)) in cases.iter().enumerate() {
+        let mut v = json(text);
+        let p = d.0.join(format!("{what}-{i}.json"));
+        std::fs::write(&p, v.to_string()).unwrap();
+        let (code, out) = check_py(&[p.to_str().unwrap()]);
+        assert_eq!(code, Some(0), "the unbroken {what} document is valid:\n{out}");
+        spoil(&mut v);
+        std::fs::write(&p, v.to_string()).unwrap();
+        let (code, out) = check_py(&[p.to_str().unwrap()]);
+        assert_eq!(code, Some(1), "case {i} ({what}) must be rejected:\n{out}");
+        assert!(out.contains(needle), "case {i} ({what}): expected {needle:?} in:\n{out}");
+        assert!(out.contains(p.to_str().unwrap()), "the document is named:\n{out}");
+    }
+    // A document of no known kind, or without a kind, is a usage error, never "valid".
+    let p = d.0.join("unknown.json");
+    std::fs::write(&p, format!(r#"{{"schema": "wirespeed.{}/1"}}"#, "nosuch")).unwrap();
+    let (code, out) = check_py(&[p.to_str().unwrap()]);
+    assert_eq!(code, Some(2), "{out}");
+    assert!(out.contains("has no schema file"), "{out}");
+    std::fs::write(&p, "{}").unwrap();
+    assert_eq!(check_py(&[p.to_str().unwrap()]).0, Some(2));
+}
+
+// ------------------------------------------- record, sidecars, share, tap, verify, disk-test
+
+/// Wait for `path` to exist (a descriptor published, say); panics after 30 s.
+fn wait_for_file(path: &Path) -> String {
+    let t = Instant::now();
+    loop {
+        if let Ok(s) = std::fs::read_to_string(path) {
+            if s.trim_end().ends_with('}') {
+                return s;
+            }
+        }
+        assert!(t.elapsed() < Duration::from_secs(30), "{} never appeared", path.display());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn record_sidecars_share_tap_verify_and_disk_test_documents_match_their_schemas() {
+    let _g = traffic();
+    let mut d = Docs::new("record");
+    let work = TempDir::new("schemas-rec");
+    let (rec, share) = (work.0.join("rec"), work.0.join("share"));
+    std::fs::create_dir_all(&rec).unwrap();
+    std::fs::create_dir_all(&share).unwrap();
+    let name = format!("schemas{}", std::process::id());
+    let mut cmd = Command::new(bin());
+    cmd.env("WIRESPEED_SHARE_DIR", &share);
+    cmd.args(["record", "127.0.0.1:0", "--size", "1024", "--file-format", "pcap", "-o", rec.to_str().unwrap()]);
+    cmd.args(["--json", "--block", "1M", "--buffer", "16M", "--once", "--duration", "120", "--share", &name]);
+    cmd.args(["--file-size", "2M"]);
+    let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("start record");
+    let mut err = BufReader::new(child.stderr.take().unwrap());
+    let mut first = String::new();
+    err.read_line(&mut first).unwrap();
+    let port: u16 = first
+        .split("listening on ")
+        .nth(1)
+        .and_then(|r| r.split_whitespace().next())
+        .and_then(|a| a.rsplit(':').next())
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("record did not say its port: {first}"));
+    let descriptor = share.join(format!("{name}.json"));
+    d.add_text("share descriptor", "wirespeed.share/1", &wait_for_file(&descriptor));
+    let tap = Command::new(bin())
+        .env("WIRESPEED_SHARE_DIR", &share)
+        .args(["tap", &name, "--json", "-w", work.0.join("tap.pcap").to_str().unwrap()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start tap");
+    send_to_port(port, &["--size", "1024", "--count", "5000", "--rate", "40kpps", "--skip-every", "1000"]);
+    let t = Instant::now();
+    let status = loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            break st;
+        }
+        assert!(t.elapsed() < Duration::from_secs(60), "record did not end");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let mut out = String::new();
+    child.stdout.take().unwrap().read_to_string(&mut out).unwrap();
+    assert_eq!(status.code(), Some(0), "record: {out}");
+    d.add_text("record --json", "wirespeed.record/1", &out);
+    let tap = tap.wait_with_output().expect("tap ends with the recorder");
+    assert_eq!(tap.status.code(), Some(0), "{}", stderr_of(&tap));
+    d.add_text("tap --json", "wirespeed.tap/1", &stdout_of(&tap));
+    let sidecars = visible_files(&rec, ".json");
+    assert!(sidecars.len() >= 2, "a 2 MiB file size makes several files: {sidecars:?}");
+    for s in &sidecars {
+        d.add_file("wirespeed.recording/2", s);
+    }
+    d.add_text("verify --json", "wirespeed.verify/2", &ok(&["verify", rec.to_str().unwrap(), "--json"]));
+    // A recording of before wirespeed.recording/2: the same sidecars without the two fields
+    // version 2 added. verify still reads it, and it matches the /1 schema.
+    for s in &sidecars {
+        let mut v = json(&std::fs::read_to_string(s).unwrap());
+        let o = v.as_object_mut().unwrap();
+        o.remove("not_written_wrong_length").expect("a /2 field");
+        o.remove("unwritten").expect("a /2 field");
+        o.insert("schema".into(), "wirespeed.recording/1".into());
+        std::fs::write(s, serde_json::to_string_pretty(&v).unwrap()).unwrap();
+        d.add_file("wirespeed.recording/1", s);
+    }
+    let v1 = json(&ok(&["verify", rec.to_str().unwrap(), "--json"]));
+    assert_eq!(v1["files"].as_array().map(Vec::len), Some(sidecars.len()), "verify reads /1 sidecars: {v1}");
+    d.add("verify --json of /1 sidecars", "wirespeed.verify/2", &v1);
+    let disk = TempDir::new("schemas-disk");
+    d.add_text(
+        "disk-test --json",
+        "wirespeed.disk-test/1",
+        &ok(&["disk-test", disk.path(), "--size", "16M", "--block", "1M", "--json"]),
+    );
+    d.validate();
+}
+
+// --------------------------------------------------------- ping, reflect, linerate, doctor, ttcp
+
+#[test]
+fn latency_documents_match_their_schemas() {
+    let _g = traffic();
+    let mut d = Docs::new("latency");
+    let r = spawn_cmd_with(&[], "reflect", "127.0.0.1:0", &["--json", "--count", "2000"]);
+    let target = format!("127.0.0.1:{}", r.port);
+    let out = TempDir::new("schemas-ping");
+    let ping = ok(&["ping", &target, "--pps", "2000,4000", "--count", "1000", "--json", "-o", out.path()]);
+    let (code, refl, err) = finish(r, Duration::from_secs(60));
+    assert_eq!(code, Some(0), "{err}");
+    d.add_text("ping --json", "wirespeed.latency/1", &ping);
+    d.add_file("wirespeed.latency/1", &out.0.join("latency.json"));
+    d.add_text("reflect --json", "wirespeed.reflect/1", &refl);
+    // Each run is a wirespeed.ping/1 report of its own.
+    for (i, run) in json(&ping)["runs"].as_array().expect("runs").iter().enumerate() {
+        d.add(&format!("ping run {i}"), "wirespeed.ping/1", run);
+    }
+    d.add_text(
+        "linerate",
+        "wirespeed.linerate/1",
+        &ok(&["linerate", "--link", "10G", "--size", "64,1500,8800", "--json"]),
+    );
+    d.validate();
+}
+
+#[test]
+fn doctor_documents_match_their_schema() {
+    let mut d = Docs::new("doctor");
+    d.add_text(
+        "doctor --json",
+        "wirespeed.doctor/1",
+        &ok(&["doctor", "--for", "4G", "--size", "1080", "--all", "--json"]),
+    );
+    // A snapshot of a two-node host, with --persist: the persisted object filled in.
+    let fixture = repo().join("crates/wirespeed/tests/fixtures/doctor/numa2-smt");
+    let persist = TempDir::new("schemas-persist");
+    let args = ["doctor", "--root", fixture.to_str().unwrap(), "--for", "4G", "--size", "1080", "--cpu", "2"];
+    let mut all = args.to_vec();
+    all.extend(["--all", "--json", "--persist", persist.path()]);
+    let doc = json(&ok(&all));
+    assert!(doc["persisted"].is_array(), "{doc}");
+    d.add("doctor --persist --json", "wirespeed.doctor/1", &doc);
+    d.validate();
+}
+
+#[test]
+fn ttcp_documents_match_their_schemas() {
+    let _g = traffic();
+    let mut d = Docs::new("ttcp");
+    for proto in [&[][..], &["-u"][..]] {
+        let mut rargs = vec!["--bind", "127.0.0.1", "-p", "0", "-l", "1200", "--json"];
+        rargs.extend_from_slice(proto);
+        let r = spawn_cmd_with(&[], "ttcp", "-r", &rargs);
+        let p = r.port.to_string();
+        let mut targs = vec!["ttcp", "-t", "-p", &p, "-l", "1200", "-n", "500", "--json"];
+        if !proto.is_empty() {
+            targs.extend(["-u", "--rate", "20kpps"]);
+        }
+        targs.push("127.0.0.1");
+        d.add_text(&format!("ttcp -t {proto:?}"), "wirespeed.ttcp/1", &ok(&targs));
+        let (code, out, err) = finish(r, Duration::from_secs(60));
+        assert_eq!(code, Some(0), "{err}");
+        d.add_text(&format!("ttcp -r {proto:?}"), "wirespeed.ttcp/1", &out);
+    }
+    // Raw: a regular file stands in for a device.
+    let dir = TempDir::new("schemas-ttcp-raw");
+    let f = dir.0.join("dev");
+    std::fs::write(&f, b"").unwrap();
+    let fs = f.to_str().unwrap();
+    d.add_text(
+        "ttcp -t --device",
+        "wirespeed.ttcp.raw/1",
+        &ok(&["ttcp", "-t", "--device", fs, "-l", "100", "-n", "50", "--json"]),
+    );
+    d.add_text(
+        "ttcp -r --device",
+        "wirespeed.ttcp.raw/1",
+        &ok(&["ttcp", "-r", "--device", fs, "-l", "100", "-n", "50", "--json"]),
+    );
+    // bench ttcp: Tables 4 and 5 and Table 3 over pipes and Unix sockets.
+    let out = TempDir::new("schemas-bench-ttcp");
+    let doc = ok(&[
+        "bench",
+        "ttcp",
+        "--loopback",
+        "--buffers",
+        "256K",
+        "-n",
+        "100",
+        "--table3",
+        "--over",
+        "pipe,unix,tcp",
+        "--writes",
+        "4",
+        "--json",
+        "-o",
+        out.path(),
+    ]);
+    d.add_text("bench ttcp --json", "wirespeed.bench.ttcp/1", &doc);
+    d.add_file("wirespeed.bench.ttcp/1", &out.0.join("ttcp.json"));
+    d.validate();
+}
+
+// ----------------------------------------------------------------------------- bench commands
+
+/// `wirespeed bench ARGS --json -o DIR`: the document on stdout and the file NAME.json in DIR
+/// must both be `id` and valid.
+fn bench_doc(d: &mut Docs, id: &str, file: &str, args: &[&str]) {
+    let out = TempDir::new("schemas-bench");
+    let mut all = vec!["bench"];
+    all.extend_from_slice(args);
+    all.extend(["--json", "-o", out.path()]);
+    let doc = ok(&all);
+    d.add_text(&format!("bench {}", args[0]), id, &doc);
+    d.add_file(id, &out.0.join(file));
+}
+
+#[test]
+fn bench_max_rates_sweep_soak_documents_match_their_schemas() {
+    let _g = traffic();
+    let mut d = Docs::new("bench-a");
+    let max = [
+        "max",
+        "--loopback",
+        "--duration",
+        "300ms",
+        "--repeat",
+        "1",
+        "--precision",
+        "30%",
+        "--lo",
+        "50M",
+        "--hi",
+        "200M",
+        "--size",
+        "1080",
+    ];
+    bench_doc(&mut d, "wirespeed.bench.max/1", "max.json", &max);
+    let rates = ["rates", "--loopback", "--rates", "100M,200M", "--duration", "1", "--size", "1080"];
+    bench_doc(&mut d, "wirespeed.bench.rates/1", "rates.json", &rates);
+    let sweep = ["sweep", "--loopback", "--rates", "100M", "--sizes", "1080,8800", "--duration", "1"];
+    bench_doc(&mut d, "wirespeed.bench.sweep/1", "results.json", &sweep);
+    let soak = ["soak", "--loopback", "--duration", "2s", "--every", "1s", "--rate", "20M"];
+    bench_doc(&mut d, "wirespeed.bench.soak/1", "soak.json", &soak);
+    d.validate();
+}
+
+#[test]
+fn bench_compare_documents_match_their_schemas() {
+    let _g = traffic();
+    let mut d = Docs::new("bench-compare");
+    let grid = ["compare", "--loopback", "--rates", "200M", "--sizes", "1080", "--duration", "1"];
+    bench_doc(&mut d, "wirespeed.bench.compare/1", "compare.json", &grid);
+    let search = ["compare", "--loopback", "--search", "--tools", "bare", "--sizes", "8800", "--duration", "1"];
+    bench_doc(&mut d, "wirespeed.bench.compare-search/1", "compare-search.json", &search);
+    d.validate();
+}
+
+#[test]
+fn bench_pacing_formats_latency_capture_ring_taps_documents_match_their_schemas() {
+    let _g = traffic();
+    let mut d = Docs::new("bench-b");
+    let pacing = ["pacing", "--loopback", "--cases", "1080@2000pps", "--duration", "1", "--repeat", "1", "--no-iperf3"];
+    bench_doc(&mut d, "wirespeed.bench.pacing/1", "pacing.json", &pacing);
+    let formats = ["formats", "--reps", "1", "--bytes", "1M"];
+    bench_doc(&mut d, "wirespeed.bench.formats/1", "formats.json", &formats);
+    let latency = ["latency", "--loopback", "--tools", "ws-open", "--pps", "1000", "--duration", "1", "--repeat", "1"];
+    bench_doc(&mut d, "wirespeed.bench.latency/2", "latency.json", &latency);
+    let capture = ["capture", "--loopback", "--count", "2000", "--repeat", "1"];
+    bench_doc(&mut d, "wirespeed.bench.capture/1", "capture.json", &capture);
+    let ring = ["ring", "--sizes", "16M", "--repeat", "1"];
+    bench_doc(&mut d, "wirespeed.bench.ring/1", "ring.json", &ring);
+    let taps = ["taps", "--count", "2000", "--pps", "20000", "--repeat", "1", "--taps", "0,1"];
+    bench_doc(&mut d, "wirespeed.bench.taps/1", "taps.json", &taps);
+    d.validate();
+}
+
+// ------------------------------------------------------------------------------- root only
+
+#[test]
+#[ignore = "needs root"]
+fn partition_state_file_and_status_match_their_schema() {
+    assert!(is_root(), "run as root (or leave out --include-ignored)");
+    let mut d = Docs::new("partition");
+    let parts = Parts::new("schema");
+    parts.ok(&["create", "-p", "1", "-c", "0", "-p", "2", "-c", "1", "--no-daemons"]);
+    let run_dir = std::env::var_os("WIRESPEED_RUN_DIR").map_or_else(|| PathBuf::from("/run/wirespeed"), PathBuf::from);
+    d.add_file("wirespeed.partition/1", &run_dir.join(format!("{}.json", parts.prefix)));
+    parts.ok(&["deactivate", "2"]);
+    d.add_file("wirespeed.partition/1", &run_dir.join(format!("{}.json", parts.prefix)));
+    d.add_text("partition status --json", "wirespeed.partition/1", &parts.ok(&["status", "--json"]));
+    d.validate();
+    // The two documents of this id are told apart: a status is not a state file.
+    let st = json(&parts.ok(&["status", "--json"]));
+    assert!(st.get("layout").is_none() && st.get("partitions").is_some(), "{st}");
+}
+
+#[test]
+#[ignore = "needs root"]
+fn root_only_documents_match_their_schemas() {
+    assert!(is_root(), "run as root (or leave out --include-ignored)");
+    let _g = traffic();
+    let mut d = Docs::new("root");
+    // The demo across two partitions: the children's own documents, priority objects included.
+    let demo = ok(&["demo", "--json", "--duration", "1", "--rate", "20kpps"]);
+    assert_eq!(json(&demo)["path"], "partitions", "{demo}");
+    d.add_text("demo --json (partitions)", "wirespeed.demo/1", &demo);
+    d.add_text(
+        "bench isolation",
+        "wirespeed.isolation/1",
+        &ok(&["bench", "isolation", "--repeat", "1", "--window", "300ms", "--json"]),
+    );
+    bench_doc(
+        &mut d,
+        "wirespeed.bench.priority/1",
+        "priority.json",
+        &["priority", "--loopback", "--duration", "100ms"],
+    );
+    bench_doc(&mut d, "wirespeed.bench.doctor/1", "doctor.json", &["doctor", "--part", "rmem", "--duration", "500ms"]);
+    d.validate();
+}
