@@ -151,6 +151,18 @@ fn every_id_the_source_writes_has_a_schema_and_every_schema_is_for_one() {
             .collect();
         assert!(consts.iter().all(|c| *c == id) && !consts.is_empty(), "{file}: schema.const is {id}");
         assert!(index.contains(&format!("`{id}`")) && index.contains(&file), "schemas/README.md lists {id} and {file}");
+        // The top level is a contract (no field the schema does not name), except where a later
+        // version may add fields (metrics on recv, record and reflect).
+        let closed = |o: &Value| o["additionalProperties"] == false || o["unevaluatedProperties"] == false;
+        let top_closed = match s["oneOf"].as_array() {
+            Some(branches) => branches.iter().all(|b| {
+                let name = b["$ref"].as_str().and_then(|r| r.strip_prefix("#/$defs/")).expect("a local $ref");
+                closed(&s["$defs"][name])
+            }),
+            None => closed(&s),
+        };
+        let open = ["wirespeed.recv/1", "wirespeed.record/1", "wirespeed.reflect/1"].contains(&id.as_str());
+        assert_eq!(top_closed, !open, "{file}: top level {}", if open { "open" } else { "closed" });
     }
 }
 
@@ -208,8 +220,21 @@ type Spoil = Box<dyn Fn(&mut Value)>;
 #[test]
 fn broken_documents_are_rejected_with_the_path_and_the_reason() {
     let (recv, send) = recv_and_send();
+    let linerate = ok(&["linerate", "--link", "1G", "--size", "1500", "--json"]);
     let d = TempDir::new("schemas-broken");
     let cases: Vec<(&str, &str, Spoil, &str)> = vec![
+        (
+            "linerate",
+            &linerate,
+            Box::new(|v| v["surprise"] = 1.into()),
+            "at /: Additional properties are not allowed ('surprise' was unexpected)",
+        ),
+        (
+            "linerate",
+            &linerate,
+            Box::new(|v| v["rows"][0]["frames_per_s"] = "81274".into()),
+            "at /rows/0/frames_per_s: '81274' is not of type 'number'",
+        ),
         (
             "recv",
             &recv,
@@ -267,6 +292,15 @@ fn broken_documents_are_rejected_with_the_path_and_the_reason() {
         assert!(out.contains(needle), "case {i} ({what}): expected {needle:?} in:\n{out}");
         assert!(out.contains(p.to_str().unwrap()), "the document is named:\n{out}");
     }
+    // What a later version may add stays valid: a field at the top of recv/1 (metrics) and in
+    // a stream's ledger object.
+    let mut v = json(&recv);
+    v["metrics"] = serde_json::json!({"port": 9100});
+    v["streams"][0]["later"] = 1.into();
+    let p = d.0.join("recv-extended.json");
+    std::fs::write(&p, v.to_string()).unwrap();
+    let (code, out) = check_py(&[p.to_str().unwrap()]);
+    assert_eq!(code, Some(0), "fields a later version adds are allowed there:\n{out}");
     // A document of no known kind, or without a kind, is a usage error, never "valid".
     let p = d.0.join("unknown.json");
     std::fs::write(&p, format!(r#"{{"schema": "wirespeed.{}/1"}}"#, "nosuch")).unwrap();
