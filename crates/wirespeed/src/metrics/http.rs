@@ -21,6 +21,12 @@ pub const CONNECTION_DEADLINE: Duration = Duration::from_secs(3);
 /// Largest request head read; longer ones are refused (431).
 const MAX_REQUEST: usize = 16 << 10;
 
+/// How long a connection is drained after its answer, at most.
+const LINGER: Duration = Duration::from_millis(200);
+
+/// Most bytes drained after an answer.
+const MAX_DRAIN: usize = 1 << 20;
+
 /// How often the accept loop looks at its stop flag when no client is waiting.
 const POLL: Duration = Duration::from_millis(25);
 
@@ -143,7 +149,19 @@ fn serve(mut conn: TcpStream, board: &Board) -> bool {
     };
     let _ = conn.write_all(&response);
     let _ = conn.flush();
-    let _ = conn.shutdown(std::net::Shutdown::Both);
+    // A lingering close: the answer is sent, then what the client still sends (the rest of
+    // an over-long request) is read and dropped for a moment, so that closing with unread
+    // data does not reset the connection before the client has read the answer.
+    let _ = conn.shutdown(std::net::Shutdown::Write);
+    let _ = conn.set_read_timeout(Some(LINGER));
+    let until = Instant::now() + LINGER;
+    let mut drained = 0;
+    while drained < MAX_DRAIN && Instant::now() < until {
+        match conn.read(&mut chunk) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => drained += n,
+        }
+    }
     served
 }
 
