@@ -413,6 +413,46 @@ pub struct FormatArgs {
     pub seq_endian: ByteOrder,
 }
 
+/// `--metrics`: serve the run's live counters to Prometheus (recv, record, reflect, tap).
+#[derive(Args, Clone, Default)]
+pub struct MetricsArgs {
+    /// Serve Prometheus metrics at http://ADDR:PORT/metrics while the command runs: each
+    /// stream's received/lost/late/duplicate/invalid counts, socket drops, and for record the
+    /// ring fill, ring-full drops, bytes and files written and write latency (README, "Metrics").
+    /// A bare PORT listens on 127.0.0.1 only; 0.0.0.0:PORT lets other hosts scrape.
+    #[arg(long, value_name = "[ADDR:]PORT", value_parser = wirespeed::metrics::parse_addr)]
+    pub metrics: Option<std::net::SocketAddr>,
+}
+
+/// A running exporter and the board the run shows it its counters on.
+pub struct Exporter {
+    pub server: wirespeed::metrics::Server,
+    pub board: wirespeed::metrics::Board,
+}
+
+impl MetricsArgs {
+    /// Start the exporter when --metrics asks for one, before the run opens anything else: a
+    /// busy port is one line and exit code 2 before any capture starts.
+    pub fn start(&self, command: &str) -> Result<Option<Exporter>, Error> {
+        let Some(addr) = self.metrics else { return Ok(None) };
+        let board = wirespeed::metrics::Board::new(command);
+        let server = wirespeed::metrics::Server::start(addr, board.clone())?;
+        Ok(Some(Exporter { server, board }))
+    }
+}
+
+impl Exporter {
+    /// The start line on stderr (after the command's own "listening on" line).
+    pub fn announce(&self, command: &str) {
+        eprintln!("wirespeed {command}: metrics at {} (Prometheus text format)", self.server.url());
+    }
+}
+
+/// Where an optional exporter served, for the report.
+pub fn serving(e: &Option<Exporter>) -> Option<wirespeed::metrics::Serving> {
+    e.as_ref().map(|e| e.server.serving())
+}
+
 /// How hard the scheduler backs the run (recv, record, send, and a bench's receiver): seed 004's
 /// receiver at nice -20 took twice the rate of one at +20.
 #[derive(Args, Clone, Default)]
@@ -536,6 +576,8 @@ pub struct RecvArgs {
     pub fmt: FormatArgs,
     #[command(flatten)]
     pub prio: PriorityArgs,
+    #[command(flatten)]
+    pub metrics: MetricsArgs,
     /// Print one JSON document (schema wirespeed.recv/1, or record/1 for record) instead of the summary.
     #[arg(long)]
     pub json: bool,

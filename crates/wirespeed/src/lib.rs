@@ -19,6 +19,7 @@ pub mod error;
 pub mod kernel;
 pub mod latency;
 pub mod ledger;
+pub mod metrics;
 pub mod pace;
 pub mod plot;
 pub mod priority;

@@ -536,6 +536,9 @@ pub fn run(
         }
         shareds.push(shared);
     }
+    if let Some(board) = &rcfg.metrics {
+        board.attach_rings(shareds.iter().cloned().zip(capacities.iter().copied()).collect());
+    }
     let live =
         RecordLive { shared: shareds.clone(), capacity, last_written: 0.into(), last_t: sys::monotonic_ns().into() };
     let captured = rx::capture_group(

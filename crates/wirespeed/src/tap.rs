@@ -52,6 +52,8 @@ pub struct TapConfig {
     pub duration: Option<Duration>,
     /// Stop after this many records.
     pub count: Option<u64>,
+    /// Where the tap's live counters are shown to a metrics exporter (`--metrics`).
+    pub metrics: Option<crate::metrics::Board>,
 }
 
 /// The result of a tap.
@@ -221,6 +223,8 @@ pub fn run(
     let (mut records, mut bytes) = (0u64, 0u64);
     let mut ended: Vec<bool> = vec![false; rings.len()];
     let mut write_error = None;
+    let live = cfg.metrics.as_ref().map(|b| b.attach_tap());
+    let mut publish_at = t0;
     let ended_by = 'outer: loop {
         let mut idle = true;
         for (i, r) in rings.iter_mut().enumerate() {
@@ -254,6 +258,10 @@ pub fn run(
             break "recorder ended";
         }
         let now = sys::monotonic_ns();
+        if let Some(l) = live.as_ref().filter(|_| now >= publish_at) {
+            l.publish(records, bytes, &rings);
+            publish_at = now + 50_000_000;
+        }
         if stop.load(Ordering::Relaxed) {
             break "signal";
         }
@@ -300,6 +308,9 @@ pub fn run(
         if matches!(cfg.output, Output::File(_)) || e.kind() != std::io::ErrorKind::BrokenPipe {
             return Err(Error::Runtime(format!("writing the tap's output failed: {e}")));
         }
+    }
+    if let Some(l) = &live {
+        l.publish(records, bytes, &rings);
     }
     let (streams, total) = ledger.finish();
     let mut overrun = Overrun::default();

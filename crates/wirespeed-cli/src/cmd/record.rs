@@ -1,10 +1,11 @@
 //! `wirespeed record`: capture to disk through a RAM ring, with the ledger per file.
 
-use crate::args::{self, recv_config, recv_format, RecvArgs};
+use crate::args::{self, recv_config, recv_format, serving, RecvArgs};
 use crate::out::{guard_verdict, loss_verdict, print_json, WithPriority};
 use clap::Args;
 use std::path::PathBuf;
 use std::time::Duration;
+use wirespeed::metrics::WithMetrics;
 use wirespeed::record::{self, RecordConfig};
 use wirespeed::rx::Listener;
 use wirespeed::spool::writer::Rotation;
@@ -80,7 +81,7 @@ pub struct RecordArgs {
 pub fn cmd_record(a: RecordArgs) -> Result<u8, Error> {
     // Before anything is created: the prefix names files inside -o and nowhere else.
     wirespeed::spool::validate_prefix(&a.prefix).map_err(Error::Usage)?;
-    let rcfg = recv_config(&a.recv)?;
+    let mut rcfg = recv_config(&a.recv)?;
     let fmt = recv_format(&a.recv)?;
     let null_sink = a.sink.is_some();
     let dir = a.out.clone().unwrap_or_else(|| PathBuf::from("."));
@@ -128,6 +129,8 @@ pub fn cmd_record(a: RecordArgs) -> Result<u8, Error> {
             warnings.push(w);
         }
     }
+    let exporter = a.recv.metrics.start("record")?;
+    rcfg.metrics = exporter.as_ref().map(|e| e.board.clone());
     let stop = sys::install_stop_handler();
     let applied = rcfg.priority.apply_process()?;
     let bind = || -> Result<Listener, Error> {
@@ -141,16 +144,23 @@ pub fn cmd_record(a: RecordArgs) -> Result<u8, Error> {
                 cfg.share.as_deref().map(|n| format!(", shared as {n} (wirespeed tap {n})")).unwrap_or_default(),
             );
         }
+        if let Some(e) = &exporter {
+            e.announce("record");
+        }
         Ok(listener)
     };
     let progress = |line: &str| eprintln!("{line}");
     let report = record::run(&rcfg, &cfg, &bind, fmt.clone(), stop, a.recv.interval, &progress, warnings)?;
     if a.recv.json {
-        print_json(&WithPriority { report: &report, priority: &applied })?;
+        let metrics = serving(&exporter);
+        print_json(&WithMetrics { report: &WithPriority { report: &report, priority: &applied }, metrics })?;
     } else {
         print!("{}", report.human(a.recv.gaps));
         if !rcfg.priority.is_default() {
             println!("  {}", applied.line("capture thread(s)"));
+        }
+        if let Some(s) = serving(&exporter) {
+            println!("  {}", s.line());
         }
     }
     if let Some(e) = report.writer.as_ref().and_then(|w| w.error.clone()) {

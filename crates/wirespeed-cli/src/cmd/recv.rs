@@ -1,13 +1,16 @@
 //! `wirespeed recv`: receive and account for every datagram, beside the kernel's counters.
 
-use crate::args::{recv_config, recv_format, RecvArgs};
+use crate::args::{recv_config, recv_format, serving, RecvArgs};
 use crate::out::{guard_verdict, loss_verdict, print_json, WithPriority};
+use wirespeed::metrics::WithMetrics;
 use wirespeed::rx::{self, Listener};
 use wirespeed::{sys, Error};
 
 pub fn cmd_recv(a: RecvArgs) -> Result<u8, Error> {
-    let cfg = recv_config(&a)?;
+    let mut cfg = recv_config(&a)?;
     let fmt = recv_format(&a)?;
+    let exporter = a.metrics.start("recv")?;
+    cfg.metrics = exporter.as_ref().map(|e| e.board.clone());
     // Refused before anything is opened; then applied once for the process (the capture
     // threads take their SCHED_FIFO themselves).
     cfg.priority.check(cfg.busy_poll, 0)?;
@@ -18,6 +21,9 @@ pub fn cmd_recv(a: RecvArgs) -> Result<u8, Error> {
     if let Some(addr) = listener.local_addr() {
         eprintln!("wirespeed recv: listening on {addr} ({}); Ctrl-C stops and prints the ledger", fmt.name());
     }
+    if let Some(e) = &exporter {
+        e.announce("recv");
+    }
     let as_json = a.interval_json;
     let progress = |p: &rx::Progress| {
         let j = if as_json { serde_json::to_string(p).ok() } else { None };
@@ -25,11 +31,15 @@ pub fn cmd_recv(a: RecvArgs) -> Result<u8, Error> {
     };
     let report = rx::capture(&cfg, listener, fmt.as_ref(), stop, a.interval, &progress)?;
     if a.json {
-        print_json(&WithPriority { report: &report, priority: &applied })?;
+        let metrics = serving(&exporter);
+        print_json(&WithMetrics { report: &WithPriority { report: &report, priority: &applied }, metrics })?;
     } else {
         print!("{}", report.human(a.gaps));
         if !cfg.priority.is_default() {
             println!("  {}", applied.line("capture thread(s)"));
+        }
+        if let Some(s) = serving(&exporter) {
+            println!("  {}", s.line());
         }
     }
     Ok(guard_verdict(loss_verdict(&report, a.expect_zero_loss)))

@@ -6,6 +6,7 @@ use clap::Args;
 use std::time::Duration;
 use wirespeed::error::parse_listen;
 use wirespeed::latency::reflect::{Cidr, ReflectConfig, Reflector};
+use wirespeed::metrics::WithMetrics;
 use wirespeed::units::{self};
 use wirespeed::{sys, Error};
 
@@ -45,6 +46,8 @@ pub struct ReflectArgs {
     /// Default: 100 ms at the cap, at least 64.
     #[arg(long, value_name = "N", value_parser = args::client_burst)]
     client_burst: Option<u64>,
+    #[command(flatten)]
+    metrics: args::MetricsArgs,
     /// Print one JSON document (schema wirespeed.reflect/1) instead of the summary.
     #[arg(long)]
     json: bool,
@@ -62,18 +65,27 @@ pub fn cmd_reflect(a: ReflectArgs) -> Result<u8, Error> {
     cfg.allow_low_ports = a.allow_low_ports;
     cfg.max_pps_per_client = a.max_pps_per_client;
     cfg.client_burst = a.client_burst;
+    cfg.validate()?;
+    let exporter = a.metrics.start("reflect")?;
+    cfg.metrics = exporter.as_ref().map(|e| e.board.clone());
     let r = Reflector::bind(&cfg)?;
     let addr = r.local_addr().map(|a| a.to_string()).unwrap_or_else(|| listen.to_string());
     eprintln!(
         "wirespeed reflect: listening on {addr} (every wirespeed probe goes back to its sender; {}); Ctrl-C stops",
         policy_text(&cfg)
     );
+    if let Some(e) = &exporter {
+        e.announce("reflect");
+    }
     let stop = sys::install_stop_handler();
     let rep = r.run(&cfg, stop, None)?;
     if a.json {
-        print_json(&rep)?;
+        print_json(&WithMetrics { report: &rep, metrics: args::serving(&exporter) })?;
     } else {
         print!("{}", rep.human());
+        if let Some(s) = args::serving(&exporter) {
+            println!("  {}", s.line());
+        }
     }
     Ok(0)
 }

@@ -5,6 +5,7 @@ use crate::out::print_json;
 use clap::Args;
 use std::path::PathBuf;
 use std::time::Duration;
+use wirespeed::metrics::WithMetrics;
 use wirespeed::spool::share::Start;
 use wirespeed::tap::{self, Output, TapConfig};
 use wirespeed::units;
@@ -58,6 +59,8 @@ pub struct TapArgs {
     /// With --interval: each progress line as one JSON object.
     #[arg(long, requires = "interval")]
     pub interval_json: bool,
+    #[command(flatten)]
+    pub metrics: args::MetricsArgs,
     /// Print one JSON document (schema wirespeed.tap/1) instead of the summary.
     #[arg(long)]
     pub json: bool,
@@ -84,7 +87,10 @@ pub fn cmd_tap(a: TapArgs) -> Result<u8, Error> {
         format,
         duration: a.duration,
         count: a.count,
+        metrics: None,
     };
+    let exporter = a.metrics.start("tap")?;
+    let cfg = TapConfig { metrics: exporter.as_ref().map(|e| e.board.clone()), ..cfg };
     let stop = sys::install_stop_handler();
     let as_json = a.interval_json;
     let progress = |p: &tap::TapProgress| {
@@ -99,14 +105,24 @@ pub fn cmd_tap(a: TapArgs) -> Result<u8, Error> {
             d.rings.len(),
             d.format
         );
+        if let Some(e) = &exporter {
+            e.announce("tap");
+        }
     };
     let report = tap::run(&cfg, stop, a.interval, &progress, &attached)?;
+    let metrics = args::serving(&exporter);
     if a.json {
-        print_json(&report)?;
+        print_json(&WithMetrics { report: &report, metrics })?;
     } else if matches!(cfg.output, Output::Stdout) {
         eprint!("{}", report.human());
+        if let Some(s) = metrics {
+            eprintln!("  {}", s.line());
+        }
     } else {
         print!("{}", report.human());
+        if let Some(s) = metrics {
+            println!("  {}", s.line());
+        }
     }
     Ok(0)
 }

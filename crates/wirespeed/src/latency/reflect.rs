@@ -132,6 +132,8 @@ pub struct ReflectConfig {
     /// Probes a source may send back to back above its cap: the token bucket's size (None:
     /// 100 ms at the cap, at least 64, so a ping catching up on its schedule is not cut).
     pub client_burst: Option<u64>,
+    /// Where the reflector's live counters are shown to a metrics exporter (`--metrics`).
+    pub metrics: Option<crate::metrics::Board>,
 }
 
 impl ReflectConfig {
@@ -150,6 +152,7 @@ impl ReflectConfig {
             allow_low_ports: false,
             max_pps_per_client: DEFAULT_MAX_PPS_PER_CLIENT,
             client_burst: None,
+            metrics: None,
         }
     }
 
@@ -515,6 +518,7 @@ impl Reflector {
         let cpu0 = sys::thread_cpu_ns();
         let end = cfg.duration.map(|d| t0 + d.as_nanos() as u64);
         let limit = cfg.count.unwrap_or(u64::MAX);
+        let live = cfg.metrics.as_ref().map(|b| b.attach_reflect());
         while !stop.load(Ordering::Relaxed) && reflected < limit {
             if end.is_some_and(|e| sys::monotonic_ns() >= e) {
                 break;
@@ -596,6 +600,9 @@ impl Reflector {
             }
             if let Some(p) = progress {
                 p.store(reflected, Ordering::Relaxed);
+            }
+            if let Some(l) = &live {
+                l.publish(received, reflected, bytes, errors, &refused);
             }
         }
         let seconds = (sys::monotonic_ns() - t0) as f64 / 1e9;

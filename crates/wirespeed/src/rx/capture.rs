@@ -389,9 +389,17 @@ impl<'a, S: Sink> Capture<'a, S> {
 
     fn publish(&self, live: &Live, socket_drops: Option<u64>) {
         let mut c = LedgerCounts::default();
-        for s in &self.slots[..self.active] {
-            c.merge(&s.ledger.counts());
+        let cells = &live.streams;
+        for (i, s) in self.slots[..self.active].iter().enumerate() {
+            let counts = s.ledger.counts();
+            c.merge(&counts);
+            // Per-stream cells only when a metrics exporter asked for them (else empty).
+            if let Some(cell) = cells.get(i) {
+                cell.publish(s.src, s.stream, &counts, s.bytes);
+            }
         }
+        live.streams_published.store(self.active.min(cells.len()), Ordering::Release);
+        live.streams_tracked.store(self.active as u64, Ordering::Relaxed);
         live.datagrams.store(self.datagrams, Ordering::Relaxed);
         live.bytes.store(self.bytes, Ordering::Relaxed);
         live.lost.store(c.lost, Ordering::Relaxed);

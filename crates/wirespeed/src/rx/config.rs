@@ -66,6 +66,9 @@ pub struct RecvConfig {
     /// it starts; the nice value and memory locking are the caller's, once for the process
     /// ([`Priority::apply_process`](crate::priority::Priority::apply_process)).
     pub priority: crate::priority::Priority,
+    /// Where the run's live counters are shown to a metrics exporter (`--metrics`), if anywhere:
+    /// the capture then also publishes each stream's counters (between receive calls).
+    pub metrics: Option<crate::metrics::Board>,
 }
 
 impl RecvConfig {
@@ -91,6 +94,7 @@ impl RecvConfig {
             coalesce: DEFAULT_COALESCE,
             show_gaps: 8,
             priority: crate::priority::Priority::default(),
+            metrics: None,
         }
     }
 }

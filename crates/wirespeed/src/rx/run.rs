@@ -326,7 +326,12 @@ pub fn capture_group<S: Sink>(
     let multicast = cfg.listen.ip().is_multicast() && n > 1;
     let mut ledger_cfg = cfg.ledger.clone();
     ledger_cfg.seq_bits = ledger_cfg.seq_bits.min(fmt.seq_bits());
-    let lives: Vec<Live> = (0..n).map(|_| Live::default()).collect();
+    // With a metrics exporter, room for each stream's own counters, and the exporter shown them.
+    let cells = if cfg.metrics.is_some() { cfg.max_streams } else { 0 };
+    let lives: std::sync::Arc<[Live]> = (0..n).map(|_| Live::with_streams(cells)).collect();
+    if let Some(board) = &cfg.metrics {
+        board.attach_capture(lives.clone());
+    }
     let others: Vec<AtomicU64> = (0..n).map(|_| AtomicU64::new(0)).collect();
     let once_group = OnceGroup::new(n);
     let done = AtomicBool::new(false);

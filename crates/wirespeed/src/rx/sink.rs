@@ -6,8 +6,8 @@ use crate::sys::Lease;
 use crate::units;
 use crate::wire::{Invalid, PacketInfo};
 use serde::Serialize;
-use std::net::SocketAddr;
-use std::sync::atomic::AtomicU64;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 /// Where captured datagrams go besides the ledger: nowhere for `recv`, a recording ring for
 /// `record`. The capture loop is generic over it, so `recv` pays nothing for recording.
@@ -112,6 +112,85 @@ pub struct Live {
     pub socket_drops: AtomicU64,
     /// Datagrams dropped because the recording ring was full, so far.
     pub ring_full: AtomicU64,
+    /// Streams tracked so far (how many `streams` cells hold one).
+    pub streams_tracked: AtomicU64,
+    /// Per-stream counters, one cell per ledger slot, for a metrics exporter: empty unless the
+    /// run was given room for them ([`Live::with_streams`]); the capture thread fills them in
+    /// with its 50 ms publish, never per datagram.
+    pub streams: Box<[StreamLive]>,
+    /// How many cells of `streams` hold a stream (stored with Release after their source).
+    pub streams_published: AtomicUsize,
+}
+
+impl Live {
+    /// Live counters with room for `n` streams' own counters (0: totals only, as a run without
+    /// a metrics exporter has).
+    pub fn with_streams(n: usize) -> Live {
+        Live { streams: (0..n).map(|_| StreamLive::default()).collect(), ..Live::default() }
+    }
+
+    /// The cells that hold a stream, as published so far.
+    pub fn published_streams(&self) -> &[StreamLive] {
+        let n = self.streams_published.load(Ordering::Acquire).min(self.streams.len());
+        &self.streams[..n]
+    }
+}
+
+/// One stream's live counters (relaxed atomics): what its ledger says so far, published by the
+/// capture thread between receive calls for readers on other threads (the metrics exporter).
+#[derive(Debug, Default)]
+pub struct StreamLive {
+    /// The source address as 128 bits (IPv4 mapped into IPv6).
+    ip: [AtomicU64; 2],
+    /// `family << 48 | port << 32 | format stream id`; family 0: no source address, 4 or 6.
+    meta: AtomicU64,
+    /// Unique sequence numbers received (late ones included), as the ledger counts them.
+    pub received: AtomicU64,
+    /// Payload bytes of the stream's datagrams that reached its ledger.
+    pub bytes: AtomicU64,
+    /// Settled loss so far.
+    pub lost: AtomicU64,
+    /// Late (reordered) so far.
+    pub late: AtomicU64,
+    /// Duplicates so far.
+    pub duplicate: AtomicU64,
+    /// Invalid so far.
+    pub invalid: AtomicU64,
+}
+
+impl StreamLive {
+    /// Publish the stream's source and counts (the capture thread, between receive calls).
+    pub(crate) fn publish(&self, src: Option<SocketAddr>, stream: u32, c: &crate::ledger::LedgerCounts, bytes: u64) {
+        let (bits, family, port) = match src {
+            Some(SocketAddr::V4(a)) => (u128::from(a.ip().to_ipv6_mapped()), 4u64, a.port()),
+            Some(SocketAddr::V6(a)) => (u128::from(*a.ip()), 6, a.port()),
+            None => (0, 0, 0),
+        };
+        self.ip[0].store((bits >> 64) as u64, Ordering::Relaxed);
+        self.ip[1].store(bits as u64, Ordering::Relaxed);
+        self.meta.store(family << 48 | u64::from(port) << 32 | u64::from(stream), Ordering::Relaxed);
+        self.received.store(c.received, Ordering::Relaxed);
+        self.bytes.store(bytes, Ordering::Relaxed);
+        self.lost.store(c.lost, Ordering::Relaxed);
+        self.late.store(c.late, Ordering::Relaxed);
+        self.duplicate.store(c.duplicate, Ordering::Relaxed);
+        self.invalid.store(c.invalid, Ordering::Relaxed);
+    }
+
+    /// The stream's source address and port (None: the backend gives none) and its format
+    /// stream id.
+    pub fn source(&self) -> (Option<SocketAddr>, u32) {
+        let bits =
+            u128::from(self.ip[0].load(Ordering::Relaxed)) << 64 | u128::from(self.ip[1].load(Ordering::Relaxed));
+        let meta = self.meta.load(Ordering::Relaxed);
+        let port = (meta >> 32) as u16;
+        let ip = match meta >> 48 {
+            4 => Some(IpAddr::V4(Ipv6Addr::from(bits).to_ipv4_mapped().unwrap_or(Ipv4Addr::UNSPECIFIED))),
+            6 => Some(IpAddr::V6(Ipv6Addr::from(bits))),
+            _ => None,
+        };
+        (ip.map(|ip| SocketAddr::new(ip, port)), meta as u32)
+    }
 }
 
 /// A progress sample for `--interval` lines.

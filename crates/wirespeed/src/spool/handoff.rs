@@ -60,6 +60,8 @@ pub struct Shared {
     pub high_water: AtomicU64,
     /// Files completed so far.
     pub files_done: AtomicU64,
+    /// Every disk write's latency and the stalls among them, for a metrics exporter.
+    pub write_stats: crate::metrics::WriteStats,
 }
 
 impl Default for Shared {
@@ -76,6 +78,7 @@ impl Default for Shared {
             ring_fill: AtomicU64::new(0),
             high_water: AtomicU64::new(0),
             files_done: AtomicU64::new(0),
+            write_stats: crate::metrics::WriteStats::default(),
         }
     }
 }

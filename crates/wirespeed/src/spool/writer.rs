@@ -396,6 +396,7 @@ impl Writer {
                 if dt > STALL_NS {
                     f.stalls += 1;
                 }
+                self.shared.write_stats.observe(dt, dt > STALL_NS);
                 f.max_write_ns = f.max_write_ns.max(dt);
                 f.walker.feed(self.ring.slice(at, len), &mut f.ledger);
                 f.written += len as u64;
