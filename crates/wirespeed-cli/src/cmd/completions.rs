@@ -46,12 +46,13 @@ enum Shell {
 }
 
 /// Print the script for `a.shell`, completing `cmd` (the whole `wirespeed` command).
-pub fn cmd_completions(a: CompletionsArgs, mut cmd: clap::Command) -> Result<u8, Error> {
+pub fn cmd_completions(a: CompletionsArgs, cmd: clap::Command) -> Result<u8, Error> {
     let shell = match a.shell {
         Shell::Bash => clap_complete::Shell::Bash,
         Shell::Zsh => clap_complete::Shell::Zsh,
         Shell::Fish => clap_complete::Shell::Fish,
     };
+    let mut cmd = visible(&cmd);
     let name = cmd.get_name().to_string();
     let mut script = Vec::new();
     clap_complete::generate(shell, &mut cmd, name, &mut script);
@@ -59,4 +60,21 @@ pub fn cmd_completions(a: CompletionsArgs, mut cmd: clap::Command) -> Result<u8,
         .map_err(|_| Error::Runtime("the completion script is not UTF-8 (a bug: please report it)".into()))?;
     print!("{script}");
     Ok(0)
+}
+
+/// `cmd` without what its help hides (internal helper commands such as `bench bare-recv`, test
+/// options such as `bench soak --skip-every`): clap_complete would offer them all, while `--help`
+/// and the manual pages leave them out. Rebuilt, since clap cannot remove a subcommand.
+fn visible(cmd: &clap::Command) -> clap::Command {
+    let mut c = clap::Command::new(cmd.get_name().to_string())
+        .args(cmd.get_arguments().filter(|a| !a.is_hide_set()).cloned())
+        .groups(cmd.get_groups().cloned())
+        .subcommands(cmd.get_subcommands().filter(|s| !s.is_hide_set()).map(visible));
+    if let Some(about) = cmd.get_about() {
+        c = c.about(about.clone());
+    }
+    if let Some(version) = cmd.get_version() {
+        c = c.version(version.to_string());
+    }
+    c
 }
