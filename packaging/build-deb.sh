@@ -42,6 +42,16 @@ for f in schemas/*.json; do
     install -D -m 644 "$f" "$stage/usr/share/wirespeed/schemas/$(basename "$f")"
     schemas=$((schemas + 1))
 done
+# Debian's changelog.Debian.gz: one entry for this build, its version and date those of the
+# binary and of the commit it was built from (so the same commit packs the same bytes).
+version=$("$bin" --version | awk '{print $2}')
+maintainer=$(sed -n 's/^maintainer = "\(.*\)"$/\1/p' crates/wirespeed-cli/Cargo.toml)
+commit=$(git describe --always --dirty 2>/dev/null || echo "an unknown commit")
+date=$(git log -1 --format=%aD 2>/dev/null || date -R)
+doc="$stage/usr/share/doc/wirespeed"
+install -d "$doc"
+printf 'wirespeed (%s-1) unstable; urgency=medium\n\n  * Packed by packaging/build-deb.sh from commit %s.\n\n -- %s  %s\n' \
+    "$version" "$commit" "$maintainer" "$date" | gzip -9n >"$doc/changelog.Debian.gz"
 echo "build-deb.sh: $(ls "$man1" | wc -l) manual pages, 3 completion scripts, $schemas JSON Schemas staged" >&2
 
 out="${CARGO_TARGET_DIR:-target}/debian"
