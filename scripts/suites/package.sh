@@ -4,7 +4,7 @@
 #   contents   dpkg-deb -c lists every path the package promises (binary, one man page per
 #              command, three completions, the schemas of schemas/, example, unit, sysusers)
 #   install    dpkg --root installs it into an empty directory (maintainer scripts run inside
-#              it: DPKG_ROOT), postinst creates user wirespeed there, purge removes every file
+#              it: DPKG_ROOT), postinst creates user wirespeed there
 #   run        the installed binary: --version, completions identical to the installed files
 #   unit       systemd-analyze verify of the installed unit, its ExecStart pointing into the
 #              root, the man pages it names found there
@@ -14,6 +14,8 @@
 #              privileges, LimitMEMLOCK) in a private network namespace, fed by wirespeed send
 #              over 127.0.0.1, stopped by SIGTERM: exit 0, every file finished, verify passes,
 #              and no system call of the groups the unit forbids was made
+#   purge      dpkg --purge removes every file it installed; this host's users and dpkg
+#              database are as they were
 #   lintian    when installed: its findings are shown, not counted
 # Ends with a line like cargo's; exit code 1 when a test failed.
 set -uo pipefail
@@ -120,7 +122,8 @@ mkdir -p "$root/etc" "$root/var/lib/dpkg/info" "$root/var/lib/dpkg/updates" "$ro
 : >"$root/var/lib/dpkg/status"
 # --force-depends: the empty root has no libc6; --force-script-chrootless: the scripts run here
 # with DPKG_ROOT=$root, and act inside it.
-dpkg_root=(dpkg --root="$root" --force-script-chrootless --log=/dev/null)
+# --path-include: a host whose dpkg leaves out documentation (slim images) still installs all here.
+dpkg_root=(dpkg --root="$root" --force-script-chrootless --log=/dev/null --path-include='/*')
 if "${dpkg_root[@]}" --force-depends -i "$deb" >"$work/install.log" 2>&1 &&
     [ "$(dpkg-query --root="$root" -W -f='${Status}' wirespeed)" = "install ok installed" ] &&
     grep -q '^wirespeed:x:[0-9]*:[0-9]*:wirespeed recorder:/var/lib/wirespeed:/usr/sbin/nologin$' "$root/etc/passwd" &&
