@@ -144,6 +144,12 @@ enum Cmd {
     /// Read a live recording that `record --share NAME` publishes: check, save or pipe its records.
     #[command(long_about = tap::TAP_HELP)]
     Tap(tap::TapArgs),
+    /// Print the shell completion script for bash, zsh or fish (and how to install it).
+    #[command(long_about = completions::COMPLETIONS_HELP)]
+    Completions(completions::CompletionsArgs),
+    /// Manual pages generated from these definitions: print one, or write them all (--out DIR).
+    #[command(long_about = man::MAN_HELP)]
+    Man(man::ManArgs),
 }
 
 /// A command line clap refused, said in one line (what is wrong, with clap's tip folded in),
@@ -194,6 +200,8 @@ fn main() -> ExitCode {
         Cmd::Partition(a) => partition::cmd_partition(a),
         Cmd::Tap(a) => tap::cmd_tap(a),
         Cmd::Doctor(a) => doctor::cmd_doctor(a),
+        Cmd::Completions(a) => completions::cmd_completions(a, Cli::command()),
+        Cmd::Man(a) => man::cmd_man(a, Cli::command()),
     };
     match r {
         Ok(code) => ExitCode::from(code),

@@ -3,11 +3,13 @@
 //! `crate::args` and `crate::out`, never in another command's file.
 
 pub mod bench;
+pub mod completions;
 pub mod demo;
 pub mod disk_test;
 pub mod doctor;
 pub mod formats;
 pub mod linerate;
+pub mod man;
 pub mod partition;
 pub mod ping;
 pub mod record;
