@@ -31,6 +31,7 @@ pub const PRIORITY_HELP: &str = "How much the receiver's scheduling priority is 
     measured is still reported, and partitions are removed), 2 bad usage.";
 
 #[derive(Args)]
+#[group(id = "BenchPriorityArgs")]
 pub struct PriorityArgs {
     /// UDP payload bytes per datagram (a multiple of 8; 8800 suits a 9000-byte MTU).
     #[arg(long, default_value = "8800", value_name = "BYTES", value_parser = args::counter_size)]
