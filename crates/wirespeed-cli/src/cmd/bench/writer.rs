@@ -58,16 +58,16 @@ pub fn cmd_writer(a: WriterArgs) -> Result<u8, Error> {
         return Err(usage(format!("--dir {}: not a directory: give one on the disk to measure", a.dir.display())));
     }
     let json = a.output.json;
-    let rows = bench::writer::run(&a.dir, a.size as usize, &a.engines.0, a.repeat, &mut |l| say_line(json, l))?;
+    let doc = bench::writer::run(&a.dir, a.size as usize, &a.engines.0, a.repeat, &mut |l| say_line(json, l))?;
     if json {
-        return print_json(&rows).map(|_| 0);
+        return print_json(&doc).map(|_| 0);
     }
     println!("writer alone, {} per run into {} (medians of {} runs)", units::bytes(a.size), a.dir.display(), a.repeat);
     println!(
         "{:>9} {:>5} {:>8} {:>9} {:>9} {:>9} {:>7}",
         "engine", "depth", "GB/s", "p50 ms", "p99 ms", "CPU s/GB", "O_DIRECT"
     );
-    for r in &rows {
+    for r in &doc.rows {
         println!(
             "{:>9} {:>5} {:>8.2} {:>9.2} {:>9.2} {:>9.3} {:>7}",
             r.engine,
