@@ -17,10 +17,21 @@ pub(crate) fn write_out(to_stderr: bool, text: std::fmt::Arguments) {
     let _ = if to_stderr { std::io::stderr().lock().write_fmt(text) } else { std::io::stdout().lock().write_fmt(text) };
 }
 
+/// Print a document as pretty JSON on stdout ([`to_json`]: it must carry its id first).
 pub fn print_json<T: serde::Serialize>(v: &T) -> Result<(), Error> {
-    let s = serde_json::to_string_pretty(v).map_err(|e| Error::Runtime(format!("cannot encode JSON: {e}")))?;
+    let s = to_json(v)?;
     println!("{s}");
     Ok(())
+}
+
+/// Whether `text` (a JSON document) begins with its id, `{"schema": "wirespeed.NAME/N"`, as
+/// every document wirespeed writes must (schemas/README.md); the id found.
+pub fn leading_id(text: &str) -> Option<&str> {
+    let rest = text.trim_start().strip_prefix('{')?.trim_start().strip_prefix("\"schema\"")?;
+    let rest = rest.trim_start().strip_prefix(':')?.trim_start().strip_prefix('"')?;
+    let id = &rest[..rest.find('"')?];
+    let (name, n) = id.strip_prefix("wirespeed.")?.rsplit_once('/')?;
+    (!name.is_empty() && !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit())).then_some(id)
 }
 
 /// A command's report with the `priority` object beside its own fields (what `--priority`,
@@ -60,9 +71,17 @@ pub fn say_line(json: bool, line: &str) {
     say(json, &format!("{line}\n"));
 }
 
-/// A document as pretty JSON text, for the report files beside the terminal output.
+/// A document as pretty JSON text, for stdout and the report files beside the terminal output.
+/// A document without its `"schema"` id as the first field is refused (a bug, caught by every
+/// test that runs the command), so no command prints JSON that names no contract.
 pub fn to_json<T: serde::Serialize>(v: &T) -> Result<String, Error> {
-    serde_json::to_string_pretty(v).map_err(|e| Error::Runtime(format!("cannot encode JSON: {e}")))
+    let s = serde_json::to_string_pretty(v).map_err(|e| Error::Runtime(format!("cannot encode JSON: {e}")))?;
+    if leading_id(&s).is_none() {
+        return Err(Error::Runtime(
+            "internal error: this JSON document does not begin with its \"schema\" id; please report it".into(),
+        ));
+    }
+    Ok(s)
 }
 
 /// The exit code a capture's report earns: 3 when zero loss was expected and is not shown.

@@ -9,10 +9,17 @@ fn every_engine_writes_the_whole_ring_and_removes_its_files() {
     let dir = std::env::temp_dir().join(format!("ws-bench-writer-test-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let d = dir.display().to_string();
-    let o = run(&["bench", "writer", "--dir", &d, "--size", "16M", "--repeat", "2", "--json"]);
+    let out = TempDir::new("bench-writer-out");
+    let o = run(&["bench", "writer", "--dir", &d, "--size", "16M", "--repeat", "2", "--json", "-o", out.path()]);
     assert!(o.status.success(), "{}", stderr_of(&o));
-    let rows = json(&stdout_of(&o));
-    let rows = rows.as_array().expect("rows");
+    let doc = json(&stdout_of(&o));
+    assert_eq!(doc["schema"], "wirespeed.bench.writer/1", "{doc}");
+    assert_eq!((doc["bytes"].as_u64(), doc["repeat"].as_u64()), (Some(16 << 20), Some(2)), "{doc}");
+    // -o DIR: the same document as writer.json, and the table as writer.txt.
+    assert_eq!(json(&std::fs::read_to_string(out.0.join("writer.json")).unwrap()), doc);
+    let txt = std::fs::read_to_string(out.0.join("writer.txt")).unwrap();
+    assert!(txt.contains("writer alone, 16.0 MiB per run") && txt.contains("io_uring"), "{txt}");
+    let rows = doc["rows"].as_array().expect("rows");
     let names: Vec<String> = rows.iter().map(|r| format!("{}:{}", r["engine"].as_str().unwrap(), r["depth"])).collect();
     assert_eq!(names, ["threads:1", "threads:4", "io_uring:4"]);
     let bytes = rows[0]["bytes"].as_u64().unwrap();

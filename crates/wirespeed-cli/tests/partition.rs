@@ -55,8 +55,9 @@ fn plan_lists_valid_layouts_without_privilege() {
     let out = stdout(&o);
     assert!(out.contains("partitions") && out.contains("wirespeed partition create -p 1 -c"), "{out}");
     let o = run(&["partition", "plan", "--json"]);
-    let rows = json(&stdout(&o));
-    assert_eq!(rows[0]["partitions"], 1);
+    let doc = json(&stdout(&o));
+    assert_eq!(doc["schema"], "wirespeed.partition-plan/1", "{doc}");
+    assert_eq!(doc["rows"][0]["partitions"], 1, "{doc}");
 }
 
 /// Run `args` as an unprivileged user (nobody) when we are root; as ourselves otherwise.
@@ -139,7 +140,7 @@ fn create_is_idempotent_routes_direct_and_init_leaves_nothing() {
     assert!(out.contains("partition: 1 = cpus: 0  address: 198.19.0.1"), "{out}");
     assert_eq!(out.lines().count(), 2, "{out}");
     let st = json(&parts.ok(&["status", "--json"]));
-    assert_eq!(st["schema"], "wirespeed.partition/1");
+    assert_eq!(st["schema"], "wirespeed.partition-status/1");
     assert_eq!(st["partitions"][1]["links"]["1"], "198.18.0.2");
     assert_eq!(st["mem"], 64 << 20);
     let limit = format!("/sys/fs/cgroup/memory/wirespeed-{}-1/memory.limit_in_bytes", parts.prefix);

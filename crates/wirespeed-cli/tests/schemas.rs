@@ -48,6 +48,9 @@ impl Docs {
     /// Keep `doc` (from `label`: the command or file it came from), which must be `id`.
     fn add(&mut self, label: &str, id: &str, doc: &Value) {
         assert_eq!(doc["schema"], id, "{label}: the document's kind:\n{doc}");
+        // Its id first, as written (serde_json keeps the order: preserve_order).
+        let first = doc.as_object().and_then(|o| o.keys().next()).map(String::as_str);
+        assert_eq!(first, Some("schema"), "{label}: the id is the first field:\n{doc}");
         let name: String =
             label.chars().map(|c| if c.is_ascii_alphanumeric() || c == '.' || c == '-' { c } else { '_' }).collect();
         let p = self.dir.0.join(format!("{:02}-{name}.json", self.files.len()));
@@ -58,6 +61,18 @@ impl Docs {
     /// A command's stdout, one JSON document.
     fn add_text(&mut self, label: &str, id: &str, text: &str) {
         self.add(label, id, &json(text));
+    }
+
+    /// The `--interval-json` lines in a command's stderr (every line that begins with `{`):
+    /// each one a document of its own, at least `min` of them; how many there were.
+    fn add_lines(&mut self, label: &str, id: &str, stderr: &str, min: usize) -> usize {
+        let lines: Vec<&str> = stderr.lines().filter(|l| l.starts_with('{')).collect();
+        assert!(lines.len() >= min, "{label}: at least {min} JSON lines in:\n{stderr}");
+        for (i, l) in lines.iter().enumerate() {
+            assert!(!l.contains('\n') && l.ends_with('}'), "{label}: one document per line: {l}");
+            self.add(&format!("{label} line {i}"), id, &json(l));
+        }
+        lines.len()
     }
 
     /// A file the command wrote.
@@ -166,6 +181,100 @@ fn every_id_the_source_writes_has_a_schema_and_every_schema_is_for_one() {
     }
 }
 
+/// Every place outside the tests where the source turns a value into JSON text
+/// (`serde_json::to_string`, `to_string_pretty`, `to_vec`, `to_vec_pretty`, `to_writer`,
+/// `to_value`), per file, and what it writes. The CLI's `out::to_json` (under `print_json` and
+/// `finish_bench`) refuses at run time a document whose first field is not its id, so every
+/// command these tests run proves its documents carry one; a new site elsewhere fails this test
+/// until it is listed here with its id (and a schema), or in schemas/README.md as internal.
+/// Not caught: JSON text made by formatting (`format!`) or by `Value::to_string` of a `json!`.
+const JSON_WRITERS: &[(&str, usize, &str)] = &[
+    ("wirespeed-cli/src/out.rs", 1, "to_json: checks the leading id of everything printed or filed"),
+    ("wirespeed-cli/src/cmd/recv.rs", 1, "wirespeed.recv.interval/1 (rx::Progress carries it)"),
+    ("wirespeed-cli/src/cmd/tap.rs", 1, "wirespeed.tap.interval/1 (TapProgress carries it)"),
+    ("wirespeed-cli/src/cmd/bench/bare_recv.rs", 1, "internal: the hidden bench bare-recv's line"),
+    ("wirespeed/src/bench/doctor.rs", 1, "not a document: to_value of an enum, for its name"),
+    ("wirespeed/src/demo.rs", 2, "wirespeed.demo/1"),
+    ("wirespeed/src/record.rs", 1, "wirespeed.record.interval/1"),
+    ("wirespeed/src/latency/sweep.rs", 1, "wirespeed.latency/1 (ping -o DIR)"),
+    ("wirespeed/src/bench/sweep.rs", 1, "wirespeed.bench.sweep/1 (results.json)"),
+    ("wirespeed/src/spool/share.rs", 1, "wirespeed.share/1"),
+    ("wirespeed/src/spool/writer.rs", 3, "wirespeed.recording/2 (sidecars, provisional ones too)"),
+    ("wirespeed/src/testbed/state.rs", 1, "wirespeed.partition/1 (the state file)"),
+    ("wirespeed/src/testbed/daemon.rs", 1, "wirespeed.partition-view/1"),
+    ("wirespeed/src/testbed/devices.rs", 1, "internal: /run/wirespeed/hw.made"),
+];
+
+/// `(file under crates/, count)` of the JSON-writing calls in non-test source: files named
+/// tests.rs and everything after a file's first `#[cfg(test)]` are tests.
+fn json_writers_in_source() -> Vec<(String, usize)> {
+    fn walk(root: &Path, p: &Path, out: &mut Vec<(String, usize)>) {
+        if p.is_dir() {
+            let mut es: Vec<_> = std::fs::read_dir(p).unwrap().flatten().map(|e| e.path()).collect();
+            es.sort();
+            for e in es {
+                walk(root, &e, out);
+            }
+            return;
+        }
+        if p.extension() != Some("rs".as_ref()) || p.file_name().is_some_and(|n| n == "tests.rs") {
+            return;
+        }
+        let text = std::fs::read_to_string(p).unwrap();
+        let code = text.split("#[cfg(test)]").next().unwrap_or("");
+        let writers = [
+            "to_string(",
+            "to_string_pretty(",
+            "to_vec(",
+            "to_vec_pretty(",
+            "to_writer(",
+            "to_writer_pretty(",
+            "to_value(",
+        ];
+        let calls = writers.iter().map(|f| code.matches(&format!("serde_json::{f}")).count()).sum::<usize>();
+        assert!(
+            !code.contains("use serde_json::to_") && !code.contains("use serde_json::{"),
+            "{}: call serde_json's writers by their full path, so this test sees them",
+            p.display()
+        );
+        if calls > 0 {
+            out.push((p.strip_prefix(root).unwrap().display().to_string(), calls));
+        }
+    }
+    let root = repo().join("crates");
+    let mut out = Vec::new();
+    for c in ["wirespeed/src", "wirespeed-cli/src"] {
+        walk(&root, &root.join(c), &mut out);
+    }
+    out
+}
+
+#[test]
+fn every_place_that_writes_json_is_known_and_names_its_id() {
+    let found = json_writers_in_source();
+    let mut want: Vec<(String, usize)> = JSON_WRITERS.iter().map(|(f, n, _)| (f.to_string(), *n)).collect();
+    want.sort();
+    let mut got = found.clone();
+    got.sort();
+    assert_eq!(
+        got, want,
+        "serde_json writers in the source (file, calls) differ from JSON_WRITERS: give a new document a \
+         \"schema\" id first, a schema in schemas/ and a line here; or list it in schemas/README.md \
+         under \"Internal, not a contract\""
+    );
+    // Each listed id has its schema, and each internal one is in the README's internal list.
+    let index = std::fs::read_to_string(schemas_dir().join("README.md")).unwrap();
+    let internal = index.split("## Internal, not a contract").nth(1).expect("the README's internal section");
+    for (file, _, what) in JSON_WRITERS {
+        if let Some(id) = what.split_whitespace().find(|w| w.starts_with("wirespeed.") && w.contains('/')) {
+            assert!(schemas_dir().join(format!("{}.schema.json", id.replace('/', "-"))).is_file(), "{file}: {id}");
+        } else if what.starts_with("internal") {
+            let name = if what.contains("bare-recv") { "bench bare-recv" } else { "hw.made" };
+            assert!(internal.contains(name), "{file}: schemas/README.md says why {name} is internal");
+        }
+    }
+}
+
 #[test]
 fn every_schema_is_valid_json_schema_and_every_ref_resolves() {
     let (code, out) = check_py(&["--schemas"]);
@@ -209,6 +318,39 @@ fn send_recv_and_demo_documents_match_their_schemas() {
         ok(&["demo", "--loopback", "--json", "--duration", "1", "--rate", "20kpps", "--skip-every", "1000"])
     };
     d.add_text("demo --loopback --json", "wirespeed.demo/1", &demo);
+    d.validate();
+}
+
+/// The `--interval-json` lines of recv and of a recorder that keeps nothing (`--sink null`,
+/// without the recorder's own figures): each line a document of its own. The runs last a fixed
+/// time, so the number of lines does not depend on the traffic.
+#[test]
+fn interval_json_lines_match_their_schemas() {
+    let _g = traffic();
+    let mut d = Docs::new("intervals");
+    let r = spawn_recv(&["--duration", "1500ms", "--interval", "200ms", "--interval-json", "--json"]);
+    send_to_port(r.port, &["--count", "3000", "--rate", "30kpps", "--skip-every", "500"]);
+    let (code, out, err) = finish(r, Duration::from_secs(60));
+    assert_eq!(code, Some(0), "{err}");
+    d.add_text("recv --json", "wirespeed.recv/1", &out);
+    d.add_lines("recv --interval-json", "wirespeed.recv.interval/1", &err, 3);
+    // The last sample (over a second after the traffic) counts what the final report counts.
+    let last = json(err.lines().rfind(|l| l.starts_with('{')).unwrap());
+    let report = json(&out);
+    assert!(report["datagrams"].as_u64().is_some_and(|n| n > 0), "{report}");
+    assert_eq!(last["datagrams"], report["datagrams"], "{last}");
+    let r = spawn_cmd_with(
+        &[],
+        "record",
+        "127.0.0.1:0",
+        &["--sink", "null", "--duration", "1s", "--interval", "200ms", "--interval-json"],
+    );
+    send_to_port(r.port, &["--count", "1000", "--rate", "20kpps"]);
+    let (code, _, err) = finish(r, Duration::from_secs(60));
+    assert_eq!(code, Some(0), "{err}");
+    d.add_lines("record --sink null --interval-json", "wirespeed.record.interval/1", &err, 2);
+    let line = json(err.lines().find(|l| l.starts_with('{')).unwrap());
+    assert!(line.get("written_bytes").is_none(), "a recorder that keeps nothing writes nothing: {line}");
     d.validate();
 }
 
@@ -340,7 +482,7 @@ fn record_sidecars_share_tap_verify_and_disk_test_documents_match_their_schemas(
     cmd.env("WIRESPEED_SHARE_DIR", &share);
     cmd.args(["record", "127.0.0.1:0", "--size", "1024", "--file-format", "pcap", "-o", rec.to_str().unwrap()]);
     cmd.args(["--json", "--block", "1M", "--buffer", "16M", "--once", "--duration", "120", "--share", &name]);
-    cmd.args(["--file-size", "2M"]);
+    cmd.args(["--file-size", "2M", "--interval", "100ms", "--interval-json"]);
     let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("start record");
     let mut err = BufReader::new(child.stderr.take().unwrap());
     let mut first = String::new();
@@ -361,7 +503,8 @@ fn record_sidecars_share_tap_verify_and_disk_test_documents_match_their_schemas(
     d.add_text("share descriptor", "wirespeed.share/1", &wait_for_file(&descriptor));
     let mut tap = Command::new(bin())
         .env("WIRESPEED_SHARE_DIR", &share)
-        .args(["tap", &name, "--json", "-w", work.0.join("tap.pcap").to_str().unwrap()])
+        .args(["tap", &name, "--json", "--interval", "50ms", "--interval-json"])
+        .args(["-w", work.0.join("tap.pcap").to_str().unwrap()])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -376,7 +519,8 @@ fn record_sidecars_share_tap_verify_and_disk_test_documents_match_their_schemas(
         let _ = tap_err.read_to_string(&mut rest);
         rest
     });
-    send_to_port(port, &["--size", "1024", "--count", "5000", "--rate", "40kpps", "--skip-every", "1000"]);
+    // Paced to last 0.5 s, so the tap (attached before) and the recorder see several intervals.
+    send_to_port(port, &["--size", "1024", "--count", "5000", "--rate", "10kpps", "--skip-every", "1000"]);
     let t = Instant::now();
     let status = loop {
         if let Some(st) = child.try_wait().unwrap() {
@@ -387,11 +531,15 @@ fn record_sidecars_share_tap_verify_and_disk_test_documents_match_their_schemas(
     };
     let mut out = String::new();
     child.stdout.take().unwrap().read_to_string(&mut out).unwrap();
-    assert_eq!(status.code(), Some(0), "record: {}", rec_err.join().unwrap_or_default());
+    let rec_stderr = rec_err.join().unwrap_or_default();
+    assert_eq!(status.code(), Some(0), "record: {rec_stderr}");
     d.add_text("record --json", "wirespeed.record/1", &out);
+    d.add_lines("record --interval-json", "wirespeed.record.interval/1", &rec_stderr, 2);
     let tap = tap.wait_with_output().expect("tap ends with the recorder");
-    assert_eq!(tap.status.code(), Some(0), "{}", tap_err.join().unwrap_or_default());
+    let tap_stderr = tap_err.join().unwrap_or_default();
+    assert_eq!(tap.status.code(), Some(0), "{tap_stderr}");
     d.add_text("tap --json", "wirespeed.tap/1", &stdout_of(&tap));
+    d.add_lines("tap --interval-json", "wirespeed.tap.interval/1", &tap_stderr, 2);
     let sidecars = visible_files(&rec, ".json");
     assert!(!sidecars.is_empty(), "a sidecar per file in {}", rec.display());
     for s in &sidecars {
@@ -642,24 +790,67 @@ fn bench_pacing_formats_latency_capture_ring_taps_documents_match_their_schemas(
     d.validate();
 }
 
+#[test]
+fn partition_plan_document_matches_its_schema() {
+    let mut d = Docs::new("plan");
+    let doc = json(&ok(&["partition", "plan", "--json"]));
+    let cores = doc["cores"].as_u64().expect("cores");
+    assert!(cores >= 1 && doc["rows"][0]["partitions"] == 1, "{doc}");
+    d.add("partition plan --json", "wirespeed.partition-plan/1", &doc);
+    d.validate();
+}
+
+#[test]
+fn bench_writer_and_xpc_documents_match_their_schemas() {
+    let mut d = Docs::new("bench-c");
+    let disk = TempDir::new("schemas-writer");
+    let writer =
+        ["writer", "--dir", disk.path(), "--size", "16M", "--repeat", "1", "--engines", "threads:1,io_uring:2"];
+    bench_doc(&mut d, "wirespeed.bench.writer/1", "writer.json", &writer);
+    let xpc = ["xpc", "--messages", "2000", "--pings", "200", "--bulk", "2", "--repeat", "2"];
+    bench_doc(&mut d, "wirespeed.bench.xpc/1", "xpc.json", &xpc);
+    d.validate();
+}
+
 // ------------------------------------------------------------------------------- root only
 
 #[test]
 #[ignore = "needs root"]
-fn partition_state_file_and_status_match_their_schema() {
+fn partition_state_file_status_and_daemon_views_match_their_schemas() {
     assert!(is_root(), "run as root (or leave out --include-ignored)");
     let mut d = Docs::new("partition");
     let parts = Parts::new("schema");
-    parts.ok(&["create", "-p", "1", "-c", "0", "-p", "2", "-c", "1", "--no-daemons"]);
+    parts.ok(&["create", "-p", "1", "-c", "0", "-p", "2", "-c", "1", "--hb-check", "100ms"]);
     let run_dir = std::env::var_os("WIRESPEED_RUN_DIR").map_or_else(|| PathBuf::from("/run/wirespeed"), PathBuf::from);
-    d.add_file("wirespeed.partition/1", &run_dir.join(format!("{}.json", parts.prefix)));
+    let state = run_dir.join(format!("{}.json", parts.prefix));
+    d.add_file("wirespeed.partition/1", &state);
+    // Each daemon's view, once it sees its peer active.
+    let view = |id: u32| run_dir.join(&parts.prefix).join(format!("view-{id}.json"));
+    for (id, peer) in [(1, "2"), (2, "1")] {
+        parts.wait_for(&format!("partition {id}'s daemon sees {peer}"), Duration::from_secs(60), || {
+            std::fs::read_to_string(view(id))
+                .is_ok_and(|s| serde_json::from_str::<Value>(&s).is_ok_and(|v| v["peers"][peer] == "active"))
+        });
+        d.add_file("wirespeed.partition-view/1", &view(id));
+    }
+    d.add_text("partition status --json", "wirespeed.partition-status/1", &parts.ok(&["status", "--json"]));
     parts.ok(&["deactivate", "2"]);
-    d.add_file("wirespeed.partition/1", &run_dir.join(format!("{}.json", parts.prefix)));
-    d.add_text("partition status --json", "wirespeed.partition/1", &parts.ok(&["status", "--json"]));
+    d.add_file("wirespeed.partition/1", &state);
+    d.add_text(
+        "partition status --json (2 deactivated)",
+        "wirespeed.partition-status/1",
+        &parts.ok(&["status", "--json"]),
+    );
     d.validate();
-    // The two documents of this id are told apart: a status is not a state file.
+    // The state file and the status are two documents, two ids: neither is valid as the other.
     let st = json(&parts.ok(&["status", "--json"]));
-    assert!(st.get("layout").is_none() && st.get("partitions").is_some(), "{st}");
+    assert!(st.get("layout").is_none() && st["partitions"].is_array(), "{st}");
+    let mut as_state = st.clone();
+    as_state["schema"] = "wirespeed.partition/1".into();
+    let p = d.dir.0.join("status-as-state.json");
+    std::fs::write(&p, as_state.to_string()).unwrap();
+    let (code, out) = check_py(&[p.to_str().unwrap()]);
+    assert_eq!(code, Some(1), "a status is not a state file:\n{out}");
 }
 
 #[test]

@@ -25,6 +25,10 @@ use std::time::Duration;
 /// Schema of `record --json`.
 pub const RECORD_SCHEMA: &str = "wirespeed.record/1";
 
+/// The id of a recorder's `--interval-json` line: a receiver's ([`rx::INTERVAL_SCHEMA`]) with
+/// the recorder's own figures after it.
+pub const INTERVAL_SCHEMA: &str = "wirespeed.record.interval/1";
+
 /// Default RAM ring: about a second at 8 Gb/s.
 pub const DEFAULT_BUFFER: usize = 1 << 30;
 /// Default write size: large enough for the disk to stream, as `dd bs=8M`.
@@ -313,11 +317,12 @@ impl RecordLive {
         )
     }
 
-    /// One progress sample as a JSON line: the receive progress plus what the recorder wrote so
-    /// far (bytes, files), its rings' fill and highest fill (summed over the threads' rings).
+    /// One progress sample as a JSON line ([`INTERVAL_SCHEMA`]): the receive progress plus what
+    /// the recorder wrote so far (bytes, files), its rings' fill and highest fill (summed over the
+    /// threads' rings; absent with `--null-sink`, which has no rings).
     pub fn json(&self, p: &Progress) -> String {
         let sum = |f: fn(&Shared) -> u64| -> u64 { self.shared.iter().map(|s| f(s)).sum() };
-        let mut v = serde_json::to_value(p).unwrap_or_default();
+        let mut v = serde_json::to_value(Progress { schema: INTERVAL_SCHEMA, ..*p }).unwrap_or_default();
         if let (Some(o), false) = (v.as_object_mut(), self.shared.is_empty()) {
             o.insert("written_bytes".into(), sum(|s| s.written.load(Ordering::Relaxed)).into());
             o.insert("ring_fill_bytes".into(), sum(|s| s.ring_fill.load(Ordering::Relaxed)).into());

@@ -99,9 +99,14 @@ pub struct TapReport {
     pub exec_status: Option<i32>,
 }
 
-/// A progress sample.
+/// The id of a tap's `--interval-json` line ([`TapProgress`] as JSON).
+pub const INTERVAL_SCHEMA: &str = "wirespeed.tap.interval/1";
+
+/// A progress sample; as JSON (`--interval-json`), one document of its own per line.
 #[derive(Clone, Debug, Serialize)]
 pub struct TapProgress {
+    /// [`INTERVAL_SCHEMA`].
+    pub schema: &'static str,
     /// Seconds since attaching.
     pub t: f64,
     /// Records delivered so far.
@@ -271,6 +276,7 @@ pub fn run(
         if now >= next_tick {
             let dt = (now - last_t) as f64 / 1e9;
             progress(&TapProgress {
+                schema: INTERVAL_SCHEMA,
                 t: (now - t0) as f64 / 1e9,
                 records,
                 records_per_s: (records - last_recs) as f64 / dt.max(1e-9),

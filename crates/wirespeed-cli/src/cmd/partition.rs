@@ -25,7 +25,7 @@ enum PartCmd {
     List,
     /// The valid partition layouts of this host, with a command for each (the seed's Table 1).
     Plan {
-        /// Print JSON instead of the table.
+        /// Print one JSON document instead of the table (schema wirespeed.partition-plan/1).
         #[arg(long)]
         json: bool,
     },
@@ -55,7 +55,7 @@ enum PartCmd {
     },
     /// The configuration and live state (namespaces, daemons, each daemon's view of its peers).
     Status {
-        /// Print one JSON document (schema wirespeed.partition/1).
+        /// Print one JSON document (schema wirespeed.partition-status/1).
         #[arg(long)]
         json: bool,
     },
@@ -235,10 +235,10 @@ pub(crate) fn cmd_partition(a: PartitionArgs) -> Result<u8, Error> {
         }
         PartCmd::Plan { json } => {
             let topo = topology::Topology::read_host()?;
-            let rows = topology::plan(&topo);
             if json {
-                return print_json(&rows).map(|_| 0);
+                return print_json(&topology::plan_doc(&topo)).map(|_| 0);
             }
+            let rows = topology::plan(&topo);
             println!(
                 "this host: {} CPUs online ({}), {} cores, {} NUMA node(s)",
                 topo.online.len(),

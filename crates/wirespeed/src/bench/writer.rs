@@ -8,6 +8,24 @@ use crate::Result;
 use serde::Serialize;
 use std::path::Path;
 
+/// The id of `bench writer --json`.
+pub const SCHEMA: &str = "wirespeed.bench.writer/1";
+
+/// The whole measurement, as `bench writer --json` prints it.
+#[derive(Debug, Clone, Serialize)]
+pub struct WriterDoc {
+    /// [`SCHEMA`].
+    pub schema: &'static str,
+    /// The directory written to.
+    pub dir: String,
+    /// Bytes per run (the RAM ring drained).
+    pub bytes: u64,
+    /// Runs per configuration.
+    pub repeat: u32,
+    /// One row per engine and depth, in the order asked, with medians over its runs.
+    pub rows: Vec<EngineRow>,
+}
+
 /// One engine and depth, over its runs.
 #[derive(Debug, Clone, Serialize)]
 pub struct EngineRow {
@@ -38,7 +56,7 @@ pub fn run(
     configs: &[(String, usize)],
     repeat: u32,
     progress: &mut dyn FnMut(&str),
-) -> Result<Vec<EngineRow>> {
+) -> Result<WriterDoc> {
     let mut all: Vec<Vec<(crate::spool::writer::WriterReport, f64)>> = vec![Vec::new(); configs.len()];
     for r in 0..repeat {
         for (i, (engine, depth)) in configs.iter().enumerate() {
@@ -51,7 +69,7 @@ pub fn run(
             all[i].push((rep, dt));
         }
     }
-    Ok(configs
+    let rows = configs
         .iter()
         .zip(all)
         .map(|((engine, depth), runs)| {
@@ -70,5 +88,6 @@ pub fn run(
                 direct_io: runs.iter().all(|r| r.0.direct_io),
             }
         })
-        .collect())
+        .collect();
+    Ok(WriterDoc { schema: SCHEMA, dir: dir.display().to_string(), bytes: bytes as u64, repeat, rows })
 }

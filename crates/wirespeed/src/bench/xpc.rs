@@ -104,9 +104,14 @@ pub struct Summary {
     pub rtt_p99_us: f64,
 }
 
+/// The id of `bench xpc --json` and its `xpc.json`.
+pub const SCHEMA: &str = "wirespeed.bench.xpc/1";
+
 /// The whole report.
 #[derive(Debug, Clone, Serialize)]
 pub struct XpcReport {
+    /// [`SCHEMA`].
+    pub schema: &'static str,
     /// What was asked.
     pub config: XpcConfig,
     /// Every transport of every repetition.
@@ -438,7 +443,7 @@ fn measure(dir: &Path, c: &XpcConfig, say: &mut dyn FnMut(&str)) -> Result<XpcRe
     } else {
         Vec::new()
     };
-    Ok(XpcReport { config: c.clone(), runs, summary, bulk_runs, bulk_mb_per_s })
+    Ok(XpcReport { schema: SCHEMA, config: c.clone(), runs, summary, bulk_runs, bulk_mb_per_s })
 }
 
 /// One progress line per transport and repetition.

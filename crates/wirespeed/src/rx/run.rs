@@ -528,6 +528,7 @@ fn watch_loop(
         let dt = (now - last_t) as f64 / 1e9;
         let k = KernelCounters::read().since(k0);
         progress(&Progress {
+            schema: super::sink::INTERVAL_SCHEMA,
             elapsed_s: (now - t0) as f64 / 1e9,
             pps: (d - last_d) as f64 / dt,
             bps: (b - last_b) as f64 * 8.0 / dt,

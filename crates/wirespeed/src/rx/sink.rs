@@ -193,9 +193,15 @@ impl StreamLive {
     }
 }
 
-/// A progress sample for `--interval` lines.
+/// The id of a receiver's `--interval-json` line ([`Progress`] as JSON).
+pub const INTERVAL_SCHEMA: &str = "wirespeed.recv.interval/1";
+
+/// A progress sample for `--interval` lines; as JSON (`--interval-json`), one document of its
+/// own per line, with its id first like every document wirespeed writes.
 #[derive(Clone, Copy, Debug, Serialize)]
 pub struct Progress {
+    /// [`INTERVAL_SCHEMA`] (a recorder's lines say `wirespeed.record.interval/1`).
+    pub schema: &'static str,
     /// Seconds since the receiver started.
     pub elapsed_s: f64,
     /// Datagrams per second over the last interval.

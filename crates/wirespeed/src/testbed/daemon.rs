@@ -108,11 +108,21 @@ pub(super) fn start_daemon(st: &State, id: u32, exe: &Path) -> Result<()> {
     Ok(())
 }
 
-/// What one daemon saw at its last check (`view-N.json`), read by [`super::status()`].
+/// The id of a daemon's `view-N.json`.
+pub const VIEW_SCHEMA: &str = "wirespeed.partition-view/1";
+
+/// What one daemon saw at its last check (`view-N.json`), read by [`super::status()`] and left
+/// for people and scripts to read (the README says so), hence an id of its own.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub(super) struct View {
+    /// [`VIEW_SCHEMA`] (absent in the views of daemons from before it).
+    #[serde(default)]
+    pub(super) schema: String,
+    /// The daemon's partition.
     pub(super) id: u32,
+    /// When it wrote the view, Unix time in milliseconds.
     pub(super) time_ms: u64,
+    /// What it sees of each peer partition: active, inactive, not responding.
     pub(super) peers: BTreeMap<u32, PeerState>,
     /// Its XPC with each peer: connected, connecting, refused (and why) or down.
     #[serde(default)]
@@ -239,6 +249,7 @@ pub fn run_daemon(prefix: &str, id: u32, o: DaemonOptions, console: &mut dyn FnM
             }
         }
         let view = View {
+            schema: VIEW_SCHEMA.into(),
             id,
             time_ms: now_ms(),
             peers: watches.iter().map(|(k, w)| (*k, w.state)).collect(),

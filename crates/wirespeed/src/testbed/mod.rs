@@ -50,7 +50,7 @@ pub use state::{
     check_prefix, describe, load, load_existing, reap_stale, run_dir, HbConfig, Ident, Layout, Made, Owner, State,
     SCHEMA,
 };
-pub use status::{status, PartStatus, Status};
+pub use status::{status, PartStatus, Status, STATUS_SCHEMA};
 pub use topology::{format_cpu_list, parse_cpu_list, validate, PartSpec, Topology, MAX_PARTITIONS};
 
 /// What `create` did: lines to print, and whether anything changed.

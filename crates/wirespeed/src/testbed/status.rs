@@ -1,18 +1,22 @@
 //! The status view: the recorded configuration joined with what is live on the host (which
 //! namespaces exist, which daemons run) and with the daemons' views of each other, for
-//! `partition list` and `status --json` (schema [`super::SCHEMA`]). It only reads, so it needs
+//! `partition list` and `status --json` (schema [`STATUS_SCHEMA`]). It only reads, so it needs
 //! no privilege.
 
 use super::daemon::{daemon_pid, now_ms, view_file, View};
 use super::heartbeat::PeerState;
 use super::net::{ns_exists, ns_name, partition_addr, Link};
-use super::state::{check_prefix, load_existing, HbConfig, SCHEMA};
+use super::state::{check_prefix, load_existing, HbConfig};
 use super::topology::format_cpu_list;
 use crate::Result;
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::Ipv4Addr;
 use std::time::Duration;
+
+/// The id of `partition status --json`: the configuration joined with the live state, a
+/// different document from the state file (`wirespeed.partition/1`, [`super::SCHEMA`]).
+pub const STATUS_SCHEMA: &str = "wirespeed.partition-status/1";
 
 /// One partition as `list` and `status` show it.
 #[derive(Debug, Clone, Serialize)]
@@ -46,7 +50,7 @@ pub struct PartStatus {
 /// The whole configuration with live state, for `list` and `status --json`.
 #[derive(Debug, Clone, Serialize)]
 pub struct Status {
-    /// Always [`SCHEMA`].
+    /// Always [`STATUS_SCHEMA`].
     pub schema: &'static str,
     /// Namespace prefix.
     pub prefix: String,
@@ -124,7 +128,7 @@ pub fn status(prefix: &str) -> Result<Status> {
         });
     }
     Ok(Status {
-        schema: SCHEMA,
+        schema: STATUS_SCHEMA,
         prefix: prefix.into(),
         mtu: l.mtu,
         mem: l.mem,

@@ -268,6 +268,38 @@ pub struct PlanRow {
     pub example: String,
 }
 
+/// The id of `partition plan --json`.
+pub const PLAN_SCHEMA: &str = "wirespeed.partition-plan/1";
+
+/// `partition plan --json`: the host's shape and its table of valid even splits.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct PlanDoc {
+    /// [`PLAN_SCHEMA`].
+    pub schema: &'static str,
+    /// Online logical CPUs, as a list string (`0-7`).
+    pub online_cpus: String,
+    /// Online logical CPUs, how many.
+    pub cpus: usize,
+    /// Physical cores (SMT siblings counted once).
+    pub cores: usize,
+    /// NUMA nodes with online CPUs.
+    pub numa_nodes: usize,
+    /// The valid even splits ([`plan`]).
+    pub rows: Vec<PlanRow>,
+}
+
+/// [`plan`] of `topo` with the host's shape beside it, as `partition plan --json` prints it.
+pub fn plan_doc(topo: &Topology) -> PlanDoc {
+    PlanDoc {
+        schema: PLAN_SCHEMA,
+        online_cpus: format_cpu_list(&topo.online),
+        cpus: topo.online.len(),
+        cores: topo.cores.len(),
+        numa_nodes: topo.nodes().len(),
+        rows: plan(topo),
+    }
+}
+
 /// The valid even splits of a host: 1..=cores partitions of whole cores (kept inside one NUMA
 /// node where possible), and one shared row beyond that.
 pub fn plan(topo: &Topology) -> Vec<PlanRow> {

@@ -337,8 +337,7 @@ pub fn cmd_compare(a: CompareArgs) -> Result<u8, Error> {
     let table = compare::table(&doc);
     let mut plotted = false;
     if let Some(d) = &dir {
-        let body =
-            serde_json::to_string_pretty(&doc).map_err(|e| Error::Runtime(format!("cannot encode JSON: {e}")))?;
+        let body = crate::out::to_json(&doc)?;
         write_files(
             d,
             &[
@@ -421,8 +420,7 @@ fn search(
     })?;
     let table = pmax::table(&doc);
     if let Some(d) = dir {
-        let body =
-            serde_json::to_string_pretty(&doc).map_err(|e| Error::Runtime(format!("cannot encode JSON: {e}")))?;
+        let body = crate::out::to_json(&doc)?;
         let text = format!("{}\n\n{table}", lines.join("\n"));
         write_files(d, &[("compare-search.txt", &text), ("compare-search.json", &body)])?;
     }

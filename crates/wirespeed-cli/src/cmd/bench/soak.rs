@@ -162,8 +162,7 @@ pub fn cmd_soak(a: SoakArgs) -> Result<u8, Error> {
         say("(stopped early)");
     }
     if let Some(d) = &dir {
-        let body =
-            serde_json::to_string_pretty(&doc).map_err(|e| Error::Runtime(format!("cannot encode JSON: {e}")))?;
+        let body = crate::out::to_json(&doc)?;
         write_files(d, &[("soak.txt", &soak::text(&doc)), ("soak.csv", &soak::csv(&doc)), ("soak.json", &body)])?;
         let (rate, loss) = soak::charts(&doc);
         plot::line_chart_files(&rate, &d.join("soak-rate"))?;

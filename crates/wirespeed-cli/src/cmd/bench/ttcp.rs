@@ -134,8 +134,7 @@ pub fn cmd_bench_ttcp(a: BenchTtcpArgs) -> Result<u8, Error> {
     if let Some(d) = &a.out {
         write_out(d, "ttcp.txt", &r.text)?;
         write_out(d, "ttcp.csv", &r.csv)?;
-        let js =
-            serde_json::to_string_pretty(&r.doc).map_err(|e| Error::Runtime(format!("cannot encode JSON: {e}")))?;
+        let js = crate::out::to_json(&r.doc)?;
         write_out(d, "ttcp.json", &(js + "\n"))?;
     }
     if a.json {

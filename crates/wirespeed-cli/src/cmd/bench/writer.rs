@@ -1,7 +1,7 @@
 //! `wirespeed bench writer`: the recorder's disk path alone, per write engine and depth.
 
 use crate::args::{self, usage, OutputArgs};
-use crate::out::{print_json, say_line};
+use crate::out::{finish_bench, out_dir, say_line};
 use clap::Args;
 use std::path::PathBuf;
 use wirespeed::{bench, units, Error};
@@ -58,18 +58,29 @@ pub fn cmd_writer(a: WriterArgs) -> Result<u8, Error> {
         return Err(usage(format!("--dir {}: not a directory: give one on the disk to measure", a.dir.display())));
     }
     let json = a.output.json;
-    let rows = bench::writer::run(&a.dir, a.size as usize, &a.engines.0, a.repeat, &mut |l| say_line(json, l))?;
-    if json {
-        return print_json(&rows).map(|_| 0);
-    }
-    println!("writer alone, {} per run into {} (medians of {} runs)", units::bytes(a.size), a.dir.display(), a.repeat);
-    println!(
-        "{:>9} {:>5} {:>8} {:>9} {:>9} {:>9} {:>7}",
-        "engine", "depth", "GB/s", "p50 ms", "p99 ms", "CPU s/GB", "O_DIRECT"
+    let out = out_dir(&a.output.out)?;
+    let mut text = String::new();
+    let doc = bench::writer::run(&a.dir, a.size as usize, &a.engines.0, a.repeat, &mut |l| {
+        say_line(json, l);
+        text.push_str(l);
+        text.push('\n');
+    })?;
+    let mut table = format!(
+        "writer alone, {} per run into {} (medians of {} runs)\n{:>9} {:>5} {:>8} {:>9} {:>9} {:>9} {:>7}\n",
+        units::bytes(a.size),
+        a.dir.display(),
+        a.repeat,
+        "engine",
+        "depth",
+        "GB/s",
+        "p50 ms",
+        "p99 ms",
+        "CPU s/GB",
+        "O_DIRECT"
     );
-    for r in &rows {
-        println!(
-            "{:>9} {:>5} {:>8.2} {:>9.2} {:>9.2} {:>9.3} {:>7}",
+    for r in &doc.rows {
+        table.push_str(&format!(
+            "{:>9} {:>5} {:>8.2} {:>9.2} {:>9.2} {:>9.3} {:>7}\n",
             r.engine,
             r.depth,
             r.gb_s,
@@ -77,7 +88,8 @@ pub fn cmd_writer(a: WriterArgs) -> Result<u8, Error> {
             r.write_p99_ms,
             r.cpu_s_per_gb,
             if r.direct_io { "yes" } else { "no" }
-        );
+        ));
     }
+    finish_bench(json, out.as_deref(), "writer", text, &doc, &table)?;
     Ok(0)
 }

@@ -428,6 +428,7 @@ fn the_final_row_says_which_live_rows_it_replaces() {
 #[test]
 fn the_receivers_progress_lines_parse() {
     let p = crate::rx::Progress {
+        schema: crate::rx::INTERVAL_SCHEMA,
         elapsed_s: 60.001,
         pps: 109_000.0,
         bps: 941e6,
