@@ -287,7 +287,7 @@ fn every_schema_is_valid_json_schema_and_every_ref_resolves() {
 /// A recv and a send report of two streams with loss left out on purpose (gap ranges).
 fn recv_and_send() -> (String, String) {
     let _g = traffic();
-    let r = spawn_recv(&["--once", "--json"]);
+    let r = spawn_recv(&["--once", "--json", "--metrics", "0"]);
     let target = format!("127.0.0.1:{}", r.port);
     let send = ok(&[
         "send",
@@ -304,6 +304,7 @@ fn recv_and_send() -> (String, String) {
     ]);
     let (code, out, err) = finish(r, Duration::from_secs(60));
     assert_eq!(code, Some(0), "{err}");
+    assert!(json(&out)["metrics"]["scrapes"].as_u64().is_some(), "recv --metrics: {out}");
     (out, send)
 }
 
@@ -434,10 +435,18 @@ fn broken_documents_are_rejected_with_the_path_and_the_reason() {
         assert!(out.contains(needle), "case {i} ({what}): expected {needle:?} in:\n{out}");
         assert!(out.contains(p.to_str().unwrap()), "the document is named:\n{out}");
     }
-    // What a later version may add stays valid: a field at the top of recv/1 (metrics) and in
-    // a stream's ledger object.
+    // What a later version may add stays valid: a field at the top of recv/1 and in a stream's
+    // ledger object. The metrics object itself is a contract: a wrong one is refused.
     let mut v = json(&recv);
     v["metrics"] = serde_json::json!({"port": 9100});
+    let p = d.0.join("recv-bad-metrics.json");
+    std::fs::write(&p, v.to_string()).unwrap();
+    let (code, out) = check_py(&[p.to_str().unwrap()]);
+    assert_eq!(code, Some(1), "a metrics object without listen/url/scrapes is refused:\n{out}");
+    assert!(out.contains("/metrics"), "{out}");
+    v["metrics"] =
+        serde_json::json!({"listen": "127.0.0.1:9464", "url": "http://127.0.0.1:9464/metrics", "scrapes": 3});
+    v["later"] = serde_json::json!({"port": 9100});
     v["streams"][0]["later"] = 1.into();
     let p = d.0.join("recv-extended.json");
     std::fs::write(&p, v.to_string()).unwrap();
@@ -454,6 +463,20 @@ fn broken_documents_are_rejected_with_the_path_and_the_reason() {
 }
 
 // ------------------------------------------- record, sidecars, share, tap, verify, disk-test
+
+/// Lines from a child's stderr up to and including the first that contains `needle` (a
+/// `--metrics` run says where it serves before it says anything else).
+fn read_until(r: &mut impl BufRead, needle: &str) -> String {
+    let mut seen = String::new();
+    loop {
+        let start = seen.len();
+        let n = r.read_line(&mut seen).unwrap();
+        assert!(n > 0, "stderr ended before a line with {needle:?}:\n{seen}");
+        if seen[start..].contains(needle) {
+            return seen;
+        }
+    }
+}
 
 /// Wait for `path` to exist (a descriptor published, say); panics after 30 s.
 fn wait_for_file(path: &Path) -> String {
@@ -482,11 +505,11 @@ fn record_sidecars_share_tap_verify_and_disk_test_documents_match_their_schemas(
     cmd.env("WIRESPEED_SHARE_DIR", &share);
     cmd.args(["record", "127.0.0.1:0", "--size", "1024", "--file-format", "pcap", "-o", rec.to_str().unwrap()]);
     cmd.args(["--json", "--block", "1M", "--buffer", "16M", "--once", "--duration", "120", "--share", &name]);
-    cmd.args(["--file-size", "2M", "--interval", "100ms", "--interval-json"]);
+    // With --metrics the report gains its `metrics` object (the schema names it).
+    cmd.args(["--file-size", "2M", "--interval", "100ms", "--interval-json", "--metrics", "0"]);
     let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("start record");
     let mut err = BufReader::new(child.stderr.take().unwrap());
-    let mut first = String::new();
-    err.read_line(&mut first).unwrap();
+    let first = read_until(&mut err, "listening on ");
     let port: u16 = first
         .split("listening on ")
         .nth(1)
@@ -503,7 +526,7 @@ fn record_sidecars_share_tap_verify_and_disk_test_documents_match_their_schemas(
     d.add_text("share descriptor", "wirespeed.share/1", &wait_for_file(&descriptor));
     let mut tap = Command::new(bin())
         .env("WIRESPEED_SHARE_DIR", &share)
-        .args(["tap", &name, "--json", "--interval", "50ms", "--interval-json"])
+        .args(["tap", &name, "--json", "--interval", "50ms", "--interval-json", "--metrics", "0"])
         .args(["-w", work.0.join("tap.pcap").to_str().unwrap()])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -511,8 +534,7 @@ fn record_sidecars_share_tap_verify_and_disk_test_documents_match_their_schemas(
         .expect("start tap");
     // Traffic only once the tap says it attached (the recorder may end soon after).
     let mut tap_err = BufReader::new(tap.stderr.take().unwrap());
-    let mut attached = String::new();
-    tap_err.read_line(&mut attached).unwrap();
+    let attached = read_until(&mut tap_err, "wirespeed tap: attached to");
     assert!(attached.contains("wirespeed tap: attached to"), "tap did not attach: {attached}");
     let tap_err = std::thread::spawn(move || {
         let mut rest = attached;
@@ -533,6 +555,7 @@ fn record_sidecars_share_tap_verify_and_disk_test_documents_match_their_schemas(
     child.stdout.take().unwrap().read_to_string(&mut out).unwrap();
     let rec_stderr = rec_err.join().unwrap_or_default();
     assert_eq!(status.code(), Some(0), "record: {rec_stderr}");
+    assert!(json(&out)["metrics"]["url"].as_str().is_some_and(|u| u.ends_with("/metrics")), "{out}");
     d.add_text("record --json", "wirespeed.record/1", &out);
     d.add_lines("record --interval-json", "wirespeed.record.interval/1", &rec_stderr, 2);
     let tap = tap.wait_with_output().expect("tap ends with the recorder");
@@ -615,7 +638,7 @@ fn latency_documents_match_their_schemas() {
     let mut d = Docs::new("latency");
     // The reflector runs until told to stop (SIGTERM, after the ping), so a probe the kernel
     // drops on a busy host cannot keep it waiting for a count.
-    let r = spawn_cmd_with(&[], "reflect", "127.0.0.1:0", &["--json", "--duration", "120"]);
+    let r = spawn_cmd_with(&[], "reflect", "127.0.0.1:0", &["--json", "--duration", "120", "--metrics", "0"]);
     let target = format!("127.0.0.1:{}", r.port);
     let out = TempDir::new("schemas-ping");
     let ping = ok(&["ping", &target, "--pps", "2000,4000", "--count", "1000", "--json", "-o", out.path()]);

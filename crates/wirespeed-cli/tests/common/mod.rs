@@ -52,9 +52,16 @@ pub fn spawn_cmd_with(prefix: &[&str], sub: &str, listen: &str, args: &[&str]) -
         .spawn()
         .expect("start wirespeed recv");
     let mut err = BufReader::new(child.stderr.take().expect("stderr piped"));
+    // The line that names the port (a --metrics run first says where it serves).
     let mut first = String::new();
-    err.read_line(&mut first).expect("read recv stderr");
-    let port = first
+    let mut line = 0;
+    while !first[line..].contains("listening on ") {
+        line = first.len();
+        if err.read_line(&mut first).expect("read recv stderr") == 0 {
+            break;
+        }
+    }
+    let port = first[line..]
         .split("listening on ")
         .nth(1)
         .and_then(|r| r.split_whitespace().next())
