@@ -576,14 +576,18 @@ mod tests {
         assert_eq!(parse(&[], &want), Parsed::Other);
         assert_eq!(parse(&[0x45], &want), Parsed::Other);
         let dual = Want::for_listen("[::]:7000".parse().unwrap());
-        let mapped: SocketAddr = "[::ffff:10.0.0.1]:4242".parse().unwrap();
-        assert_eq!(parse(&p, &dual), Parsed::Datagram { start: 28, end: 35, src: mapped });
+        // A dual-stack listener names an IPv4 sender by its IPv4 address, as the socket path does.
+        assert_eq!(parse(&p, &dual), Parsed::Datagram { start: 28, end: 35, src });
         let a: Ipv6Addr = "2001:2::1".parse().unwrap();
         let b: Ipv6Addr = "2001:2::2".parse().unwrap();
         let p6 = v6(a, b, 5, 7000, b"six");
         let src6 = SocketAddr::V6(SocketAddrV6::new(a, 5, 0, 0));
         assert_eq!(parse(&p6, &dual), Parsed::Datagram { start: 48, end: 51, src: src6 });
         assert_eq!(parse(&p6, &want), Parsed::Other, "a v4 listener takes no IPv6");
+        // An extension header (here hop-by-hop, next header 0) before UDP is not parsed: not ours.
+        let mut ext = p6.clone();
+        ext[6] = 0;
+        assert_eq!(parse(&ext, &dual), Parsed::Other);
     }
 
     #[test]
