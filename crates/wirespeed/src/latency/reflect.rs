@@ -272,7 +272,7 @@ impl ReflectReport {
             self.received,
             self.bytes,
             self.seconds,
-            self.listen,
+            crate::addr::shown_text(&self.listen),
             self.cpu_ns_per_datagram,
             self.cpu.map(|c| format!(" (CPU {c})")).unwrap_or_default(),
             if self.refused.total > 0 { format!("; refused {}", self.refused.total) } else { String::new() }
