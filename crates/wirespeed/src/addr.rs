@@ -301,6 +301,17 @@ pub fn multicast_v6_index(group: SocketAddrV6, iface: Option<&Iface>, option: &s
     }
 }
 
+/// `addr` with the scope id `index` when it is a link-scoped IPv6 address without one: the
+/// kernel binds or connects to such an address (fe80::, ff02::) only with its interface.
+pub fn scoped(addr: SocketAddr, index: u32) -> SocketAddr {
+    match addr {
+        SocketAddr::V6(a) if a.scope_id() == 0 && index != 0 && link_scoped(*a.ip()) => {
+            SocketAddr::V6(SocketAddrV6::new(*a.ip(), a.port(), a.flowinfo(), index))
+        }
+        other => other,
+    }
+}
+
 /// Bind a receiving UDP socket on `addr` (dual-stack on `[::]`; SO_REUSEPORT with
 /// `reuseport`), with failures explained. A host without IPv6 (the module off, or
 /// `disable_ipv6`) gets a dual-stack request bound on IPv4 `0.0.0.0` instead, with a note

@@ -140,7 +140,14 @@ fn open_socket(cfg: &SendConfig) -> Result<UdpSocket> {
     if cfg.dest.ip().is_multicast() {
         set_multicast(&sock, cfg)?;
     }
-    sock.connect(cfg.dest).map_err(|e| match e.raw_os_error() {
+    // A link-local group is addressed with its interface as the scope (no route without it).
+    let dest = match cfg.dest {
+        SocketAddr::V6(g) if g.ip().is_multicast() => {
+            crate::addr::scoped(cfg.dest, crate::addr::multicast_v6_index(g, cfg.multicast_iface.as_ref(), "--iface")?)
+        }
+        d => d,
+    };
+    sock.connect(dest).map_err(|e| match e.raw_os_error() {
         Some(libc::ENETUNREACH) => {
             Error::Runtime(format!("no route to {}: check the address and `ip route get {}`", cfg.dest, cfg.dest.ip()))
         }

@@ -51,7 +51,16 @@ impl UdpEndpoint {
     pub fn bind_member(cfg: &RecvConfig, member: Member) -> Result<(UdpEndpoint, Bound)> {
         let mut notes = Vec::new();
         let ip = cfg.listen.ip();
-        let (sock, fallback) = crate::addr::bind_listen(cfg.listen, member.count > 1)?;
+        // A link-local group is bound with its interface as the scope (the kernel refuses it
+        // without one); every other address as given.
+        let at = match cfg.listen {
+            std::net::SocketAddr::V6(g) if g.ip().is_multicast() => crate::addr::scoped(
+                cfg.listen,
+                crate::addr::multicast_v6_index(g, cfg.multicast_iface.as_ref(), "--iface")?,
+            ),
+            a => a,
+        };
+        let (sock, fallback) = crate::addr::bind_listen(at, member.count > 1)?;
         notes.extend(fallback);
         if member.count > 1 && member.index == 0 && !ip.is_multicast() {
             let prog = cfg.steer.program(member.count as u32);
