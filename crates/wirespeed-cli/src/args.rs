@@ -376,6 +376,16 @@ pub fn mem_limit(s: &str) -> Result<u64, String> {
     size_in(s, 16 << 20, top, "a limit above the host's physical memory limits nothing")
 }
 
+/// A multicast interface: an IPv4 address, an interface name or an index.
+pub fn iface(s: &str) -> Result<wirespeed::addr::Iface, String> {
+    wirespeed::addr::parse_iface(s)
+}
+
+/// An IP address, IPv4 or IPv6 (`::1`, `[::1]`), as `--bind` takes it.
+pub fn ip_addr(s: &str) -> Result<std::net::IpAddr, String> {
+    wirespeed::addr::parse_ip(s)
+}
+
 /// A receive backend by name (`wirespeed recv --help` lists them).
 pub fn backend(s: &str) -> Result<BackendKind, String> {
     s.trim().parse().map_err(|e: Error| e.to_string())
@@ -492,7 +502,8 @@ impl PriorityArgs {
 
 #[derive(Args)]
 pub struct RecvArgs {
-    /// Where to listen: PORT, ADDR:PORT, or a multicast GROUP:PORT (joins the group).
+    /// Where to listen: PORT (every address, IPv4 and IPv6), ADDR:PORT, [IPV6]:PORT (e.g.
+    /// [::1]:7148), or a multicast GROUP:PORT (joins the group; 239.1.2.3:7148, [ff05::1234]:7148).
     pub listen: String,
     /// Expected payload bytes per datagram; others count as invalid. Default: any multiple of 8.
     #[arg(long, value_parser = udp_size)]
@@ -566,9 +577,11 @@ pub struct RecvArgs {
     /// 200 us; it is capped so a 40 Gb/s burst fills at most 1/8 of the granted buffer. 0 disables.
     #[arg(long, default_value = "1ms", value_parser = units::parse_duration)]
     pub coalesce: Duration,
-    /// Local interface address to join a multicast group on (only with a multicast GROUP:PORT).
-    #[arg(long)]
-    pub iface: Option<std::net::Ipv4Addr>,
+    /// Interface to join a multicast group on (only with a multicast GROUP:PORT): an IPv4
+    /// address of it, its name (eth0) or its index. A link-local IPv6 group (ff02::) needs it,
+    /// or a scope in the address: [ff02::1234%eth0]:7148.
+    #[arg(long, value_name = "IFACE", value_parser = iface)]
+    pub iface: Option<wirespeed::addr::Iface>,
     /// Gap ranges shown per stream in the summary (all are in --json), 0..4096.
     #[arg(long, default_value = "8", value_parser = gaps)]
     pub gaps: usize,
@@ -674,7 +687,7 @@ pub fn recv_config(a: &RecvArgs) -> Result<RecvConfig, Error> {
         return Err(Error::Usage("--coalesce above 100ms risks overflowing the socket buffer: use 0..100ms".into()));
     }
     c.coalesce = a.coalesce;
-    c.multicast_iface = a.iface;
+    c.multicast_iface = a.iface.clone();
     c.show_gaps = a.gaps;
     c.priority = a.prio.priority();
     // The value parsers bound each option; their product is checked here, before any ledger

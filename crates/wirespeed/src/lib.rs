@@ -10,6 +10,7 @@
 #![warn(missing_docs)]
 #![deny(unsafe_code)]
 
+pub mod addr;
 pub mod bench;
 pub mod calendar;
 pub mod control;

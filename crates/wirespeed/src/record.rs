@@ -426,9 +426,6 @@ pub fn run(
     }
     crate::spool::validate_prefix(&cfg.prefix).map_err(Error::Usage)?;
     let layout = ReadLayout::for_stream(&fmt, cfg.file_format).map_err(Error::Usage)?;
-    if cfg.file_format == FileFormat::Pcap && rcfg.listen.is_ipv6() {
-        return Err(Error::Usage("pcap recordings are IPv4 only for now: listen on an IPv4 address".into()));
-    }
     if cfg.chunk == 0 || cfg.chunk % sys::RING_ALIGN != 0 {
         return Err(Error::Usage(format!("--block {} must be a non-zero multiple of 4 KiB", cfg.chunk)));
     }
@@ -451,7 +448,7 @@ pub fn run(
         }));
     }
     if let Some(max) = cfg.rotation.max_bytes {
-        let rec = fmt.fixed_len().unwrap_or(9000) + super::spool::PCAP_RECORD_OVERHEAD;
+        let rec = fmt.fixed_len().unwrap_or(9000) + super::spool::PCAP_RECORD_OVERHEAD_V6;
         if max < rec as u64 * 2 {
             return Err(Error::Usage(format!("--file-size {max} is too small to hold two records of {rec} bytes")));
         }

@@ -137,7 +137,8 @@ pub fn cmd_record(a: RecordArgs) -> Result<u8, Error> {
         let listener = Listener::bind_for(&rcfg, fmt.as_ref())?;
         if let Some(addr) = listener.local_addr() {
             eprintln!(
-                "wirespeed record: listening on {addr} ({}), {} -> {}{}; Ctrl-C stops, drains the buffer and finishes the files",
+                "wirespeed record: listening on {} ({}), {} -> {}{}; Ctrl-C stops, drains the buffer and finishes the files",
+                wirespeed::addr::shown(addr),
                 fmt.name(),
                 if null_sink { "keeping nothing".to_string() } else { format!("{} ring", units::bytes(cfg.buffer as u64)) },
                 if null_sink { "-".to_string() } else { dir.display().to_string() },

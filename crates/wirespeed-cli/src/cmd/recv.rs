@@ -19,7 +19,11 @@ pub fn cmd_recv(a: RecvArgs) -> Result<u8, Error> {
     let listener = Listener::bind_for(&cfg, fmt.as_ref())?;
     // Always on stderr, so scripts that bind port 0 can learn the port even with --json.
     if let Some(addr) = listener.local_addr() {
-        eprintln!("wirespeed recv: listening on {addr} ({}); Ctrl-C stops and prints the ledger", fmt.name());
+        eprintln!(
+            "wirespeed recv: listening on {} ({}); Ctrl-C stops and prints the ledger",
+            wirespeed::addr::shown(addr),
+            fmt.name()
+        );
     }
     if let Some(e) = &exporter {
         e.announce("recv");

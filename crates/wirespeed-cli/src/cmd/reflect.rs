@@ -12,7 +12,7 @@ use wirespeed::{sys, Error};
 
 #[derive(Args)]
 pub struct ReflectArgs {
-    /// Where to listen: PORT or ADDR:PORT.
+    /// Where to listen: PORT (every address, IPv4 and IPv6), ADDR:PORT or [IPV6]:PORT.
     listen: String,
     /// Stop after this long (default: until Ctrl-C or SIGTERM).
     #[arg(long, value_parser = args::run_duration)]
@@ -69,7 +69,7 @@ pub fn cmd_reflect(a: ReflectArgs) -> Result<u8, Error> {
     let exporter = a.metrics.start("reflect")?;
     cfg.metrics = exporter.as_ref().map(|e| e.board.clone());
     let r = Reflector::bind(&cfg)?;
-    let addr = r.local_addr().map(|a| a.to_string()).unwrap_or_else(|| listen.to_string());
+    let addr = wirespeed::addr::shown(r.local_addr().unwrap_or(listen));
     eprintln!(
         "wirespeed reflect: listening on {addr} (every wirespeed probe goes back to its sender; {}); Ctrl-C stops",
         policy_text(&cfg)

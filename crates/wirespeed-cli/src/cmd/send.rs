@@ -11,7 +11,8 @@ use wirespeed::{sys, Error};
 
 #[derive(Args)]
 pub struct SendArgs {
-    /// Receiver address, HOST:PORT (a multicast group works too).
+    /// Receiver address: HOST:PORT, ADDR:PORT or [IPV6]:PORT (e.g. [::1]:7148); a multicast
+    /// group works too (239.1.2.3:7148, [ff05::1234]:7148).
     target: String,
     /// UDP payload bytes per datagram (1..65507; the counter format needs a multiple of 8).
     /// Default 8800 (suits a 9000-byte MTU; use 1472 or less on a 1500-byte MTU to avoid IP
@@ -65,7 +66,7 @@ pub struct SendArgs {
     max_lag: Duration,
     /// Send from this local address (with --raw: the source address written into the frames;
     /// default: the address IFACE would send from).
-    #[arg(long)]
+    #[arg(long, value_name = "ADDR", value_parser = args::ip_addr)]
     bind: Option<std::net::IpAddr>,
     /// Build the Ethernet/IP/UDP frames here and send them through a raw AF_PACKET socket on
     /// IFACE, past the qdisc, instead of a UDP socket: a sender core then offers more datagrams
@@ -79,9 +80,15 @@ pub struct SendArgs {
     /// table does not have it.
     #[arg(long, value_name = "MAC", requires = "raw", value_parser = tx::raw::Mac::parse)]
     dst_mac: Option<tx::raw::Mac>,
-    /// Multicast TTL, 1..255 (default 1: the local network only). Only for a multicast TARGET.
+    /// Multicast TTL (IPv6: hop limit), 1..255 (default 1: the local network only). Only for a
+    /// multicast TARGET.
     #[arg(long, value_parser = args::ttl)]
     ttl: Option<u32>,
+    /// Interface a multicast TARGET leaves by: an IPv4 address of it, its name (eth0) or its
+    /// index. A link-local IPv6 group (ff02::) needs it, or a scope in the target:
+    /// [ff02::1234%eth0]:7148.
+    #[arg(long, value_name = "IFACE", value_parser = args::iface)]
+    iface: Option<wirespeed::addr::Iface>,
     #[command(flatten)]
     fmt: FormatArgs,
     #[command(flatten)]
@@ -120,6 +127,7 @@ fn send_config(a: &SendArgs) -> Result<SendConfig, Error> {
         )));
     }
     c.ttl = a.ttl.unwrap_or(1);
+    c.multicast_iface = a.iface.clone();
     c.raw = a.raw.clone().map(|iface| tx::config::RawConfig { iface, dst_mac: a.dst_mac });
     c.priority = a.prio.priority();
     Ok(c)

@@ -17,7 +17,7 @@
 //! beyond its rate cap (a token bucket per source address, in a fixed table).
 
 use super::probe;
-use crate::error::{bind_error, Error, Result};
+use crate::error::{Error, Result};
 use crate::sys;
 use serde::Serialize;
 use std::net::{IpAddr, SocketAddr, UdpSocket};
@@ -275,7 +275,7 @@ impl ReflectReport {
             self.received,
             self.bytes,
             self.seconds,
-            self.listen,
+            crate::addr::shown_text(&self.listen),
             self.cpu_ns_per_datagram,
             self.cpu.map(|c| format!(" (CPU {c})")).unwrap_or_default(),
             if self.refused.total > 0 { format!("; refused {}", self.refused.total) } else { String::new() }
@@ -476,7 +476,9 @@ impl Reflector {
     /// Bind and size the buffers; failures are explained for the user.
     pub fn bind(cfg: &ReflectConfig) -> Result<Reflector> {
         cfg.validate()?;
-        let sock = UdpSocket::bind(cfg.listen).map_err(|e| bind_error(cfg.listen, e))?;
+        // A bare PORT is `[::]`: one dual-stack socket answers IPv4 and IPv6 pings alike (each
+        // reply leaves by the family its probe came in on).
+        let (sock, _) = crate::addr::bind_listen(cfg.listen, false)?;
         let fd = sock.as_raw_fd();
         let _ = sys::set_rcvbuf(fd, cfg.buffer, true).or_else(|_| sys::set_rcvbuf(fd, cfg.buffer, false));
         let _ = sys::set_sndbuf(fd, cfg.buffer, true).or_else(|_| sys::set_sndbuf(fd, cfg.buffer, false));

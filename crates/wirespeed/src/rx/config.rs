@@ -6,7 +6,7 @@ use crate::error::{Error, Result};
 use crate::ledger::{LedgerConfig, StreamLedger};
 use crate::sys::bpf::Steer;
 use crate::units;
-use std::net::{Ipv4Addr, SocketAddr};
+use std::net::SocketAddr;
 use std::time::Duration;
 
 /// Receive buffer asked for by default: enough for tens of milliseconds at 10 Gb/s.
@@ -21,7 +21,8 @@ pub const DEFAULT_COALESCE: Duration = Duration::from_millis(1);
 /// Everything a receive run needs.
 #[derive(Clone, Debug)]
 pub struct RecvConfig {
-    /// Address to bind: `0.0.0.0:PORT`, a local address, or a multicast group.
+    /// Address to bind: `[::]:PORT` (every address, IPv4 and IPv6: what a bare PORT means),
+    /// `0.0.0.0:PORT`, a local address of either family, or a multicast group.
     pub listen: SocketAddr,
     /// Which receive path reads the datagrams: named here so that a front end chooses a
     /// backend by configuration, and the capture never names one itself.
@@ -52,8 +53,10 @@ pub struct RecvConfig {
     pub max_streams: usize,
     /// Ledger settings (reorder window, resync threshold...).
     pub ledger: LedgerConfig,
-    /// Interface address for multicast joins (default: the kernel's choice).
-    pub multicast_iface: Option<Ipv4Addr>,
+    /// Interface for multicast joins: an IPv4 address, or an interface by index (either
+    /// family). Default: the kernel's choice, or for an IPv6 group the group's scope id; a
+    /// link-local IPv6 group needs one of them ([`crate::addr::multicast_v6_index`]).
+    pub multicast_iface: Option<crate::addr::Iface>,
     /// Poll without blocking (burns the capture core, saves wake-up latency).
     pub busy_poll: bool,
     /// After a receive call that did not fill the batch, nap this long before the next one, so
@@ -121,6 +124,11 @@ impl RecvConfig {
     /// allocated: the library's own guard, so that every front end (the CLI's parsers give the
     /// same limits earlier, with the option's name) is held to it.
     pub fn check_limits(&self) -> Result<()> {
+        if let SocketAddr::V6(g) = self.listen {
+            if g.ip().is_multicast() {
+                crate::addr::multicast_v6_index(g, self.multicast_iface.as_ref(), "--iface")?;
+            }
+        }
         if self.max_streams == 0 || self.batch == 0 {
             return Err(Error::Usage("--max-streams and --batch must be at least 1".into()));
         }

@@ -390,7 +390,10 @@ pub fn diagnose(r: &RecvReport) -> Vec<String> {
     let unexplained = lost.saturating_sub(r.sender_skipped).saturating_sub(r.ring_full);
     let sock = r.kernel.socket_drops_proc.or(r.kernel.socket_drops_rxq_ovfl).unwrap_or(0);
     if r.datagrams == 0 && r.streams.is_empty() {
-        d.push(format!("nothing arrived on {}: is the sender pointed at this address and port?", r.listen));
+        d.push(format!(
+            "nothing arrived on {}: is the sender pointed at this address and port?",
+            crate::addr::shown_text(&r.listen)
+        ));
         d.extend(control_diagnosis(r));
         return d;
     }
@@ -621,7 +624,7 @@ impl RecvReport {
         let _ = writeln!(
             o,
             "wirespeed recv {}  {}  {}{}  stopped by {}",
-            self.listen,
+            crate::addr::shown_text(&self.listen),
             self.format,
             self.backend,
             if self.gro { "+GRO" } else { "" },

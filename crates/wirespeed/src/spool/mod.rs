@@ -24,8 +24,9 @@ pub use crate::calendar::{utc_compact, utc_iso};
 use crate::ledger::{GapRange, LedgerConfig, LedgerCounts, Segment, StreamLedger};
 use crate::wire::{Format, Invalid, LengthLock, UNSEQUENCED};
 pub use pcap::{
-    parse_pcap_global, parse_pcap_packet, pcap_global_header, pcap_record_header, PcapInfo, PcapPacket, LINKTYPES_READ,
-    LINKTYPE_RAW, PCAP_GLOBAL_LEN, PCAP_MAGIC_NS, PCAP_MAGIC_US, PCAP_RECORD_OVERHEAD,
+    parse_pcap_global, parse_pcap_packet, pcap_global_header, pcap_record_header, pcap_record_header_v6, PcapInfo,
+    PcapPacket, LINKTYPES_READ, LINKTYPE_RAW, PCAP_GLOBAL_LEN, PCAP_MAGIC_NS, PCAP_MAGIC_US, PCAP_RECORD_OVERHEAD,
+    PCAP_RECORD_OVERHEAD_V6,
 };
 pub use recordable::{recordable, Recordable};
 use serde::{Deserialize, Serialize};
@@ -124,7 +125,7 @@ pub fn sidecar_part_name(name: &str) -> String {
 pub enum FileFormat {
     /// Payloads back to back.
     Raw,
-    /// Classic pcap, nanosecond time stamps, raw IPv4 link type.
+    /// Classic pcap, nanosecond time stamps, raw IP link type (IPv4 and IPv6 packets).
     Pcap,
 }
 
@@ -222,8 +223,8 @@ pub struct FileLedger {
     pub unreadable: u64,
     /// pcap records captured shorter than the packet (a snap length): their payload is unknown.
     pub cut_short: u64,
-    /// pcap records that are not a whole IPv4/UDP datagram (another protocol, IPv6, an IP
-    /// fragment, malformed headers).
+    /// pcap records that are not a whole IPv4/UDP or IPv6/UDP datagram (another protocol, an
+    /// IP fragment, IPv6 extension headers, malformed headers).
     pub not_udp: u64,
     /// Valid records without a sequence position (e.g. SPEAD control heaps).
     pub unsequenced: u64,

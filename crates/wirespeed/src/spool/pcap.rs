@@ -1,14 +1,21 @@
 //! Classic pcap (formats.md section 5): the global header, the record header, and the link
 //! layers `verify` takes apart, as views written once for the writer and the readers.
 //!
-//! Our files are little-endian, nanosecond, link type 101 (raw IPv4) with synthesized IPv4/UDP
-//! headers ([`crate::wire::net`]). Files of other tools may be big-endian, microsecond, and
-//! Ethernet or Linux-cooked framed; the views read those too.
+//! Our files are little-endian, nanosecond, link type 101 (raw IP: each packet starts with an
+//! IPv4 or an IPv6 header, as its first nibble says) with synthesized IP/UDP headers
+//! ([`crate::wire::net`]): an IPv4 sender's datagrams get an IPv4 header (UDP checksum 0, which
+//! IPv4 allows), an IPv6 sender's an IPv6 header (payload length, next header 17, hop limit 64)
+//! and a computed UDP checksum, which IPv6 requires. Files of other tools may be big-endian,
+//! microsecond, and Ethernet or Linux-cooked framed; the views read those too. An IPv6 packet
+//! with extension headers (fragments included) is not taken apart: it counts as no datagram.
 
-use crate::wire::net::{EthernetFrame, Ipv4Packet, UdpPacket, ETHERTYPE_IPV4, IPPROTO_UDP};
+use crate::wire::net::{
+    udp6_checksum, EthernetFrame, Ipv4Packet, Ipv6Packet, UdpPacket, ETHERTYPE_IPV4, ETHERTYPE_IPV6, IPPROTO_UDP,
+    IPV6_HEADER_LEN, UDP_HEADER_LEN,
+};
 use crate::wire::view::{be_u16, check_len, le_u32, set_le_u16, set_le_u32, Truncated};
 use crate::wire::ByteOrder;
-use std::net::{SocketAddr, SocketAddrV4};
+use std::net::{SocketAddr, SocketAddrV4, SocketAddrV6};
 
 /// pcap magic for nanosecond time stamps, as stored little-endian.
 pub const PCAP_MAGIC_NS: u32 = 0xA1B2_3C4D;
@@ -20,8 +27,11 @@ pub const PCAPNG_MAGIC: u32 = 0x0A0D_0D0A;
 pub const PCAP_GLOBAL_LEN: usize = 24;
 /// pcap record header length.
 pub const PCAP_RECORD_LEN: usize = 16;
-/// pcap record header + IPv4 header + UDP header: what precedes each payload in our pcap files.
+/// pcap record header + IPv4 header + UDP header: what precedes each IPv4 sender's payload in
+/// our pcap files.
 pub const PCAP_RECORD_OVERHEAD: usize = PCAP_RECORD_LEN + 20 + 8;
+/// pcap record header + IPv6 header + UDP header: what precedes each IPv6 sender's payload.
+pub const PCAP_RECORD_OVERHEAD_V6: usize = PCAP_RECORD_LEN + IPV6_HEADER_LEN + UDP_HEADER_LEN;
 /// LINKTYPE_RAW: each packet starts with an IPv4 (or IPv6) header.
 pub const LINKTYPE_RAW: u32 = 101;
 
@@ -200,6 +210,41 @@ pub fn pcap_record_header(
     h
 }
 
+/// The pcap record header and synthesized IPv6/UDP headers for one datagram with `payload`
+/// from `src` to `dst`, received at `unix_ns`, the UDP checksum computed over the payload (one
+/// pass over bytes the capture has just touched). Built on the stack in the capture loop.
+#[inline]
+pub fn pcap_record_header_v6(
+    unix_ns: u64,
+    src: SocketAddrV6,
+    dst: SocketAddrV6,
+    payload: &[u8],
+) -> [u8; PCAP_RECORD_OVERHEAD_V6] {
+    let mut h = [0u8; PCAP_RECORD_OVERHEAD_V6];
+    let (rec, rest) = h.split_at_mut(PCAP_RECORD_LEN);
+    let (ip, udp) = rest.split_at_mut(IPV6_HEADER_LEN);
+    let udp_len = (payload.len() + UDP_HEADER_LEN) as u16;
+    let mut r = RecordHeader { buffer: rec, order: ByteOrder::Le };
+    r.set_unix_ns(unix_ns);
+    r.set_len((IPV6_HEADER_LEN + usize::from(udp_len)) as u32);
+    let mut ip = Ipv6Packet::new_unchecked(ip);
+    ip.set_version();
+    ip.set_payload_len(udp_len);
+    ip.set_next_header(IPPROTO_UDP);
+    ip.set_hop_limit(64);
+    ip.set_src_addr(*src.ip());
+    ip.set_dst_addr(*dst.ip());
+    let mut u = [0u8; UDP_HEADER_LEN];
+    let mut view = UdpPacket::new_unchecked(&mut u[..]);
+    view.set_src_port(src.port());
+    view.set_dst_port(dst.port());
+    view.set_length(udp_len);
+    let sum = udp6_checksum(*src.ip(), *dst.ip(), &u, payload);
+    UdpPacket::new_unchecked(&mut u[..]).set_checksum(sum);
+    udp.copy_from_slice(&u);
+    h
+}
+
 /// A pcap file's global parameters, as read back.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PcapInfo {
@@ -207,7 +252,8 @@ pub struct PcapInfo {
     pub nanos: bool,
     /// Fields are big-endian (written on a big-endian host).
     pub big_endian: bool,
-    /// Link type (1 Ethernet, 101/228 raw IPv4, 113/276 Linux cooked v1/v2).
+    /// Link type (1 Ethernet, 101 raw IPv4/IPv6, 228 raw IPv4, 229 raw IPv6, 113/276 Linux
+    /// cooked v1/v2).
     pub linktype: u32,
 }
 
@@ -223,7 +269,7 @@ impl PcapInfo {
 }
 
 /// pcap link types whose packets [`parse_pcap_packet`] can take apart.
-pub const LINKTYPES_READ: [u32; 5] = [1, 101, 228, 113, 276];
+pub const LINKTYPES_READ: [u32; 6] = [1, 101, 228, 229, 113, 276];
 
 /// Read a pcap global header; None when `b` does not start with one.
 pub fn parse_pcap_global(b: &[u8]) -> Option<PcapInfo> {
@@ -235,9 +281,10 @@ pub fn parse_pcap_global(b: &[u8]) -> Option<PcapInfo> {
 pub struct PcapPacket<'a> {
     /// Time stamp, nanoseconds since the Unix epoch.
     pub unix_ns: u64,
-    /// Source of the UDP datagram, when the packet is IPv4/UDP.
+    /// Source of the UDP datagram, when the packet is IPv4/UDP or IPv6/UDP.
     pub src: Option<SocketAddr>,
-    /// UDP payload, when the packet is an unfragmented IPv4/UDP datagram captured whole.
+    /// UDP payload, when the packet is an unfragmented IPv4/UDP or IPv6/UDP (no extension
+    /// headers) datagram captured whole.
     pub payload: Option<&'a [u8]>,
 }
 
@@ -256,37 +303,53 @@ mod sll2 {
     pub const LEN: usize = 20;
 }
 
-/// The IPv4 packet inside a record's link layer, when the link layer says IPv4.
+/// The IP packet inside a record's link layer, when the link layer says IPv4 or IPv6.
 fn link_payload(linktype: u32, data: &[u8]) -> Option<&[u8]> {
+    let ip = |et: u16| et == ETHERTYPE_IPV4 || et == ETHERTYPE_IPV6;
     match linktype {
-        101 | 228 => Some(data),
+        101 | 228 | 229 => Some(data),
         1 => match EthernetFrame::new_checked(data).ok()?.into_inner()? {
-            (ETHERTYPE_IPV4, ip) => Some(ip),
+            (et, p) if ip(et) => Some(p),
             _ => None,
         },
-        113 => (be_u16(data.get(sll::PROTOCOL)?, 0..2) == ETHERTYPE_IPV4).then(|| &data[sll::LEN..]),
-        276 => (data.len() >= sll2::LEN && be_u16(data, sll2::PROTOCOL) == ETHERTYPE_IPV4).then(|| &data[sll2::LEN..]),
+        113 => ip(be_u16(data.get(sll::PROTOCOL)?, 0..2)).then(|| &data[sll::LEN..]),
+        276 => (data.len() >= sll2::LEN && ip(be_u16(data, sll2::PROTOCOL))).then(|| &data[sll2::LEN..]),
         _ => None,
     }
 }
 
 /// Split a record's bytes (after its 16-byte header) into the UDP source and payload.
 pub fn parse_pcap_packet<'a>(info: &PcapInfo, data: &'a [u8], orig_len: u32) -> (Option<SocketAddr>, Option<&'a [u8]>) {
-    let Some(ip) = link_payload(info.linktype, data).and_then(|b| Ipv4Packet::new_checked(b).ok()) else {
-        return (None, None);
+    let Some(ip) = link_payload(info.linktype, data) else { return (None, None) };
+    let (src, udp) = match ip.first().map(|b| b >> 4) {
+        Some(4) if info.linktype != 229 => {
+            let Ok(ip) = Ipv4Packet::new_checked(ip) else { return (None, None) };
+            if ip.protocol() != IPPROTO_UDP || ip.is_fragment() {
+                return (None, None);
+            }
+            let Some(udp) = ip.into_payload().and_then(|p| UdpPacket::new_checked(p).ok()) else {
+                return (None, None);
+            };
+            (SocketAddr::V4(SocketAddrV4::new(ip.src_addr(), udp.src_port())), udp)
+        }
+        Some(6) if info.linktype != 228 => {
+            // UDP right after the fixed header only: extension headers (a fragment header
+            // among them) make it no datagram of ours.
+            let Ok(ip) = Ipv6Packet::new_checked(ip) else { return (None, None) };
+            if ip.next_header() != IPPROTO_UDP {
+                return (None, None);
+            }
+            let Some(udp) = ip.into_payload().and_then(|p| UdpPacket::new_checked(p).ok()) else {
+                return (None, None);
+            };
+            (SocketAddr::V6(SocketAddrV6::new(ip.src_addr(), udp.src_port(), 0, 0)), udp)
+        }
+        _ => return (None, None),
     };
-    if ip.version() != 4 || ip.protocol() != IPPROTO_UDP {
-        return (None, None);
-    }
-    let Some(udp) = ip.into_payload().and_then(|p| UdpPacket::new_checked(p).ok()) else { return (None, None) };
-    if ip.is_fragment() {
-        return (None, None);
-    }
-    let src = Some(SocketAddr::V4(SocketAddrV4::new(ip.src_addr(), udp.src_port())));
     let whole = data.len() as u32 == orig_len;
     match udp.into_payload() {
-        Some(payload) if whole => (src, Some(payload)),
-        _ => (src, None),
+        Some(payload) if whole => (Some(src), Some(payload)),
+        _ => (Some(src), None),
     }
 }
 
@@ -375,5 +438,43 @@ mod tests {
         frag[6] |= 0x20; // more fragments
         let raw = PcapInfo { nanos: true, big_endian: false, linktype: 101 };
         assert_eq!(parse_pcap_packet(&raw, &frag, frag.len() as u32), (None, None));
+    }
+
+    #[test]
+    fn ipv6_headers_carry_a_valid_checksum_and_parse_back() {
+        let src = SocketAddrV6::new("2001:2::1".parse().unwrap(), 4000, 0, 0);
+        let dst = SocketAddrV6::new("2001:2::2".parse().unwrap(), 7148, 0, 0);
+        let payload = [1u8, 2, 3, 4, 5];
+        let h = pcap_record_header_v6(5, src, dst, &payload);
+        let r = RecordHeader::new_checked(&h[..16], ByteOrder::Le).unwrap();
+        assert_eq!((r.caplen(), r.origlen()), (40 + 8 + 5, 40 + 8 + 5));
+        let mut ip = h[16..].to_vec();
+        ip.extend_from_slice(&payload);
+        assert_eq!(ip[0] >> 4, 6);
+        assert_eq!(&ip[4..8], &[0, 13, 17, 64], "payload length 13, next header UDP, hop limit 64");
+        // The checksum verifies: pseudo-header + datagram folds to zero.
+        use crate::wire::net::{fold_checksum, sum_words};
+        let all = sum_words(&src.ip().octets()) + sum_words(&dst.ip().octets()) + 13 + 17 + sum_words(&ip[40..]);
+        assert_eq!(fold_checksum(all), 0);
+        assert_ne!(&ip[46..48], &[0, 0]);
+        let mut eth = vec![0u8; 12];
+        eth.extend_from_slice(&[0x86, 0xdd]);
+        eth.extend_from_slice(&ip);
+        let mut sll2 = vec![0x86, 0xdd];
+        sll2.extend_from_slice(&[0u8; 18]);
+        sll2.extend_from_slice(&ip);
+        for (lt, data) in [(101, &ip), (229, &ip), (1, &eth), (276, &sll2)] {
+            let info = PcapInfo { nanos: true, big_endian: false, linktype: lt };
+            let (s, p) = parse_pcap_packet(&info, data, data.len() as u32);
+            assert_eq!(s, Some(SocketAddr::V6(src)), "link type {lt}");
+            assert_eq!(p, Some(&payload[..]), "link type {lt}");
+        }
+        let v4only = PcapInfo { nanos: true, big_endian: false, linktype: 228 };
+        assert_eq!(parse_pcap_packet(&v4only, &ip, ip.len() as u32), (None, None), "228 is IPv4 only");
+        // An extension header (hop-by-hop) before UDP: not a datagram of ours.
+        let mut ext = ip.clone();
+        ext[6] = 0;
+        let raw = PcapInfo { nanos: true, big_endian: false, linktype: 101 };
+        assert_eq!(parse_pcap_packet(&raw, &ext, ext.len() as u32), (None, None));
     }
 }

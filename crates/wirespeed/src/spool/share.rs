@@ -58,7 +58,7 @@ const W_BREAKS: usize = W_ANCHORS + 2 * ANCHORS as usize;
 /// Bytes of a pcap global header, skipped after a break.
 const FILE_HEADER: u64 = super::PCAP_GLOBAL_LEN as u64;
 /// Longest pcap record a recorder writes (record header, IPv4/UDP headers, 64 KiB datagram).
-const MAX_RECORD: u64 = (super::pcap::PCAP_RECORD_LEN + 28 + 65536) as u64;
+const MAX_RECORD: u64 = (super::pcap::PCAP_RECORD_OVERHEAD_V6 + 65536) as u64;
 
 /// The share directory: `$WIRESPEED_SHARE_DIR`, else `/run/wirespeed/share`.
 pub fn share_dir() -> PathBuf {

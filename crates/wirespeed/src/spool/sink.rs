@@ -18,11 +18,11 @@
 //! ([`share`](super::share)): a few stores per batch, no system call.
 
 use super::handoff::{Break, Cut, Shared, ALIGN};
-use super::{pcap_global_header, pcap_record_header, FileFormat, ReadLayout};
+use super::{pcap_global_header, pcap_record_header, pcap_record_header_v6, FileFormat, ReadLayout};
 use crate::rx::{Reject, Sink};
 use crate::sys::{self, Lease, RingProducer};
 use crate::wire::{Invalid, PacketInfo};
-use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
@@ -62,7 +62,14 @@ pub struct RingSink {
     next_part: u64,
     part_of: Option<Arc<dyn super::Recordable + Send + Sync>>,
     strip: usize,
-    dst: SocketAddrV4,
+    /// Destination named in pcap headers for IPv4 senders (0.0.0.0 for a socket on every
+    /// address) and for IPv6 senders (`::` likewise).
+    dst4: SocketAddrV4,
+    dst6: SocketAddrV6,
+    /// pcap header room of a lent slot: the one family that can arrive (IPv4 44 bytes, IPv6
+    /// 64), or `None` on a dual-stack socket, where both can and no single room fits: such a
+    /// pcap recording copies each datagram behind its own header instead of lending.
+    pcap_head: Option<usize>,
     rt_offset: u64,
     rotation: Rotation,
     file_start: u64,
@@ -108,9 +115,15 @@ impl RingSink {
         dst: SocketAddr,
         rotation: Rotation,
     ) -> Self {
-        let dst = match dst {
-            SocketAddr::V4(a) => a,
-            SocketAddr::V6(a) => SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, a.port()),
+        let (dst4, dst6, pcap_head) = match dst {
+            SocketAddr::V4(a) => {
+                (a, SocketAddrV6::new(Ipv6Addr::UNSPECIFIED, a.port(), 0, 0), Some(super::PCAP_RECORD_OVERHEAD))
+            }
+            SocketAddr::V6(a) => (
+                SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, a.port()),
+                SocketAddrV6::new(*a.ip(), a.port(), 0, 0),
+                (!crate::addr::is_dual_stack(dst)).then_some(super::PCAP_RECORD_OVERHEAD_V6),
+            ),
         };
         let mono = sys::monotonic_ns();
         let unix = sys::realtime_ns();
@@ -133,7 +146,9 @@ impl RingSink {
             next_part: 0,
             part_of: (parts > 1).then(|| super::recordable::recordable_owned(&**fmt)),
             strip,
-            dst,
+            dst4,
+            dst6,
+            pcap_head,
             rt_offset: unix.wrapping_sub(mono),
             rotation,
             file_start: 0,
@@ -145,7 +160,11 @@ impl RingSink {
             now: mono,
             keep_invalid: false,
             last: Last::Nothing,
-            in_place: layout.file_format == FileFormat::Pcap || (parts == 1 && strip == 0 && fixed_len > 0),
+            in_place: if layout.file_format == FileFormat::Pcap {
+                pcap_head.is_some()
+            } else {
+                parts == 1 && strip == 0 && fixed_len > 0
+            },
             learned_len: 0,
             kept: 0,
             share: None,
@@ -299,15 +318,25 @@ impl Sink for RingSink {
                 self.ring.write(&[rec])
             }
             FileFormat::Pcap => {
-                let Some(SocketAddr::V4(src)) = src else {
-                    self.not_written += 1;
-                    return true;
-                };
-                let rec = super::PCAP_RECORD_OVERHEAD + data.len();
-                self.size_cut(rec);
-                let h = pcap_record_header(now_ns.wrapping_add(self.rt_offset), src, self.dst, data.len());
-                self.last = Last::Copied(self.ring.position());
-                self.ring.write(&[&h, data])
+                let at = now_ns.wrapping_add(self.rt_offset);
+                match src {
+                    Some(SocketAddr::V4(src)) => {
+                        self.size_cut(super::PCAP_RECORD_OVERHEAD + data.len());
+                        let h = pcap_record_header(at, src, self.dst4, data.len());
+                        self.last = Last::Copied(self.ring.position());
+                        self.ring.write(&[&h, data])
+                    }
+                    Some(SocketAddr::V6(src)) => {
+                        self.size_cut(super::PCAP_RECORD_OVERHEAD_V6 + data.len());
+                        let h = pcap_record_header_v6(at, src, self.dst6, data);
+                        self.last = Last::Copied(self.ring.position());
+                        self.ring.write(&[&h, data])
+                    }
+                    None => {
+                        self.not_written += 1;
+                        return true;
+                    }
+                }
             }
         };
         if ok {
@@ -329,7 +358,7 @@ impl Sink for RingSink {
             return None; // nothing learned yet: copy until the first datagram says its length
         }
         let (head, min) = match self.file_format {
-            FileFormat::Pcap => (super::PCAP_RECORD_OVERHEAD, super::PCAP_GLOBAL_LEN as u64),
+            FileFormat::Pcap => (self.pcap_head?, super::PCAP_GLOBAL_LEN as u64),
             FileFormat::Raw => (0, 0),
         };
         let stride = (head + body) as u64;
@@ -367,12 +396,23 @@ impl Sink for RingSink {
                 self.ring.commit(lease, slot, data.len(), &[])
             }
             FileFormat::Pcap => {
-                let Some(SocketAddr::V4(src)) = src else {
-                    self.not_written += 1;
-                    return true;
-                };
-                let h = pcap_record_header(now_ns.wrapping_add(self.rt_offset), src, self.dst, data.len());
-                self.ring.commit(lease, slot, data.len(), &h)
+                // The lease's header room fits the one family this socket receives (lending
+                // is off on a dual-stack one), so the header below always fills it exactly.
+                let at = now_ns.wrapping_add(self.rt_offset);
+                match src {
+                    Some(SocketAddr::V4(src)) => {
+                        let h = pcap_record_header(at, src, self.dst4, data.len());
+                        self.ring.commit(lease, slot, data.len(), &h)
+                    }
+                    Some(SocketAddr::V6(src)) => {
+                        let h = pcap_record_header_v6(at, src, self.dst6, data);
+                        self.ring.commit(lease, slot, data.len(), &h)
+                    }
+                    None => {
+                        self.not_written += 1;
+                        return true;
+                    }
+                }
             }
         };
         if committed {

@@ -62,7 +62,7 @@ pub struct FileVerdict {
     pub unreadable: u64,
     /// pcap records captured shorter than the packet (a snap length such as `tcpdump -s 100`).
     pub cut_short: u64,
-    /// pcap records that are not a whole IPv4/UDP datagram.
+    /// pcap records that are not a whole IPv4/UDP or IPv6/UDP datagram.
     pub not_udp: u64,
     /// wirespeed end-of-stream messages (in captures made by other tools): not data records.
     pub control: u64,
@@ -609,12 +609,12 @@ pub fn verify(found: &Collected, opts: &VerifyOptions) -> Result<VerifyReport> {
         let linktype = walker.pcap_info().map(|p| p.linktype);
         if let Some(lt) = linktype.filter(|lt| !super::LINKTYPES_READ.contains(lt)) {
             problems.push(format!(
-                "pcap link type {lt} is not one verify takes apart (Ethernet 1, raw IPv4 101 or 228, Linux cooked 113 or 276): its {} records were not checked",
+                "pcap link type {lt} is not one verify takes apart (Ethernet 1, raw IP 101, raw IPv4 228, raw IPv6 229, Linux cooked 113 or 276): its {} records were not checked",
                 units::thousands(v.records)
             ));
         } else if v.not_udp > 0 {
             problems.push(format!(
-                "{} records are not whole IPv4/UDP datagrams (another protocol, IPv6, an IP fragment or a malformed header): not checked",
+                "{} records are not whole IPv4/UDP or IPv6/UDP datagrams (another protocol, an IP fragment, IPv6 extension headers or a malformed header): not checked",
                 units::thousands(v.not_udp)
             ));
         }

@@ -17,7 +17,7 @@
 use std::io;
 use std::mem::size_of;
 use std::net::{SocketAddr, UdpSocket};
-use std::os::fd::{AsRawFd, FromRawFd, RawFd};
+use std::os::fd::{AsRawFd, RawFd};
 
 use super::cvt;
 
@@ -283,52 +283,7 @@ impl Program {
 /// A UDP socket bound to `addr` with SO_REUSEPORT set before the bind, so that the other
 /// capture threads' sockets can join its group (each binding the same address and port).
 pub fn bind_reuseport_udp(addr: SocketAddr) -> io::Result<UdpSocket> {
-    let domain = if addr.is_ipv4() { libc::AF_INET } else { libc::AF_INET6 };
-    // SAFETY: socket takes plain integer arguments; the result is checked before use.
-    let fd = cvt(unsafe { libc::socket(domain, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) })?;
-    // SAFETY: `fd` was just returned by socket() and is owned by nobody else: the UdpSocket
-    // takes it over and closes it on every path from here.
-    let sock = unsafe { UdpSocket::from_raw_fd(fd) };
-    let one: libc::c_int = 1;
-    // SAFETY: `one` lives on the stack for the call and its exact size is passed.
-    cvt(unsafe {
-        libc::setsockopt(
-            fd,
-            libc::SOL_SOCKET,
-            libc::SO_REUSEPORT,
-            (&one as *const libc::c_int).cast(),
-            size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    })?;
-    let (storage, len) = sockaddr(addr);
-    // SAFETY: `storage` holds a sockaddr_in or sockaddr_in6 of `len` bytes, alive for the call.
-    cvt(unsafe { libc::bind(fd, (&storage as *const libc::sockaddr_storage).cast(), len) })?;
-    Ok(sock)
-}
-
-fn sockaddr(addr: SocketAddr) -> (libc::sockaddr_storage, libc::socklen_t) {
-    // SAFETY: sockaddr_storage is plain data for which all-zero bytes are a valid value.
-    let mut ss: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
-    match addr {
-        SocketAddr::V4(a) => {
-            // SAFETY: sockaddr_storage is large and aligned enough for any sockaddr_in.
-            let sin = unsafe { &mut *(&mut ss as *mut libc::sockaddr_storage).cast::<libc::sockaddr_in>() };
-            sin.sin_family = libc::AF_INET as libc::sa_family_t;
-            sin.sin_port = a.port().to_be();
-            sin.sin_addr = libc::in_addr { s_addr: u32::from(*a.ip()).to_be() };
-            (ss, size_of::<libc::sockaddr_in>() as libc::socklen_t)
-        }
-        SocketAddr::V6(a) => {
-            // SAFETY: sockaddr_storage is large and aligned enough for any sockaddr_in6.
-            let sin6 = unsafe { &mut *(&mut ss as *mut libc::sockaddr_storage).cast::<libc::sockaddr_in6>() };
-            sin6.sin6_family = libc::AF_INET6 as libc::sa_family_t;
-            sin6.sin6_port = a.port().to_be();
-            sin6.sin6_addr = libc::in6_addr { s6_addr: a.ip().octets() };
-            sin6.sin6_flowinfo = a.flowinfo();
-            sin6.sin6_scope_id = a.scope_id();
-            (ss, size_of::<libc::sockaddr_in6>() as libc::socklen_t)
-        }
-    }
+    super::socket::bind_udp(addr, true)
 }
 
 /// Attach `prog` to the reuseport group `sock` belongs to (it must be bound): from then on

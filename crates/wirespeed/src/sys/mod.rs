@@ -40,8 +40,10 @@ pub use signal::{
     install_cpu_limit_handler, install_stop_handler, last_signal, send_signal, stop_flag, SIGTERM, SIGXCPU,
 };
 pub use socket::{
-    enable_gro, enable_rxq_ovfl, gso_supported, has_net_admin, poll_readable, rcvbuf, send_one, set_rcvbuf,
-    set_rcvtimeo, set_sndbuf, socket_inode, EchoBatch, RecvBatch, RecvMeta, SendBatch,
+    bind_udp, enable_gro, enable_rxq_ovfl, gso_supported, has_net_admin, join_multicast_v4_index, poll_readable,
+    rcvbuf, send_one, set_multicast_hops_v6, set_multicast_if_v4_addr, set_multicast_if_v4_index, set_multicast_if_v6,
+    set_multicast_loop_v6, set_rcvbuf, set_rcvtimeo, set_sndbuf, socket_inode, EchoBatch, RecvBatch, RecvMeta,
+    SendBatch,
 };
 pub use time::{
     monotonic_ns, process_cpu_ns, realtime_ns, set_timer_slack_ns, sleep_until_monotonic_ns, thread_cpu_ns,

@@ -131,15 +131,141 @@ fn sockaddr_to_std(ss: &libc::sockaddr_storage) -> Option<SocketAddr> {
         libc::AF_INET6 => {
             // SAFETY: the family says the storage holds a sockaddr_in6, which fits inside it.
             let sin6 = unsafe { &*(ss as *const libc::sockaddr_storage).cast::<libc::sockaddr_in6>() };
-            Some(SocketAddr::V6(SocketAddrV6::new(
-                Ipv6Addr::from(sin6.sin6_addr.s6_addr),
-                u16::from_be(sin6.sin6_port),
-                sin6.sin6_flowinfo,
-                sin6.sin6_scope_id,
-            )))
+            let ip = Ipv6Addr::from(sin6.sin6_addr.s6_addr);
+            let port = u16::from_be(sin6.sin6_port);
+            // An IPv4 sender reaching a dual-stack socket arrives as ::ffff:a.b.c.d: it is the
+            // IPv4 address a.b.c.d, and ledgers, stream keys and reports name it so.
+            Some(match ip.to_ipv4_mapped() {
+                Some(v4) => SocketAddr::V4(SocketAddrV4::new(v4, port)),
+                None => SocketAddr::V6(SocketAddrV6::new(ip, port, sin6.sin6_flowinfo, sin6.sin6_scope_id)),
+            })
         }
         _ => None,
     }
+}
+
+/// `addr` as a `sockaddr_storage` and the length of the variant it holds, for bind/connect.
+pub(crate) fn sockaddr(addr: SocketAddr) -> (libc::sockaddr_storage, libc::socklen_t) {
+    // SAFETY: sockaddr_storage is plain data for which all-zero bytes are a valid value.
+    let mut ss: libc::sockaddr_storage = unsafe { zeroed() };
+    match addr {
+        SocketAddr::V4(a) => {
+            // SAFETY: sockaddr_storage is large and aligned enough for any sockaddr_in.
+            let sin = unsafe { &mut *(&mut ss as *mut libc::sockaddr_storage).cast::<libc::sockaddr_in>() };
+            sin.sin_family = libc::AF_INET as libc::sa_family_t;
+            sin.sin_port = a.port().to_be();
+            sin.sin_addr = libc::in_addr { s_addr: u32::from(*a.ip()).to_be() };
+            (ss, size_of::<libc::sockaddr_in>() as libc::socklen_t)
+        }
+        SocketAddr::V6(a) => {
+            // SAFETY: sockaddr_storage is large and aligned enough for any sockaddr_in6.
+            let sin6 = unsafe { &mut *(&mut ss as *mut libc::sockaddr_storage).cast::<libc::sockaddr_in6>() };
+            sin6.sin6_family = libc::AF_INET6 as libc::sa_family_t;
+            sin6.sin6_port = a.port().to_be();
+            sin6.sin6_addr = libc::in6_addr { s6_addr: a.ip().octets() };
+            sin6.sin6_flowinfo = a.flowinfo();
+            sin6.sin6_scope_id = a.scope_id();
+            (ss, size_of::<libc::sockaddr_in6>() as libc::socklen_t)
+        }
+    }
+}
+
+/// A UDP socket bound to `addr`, set up before the bind as a receiver needs it: an IPv6
+/// socket on the unspecified address `[::]` takes IPv4 too (IPV6_V6ONLY off, whatever
+/// net.ipv6.bindv6only says), so one socket hears both families; `reuseport` sets
+/// SO_REUSEPORT, so that other capture threads' sockets can join its group.
+pub fn bind_udp(addr: SocketAddr, reuseport: bool) -> io::Result<std::net::UdpSocket> {
+    use std::os::fd::FromRawFd;
+    let domain = if addr.is_ipv4() { libc::AF_INET } else { libc::AF_INET6 };
+    // SAFETY: socket takes plain integer arguments; the result is checked before use.
+    let fd = cvt(unsafe { libc::socket(domain, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) })?;
+    // SAFETY: `fd` was just returned by socket() and is owned by nobody else: the UdpSocket
+    // takes it over and closes it on every path from here.
+    let sock = unsafe { std::net::UdpSocket::from_raw_fd(fd) };
+    if let SocketAddr::V6(a) = addr {
+        let v6only = if a.ip().is_unspecified() { 0 } else { 1 };
+        setsockopt_int(fd, libc::IPPROTO_IPV6, libc::IPV6_V6ONLY, v6only)?;
+    }
+    if reuseport {
+        setsockopt_int(fd, libc::SOL_SOCKET, libc::SO_REUSEPORT, 1)?;
+    }
+    let (storage, len) = sockaddr(addr);
+    // SAFETY: `storage` holds a sockaddr_in or sockaddr_in6 of `len` bytes, alive for the call.
+    cvt(unsafe { libc::bind(fd, (&storage as *const libc::sockaddr_storage).cast(), len) })?;
+    Ok(sock)
+}
+
+/// Join IPv4 multicast group `group` on the interface with index `ifindex` (ip_mreqn), for an
+/// interface named rather than given by its address.
+pub fn join_multicast_v4_index(fd: RawFd, group: Ipv4Addr, ifindex: u32) -> io::Result<()> {
+    let m = libc::ip_mreqn {
+        imr_multiaddr: libc::in_addr { s_addr: u32::from(group).to_be() },
+        imr_address: libc::in_addr { s_addr: 0 },
+        imr_ifindex: ifindex as libc::c_int,
+    };
+    // SAFETY: `m` lives on the stack for the call and its exact size is passed.
+    let ret = unsafe {
+        libc::setsockopt(
+            fd,
+            libc::IPPROTO_IP,
+            libc::IP_ADD_MEMBERSHIP,
+            (&m as *const libc::ip_mreqn).cast(),
+            size_of::<libc::ip_mreqn>() as libc::socklen_t,
+        )
+    };
+    cvt(ret).map(|_| ())
+}
+
+/// Send IPv4 multicast out of the interface with index `ifindex` (IP_MULTICAST_IF, ip_mreqn).
+pub fn set_multicast_if_v4_index(fd: RawFd, ifindex: u32) -> io::Result<()> {
+    let m = libc::ip_mreqn {
+        imr_multiaddr: libc::in_addr { s_addr: 0 },
+        imr_address: libc::in_addr { s_addr: 0 },
+        imr_ifindex: ifindex as libc::c_int,
+    };
+    // SAFETY: `m` lives on the stack for the call and its exact size is passed.
+    let ret = unsafe {
+        libc::setsockopt(
+            fd,
+            libc::IPPROTO_IP,
+            libc::IP_MULTICAST_IF,
+            (&m as *const libc::ip_mreqn).cast(),
+            size_of::<libc::ip_mreqn>() as libc::socklen_t,
+        )
+    };
+    cvt(ret).map(|_| ())
+}
+
+/// Send IPv4 multicast out of the interface that holds `addr` (IP_MULTICAST_IF, in_addr).
+pub fn set_multicast_if_v4_addr(fd: RawFd, addr: Ipv4Addr) -> io::Result<()> {
+    let a = libc::in_addr { s_addr: u32::from(addr).to_be() };
+    // SAFETY: `a` lives on the stack for the call and its exact size is passed.
+    let ret = unsafe {
+        libc::setsockopt(
+            fd,
+            libc::IPPROTO_IP,
+            libc::IP_MULTICAST_IF,
+            (&a as *const libc::in_addr).cast(),
+            size_of::<libc::in_addr>() as libc::socklen_t,
+        )
+    };
+    cvt(ret).map(|_| ())
+}
+
+/// Send IPv6 multicast out of the interface with index `ifindex` (IPV6_MULTICAST_IF).
+pub fn set_multicast_if_v6(fd: RawFd, ifindex: u32) -> io::Result<()> {
+    setsockopt_int(fd, libc::IPPROTO_IPV6, libc::IPV6_MULTICAST_IF, ifindex as libc::c_int)
+}
+
+/// Hop limit of IPv6 multicast sent on this socket (IPV6_MULTICAST_HOPS).
+pub fn set_multicast_hops_v6(fd: RawFd, hops: u32) -> io::Result<()> {
+    setsockopt_int(fd, libc::IPPROTO_IPV6, libc::IPV6_MULTICAST_HOPS, hops as libc::c_int)
+}
+
+/// Whether IPv6 multicast sent on this socket is looped back to local members
+/// (IPV6_MULTICAST_LOOP), so a receiver on the same host hears it.
+pub fn set_multicast_loop_v6(fd: RawFd, on: bool) -> io::Result<()> {
+    setsockopt_int(fd, libc::IPPROTO_IPV6, libc::IPV6_MULTICAST_LOOP, libc::c_int::from(on))
 }
 
 /// Metadata of one received datagram (or GRO super-datagram).

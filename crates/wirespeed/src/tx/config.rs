@@ -40,8 +40,11 @@ pub struct SendConfig {
     pub catch_up_factor: f64,
     /// A backlog older than this is given up (the schedule moves forward; counted as a slip).
     pub max_lag: Duration,
-    /// Multicast TTL.
+    /// Multicast TTL (IPv4) or hop limit (IPv6).
     pub ttl: u32,
+    /// Interface to send multicast from: an IPv4 address or an interface (by index); for an
+    /// IPv6 group, else its scope id. A link-local IPv6 group needs one of them.
+    pub multicast_iface: Option<crate::addr::Iface>,
     /// Build the frames here and send them through a raw socket on this interface instead of
     /// a UDP socket (`send --raw IFACE`).
     pub raw: Option<RawConfig>,
@@ -79,6 +82,7 @@ impl SendConfig {
             catch_up_factor: 1.5,
             max_lag: Duration::from_millis(50),
             ttl: 1,
+            multicast_iface: None,
             raw: None,
             priority: crate::priority::Priority::default(),
         }
@@ -122,6 +126,26 @@ pub fn validate(cfg: &SendConfig, fmt: &dyn Format) -> Result<()> {
     }
     if cfg.dest.ip().is_unspecified() {
         return Err(Error::Usage(format!("{} is not a destination: give the receiver's address", cfg.dest.ip())));
+    }
+    if let (Some(b), d) = (cfg.bind, cfg.dest) {
+        if b.is_ipv4() != d.is_ipv4() {
+            return Err(Error::Usage(format!(
+                "--bind {b} and the destination {} are of different families (IPv4 and IPv6): give a --bind address of the destination's family",
+                d.ip()
+            )));
+        }
+    }
+    match cfg.dest {
+        SocketAddr::V6(g) if g.ip().is_multicast() => {
+            crate::addr::multicast_v6_index(g, cfg.multicast_iface.as_ref(), "--iface")?;
+        }
+        _ if cfg.multicast_iface.is_some() && !cfg.dest.ip().is_multicast() => {
+            return Err(Error::Usage(format!(
+                "--iface chooses where multicast leaves, and {} is not a multicast group: leave --iface out",
+                cfg.dest.ip()
+            )));
+        }
+        _ => {}
     }
     Ok(())
 }

@@ -101,6 +101,35 @@ fn explain_send_error(e: &io::Error, plan: &Plan, cfg: &SendConfig) -> Error {
     }
 }
 
+/// Multicast sending options: TTL or hop limit, loopback to local members (a receiver on this
+/// host hears the group), and the interface the datagrams leave by.
+fn set_multicast(sock: &UdpSocket, cfg: &SendConfig) -> Result<()> {
+    use crate::addr::Iface;
+    let fd = sock.as_raw_fd();
+    let failed = |what: &str, e: std::io::Error| Error::Runtime(format!("cannot set {what} for {}: {e}", cfg.dest));
+    match cfg.dest {
+        SocketAddr::V4(_) => {
+            sock.set_multicast_ttl_v4(cfg.ttl).map_err(|e| failed("the multicast TTL", e))?;
+            sock.set_multicast_loop_v4(true).map_err(|e| failed("multicast loopback", e))?;
+            match &cfg.multicast_iface {
+                Some(Iface::Addr(a)) => sys::set_multicast_if_v4_addr(fd, *a),
+                Some(Iface::Index { index, .. }) => sys::set_multicast_if_v4_index(fd, *index),
+                None => Ok(()),
+            }
+            .map_err(|e| failed("the multicast interface", e))?;
+        }
+        SocketAddr::V6(g) => {
+            sys::set_multicast_hops_v6(fd, cfg.ttl).map_err(|e| failed("the multicast hop limit", e))?;
+            sys::set_multicast_loop_v6(fd, true).map_err(|e| failed("multicast loopback", e))?;
+            let index = crate::addr::multicast_v6_index(g, cfg.multicast_iface.as_ref(), "--iface")?;
+            if index != 0 {
+                sys::set_multicast_if_v6(fd, index).map_err(|e| failed("the multicast interface", e))?;
+            }
+        }
+    }
+    Ok(())
+}
+
 fn open_socket(cfg: &SendConfig) -> Result<UdpSocket> {
     let local = match (cfg.bind, cfg.dest) {
         (Some(ip), _) => SocketAddr::new(ip, 0),
@@ -109,12 +138,16 @@ fn open_socket(cfg: &SendConfig) -> Result<UdpSocket> {
     };
     let sock = UdpSocket::bind(local).map_err(|e| crate::error::bind_error(local, e))?;
     if cfg.dest.ip().is_multicast() {
-        if let SocketAddr::V4(_) = cfg.dest {
-            let _ = sock.set_multicast_ttl_v4(cfg.ttl);
-            let _ = sock.set_multicast_loop_v4(true);
-        }
+        set_multicast(&sock, cfg)?;
     }
-    sock.connect(cfg.dest).map_err(|e| match e.raw_os_error() {
+    // A link-local group is addressed with its interface as the scope (no route without it).
+    let dest = match cfg.dest {
+        SocketAddr::V6(g) if g.ip().is_multicast() => {
+            crate::addr::scoped(cfg.dest, crate::addr::multicast_v6_index(g, cfg.multicast_iface.as_ref(), "--iface")?)
+        }
+        d => d,
+    };
+    sock.connect(dest).map_err(|e| match e.raw_os_error() {
         Some(libc::ENETUNREACH) => {
             Error::Runtime(format!("no route to {}: check the address and `ip route get {}`", cfg.dest, cfg.dest.ip()))
         }

@@ -1,17 +1,23 @@
 //! Views of the network headers around a UDP payload: Ethernet (with 802.1Q/802.1ad tags),
-//! IPv4 and UDP.
+//! IPv4, IPv6 and UDP, and the UDP checksum IPv6 makes mandatory.
 //!
 //! The socket receive path never sees them (the kernel strips them), but recordings do: pcap
 //! files carry synthesized IPv4/UDP headers, and `verify` takes apart captures made by other
 //! tools, Ethernet framed or not. A receive backend that reads whole frames (packet sockets,
 //! AF_XDP) needs the same views, which is why they live with the wire formats and not with the
-//! file code. Only what these uses need is here; options, IPv6 and checksum offload are not.
+//! file code. Only what these uses need is here: IPv4 options are skipped, IPv6 extension
+//! headers are not walked (a packet with any is not a plain UDP datagram to these readers), and
+//! checksum offload is not modelled.
 
 use super::view::{be_u16, check_len, set_be_u16, Truncated};
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, Ipv6Addr};
 
 /// EtherType of IPv4.
 pub const ETHERTYPE_IPV4: u16 = 0x0800;
+/// EtherType of IPv6.
+pub const ETHERTYPE_IPV6: u16 = 0x86dd;
+/// Bytes in the fixed IPv6 header.
+pub const IPV6_HEADER_LEN: usize = 40;
 /// EtherType of an 802.1Q VLAN tag.
 pub const ETHERTYPE_VLAN: u16 = 0x8100;
 /// EtherType of an 802.1ad (QinQ) service tag.
@@ -230,11 +236,152 @@ fn ones_sum(b: &[u8]) -> u16 {
     sum as u16
 }
 
+mod ipv6 {
+    use crate::wire::view::Field;
+    pub const VERSION: usize = 0;
+    pub const PAYLOAD_LEN: Field = 4..6;
+    pub const NEXT_HEADER: usize = 6;
+    pub const HOP_LIMIT: usize = 7;
+    pub const SRC: Field = 8..24;
+    pub const DST: Field = 24..40;
+}
+
+/// A view of an IPv6 packet (the fixed header; extension headers are the caller's to refuse).
+#[derive(Clone, Copy, Debug)]
+pub struct Ipv6Packet<T> {
+    buffer: T,
+}
+
+impl<T: AsRef<[u8]>> Ipv6Packet<T> {
+    /// A view without a length check (accessors panic on a buffer shorter than 40 bytes).
+    pub fn new_unchecked(buffer: T) -> Ipv6Packet<T> {
+        Ipv6Packet { buffer }
+    }
+
+    /// A view, refused when the buffer is shorter than the fixed 40-byte header.
+    pub fn new_checked(buffer: T) -> Result<Ipv6Packet<T>, Truncated> {
+        check_len(buffer.as_ref(), IPV6_HEADER_LEN)?;
+        Ok(Ipv6Packet { buffer })
+    }
+
+    fn b(&self) -> &[u8] {
+        self.buffer.as_ref()
+    }
+    /// IP version (6 for a real IPv6 header).
+    pub fn version(&self) -> u8 {
+        self.b()[ipv6::VERSION] >> 4
+    }
+    /// Bytes after the fixed header (extension headers and upper layer), as the header says.
+    pub fn payload_len(&self) -> u16 {
+        be_u16(self.b(), ipv6::PAYLOAD_LEN)
+    }
+    /// The header that follows (17: UDP right away; anything else: an extension header or
+    /// another protocol).
+    pub fn next_header(&self) -> u8 {
+        self.b()[ipv6::NEXT_HEADER]
+    }
+    /// Hop limit.
+    pub fn hop_limit(&self) -> u8 {
+        self.b()[ipv6::HOP_LIMIT]
+    }
+    /// Source address.
+    pub fn src_addr(&self) -> Ipv6Addr {
+        let o: [u8; 16] = self.b()[ipv6::SRC].try_into().unwrap_or([0; 16]);
+        Ipv6Addr::from(o)
+    }
+    /// Destination address.
+    pub fn dst_addr(&self) -> Ipv6Addr {
+        let o: [u8; 16] = self.b()[ipv6::DST].try_into().unwrap_or([0; 16]);
+        Ipv6Addr::from(o)
+    }
+}
+
+impl<'a> Ipv6Packet<&'a [u8]> {
+    /// The bytes after the fixed header, as far as the payload length says; `None` when they
+    /// run past the buffer.
+    pub fn into_payload(self) -> Option<&'a [u8]> {
+        let n = usize::from(self.payload_len());
+        self.buffer.get(IPV6_HEADER_LEN..IPV6_HEADER_LEN + n)
+    }
+}
+
+impl<T: AsRef<[u8]> + AsMut<[u8]>> Ipv6Packet<T> {
+    /// Set version 6, traffic class and flow label 0.
+    pub fn set_version(&mut self) {
+        self.buffer.as_mut()[..4].copy_from_slice(&[0x60, 0, 0, 0]);
+    }
+    /// Set the payload length (everything after the fixed header).
+    pub fn set_payload_len(&mut self, v: u16) {
+        set_be_u16(self.buffer.as_mut(), ipv6::PAYLOAD_LEN, v)
+    }
+    /// Set the next header (17 for UDP).
+    pub fn set_next_header(&mut self, v: u8) {
+        self.buffer.as_mut()[ipv6::NEXT_HEADER] = v;
+    }
+    /// Set the hop limit.
+    pub fn set_hop_limit(&mut self, v: u8) {
+        self.buffer.as_mut()[ipv6::HOP_LIMIT] = v;
+    }
+    /// Set the source address.
+    pub fn set_src_addr(&mut self, a: Ipv6Addr) {
+        self.buffer.as_mut()[ipv6::SRC].copy_from_slice(&a.octets());
+    }
+    /// Set the destination address.
+    pub fn set_dst_addr(&mut self, a: Ipv6Addr) {
+        self.buffer.as_mut()[ipv6::DST].copy_from_slice(&a.octets());
+    }
+}
+
+/// The sum of `data` as big-endian 32-bit words (a short tail zero-padded), unfolded: added up
+/// across pieces and folded once by [`fold_checksum`], it is the Internet checksum (RFC 1071)
+/// of their concatenation, as long as every piece but the last has an even length.
+#[inline]
+pub fn sum_words(data: &[u8]) -> u64 {
+    let mut chunks = data.chunks_exact(4);
+    let mut s: u64 = 0;
+    for c in &mut chunks {
+        s += u64::from(u32::from_be_bytes([c[0], c[1], c[2], c[3]]));
+    }
+    let r = chunks.remainder();
+    let mut tail = [0u8; 4];
+    tail[..r.len()].copy_from_slice(r);
+    s + u64::from(u32::from_be_bytes(tail))
+}
+
+/// Fold a sum from [`sum_words`] to 16 bits and complement it: the Internet checksum.
+#[inline]
+pub fn fold_checksum(mut s: u64) -> u16 {
+    while s >> 16 != 0 {
+        s = (s & 0xffff) + (s >> 16);
+    }
+    !(s as u16)
+}
+
+/// The UDP checksum of a datagram over IPv6 (RFC 8200 section 8.1: mandatory there): the
+/// pseudo-header (addresses, upper-layer length, next header 17), the UDP header `udp` (its
+/// checksum field zero, its other fields set) and the payload. A computed 0 is sent as 0xffff,
+/// as 0 would mean "no checksum", which IPv6 does not allow.
+#[inline]
+pub fn udp6_checksum(src: Ipv6Addr, dst: Ipv6Addr, udp: &[u8; UDP_HEADER_LEN], payload: &[u8]) -> u16 {
+    let len = (UDP_HEADER_LEN + payload.len()) as u64;
+    let s = sum_words(&src.octets())
+        + sum_words(&dst.octets())
+        + len
+        + u64::from(IPPROTO_UDP)
+        + sum_words(udp)
+        + sum_words(payload);
+    match fold_checksum(s) {
+        0 => 0xffff,
+        c => c,
+    }
+}
+
 mod udp {
     use crate::wire::view::Field;
     pub const SRC_PORT: Field = 0..2;
     pub const DST_PORT: Field = 2..4;
     pub const LENGTH: Field = 4..6;
+    pub const CHECKSUM: Field = 6..8;
 }
 
 /// A view of a UDP datagram (header and payload).
@@ -266,6 +413,10 @@ impl<T: AsRef<[u8]>> UdpPacket<T> {
     /// Length (header and payload) the header states.
     pub fn length(&self) -> u16 {
         be_u16(self.buffer.as_ref(), udp::LENGTH)
+    }
+    /// Checksum field (0 over IPv4: not computed).
+    pub fn checksum(&self) -> u16 {
+        be_u16(self.buffer.as_ref(), udp::CHECKSUM)
     }
     /// The payload as the length field bounds it; `None` when that length is impossible or runs
     /// past the buffer.
@@ -299,9 +450,13 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> UdpPacket<T> {
         set_be_u16(self.buffer.as_mut(), udp::DST_PORT, v)
     }
     /// Set the length (header and payload). The checksum stays 0: "not computed", which IPv4
-    /// allows.
+    /// allows (IPv6 does not: [`set_checksum`](Self::set_checksum) with [`udp6_checksum`]).
     pub fn set_length(&mut self, v: u16) {
         set_be_u16(self.buffer.as_mut(), udp::LENGTH, v)
+    }
+    /// Set the checksum field.
+    pub fn set_checksum(&mut self, v: u16) {
+        set_be_u16(self.buffer.as_mut(), udp::CHECKSUM, v)
     }
 }
 
@@ -351,6 +506,39 @@ mod tests {
         let mut short = b;
         short[5] = 7;
         assert_eq!(UdpPacket::new_checked(&short[..]).unwrap().payload(), None);
+    }
+
+    #[test]
+    fn ipv6_round_trips_and_the_udp_checksum_verifies() {
+        let (src, dst): (Ipv6Addr, Ipv6Addr) = ("2001:2::1".parse().unwrap(), "2001:2::2".parse().unwrap());
+        let payload = b"wirespeed!";
+        let mut b = [0u8; 40 + 8 + 10];
+        let mut ip = Ipv6Packet::new_checked(&mut b[..]).unwrap();
+        ip.set_version();
+        ip.set_payload_len(18);
+        ip.set_next_header(IPPROTO_UDP);
+        ip.set_hop_limit(64);
+        ip.set_src_addr(src);
+        ip.set_dst_addr(dst);
+        let mut h = [0u8; 8];
+        let mut u = UdpPacket::new_unchecked(&mut h[..]);
+        u.set_src_port(4000);
+        u.set_dst_port(7148);
+        u.set_length(18);
+        let c = udp6_checksum(src, dst, &h, payload);
+        UdpPacket::new_unchecked(&mut h[..]).set_checksum(c);
+        b[40..48].copy_from_slice(&h);
+        b[48..].copy_from_slice(payload);
+        let ip = Ipv6Packet::new_checked(&b[..]).unwrap();
+        assert_eq!((ip.version(), ip.payload_len(), ip.next_header(), ip.hop_limit()), (6, 18, 17, 64));
+        assert_eq!((ip.src_addr(), ip.dst_addr()), (src, dst));
+        let udp = ip.into_payload().unwrap();
+        assert_eq!(UdpPacket::new_checked(udp).unwrap().checksum(), c);
+        // Verifying: the sum over pseudo-header and datagram with its checksum folds to 0.
+        let all = sum_words(&src.octets()) + sum_words(&dst.octets()) + 18 + 17 + sum_words(udp);
+        assert_eq!(fold_checksum(all), 0);
+        assert!(Ipv6Packet::new_checked(&b[..39]).is_err());
+        assert_eq!(Ipv6Packet::new_checked(&b[..50]).unwrap().into_payload(), None, "cut short");
     }
 
     #[test]

@@ -51,8 +51,6 @@ pub struct Want {
     pub v4: Option<Option<Ipv4Addr>>,
     /// Destination IPv6 address (`None` outer: no IPv6; `Some(None)`: any).
     pub v6: Option<Option<Ipv6Addr>>,
-    /// Report IPv4 sources as IPv4-mapped IPv6 addresses, as a dual-stack socket on `[::]` does.
-    pub map_v4: bool,
 }
 
 impl Want {
@@ -60,10 +58,10 @@ impl Want {
     pub fn for_listen(listen: SocketAddr) -> Want {
         let port = listen.port();
         match listen.ip() {
-            IpAddr::V4(a) if a.is_unspecified() => Want { port, v4: Some(None), v6: None, map_v4: false },
-            IpAddr::V4(a) => Want { port, v4: Some(Some(a)), v6: None, map_v4: false },
-            IpAddr::V6(a) if a.is_unspecified() => Want { port, v4: Some(None), v6: Some(None), map_v4: true },
-            IpAddr::V6(a) => Want { port, v4: None, v6: Some(Some(a)), map_v4: false },
+            IpAddr::V4(a) if a.is_unspecified() => Want { port, v4: Some(None), v6: None },
+            IpAddr::V4(a) => Want { port, v4: Some(Some(a)), v6: None },
+            IpAddr::V6(a) if a.is_unspecified() => Want { port, v4: Some(None), v6: Some(None) },
+            IpAddr::V6(a) => Want { port, v4: None, v6: Some(Some(a)) },
         }
     }
 }
@@ -223,14 +221,14 @@ pub fn parse(p: &[u8], want: &Want) -> Parsed {
             }
             let ip = Ipv4Addr::new(p[12], p[13], p[14], p[15]);
             let port = u16::from_be_bytes([udp[0], udp[1]]);
-            let src = if want.map_v4 {
-                SocketAddr::V6(SocketAddrV6::new(ip.to_ipv6_mapped(), port, 0, 0))
-            } else {
-                SocketAddr::V4(SocketAddrV4::new(ip, port))
-            };
+            // On a dual-stack `[::]` listener too: an IPv4 sender is named by its IPv4 address.
+            let src = SocketAddr::V4(SocketAddrV4::new(ip, port));
             Parsed::Datagram { start: ihl + 8, end, src }
         }
         6 if want.v6.is_some() => {
+            // Only a UDP header right after the fixed IPv6 header is ours: a packet with
+            // extension headers (next header other than 17) is not parsed, and counts as not
+            // for us (the kernel filter passes only next header 17 in the first place).
             if p.len() < 48 || p[6] != 17 {
                 return Parsed::Other;
             }
@@ -307,19 +305,23 @@ impl Backend for PacketBackend {
         let (ifindex, ifname) = if ip.is_unspecified() {
             (0, "every interface".to_string())
         } else if ip.is_multicast() {
-            match cfg.multicast_iface {
-                Some(a) => sys::packet::interface_of(IpAddr::V4(a))
+            match &cfg.multicast_iface {
+                Some(crate::addr::Iface::Addr(a)) => sys::packet::interface_of(IpAddr::V4(*a))
                     .ok()
                     .flatten()
                     .ok_or_else(|| Error::Usage(format!("--iface {a} is not an address of this host (`ip -br addr`)")))?,
-                None => (0, "every interface".to_string()),
+                Some(crate::addr::Iface::Index { index, name }) => (*index, name.clone()),
+                None => match cfg.listen {
+                    SocketAddr::V6(g) if g.scope_id() != 0 => (g.scope_id(), format!("interface {}", g.scope_id())),
+                    _ => (0, "every interface".to_string()),
+                },
             }
         } else {
             let (index, name) = sys::packet::interface_of(ip)
                 .map_err(|e| Error::Runtime(format!("cannot list the interfaces: {e}")))?
                 .ok_or_else(|| {
                     Error::Usage(format!(
-                        "address {ip} is not assigned to any interface here: use 0.0.0.0 or one of this host's addresses (`ip -br addr`)"
+                        "address {ip} is not assigned to any interface here: use a bare PORT (every address), 0.0.0.0, or one of this host's addresses (`ip -br addr`)"
                     ))
                 })?;
             if name == "lo" && !ip.is_loopback() {
@@ -574,14 +576,18 @@ mod tests {
         assert_eq!(parse(&[], &want), Parsed::Other);
         assert_eq!(parse(&[0x45], &want), Parsed::Other);
         let dual = Want::for_listen("[::]:7000".parse().unwrap());
-        let mapped: SocketAddr = "[::ffff:10.0.0.1]:4242".parse().unwrap();
-        assert_eq!(parse(&p, &dual), Parsed::Datagram { start: 28, end: 35, src: mapped });
+        // A dual-stack listener names an IPv4 sender by its IPv4 address, as the socket path does.
+        assert_eq!(parse(&p, &dual), Parsed::Datagram { start: 28, end: 35, src });
         let a: Ipv6Addr = "2001:2::1".parse().unwrap();
         let b: Ipv6Addr = "2001:2::2".parse().unwrap();
         let p6 = v6(a, b, 5, 7000, b"six");
         let src6 = SocketAddr::V6(SocketAddrV6::new(a, 5, 0, 0));
         assert_eq!(parse(&p6, &dual), Parsed::Datagram { start: 48, end: 51, src: src6 });
         assert_eq!(parse(&p6, &want), Parsed::Other, "a v4 listener takes no IPv6");
+        // An extension header (here hop-by-hop, next header 0) before UDP is not parsed: not ours.
+        let mut ext = p6.clone();
+        ext[6] = 0;
+        assert_eq!(parse(&ext, &dual), Parsed::Other);
     }
 
     #[test]

@@ -11,7 +11,8 @@
 //! keeps only its own share (see [`crate::rx::run`]).
 
 use super::{Bound, Member, RecvConfig};
-use crate::error::{bind_error, Error, Result};
+use crate::addr::Iface;
+use crate::error::{Error, Result};
 use crate::sys;
 use crate::units;
 use std::net::{Ipv4Addr, UdpSocket};
@@ -50,11 +51,17 @@ impl UdpEndpoint {
     pub fn bind_member(cfg: &RecvConfig, member: Member) -> Result<(UdpEndpoint, Bound)> {
         let mut notes = Vec::new();
         let ip = cfg.listen.ip();
-        let sock = if member.count > 1 {
-            sys::bpf::bind_reuseport_udp(cfg.listen).map_err(|e| bind_error(cfg.listen, e))?
-        } else {
-            UdpSocket::bind(cfg.listen).map_err(|e| bind_error(cfg.listen, e))?
+        // A link-local group is bound with its interface as the scope (the kernel refuses it
+        // without one); every other address as given.
+        let at = match cfg.listen {
+            std::net::SocketAddr::V6(g) if g.ip().is_multicast() => crate::addr::scoped(
+                cfg.listen,
+                crate::addr::multicast_v6_index(g, cfg.multicast_iface.as_ref(), "--iface")?,
+            ),
+            a => a,
         };
+        let (sock, fallback) = crate::addr::bind_listen(at, member.count > 1)?;
+        notes.extend(fallback);
         if member.count > 1 && member.index == 0 && !ip.is_multicast() {
             let prog = cfg.steer.program(member.count as u32);
             if let Err(e) = sys::bpf::attach_reuseport_cbpf(&sock, &prog) {
@@ -65,20 +72,7 @@ impl UdpEndpoint {
             }
         }
         if ip.is_multicast() {
-            match ip {
-                std::net::IpAddr::V4(g) => {
-                    let iface = cfg.multicast_iface.unwrap_or(Ipv4Addr::UNSPECIFIED);
-                    sock.join_multicast_v4(&g, &iface).map_err(|e| {
-                        Error::Runtime(format!(
-                            "cannot join multicast group {g} on {iface}: {e} (is there a multicast route? `ip route add 224.0.0.0/4 dev IFACE`)"
-                        ))
-                    })?;
-                }
-                std::net::IpAddr::V6(g) => {
-                    sock.join_multicast_v6(&g, 0)
-                        .map_err(|e| Error::Runtime(format!("cannot join multicast group {g}: {e}")))?;
-                }
-            }
+            join_group(&sock, cfg)?;
         }
         let fd = sock.as_raw_fd();
         let want = cfg.rcvbuf;
@@ -123,6 +117,38 @@ impl UdpEndpoint {
             notes,
         };
         Ok((UdpEndpoint { sock, rxq_ovfl }, bound))
+    }
+}
+
+/// Join the multicast group `cfg.listen` names, on `cfg.multicast_iface` (or, for IPv6, the
+/// group's scope id); a link-local IPv6 group without either is refused.
+fn join_group(sock: &UdpSocket, cfg: &RecvConfig) -> Result<()> {
+    let route_hint = |net: &str| format!("is there a multicast route? `ip route add {net} dev IFACE`");
+    match cfg.listen {
+        std::net::SocketAddr::V4(a) => {
+            let g = *a.ip();
+            let r = match &cfg.multicast_iface {
+                Some(Iface::Index { index, .. }) => sys::join_multicast_v4_index(sock.as_raw_fd(), g, *index),
+                Some(Iface::Addr(i)) => sock.join_multicast_v4(&g, i),
+                None => sock.join_multicast_v4(&g, &Ipv4Addr::UNSPECIFIED),
+            };
+            let on = cfg.multicast_iface.as_ref().map(|i| i.to_string()).unwrap_or_else(|| "0.0.0.0".into());
+            r.map_err(|e| {
+                Error::Runtime(format!("cannot join multicast group {g} on {on}: {e} ({})", route_hint("224.0.0.0/4")))
+            })
+        }
+        std::net::SocketAddr::V6(a) => {
+            let index = crate::addr::multicast_v6_index(a, cfg.multicast_iface.as_ref(), "--iface")?;
+            sock.join_multicast_v6(a.ip(), index).map_err(|e| {
+                let on =
+                    if index == 0 { "the routing table's interface".to_string() } else { format!("interface {index}") };
+                Error::Runtime(format!(
+                    "cannot join multicast group {} on {on}: {e} ({})",
+                    a.ip(),
+                    route_hint("ff00::/8")
+                ))
+            })
+        }
     }
 }
 
