@@ -7,7 +7,6 @@
 use super::mark5b::{self, Mark5b};
 use super::vdif::{self, Vdif, Vtp};
 use super::Format;
-use crate::calendar::UNIX_2000;
 
 /// One column's values.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -115,9 +114,6 @@ fn u16s(name: &'static str) -> Column {
 fn u32s(name: &'static str) -> Column {
     Column { name, values: Values::U32(Vec::new()) }
 }
-fn u64s(name: &'static str) -> Column {
-    Column { name, values: Values::U64(Vec::new()) }
-}
 
 /// Append to column `i` (its type is fixed by the constructor below).
 macro_rules! put {
@@ -134,8 +130,7 @@ impl HeaderColumns {
     ///
     /// VDIF: `header_ok` (the frame was long enough for its header), `invalid`, `legacy`,
     /// `seconds`, `epoch`, `frame`, `version`, `log2_chans`, `frame_len`, `complex`,
-    /// `bits_per_sample`, `thread`, `station`, `edv`, and `unix_s` (the frame's second as
-    /// Unix time). Mark5B: `header_ok` (long enough and the sync word is there: second halves
+    /// `bits_per_sample`, `thread`, `station`, `edv`. Mark5B: `header_ok` (long enough and the sync word is there: second halves
     /// have none), `user`, `tvg`, `frame`, `mjd`, `second_of_day`, `fraction` (0.1 ms units),
     /// `bcd_ok` (every BCD digit is one), `crc`, `crc_ok`.
     pub fn new(kind: HeaderKind) -> Self {
@@ -155,7 +150,6 @@ impl HeaderColumns {
                 u16s("thread"),
                 u16s("station"),
                 u8s("edv"),
-                u64s("unix_s"),
             ],
             HeaderKind::Mark5b => vec![
                 bools("header_ok"),
@@ -204,7 +198,6 @@ impl HeaderColumns {
                 put!(c, 11, U16, h.thread() as u16);
                 put!(c, 12, U16, h.station());
                 put!(c, 13, U8, h.edv());
-                put!(c, 14, U64, UNIX_2000 + vdif::epoch_start(h.epoch()) + u64::from(h.seconds()));
             }
             HeaderKind::Mark5b => {
                 let h = mark5b::Header::new_checked(frame).ok().filter(|h| h.sync_ok());
@@ -258,8 +251,6 @@ mod tests {
         assert_eq!(get("seconds"), Values::U32(vec![1000, 1000, 1001, 0]));
         assert_eq!(get("thread"), Values::U16(vec![3, 3, 3, 0]));
         assert_eq!(get("frame_len"), Values::U32(vec![96, 96, 96, 0]));
-        let Values::U64(unix) = get("unix_s") else { panic!() };
-        assert_eq!(unix[0], UNIX_2000 + vdif::epoch_start(52) + 1000);
         assert!(c.iter().all(|c| c.values.len() == 4));
         assert_eq!(get("seconds").to_le_bytes()[..4], 1000u32.to_le_bytes());
     }
