@@ -15,6 +15,7 @@
 //! Every item is re-exported here, so `rx::X` names it whichever room it lives in.
 
 pub mod backend;
+pub mod batches;
 pub mod capture;
 pub mod config;
 pub mod moderation;

@@ -13,6 +13,7 @@
 //! everything: the source address, a nanosecond time stamp and any length.
 
 pub mod handoff;
+pub mod open;
 pub mod pcap;
 pub mod recordable;
 pub mod share;

@@ -341,7 +341,7 @@ fn read_sidecar(sp: &Path) -> std::result::Result<Sidecar, String> {
     Ok(s)
 }
 
-fn sidecar_of(path: &Path) -> Option<(PathBuf, std::result::Result<Sidecar, String>)> {
+pub(crate) fn sidecar_of(path: &Path) -> Option<(PathBuf, std::result::Result<Sidecar, String>)> {
     let sp = sidecar_path(path)?;
     if !sp.exists() {
         return None;
@@ -353,7 +353,7 @@ fn sidecar_of(path: &Path) -> Option<(PathBuf, std::result::Result<Sidecar, Stri
 /// The layout to read `path` with: the user's `--format`, its sidecar, or a sibling's sidecar.
 /// A file is pcap when it starts with a pcap magic number, is named `.pcap`, or its sidecar
 /// says so: a damaged pcap is then reported as one, not read as raw payloads.
-fn layout_for(
+pub(crate) fn layout_for(
     path: &Path,
     side: Option<&Sidecar>,
     opts: &VerifyOptions,

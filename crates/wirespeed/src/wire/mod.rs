@@ -11,6 +11,7 @@
 //! shared pieces in [`view`]; a format's `emit` and `check` both go through its view. How a
 //! format is recorded to files is not a wire question: see [`crate::spool::Recordable`].
 
+pub mod columns;
 pub mod counter;
 pub mod crc;
 pub mod fill;

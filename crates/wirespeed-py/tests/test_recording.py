@@ -1,0 +1,164 @@
+"""Recordings opened from Python: the sidecar ledger, verify, numpy views of the files, VDIF
+and Mark5B headers against the independent `baseband` package."""
+
+import json
+import socket
+import struct
+
+import numpy as np
+import pytest
+
+import wirespeed
+from conftest import record, run
+
+
+def only(directory, ext):
+    files = [p for p in directory.iterdir() if p.name.endswith(ext)]
+    assert len(files) == 1, files
+    return files[0]
+
+
+def test_open_equals_verify_json(tmp_path):
+    # Ten numbers left out on purpose by the sender: a ledger with a gap to compare.
+    record(tmp_path, ["--size", "1024"], ["--count", "3000", "--rate", "20kpps", "--skip", "100..109"], lost=10)
+    rec = wirespeed.open(tmp_path)
+    cli = json.loads(run("verify", "--json", str(tmp_path), check=False).stdout)
+    py = wirespeed.verify(tmp_path)
+    assert py == cli, "wirespeed.verify() is `wirespeed verify --json`"
+    assert len(rec.files) == 1 and cli["files"][0]["path"] == rec.files[0].path
+    # The sidecar's ledger, as opened, is the ledger verify finds by re-reading the file.
+    assert rec.ledger["streams"] == cli["files"][0]["streams"]
+    assert rec.ledger["total"] == cli["files"][0]["total"] == cli["total"]
+    assert rec.ledger["total"]["received"] == 2990
+    assert rec.ledger["total"]["lost"] == 10
+    assert rec.ledger["streams"][0]["gaps"] == [{"first": 100, "last": 109, "count": 10}]
+    assert rec.sidecar["schema"] == "wirespeed.recording/2"
+    assert rec.sidecar["records"] == rec.records == 2990
+
+
+def test_raw_payloads_are_the_file_mapped(tmp_path):
+    record(tmp_path, ["--size", "1024"], ["--count", "2000", "--rate", "20kpps"])
+    rec = wirespeed.open(tmp_path)
+    f = rec.files[0]
+    data = f.path and open(f.path, "rb").read()
+    p = f.payloads
+    assert p.shape == (2000, 1024) and p.dtype == np.uint8
+    assert p.tobytes() == data
+    assert not p.flags.writeable and not p.flags.owndata
+    assert isinstance(p.base, np.memmap) or isinstance(p.base.base, np.memmap), "a view of the mapped file"
+    # The CASPER counter: word j of datagram n is n * 128 + j, big-endian.
+    words = p.view(">u8")
+    assert (words[:, 0] == np.arange(2000, dtype=np.uint64) * 128).all()
+    assert (f.lengths == 1024).all() and f.trailing_bytes == 0
+    with pytest.raises(wirespeed.UsageError, match="raw file"):
+        f.time_ns
+
+
+def parse_pcap(data):
+    """An independent reading of a pcap of raw IPv4 records, with struct: (time_ns, source,
+    payload offset, payload length) per record."""
+    magic, = struct.unpack_from("<I", data, 0)
+    assert magic == 0xA1B23C4D
+    at, out = 24, []
+    while at + 16 <= len(data):
+        sec, frac, cap, orig = struct.unpack_from("<IIII", data, at)
+        ip = at + 16
+        ihl = (data[ip] & 0x0F) * 4
+        src = socket.inet_ntoa(data[ip + 12 : ip + 16])
+        sport, = struct.unpack_from(">H", data, ip + ihl)
+        ulen, = struct.unpack_from(">H", data, ip + ihl + 4)
+        out.append((sec * 10**9 + frac, f"{src}:{sport}", ip + ihl + 8, ulen - 8))
+        at = ip + cap
+    return out
+
+
+def test_pcap_time_stamps_sources_and_payloads(tmp_path):
+    record(tmp_path, ["--size", "512"], ["--count", "1500", "--rate", "20kpps", "--streams", "2"],
+           extra=["--file-format", "pcap"])
+    rec = wirespeed.open(tmp_path)
+    f = rec.files[0]
+    data = open(f.path, "rb").read()
+    want = parse_pcap(data)
+    assert f.records == len(want) == 3000
+    assert f.time_ns.tolist() == [w[0] for w in want]
+    assert f.sources.tolist() == [w[1] for w in want]
+    assert len(set(f.sources)) == 2
+    assert f.offsets.tolist() == [w[2] for w in want]
+    assert (f.lengths == 512).all()
+    p = f.payloads
+    assert p.shape == (3000, 512) and not p.flags.writeable
+    for i in (0, 1, 1234, 2999):
+        o = want[i][2]
+        assert p[i].tobytes() == data[o : o + 512]
+        assert f.payload(i).tobytes() == data[o : o + 512]
+    assert (np.diff(f.time_ns.astype(np.int64)) >= 0).all()
+
+
+def baseband_vdif_frames(path):
+    from baseband import vdif
+
+    frames = []
+    with vdif.open(str(path), "rb") as fh:
+        while True:
+            try:
+                fr = fh.read_frame()
+            except EOFError:
+                return frames
+            frames.append(fr)
+
+
+def test_baseband_reads_the_vdif_the_api_returns(tmp_path):
+    fmt = "vdif,frame=8032,threads=2,fps=1000"
+    record(tmp_path, ["--format", fmt], ["--streams", "2", "--count", "300", "--rate", "2000pps"])
+    rec = wirespeed.open(tmp_path)
+    f = rec.files[0]
+    assert f.header == "vdif" and f.path.endswith(".vdif")
+    h = f.headers()
+    frames = baseband_vdif_frames(f.path)
+    assert len(frames) == f.records == 600
+    assert h["header_ok"].all()
+    assert h["seconds"].tolist() == [fr.header["seconds"] for fr in frames]
+    assert h["frame"].tolist() == [fr.header["frame_nr"] for fr in frames]
+    assert h["thread"].tolist() == [fr.header["thread_id"] for fr in frames]
+    assert h["station"].tolist() == [fr.header["station_id"] for fr in frames]
+    assert h["frame_len"].tolist() == [fr.header.frame_nbytes for fr in frames]
+    assert h["bits_per_sample"].tolist() == [fr.header.bps for fr in frames]
+    assert h["epoch"].tolist() == [fr.header["ref_epoch"] for fr in frames]
+    assert sorted(set(h["thread"].tolist())) == [0, 1]
+    # The payload words baseband decodes from are the bytes the API maps.
+    p = f.payloads
+    for i in range(0, 600, 37):
+        assert (p[i, 32:].view("<u4") == frames[i].payload.words).all()
+
+
+def test_baseband_reads_the_mark5b_the_api_returns(tmp_path):
+    from astropy.time import Time
+    from baseband import mark5b
+
+    record(tmp_path, ["--format", "mark5b,fps=1000"], ["--count", "200", "--rate", "1000pps"])
+    rec = wirespeed.open(tmp_path)
+    h = rec.headers()
+    frames = []
+    with mark5b.open(rec.files[0].path, "rb", nchan=8, bps=2, ref_time=Time.now()) as fh:
+        while True:
+            try:
+                frames.append(fh.read_frame())
+            except EOFError:
+                break
+    assert len(frames) == rec.records == 200
+    assert h["header_ok"].all() and h["crc_ok"].all() and h["bcd_ok"].all()
+    assert h["frame"].tolist() == [fr.header["frame_nr"] for fr in frames]
+    assert h["user"].tolist() == [fr.header["user"] for fr in frames]
+    assert h["tvg"].tolist() == [bool(fr.header["internal_tvg"]) for fr in frames]
+    assert h["mjd"].tolist() == [fr.header.jday for fr in frames]
+    assert h["second_of_day"].tolist() == [fr.header.seconds for fr in frames]
+    p = rec.payloads
+    assert p.shape == (200, 10016)
+    for i in (0, 99, 199):
+        assert (p[i, 16:].view("<u4") == frames[i].payload.words).all()
+
+
+def test_counter_recordings_have_no_instrument_headers(tmp_path):
+    record(tmp_path, ["--size", "64"], ["--count", "10", "--rate", "1000pps"])
+    with pytest.raises(wirespeed.UsageError, match="no VDIF or Mark5B header"):
+        wirespeed.open(tmp_path).headers()
