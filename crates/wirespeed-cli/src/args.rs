@@ -730,6 +730,9 @@ pub struct PlaceArgs {
     /// datagram, so one sender core pushes the receiver harder. Partitions only.
     #[arg(long, conflicts_with = "gso")]
     pub raw: bool,
+    /// Run the traffic over IPv6: ::1 on loopback, 2001:2::1 to 2001:2::2 between partitions.
+    #[arg(long)]
+    pub ipv6: bool,
     /// The receiver's scheduling (`recv --priority/--realtime/--lock-memory`), for every point.
     #[command(flatten)]
     pub prio: PriorityArgs,
@@ -746,6 +749,9 @@ impl PlaceArgs {
         let mut r = wirespeed::bench::point::Runner::auto(self.loopback, stop)?;
         if self.raw {
             r.raw_sender()?;
+        }
+        if self.ipv6 {
+            r.ipv6()?;
         }
         r.receiver_priority(self.prio.priority())?;
         Ok(r)

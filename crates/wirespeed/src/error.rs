@@ -34,7 +34,7 @@ pub fn bind_error(addr: SocketAddr, e: io::Error) -> Error {
         io::ErrorKind::AddrInUse => Error::Runtime(format!(
             "port {} is already in use on {} (another receiver? `ss -ulpn 'sport = :{}'` shows who): stop it or choose another port",
             addr.port(),
-            addr.ip(),
+            if crate::addr::is_dual_stack(addr) { "this host (IPv4 or IPv6)".to_string() } else { addr.ip().to_string() },
             addr.port()
         )),
         io::ErrorKind::PermissionDenied => Error::Runtime(format!(

@@ -219,12 +219,18 @@ pub(crate) fn cmd_partition(a: PartitionArgs) -> Result<u8, Error> {
         PartCmd::List => {
             let st = testbed::status(&prefix)?;
             for p in &st.partitions {
-                let links: Vec<String> = p.links.iter().map(|(j, a)| format!("{a}->{j}")).collect();
+                let links: Vec<String> = p
+                    .links
+                    .iter()
+                    .map(|(j, a)| format!("{a}->{j}"))
+                    .chain(p.links6.iter().map(|(j, a)| format!("{a}->{j}")))
+                    .collect();
                 println!(
-                    "partition: {} = cpus: {}  address: {}  links: {}  ns: {}{}  {}",
+                    "partition: {} = cpus: {}  address: {}{}  links: {}  ns: {}{}  {}",
                     p.id,
                     p.cpus,
                     p.address,
+                    p.address6.map(|a| format!(" {a}")).unwrap_or_default(),
                     if links.is_empty() { "-".to_string() } else { links.join(" ") },
                     p.namespace,
                     if p.namespace_present { "" } else { " (missing)" },
@@ -303,12 +309,13 @@ pub(crate) fn cmd_partition(a: PartitionArgs) -> Result<u8, Error> {
             }
             for p in &st.partitions {
                 println!(
-                    "partition {}: cpus {} ns {}{} address {} daemon {} state {}",
+                    "partition {}: cpus {} ns {}{} address {}{} daemon {} state {}",
                     p.id,
                     p.cpus,
                     p.namespace,
                     if p.namespace_present { "" } else { " (missing)" },
                     p.address,
+                    p.address6.map(|a| format!(" {a}")).unwrap_or_default(),
                     p.daemon_pid.map_or("none".to_string(), |d| d.to_string()),
                     p.state
                 );

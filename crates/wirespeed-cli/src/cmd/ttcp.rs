@@ -86,7 +86,8 @@ pub struct TtcpArgs {
     /// gathered by Nagle's algorithm.
     #[arg(short = 'D', long)]
     nodelay: bool,
-    /// Receiver: the local address to listen on (default all, 0.0.0.0).
+    /// Receiver: the local address to listen on (default all IPv4 addresses, 0.0.0.0; `::` or
+    /// `::1` for IPv6).
     #[arg(long, value_name = "ADDR")]
     bind: Option<String>,
     /// Transmitter: pace the writes, in payload bits/s (2G) or buffers per second (100kpps);
@@ -198,8 +199,8 @@ pub fn cmd_ttcp(a: TtcpArgs) -> Result<u8, Error> {
                 ));
             }
             let bind = a.bind.as_deref().unwrap_or("0.0.0.0");
-            let ip: IpAddr = bind.parse().map_err(|_| {
-                Error::Usage(format!("--bind '{bind}' is not an IP address: give one of this host's, e.g. 127.0.0.1"))
+            let ip: IpAddr = wirespeed::addr::parse_ip(bind).map_err(|e| {
+                Error::Usage(format!("--bind: {e}; give one of this host's addresses, e.g. 127.0.0.1 or ::1"))
             })?;
             let rx = Receiver::bind(&cfg, SocketAddr::new(ip, port))?;
             // Always on stderr, also with --json: whoever starts the transmitter waits for it.

@@ -235,6 +235,11 @@ impl Runner {
         Ok(())
     }
 
+    /// Run every point over IPv6: ::1 on loopback, 2001:2::1 to 2001:2::2 on partitions.
+    pub fn ipv6(&mut self) -> Result<()> {
+        self.place.use_ipv6()
+    }
+
     /// Run every point's receiver with `p` (its `--priority`, `--realtime`, `--lock-memory`).
     /// Refused here, before any point, when this process could not grant it (the receiver is
     /// its child, with its privileges): the same one line the receiver would print.

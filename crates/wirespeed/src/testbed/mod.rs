@@ -43,7 +43,9 @@ use std::time::{Duration, Instant};
 
 use cgroup::{cgroup_dirs, cgroup_held, cgroup_pids, join_cgroups};
 pub use daemon::{daemon_pid, log_file, run_daemon, DaemonOptions};
-pub use net::{check_routes, link_name, links, ns_name, partition_addr, require_net_admin, Link};
+pub use net::{
+    check_routes, ipv6_for, link_name, links, ns_name, partition_addr, partition_addr6, require_net_admin, Link,
+};
 use net::{foreign_ns, ns_held, ns_path, ns_pids};
 use state::{alive, find, save, state_path, Held};
 pub use state::{

@@ -1,6 +1,13 @@
 //! The network of a configuration: one namespace per partition, a veth link per pair of
 //! partitions (a full mesh) with a /30 from 198.18.0.0/16, each partition's stable address on
 //! its loopback (198.19.0.N) and host routes that reach every peer over its direct link only.
+//! IPv6 is laid out the same way beside it, from the benchmarking range 2001:2::/48: the stable
+//! address 2001:2::N, a /64 per link (2001:2:1:K::/64, ends ::1 and ::2) and /128 host routes
+//! over the direct links. Duplicate address detection is off (each address added with
+//! `nodad`, and `accept_dad` 0 in every partition for the links' link-local addresses), so
+//! every address is usable at once: DAD would hold each back a second or more, on links where
+//! no duplicate can exist. Where the host has no IPv6, or the MTU is below IPv6's 1280, the
+//! partitions are IPv4 only ([`ipv6_for`]).
 //!
 //! All of it is done through iproute2's `ip` command ([`ip`]): namespaces are made, entered and
 //! removed the way an operator does it by hand, and every failure names the command to retry.
@@ -9,7 +16,7 @@ use super::state::{held, make_recorded, save, Held, Ident, Layout, Made, State};
 use super::{Outcome, Undone};
 use crate::{sys, Error, Result};
 use serde::Serialize;
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, Ipv6Addr};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
@@ -33,6 +40,46 @@ pub fn partition_addr(id: u32) -> Ipv4Addr {
     Ipv4Addr::new(198, 19, 0, id as u8)
 }
 
+/// The stable IPv6 partition address (on its loopback): 2001:2::N, its last group written with
+/// the partition's decimal digits (partition 16 is 2001:2::16, as it is 198.19.0.16).
+pub fn partition_addr6(id: u32) -> Ipv6Addr {
+    let last = u16::from_str_radix(&id.min(9999).to_string(), 16).unwrap_or(0);
+    Ipv6Addr::new(0x2001, 2, 0, 0, 0, 0, 0, last)
+}
+
+/// IPv6's smallest link MTU: below it the kernel turns IPv6 off on the link.
+pub const IPV6_MIN_MTU: u32 = 1280;
+
+/// Whether partitions of `layout` get IPv6 addresses and routes: the host has IPv6, and the
+/// links' MTU is at least IPv6's minimum (1280).
+pub fn ipv6_for(layout: &Layout) -> bool {
+    layout.mtu >= IPV6_MIN_MTU && Path::new("/proc/sys/net/ipv6").exists()
+}
+
+/// Turn IPv6 duplicate address detection off in namespace `ns` (`accept_dad` 0 for `all` and
+/// for interfaces made from now on): a link's link-local address is then usable the moment the
+/// link is up, so neighbour discovery answers at once instead of after DAD's second or more.
+/// Written from a thread that joins the namespace, as `/proc/sys/net` answers for the thread's.
+fn no_dad(ns: &str) -> Result<()> {
+    let f = std::fs::File::open(ns_path(ns))
+        .map_err(|e| Error::Runtime(format!("cannot open namespace {ns} to turn IPv6 DAD off: {e}")))?;
+    let r = std::thread::scope(|sc| {
+        sc.spawn(|| -> std::io::Result<()> {
+            sys::netns::enter_thread(&f)?;
+            for c in ["all", "default"] {
+                std::fs::write(format!("/proc/sys/net/ipv6/conf/{c}/accept_dad"), "0")?;
+            }
+            Ok(())
+        })
+        .join()
+    });
+    match r {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(e)) => Err(Error::Runtime(format!("cannot turn IPv6 DAD off in namespace {ns}: {e}"))),
+        Err(_) => Err(Error::Runtime(format!("turning IPv6 DAD off in namespace {ns} failed"))),
+    }
+}
+
 /// Interface name, inside partition `local`, of its link to partition `peer`.
 pub fn link_name(peer: u32) -> String {
     format!("p{peer}")
@@ -49,6 +96,10 @@ pub struct Link {
     pub a_addr: Ipv4Addr,
     /// Address of `b`'s end.
     pub b_addr: Ipv4Addr,
+    /// IPv6 address of `a`'s end (2001:2:1:K::1/64).
+    pub a_addr6: Ipv6Addr,
+    /// IPv6 address of `b`'s end (2001:2:1:K::2/64).
+    pub b_addr6: Ipv6Addr,
 }
 
 impl Link {
@@ -61,7 +112,16 @@ impl Link {
         // hand-edited state file from causing an overflow.
         let k = b.saturating_sub(1) * b.saturating_sub(2) / 2 + a.saturating_sub(1);
         let base = u32::from(Ipv4Addr::new(198, 18, 0, 0)) + 4 * k;
-        Link { a, b, a_addr: Ipv4Addr::from(base + 1), b_addr: Ipv4Addr::from(base + 2) }
+        // The same pair index numbers the link's /64: below 2016, so it fits the 16-bit group.
+        let net6 = |end: u16| Ipv6Addr::new(0x2001, 2, 1, k.min(0xffff) as u16, 0, 0, 0, end);
+        Link {
+            a,
+            b,
+            a_addr: Ipv4Addr::from(base + 1),
+            b_addr: Ipv4Addr::from(base + 2),
+            a_addr6: net6(1),
+            b_addr6: net6(2),
+        }
     }
 
     /// Address of the end in partition `id`.
@@ -70,6 +130,15 @@ impl Link {
             self.a_addr
         } else {
             self.b_addr
+        }
+    }
+
+    /// IPv6 address of the end in partition `id`.
+    pub fn addr6_of(&self, id: u32) -> Ipv6Addr {
+        if id == self.a {
+            self.a_addr6
+        } else {
+            self.b_addr6
         }
     }
 }
@@ -161,6 +230,22 @@ pub(super) fn routes_for(l: &Layout, k: &Link) -> Result<()> {
             "src",
             &partition_addr(me).to_string(),
         ])?;
+        if ipv6_for(l) {
+            ip(&[
+                "-n",
+                &ns,
+                "-6",
+                "route",
+                "replace",
+                &format!("{}/128", partition_addr6(peer)),
+                "via",
+                &k.addr6_of(peer).to_string(),
+                "dev",
+                &link_name(peer),
+                "src",
+                &partition_addr6(me).to_string(),
+            ])?;
+        }
     }
     Ok(())
 }
@@ -175,16 +260,21 @@ pub fn check_routes(st: &State) -> Result<()> {
         }
         for (me, peer) in [(k.a, k.b), (k.b, k.a)] {
             let ns = ns_name(&l.prefix, me);
-            let r = ip(&["-n", &ns, "route", "get", &partition_addr(peer).to_string()])?;
             let want = format!("dev {} ", link_name(peer));
-            if !r.contains(&want) {
-                return Err(Error::Runtime(format!(
-                    "route check failed: in {ns}, {} goes `{}` instead of over {}: run `wirespeed partition init --prefix {}` and create again",
-                    partition_addr(peer),
-                    r.trim(),
-                    link_name(peer),
-                    l.prefix
-                )));
+            let mut peers = vec![partition_addr(peer).to_string()];
+            if ipv6_for(l) {
+                peers.push(partition_addr6(peer).to_string());
+            }
+            for addr in peers {
+                let r = ip(&["-n", &ns, "route", "get", &addr])?;
+                if !r.contains(&want) {
+                    return Err(Error::Runtime(format!(
+                        "route check failed: in {ns}, {addr} goes `{}` instead of over {}: run `wirespeed partition init --prefix {}` and create again",
+                        r.trim(),
+                        link_name(peer),
+                        l.prefix
+                    )));
+                }
             }
         }
     }
@@ -230,6 +320,17 @@ pub(super) fn converge(st: &mut State, out: &mut Outcome) -> Result<()> {
         }
         ip(&["-n", &ns, "link", "set", "lo", "up"])?;
         ip(&["-n", &ns, "addr", "replace", &format!("{}/32", partition_addr(p.id)), "dev", "lo"])?;
+        if ipv6_for(&l) {
+            no_dad(&ns)?;
+            ip(&["-n", &ns, "addr", "replace", &format!("{}/128", partition_addr6(p.id)), "dev", "lo", "nodad"])?;
+        }
+    }
+    if !ipv6_for(&l) {
+        out.lines.push(if l.mtu < IPV6_MIN_MTU {
+            format!("IPv4 only: the MTU {} is below IPv6's minimum of {IPV6_MIN_MTU}", l.mtu)
+        } else {
+            "IPv4 only: this host has no IPv6 (/proc/sys/net/ipv6 is missing)".to_string()
+        });
     }
     let mtu = l.mtu.to_string();
     for k in links(&l) {
@@ -259,12 +360,24 @@ pub(super) fn converge(st: &mut State, out: &mut Outcome) -> Result<()> {
                 "link", "add", &da, "netns", &na, "mtu", &mtu, "type", "veth", "peer", "name", &db, "netns", &nb,
                 "mtu", &mtu,
             ])?;
-            out.lines.push(format!("link {}-{}: {na}/{da} {} <-> {nb}/{db} {}", k.a, k.b, k.a_addr, k.b_addr));
+            out.lines.push(if ipv6_for(&l) {
+                format!(
+                    "link {}-{}: {na}/{da} {} {} <-> {nb}/{db} {} {}",
+                    k.a, k.b, k.a_addr, k.a_addr6, k.b_addr, k.b_addr6
+                )
+            } else {
+                format!("link {}-{}: {na}/{da} {} <-> {nb}/{db} {}", k.a, k.b, k.a_addr, k.b_addr)
+            });
             out.changed = true;
         }
         for (ns, dev, me, peer) in [(&na, &da, k.a, k.b), (&nb, &db, k.b, k.a)] {
             ip(&["-n", ns, "link", "set", "dev", dev, "mtu", &mtu])?;
             ip(&["-n", ns, "addr", "replace", &format!("{}/30", k.addr_of(me)), "dev", dev])?;
+            if ipv6_for(&l) {
+                // Addresses go with the link when it is taken down (deactivate); activate
+                // converges again, which puts them back.
+                ip(&["-n", ns, "addr", "replace", &format!("{}/64", k.addr6_of(me)), "dev", dev, "nodad"])?;
+            }
             if !st.deactivated.contains(&me) && !st.deactivated.contains(&peer) {
                 ip(&["-n", ns, "link", "set", "dev", dev, "up"])?;
             }
@@ -324,9 +437,19 @@ mod tests {
                 assert!(seen.insert(base));
                 assert_eq!(k.a_addr.octets()[0..2], [198, 18]);
                 assert_eq!(k.addr_of(b), k.b_addr);
+                let s6 = k.a_addr6.segments();
+                assert_eq!(s6[..3], [0x2001, 2, 1], "inside 2001:2::/48, off the stable addresses' 2001:2:0::/64");
+                assert_eq!(
+                    (s6[3], s6[7], k.b_addr6.segments()[7]),
+                    (((base - u32::from(Ipv4Addr::new(198, 18, 0, 0))) / 4) as u16, 1, 2)
+                );
+                assert_eq!(k.addr6_of(a), k.a_addr6);
             }
         }
         assert_eq!(partition_addr(64), Ipv4Addr::new(198, 19, 0, 64));
+        assert_eq!(partition_addr6(64).to_string(), "2001:2::64");
+        assert_eq!(partition_addr6(16).to_string(), "2001:2::16");
+        assert_eq!(partition_addr6(2).to_string(), "2001:2::2");
     }
 
     #[test]

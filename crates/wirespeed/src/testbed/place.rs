@@ -10,12 +10,12 @@
 //! dropped, or by the next run that makes a pair (or `partition init`/`status`) if this process
 //! was killed before it could.
 
-use super::{partition_addr, topology, CreateOptions, Layout};
+use super::{partition_addr, partition_addr6, topology, CreateOptions, Layout};
 use crate::error::{Error, Result};
 use serde::Serialize;
 use std::collections::BTreeSet;
 use std::ffi::OsStr;
-use std::net::{IpAddr, Ipv4Addr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::path::PathBuf;
 use std::process::Command;
 
@@ -47,6 +47,8 @@ impl Side {
 pub struct Place {
     exe: PathBuf,
     at: At,
+    /// The ends talk IPv6: ::1 on loopback, the partitions' 2001:2::N addresses on a pair.
+    ipv6: bool,
 }
 
 enum At {
@@ -107,7 +109,7 @@ impl Place {
 
     /// Loopback with the sender pinned to `send_cpu` and the receiver to `recv_cpu`.
     pub fn loopback_on(send_cpu: Option<usize>, recv_cpu: Option<usize>) -> Result<Place> {
-        Ok(Place { exe: current_exe()?, at: At::Loopback { cpus: [send_cpu, recv_cpu] } })
+        Ok(Place { exe: current_exe()?, at: At::Loopback { cpus: [send_cpu, recv_cpu] }, ipv6: false })
     }
 
     /// A partition pair made for this run (see [`Pair::create`] for `tag` and `what`); removed
@@ -119,7 +121,7 @@ impl Place {
     /// [`Place::partitions`] with more partitions or their daemons (see [`Pair::create_with`]).
     pub fn partitions_with(tag: &str, what: &str, o: &PairOptions) -> Result<Place> {
         let pair = Pair::create_with(tag, what, o)?;
-        Ok(Place { exe: pair.exe.clone(), at: At::Partitions(pair) })
+        Ok(Place { exe: pair.exe.clone(), at: At::Partitions(pair), ipv6: false })
     }
 
     /// Whether the two ends run in partitions (else on loopback).
@@ -167,12 +169,32 @@ impl Place {
         }
     }
 
-    /// The address `side` is reached at: 127.0.0.1, or its partition's stable address.
+    /// The address `side` is reached at: 127.0.0.1, or its partition's stable address; with
+    /// [`Place::use_ipv6`], ::1 or the partition's 2001:2::N.
     pub fn ip(&self, side: Side) -> IpAddr {
-        match &self.at {
-            At::Loopback { .. } => IpAddr::V4(Ipv4Addr::LOCALHOST),
-            At::Partitions(_) => IpAddr::V4(partition_addr(side.partition())),
+        match (&self.at, self.ipv6) {
+            (At::Loopback { .. }, false) => IpAddr::V4(Ipv4Addr::LOCALHOST),
+            (At::Loopback { .. }, true) => IpAddr::V6(Ipv6Addr::LOCALHOST),
+            (At::Partitions(_), false) => IpAddr::V4(partition_addr(side.partition())),
+            (At::Partitions(_), true) => IpAddr::V6(partition_addr6(side.partition())),
         }
+    }
+
+    /// Run the traffic over IPv6 (::1, or the pair's 2001:2::1 and 2001:2::2): refused when
+    /// this host has no IPv6.
+    pub fn use_ipv6(&mut self) -> Result<()> {
+        if !std::path::Path::new("/proc/sys/net/ipv6").exists() {
+            return Err(Error::Usage(
+                "--ipv6: this host has no IPv6 (/proc/sys/net/ipv6 is missing): leave --ipv6 out".into(),
+            ));
+        }
+        self.ipv6 = true;
+        Ok(())
+    }
+
+    /// Whether the traffic runs over IPv6.
+    pub fn is_ipv6(&self) -> bool {
+        self.ipv6
     }
 
     /// `wirespeed ARGS...` (this same binary) to run on `side`: inside its partition (its
@@ -229,6 +251,15 @@ impl Place {
     /// The one phrase that says where a run happens, naming the two ends `send` and `recv`
     /// ("sender"/"receiver", "transmitter"/"receiver", ...).
     pub fn describe(&self, send: &str, recv: &str) -> String {
+        let d = self.describe_ends(send, recv);
+        if self.ipv6 {
+            format!("{d}, over IPv6")
+        } else {
+            d
+        }
+    }
+
+    fn describe_ends(&self, send: &str, recv: &str) -> String {
         match &self.at {
             At::Loopback { cpus: [Some(s), Some(r)] } => format!("loopback, {send} on CPU {s}, {recv} on CPU {r}"),
             At::Loopback { .. } => format!("loopback, {send} and {recv} unpinned (one CPU)"),

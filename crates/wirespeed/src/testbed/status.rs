@@ -5,13 +5,13 @@
 
 use super::daemon::{daemon_pid, now_ms, view_file, View};
 use super::heartbeat::PeerState;
-use super::net::{ns_exists, ns_name, partition_addr, Link};
+use super::net::{ipv6_for, ns_exists, ns_name, partition_addr, partition_addr6, Link};
 use super::state::{check_prefix, load_existing, HbConfig};
 use super::topology::format_cpu_list;
 use crate::Result;
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, Ipv6Addr};
 use std::time::Duration;
 
 /// The id of `partition status --json`: the configuration joined with the live state, a
@@ -33,6 +33,10 @@ pub struct PartStatus {
     pub address: Ipv4Addr,
     /// Its link addresses, by peer id.
     pub links: BTreeMap<u32, Ipv4Addr>,
+    /// Its stable IPv6 address (2001:2::N), when the partitions have IPv6.
+    pub address6: Option<Ipv6Addr>,
+    /// Its IPv6 link addresses, by peer id (empty without IPv6).
+    pub links6: BTreeMap<u32, Ipv6Addr>,
     /// Deactivated with `deactivate`.
     pub deactivated: bool,
     /// Pid of its running daemon.
@@ -109,6 +113,13 @@ pub fn status(prefix: &str) -> Result<Status> {
             .filter(|q| q.id != p.id)
             .map(|q| (q.id, Link::between(p.id, q.id).addr_of(p.id)))
             .collect();
+        let v6 = ipv6_for(l);
+        let links6 = l
+            .partitions
+            .iter()
+            .filter(|q| v6 && q.id != p.id)
+            .map(|q| (q.id, Link::between(p.id, q.id).addr6_of(p.id)))
+            .collect();
         parts.push(PartStatus {
             id: p.id,
             cpus: format_cpu_list(&p.cpus),
@@ -116,6 +127,8 @@ pub fn status(prefix: &str) -> Result<Status> {
             namespace_present: ns_exists(&ns_name(prefix, p.id)),
             address: partition_addr(p.id),
             links,
+            address6: v6.then(|| partition_addr6(p.id)),
+            links6,
             deactivated: st.deactivated.contains(&p.id),
             daemon_pid: daemon,
             state,

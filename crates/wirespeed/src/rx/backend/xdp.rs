@@ -72,7 +72,15 @@ pub fn parse_udp4(frame: &[u8]) -> Option<Udp4<'_>> {
 pub fn refuse_listen(listen: SocketAddr) -> Option<String> {
     let alt = "or use --backend recvmmsg";
     match listen.ip() {
-        IpAddr::V6(_) => Some(format!("the xdp backend receives IPv4 only for now: give an IPv4 address, {alt}")),
+        IpAddr::V6(a) if a.is_unspecified() => Some(format!(
+            "the xdp backend captures IPv4 on one interface: listen on that interface's IPv4 address (e.g. 198.18.0.2:{}), not a bare port, which names every address of both families",
+            listen.port()
+        )),
+        // The XDP program and frame parser take IPv4/UDP only (IPv6 would need a second
+        // program path and header walk): refused in one line rather than capturing nothing.
+        IpAddr::V6(a) => Some(format!(
+            "the xdp backend receives IPv4 only: {a} is IPv6; use --backend packet or recvmmsg (both take IPv6), or an IPv4 address"
+        )),
         IpAddr::V4(a) if a.is_multicast() => {
             Some(format!("the xdp backend does not join multicast groups yet ({a}): {alt}"))
         }
