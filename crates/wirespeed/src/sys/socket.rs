@@ -20,18 +20,18 @@ const RECV_CTRL: usize = 128;
 const SEND_CTRL: usize = 32;
 const _: () = assert!(cmsg::space(size_of::<u16>()) <= SEND_CTRL);
 
-fn setsockopt_int(fd: RawFd, level: libc::c_int, name: libc::c_int, value: libc::c_int) -> io::Result<()> {
-    // SAFETY: `value` lives on the stack for the duration of the call and its exact size is passed.
-    let ret = unsafe {
-        libc::setsockopt(
-            fd,
-            level,
-            name,
-            (&value as *const libc::c_int).cast(),
-            size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    };
+/// Set a socket option whose value is one plain C value or struct (an int, a timeval, an
+/// ip_mreqn, an in_addr): the one place this file calls setsockopt.
+fn setsockopt_val<T: Copy>(fd: RawFd, level: libc::c_int, name: libc::c_int, value: &T) -> io::Result<()> {
+    // SAFETY: `value` is a live reference to a plain `Copy` C value for the duration of the call,
+    // and its exact size is passed, so the kernel reads only that value's bytes.
+    let ret =
+        unsafe { libc::setsockopt(fd, level, name, (value as *const T).cast(), size_of::<T>() as libc::socklen_t) };
     cvt(ret).map(|_| ())
+}
+
+fn setsockopt_int(fd: RawFd, level: libc::c_int, name: libc::c_int, value: libc::c_int) -> io::Result<()> {
+    setsockopt_val(fd, level, name, &value)
 }
 
 fn getsockopt_int(fd: RawFd, level: libc::c_int, name: libc::c_int) -> io::Result<libc::c_int> {
@@ -81,17 +81,7 @@ pub fn set_rcvtimeo(fd: RawFd, timeout: Duration) -> io::Result<()> {
         tv_sec: timeout.as_secs() as libc::time_t,
         tv_usec: timeout.subsec_micros() as libc::suseconds_t,
     };
-    // SAFETY: `tv` lives on the stack for the call and its exact size is passed.
-    let ret = unsafe {
-        libc::setsockopt(
-            fd,
-            libc::SOL_SOCKET,
-            libc::SO_RCVTIMEO,
-            (&tv as *const libc::timeval).cast(),
-            size_of::<libc::timeval>() as libc::socklen_t,
-        )
-    };
-    cvt(ret).map(|_| ())
+    setsockopt_val(fd, libc::SOL_SOCKET, libc::SO_RCVTIMEO, &tv)
 }
 
 /// Whether this kernel accepts UDP_SEGMENT (GSO) on a UDP socket: probed with a socket option.
@@ -203,17 +193,7 @@ pub fn join_multicast_v4_index(fd: RawFd, group: Ipv4Addr, ifindex: u32) -> io::
         imr_address: libc::in_addr { s_addr: 0 },
         imr_ifindex: ifindex as libc::c_int,
     };
-    // SAFETY: `m` lives on the stack for the call and its exact size is passed.
-    let ret = unsafe {
-        libc::setsockopt(
-            fd,
-            libc::IPPROTO_IP,
-            libc::IP_ADD_MEMBERSHIP,
-            (&m as *const libc::ip_mreqn).cast(),
-            size_of::<libc::ip_mreqn>() as libc::socklen_t,
-        )
-    };
-    cvt(ret).map(|_| ())
+    setsockopt_val(fd, libc::IPPROTO_IP, libc::IP_ADD_MEMBERSHIP, &m)
 }
 
 /// Send IPv4 multicast out of the interface with index `ifindex` (IP_MULTICAST_IF, ip_mreqn).
@@ -223,33 +203,13 @@ pub fn set_multicast_if_v4_index(fd: RawFd, ifindex: u32) -> io::Result<()> {
         imr_address: libc::in_addr { s_addr: 0 },
         imr_ifindex: ifindex as libc::c_int,
     };
-    // SAFETY: `m` lives on the stack for the call and its exact size is passed.
-    let ret = unsafe {
-        libc::setsockopt(
-            fd,
-            libc::IPPROTO_IP,
-            libc::IP_MULTICAST_IF,
-            (&m as *const libc::ip_mreqn).cast(),
-            size_of::<libc::ip_mreqn>() as libc::socklen_t,
-        )
-    };
-    cvt(ret).map(|_| ())
+    setsockopt_val(fd, libc::IPPROTO_IP, libc::IP_MULTICAST_IF, &m)
 }
 
 /// Send IPv4 multicast out of the interface that holds `addr` (IP_MULTICAST_IF, in_addr).
 pub fn set_multicast_if_v4_addr(fd: RawFd, addr: Ipv4Addr) -> io::Result<()> {
     let a = libc::in_addr { s_addr: u32::from(addr).to_be() };
-    // SAFETY: `a` lives on the stack for the call and its exact size is passed.
-    let ret = unsafe {
-        libc::setsockopt(
-            fd,
-            libc::IPPROTO_IP,
-            libc::IP_MULTICAST_IF,
-            (&a as *const libc::in_addr).cast(),
-            size_of::<libc::in_addr>() as libc::socklen_t,
-        )
-    };
-    cvt(ret).map(|_| ())
+    setsockopt_val(fd, libc::IPPROTO_IP, libc::IP_MULTICAST_IF, &a)
 }
 
 /// Send IPv6 multicast out of the interface with index `ifindex` (IPV6_MULTICAST_IF).
