@@ -617,3 +617,58 @@ fn bad_metrics_addresses_and_a_busy_port_are_one_line_and_exit_2() {
     }
     assert_eq!(std::fs::read_dir(&d.0).unwrap().count(), 0, "nothing recorded");
 }
+
+/// `partition status --metrics` serves the heartbeat state the daemons see: both partitions'
+/// daemons up, each seen active by the other; a deactivated partition turns inactive in its
+/// peer's view and says it is deactivated.
+#[test]
+#[ignore = "needs root"]
+fn partition_status_serves_the_heartbeat_state_of_every_partition() {
+    let parts = common::parts::Parts::new("met");
+    parts.ok(&["create", "-p", "1", "-c", "0", "-p", "2", "-c", "1", "--hb-check", "100ms"]);
+    let s = spawn_served(&["partition", "--prefix", &parts.prefix, "status", "--metrics", "0"]);
+    let seen = |text: &str, part: &str, by: &str, state: &str| {
+        sample(text, "wirespeed_partition_peer_state", &[("partition", part), ("seen_by", by), ("state", state)])
+    };
+    let text = poll("both partitions seen active by the other", Duration::from_secs(30), || {
+        let t = scrape(&s.metrics);
+        if seen(&t, "1", "2", "active") == Some(1.0) && seen(&t, "2", "1", "active") == Some(1.0) {
+            Ok(t)
+        } else {
+            Err(t)
+        }
+    });
+    let prefix = parts.prefix.clone();
+    assert_eq!(sample(&text, "wirespeed_partition_status_ok", &[("prefix", &prefix)]), Some(1.0), "{text}");
+    for p in ["1", "2"] {
+        assert_eq!(sample(&text, "wirespeed_partition_daemon_up", &[("partition", p)]), Some(1.0), "{text}");
+        assert_eq!(sample(&text, "wirespeed_partition_namespace_present", &[("partition", p)]), Some(1.0));
+        assert_eq!(sample(&text, "wirespeed_partition_deactivated", &[("partition", p)]), Some(0.0));
+        assert_eq!(sample(&text, "wirespeed_partition_seen_active", &[("partition", p)]), Some(1.0));
+    }
+    // A state set: exactly one state is 1 for each (partition, seen_by).
+    assert_eq!(seen(&text, "1", "2", "inactive"), Some(0.0));
+    assert_eq!(seen(&text, "1", "2", "unknown"), Some(0.0));
+    promtool_check_metrics(&text);
+    parts.ok(&["deactivate", "2"]);
+    let text = poll("partition 2 inactive in partition 1's view", Duration::from_secs(30), || {
+        let t = scrape(&s.metrics);
+        if seen(&t, "2", "1", "inactive") == Some(1.0) {
+            Ok(t)
+        } else {
+            Err(t)
+        }
+    });
+    assert_eq!(sample(&text, "wirespeed_partition_deactivated", &[("partition", "2")]), Some(1.0), "{text}");
+    assert_eq!(sample(&text, "wirespeed_partition_seen_active", &[("partition", "2")]), Some(0.0), "{text}");
+    assert_eq!(seen(&text, "2", "1", "active"), Some(0.0));
+    let (code, out, err) = s.interrupt();
+    assert_eq!(code, Some(0), "{err}");
+    assert!(out.contains("partition 1:") && out.contains("partition 2:"), "{out}");
+    assert!(err.contains("scrape(s) answered"), "{err}");
+}
+
+#[test]
+fn partition_status_metrics_refuses_a_bad_address_in_one_line() {
+    expect_fail(&["partition", "status", "--metrics", "localhost:9464"], 2, "is not PORT or ADDR:PORT");
+}

@@ -58,6 +58,13 @@ enum PartCmd {
         /// Print one JSON document (schema wirespeed.partition-status/1).
         #[arg(long)]
         json: bool,
+        /// Then serve every partition's heartbeat state to Prometheus at
+        /// http://ADDR:PORT/metrics until Ctrl-C or SIGTERM: daemon up, namespace present,
+        /// deactivated, and each live peer daemon's view (unknown, active, inactive,
+        /// incompatible), read from the daemons' views at each scrape. A bare PORT is
+        /// 127.0.0.1:PORT. Run it on the host, beside the partitions.
+        #[arg(long, value_name = "[ADDR:]PORT", value_parser = wirespeed::metrics::parse_addr)]
+        metrics: Option<std::net::SocketAddr>,
     },
     /// Daemon of partition P (mkpd and XPC): heartbeat, channels, raw devices; `create` starts one per partition.
     Daemon(DaemonArgs),
@@ -299,35 +306,31 @@ pub(crate) fn cmd_partition(a: PartitionArgs) -> Result<u8, Error> {
             }
             Ok(0)
         }
-        PartCmd::Status { json } => {
+        PartCmd::Status { json, metrics } => {
             if testbed::require_net_admin("status").is_ok() {
                 reap_stale();
             }
             let st = testbed::status(&prefix)?;
+            // Bound before anything is printed: a busy port is one line and exit 2.
+            let server = match metrics {
+                Some(addr) => {
+                    let board = wirespeed::metrics::Board::new("partition status");
+                    board.attach_partitions(&prefix);
+                    Some(wirespeed::metrics::Server::start(addr, board)?)
+                }
+                None => None,
+            };
             if json {
-                return print_json(&st).map(|_| 0);
+                print_json(&st)?;
+            } else {
+                print_status(&st);
             }
-            for p in &st.partitions {
-                println!(
-                    "partition {}: cpus {} ns {}{} address {}{} daemon {} state {}",
-                    p.id,
-                    p.cpus,
-                    p.namespace,
-                    if p.namespace_present { "" } else { " (missing)" },
-                    p.address,
-                    p.address6.map(|a| format!(" {a}")).unwrap_or_default(),
-                    p.daemon_pid.map_or("none".to_string(), |d| d.to_string()),
-                    p.state
-                );
-                for (j, x) in &p.xpc_by {
-                    println!("  xpc with partition {j}: {x}");
-                }
-                if let Some(d) = &p.devices {
-                    println!("  raw devices: {d}/raw (inside `partition exec {}`: /hw/xplink/raw)", p.id);
-                }
+            if let Some(server) = server {
+                return serve_status(&server);
             }
             Ok(0)
         }
+
         PartCmd::Daemon(d) => {
             testbed::require_net_admin("daemon")?;
             let hb = hb_config(&d.hb)?;
@@ -347,4 +350,38 @@ pub(crate) fn cmd_partition(a: PartitionArgs) -> Result<u8, Error> {
             Ok(0)
         }
     }
+}
+
+/// `partition status` as text: one line per partition, then its channels and raw devices.
+fn print_status(st: &testbed::Status) {
+    for p in &st.partitions {
+        println!(
+            "partition {}: cpus {} ns {}{} address {}{} daemon {} state {}",
+            p.id,
+            p.cpus,
+            p.namespace,
+            if p.namespace_present { "" } else { " (missing)" },
+            p.address,
+            p.address6.map(|a| format!(" {a}")).unwrap_or_default(),
+            p.daemon_pid.map_or("none".to_string(), |d| d.to_string()),
+            p.state
+        );
+        for (j, x) in &p.xpc_by {
+            println!("  xpc with partition {j}: {x}");
+        }
+        if let Some(d) = &p.devices {
+            println!("  raw devices: {d}/raw (inside `partition exec {}`: /hw/xplink/raw)", p.id);
+        }
+    }
+}
+
+/// Serve the heartbeat state until Ctrl-C or SIGTERM.
+fn serve_status(server: &wirespeed::metrics::Server) -> Result<u8, Error> {
+    let stop = wirespeed::sys::install_stop_handler();
+    eprintln!("wirespeed partition status: metrics at {} (Prometheus text format); Ctrl-C stops", server.url());
+    while !stop.load(std::sync::atomic::Ordering::Acquire) {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    eprintln!("wirespeed partition status: {}", server.serving().line());
+    Ok(0)
 }

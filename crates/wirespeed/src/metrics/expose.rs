@@ -134,7 +134,61 @@ fn families(p: &Parts) -> Vec<Family> {
     ring_families(p, &mut out);
     reflect_families(p, &mut out);
     tap_families(p, &mut out);
+    partition_families(p, &mut out);
     out
+}
+
+/// The partitions' heartbeat state, as `partition status` reads it from the daemons' views:
+/// whether each daemon runs, and each live peer daemon's view of each partition (a state set:
+/// one series per state, 1 for the one it is in).
+fn partition_families(p: &Parts, out: &mut Vec<Family>) {
+    use crate::testbed::heartbeat::PeerState;
+    let Some(prefix) = &p.partitions else { return };
+    let mut ok = Family::new(
+        "wirespeed_partition_status_ok",
+        "1 when the partition set's configuration was read at this scrape; 0 when it could not be (removed with partition init, or unreadable).",
+    );
+    let st = crate::testbed::status(prefix);
+    ok.push(vec![("prefix", prefix.clone())], Val::Gauge(if st.is_ok() { 1.0 } else { 0.0 }));
+    out.push(ok);
+    let Ok(st) = st else { return };
+    let mut up = Family::new(
+        "wirespeed_partition_daemon_up",
+        "1 when the partition's daemon (heartbeat, XPC) is running, 0 when it is not.",
+    );
+    let mut ns = Family::new(
+        "wirespeed_partition_namespace_present",
+        "1 when the partition's network namespace exists, 0 when it is missing.",
+    );
+    let mut deact = Family::new(
+        "wirespeed_partition_deactivated",
+        "1 when the partition was deactivated with `partition deactivate`, else 0.",
+    );
+    let mut seen = Family::new(
+        "wirespeed_partition_peer_state",
+        "Heartbeat state of a partition as one live peer daemon sees it (label seen_by): 1 for the state it is in (unknown, active, inactive, incompatible), 0 for the others.",
+    );
+    let mut active = Family::new(
+        "wirespeed_partition_seen_active",
+        "How many live peer daemons see the partition as active (heartbeating).",
+    );
+    let all = [PeerState::Unknown, PeerState::Active, PeerState::Inactive, PeerState::Incompatible];
+    for part in &st.partitions {
+        let id = part.id.to_string();
+        let label = || vec![("partition", id.clone())];
+        up.push(label(), Val::Gauge(if part.daemon_pid.is_some() { 1.0 } else { 0.0 }));
+        ns.push(label(), Val::Gauge(if part.namespace_present { 1.0 } else { 0.0 }));
+        deact.push(label(), Val::Gauge(if part.deactivated { 1.0 } else { 0.0 }));
+        let n = part.seen_by.values().filter(|s| **s == PeerState::Active).count();
+        active.push(label(), Val::Gauge(n as f64));
+        for (by, state) in &part.seen_by {
+            for s in all {
+                let l = vec![("partition", id.clone()), ("seen_by", by.to_string()), ("state", s.name().to_string())];
+                seen.push(l, Val::Gauge(if s == *state { 1.0 } else { 0.0 }));
+            }
+        }
+    }
+    out.extend([up, ns, deact, active, seen]);
 }
 
 fn capture_families(lives: &[Live], recording: bool, out: &mut Vec<Family>) {

@@ -46,6 +46,8 @@ pub(crate) struct Parts {
     pub(crate) reflect: Option<Arc<ReflectLive>>,
     /// The tap's totals.
     pub(crate) tap: Option<Arc<TapLive>>,
+    /// The prefix of a partition set whose heartbeat state is read at each scrape.
+    pub(crate) partitions: Option<String>,
 }
 
 impl std::fmt::Debug for Board {
@@ -65,6 +67,7 @@ impl Board {
             rings: Vec::new(),
             reflect: None,
             tap: None,
+            partitions: None,
         })))
     }
 
@@ -88,6 +91,12 @@ impl Board {
         let l = Arc::new(ReflectLive::default());
         self.parts().reflect = Some(l.clone());
         l
+    }
+
+    /// Show the heartbeat state of the partition set `prefix` (`partition status --metrics`):
+    /// read from the daemons' views at each scrape, as `partition status` reads it.
+    pub fn attach_partitions(&self, prefix: &str) {
+        self.parts().partitions = Some(prefix.to_string());
     }
 
     /// A fresh set of tap totals, shown from now on.
