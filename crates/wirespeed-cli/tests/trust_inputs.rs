@@ -211,9 +211,12 @@ fn destination(line: &str) -> Option<String> {
         Some("ping") => {
             // Options with values come after the target in these examples; the first bare word
             // after `ping` that looks like HOST:PORT is the target.
-            rest[1..].iter().find(|w| !w.starts_with('-') && w.contains(':')).map(|s| s.to_string())
+            rest[1..]
+                .iter()
+                .find(|w| !w.starts_with('-') && w.contains(':'))
+                .map(|s| s.trim_matches(['\'', '"']).to_string())
         }
-        Some("ttcp") if rest.contains(&"-t") => rest.last().map(|s| s.to_string()),
+        Some("ttcp") if rest.contains(&"-t") => rest.last().map(|s| s.trim_matches(['\'', '"']).to_string()),
         _ => None,
     }
 }

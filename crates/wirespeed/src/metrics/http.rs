@@ -93,11 +93,7 @@ impl Drop for Server {
 fn accept_loop(listener: TcpListener, board: Board, stop: &AtomicBool, scrapes: &AtomicU64) {
     while !stop.load(Ordering::Relaxed) {
         match listener.accept() {
-            Ok((conn, _)) => {
-                if serve(conn, &board) {
-                    scrapes.fetch_add(1, Ordering::Relaxed);
-                }
-            }
+            Ok((conn, _)) => serve(conn, &board, scrapes),
             // Nobody waiting (or a client that left before being accepted): look again soon.
             Err(_) => std::thread::sleep(POLL),
         }
@@ -113,8 +109,9 @@ enum Ask {
     Refuse(u16, &'static str, &'static str),
 }
 
-/// Read one request from `conn` and answer it; true when metrics were served.
-fn serve(mut conn: TcpStream, board: &Board) -> bool {
+/// Read one request from `conn` and answer it; a metrics answer is counted in `scrapes` before
+/// it is sent, so a client that has read it always finds it counted.
+fn serve(mut conn: TcpStream, board: &Board, scrapes: &AtomicU64) {
     let deadline = Instant::now() + CONNECTION_DEADLINE;
     let _ = conn.set_nonblocking(false);
     let _ = conn.set_write_timeout(Some(CONNECTION_DEADLINE));
@@ -129,20 +126,20 @@ fn serve(mut conn: TcpStream, board: &Board) -> bool {
         }
         let left = deadline.saturating_duration_since(Instant::now());
         if left.is_zero() || conn.set_read_timeout(Some(left)).is_err() {
-            return false; // idle: closed without an answer
+            return; // idle: closed without an answer
         }
         match conn.read(&mut chunk) {
-            Ok(0) => return false,
+            Ok(0) => return,
             Ok(n) => buf.extend_from_slice(&chunk[..n]),
             Err(e) if e.kind() == ErrorKind::Interrupted => {}
-            Err(_) => return false,
+            Err(_) => return,
         }
     };
-    let served = matches!(ask, Ask::Metrics { .. });
     let response = match ask {
         Ask::Metrics { head, openmetrics } => {
             let body = expose::render(board, openmetrics);
             let ty = if openmetrics { expose::OPENMETRICS_CONTENT_TYPE } else { expose::TEXT_CONTENT_TYPE };
+            scrapes.fetch_add(1, Ordering::Relaxed);
             respond(200, "OK", ty, &body, head)
         }
         Ask::Refuse(code, reason, text) => respond(code, reason, "text/plain; charset=utf-8", text, false),
@@ -162,7 +159,6 @@ fn serve(mut conn: TcpStream, board: &Board) -> bool {
             Ok(n) => drained += n,
         }
     }
-    served
 }
 
 /// Where the request head ends (after its blank line), if it has.
