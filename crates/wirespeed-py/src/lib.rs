@@ -51,6 +51,19 @@ pub(crate) fn usage(m: impl Into<String>) -> PyErr {
     UsageError::new_err(m.into())
 }
 
+/// The `(timeout, max_records)` arguments of a wait for the next batch (`Receiver`, `tap`):
+/// the instant the wait ends (None: no limit), or one clear error for a bad value.
+pub(crate) fn deadline(timeout: Option<f64>, max_records: usize) -> PyResult<Option<std::time::Instant>> {
+    if max_records == 0 {
+        return Err(usage("max_records must be at least 1"));
+    }
+    match timeout {
+        Some(t) if !(t >= 0.0 && t.is_finite()) => Err(usage(format!("timeout={t} must be 0 or more seconds"))),
+        Some(t) => Ok(Some(std::time::Instant::now() + std::time::Duration::from_secs_f64(t))),
+        None => Ok(None),
+    }
+}
+
 /// The library words its advice for the command line; say it the way Python calls it.
 fn for_python(m: &str) -> String {
     m.replace("give --format (e.g. --format counter,size=8800)", "pass format= (e.g. format=\"counter,size=8800\")")

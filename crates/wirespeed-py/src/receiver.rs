@@ -9,7 +9,7 @@
 //! arrived. Python waits for batches with the GIL released.
 
 use crate::buffer::{lock, RingView, SharedReader};
-use crate::{to_py, usage};
+use crate::{deadline, to_py, usage};
 use pyo3::prelude::*;
 use serde_json::json;
 use std::net::SocketAddr;
@@ -323,16 +323,7 @@ impl Receiver {
     /// waiting; Ctrl-C raises KeyboardInterrupt within 50 ms.
     #[pyo3(signature = (timeout=None, max_records=4096))]
     fn next_view(&self, py: Python<'_>, timeout: Option<f64>, max_records: usize) -> PyResult<Option<RingView>> {
-        if max_records == 0 {
-            return Err(usage("max_records must be at least 1"));
-        }
-        let deadline = match timeout {
-            Some(t) if !(t >= 0.0 && t.is_finite()) => {
-                return Err(usage(format!("timeout={t} must be 0 or more seconds")))
-            }
-            Some(t) => Some(Instant::now() + Duration::from_secs_f64(t)),
-            None => None,
-        };
+        let deadline = deadline(timeout, max_records)?;
         loop {
             let sh = self.shared.clone();
             let got = py.detach(move || {

@@ -6,7 +6,7 @@
 //! at any moment, so nothing of it can be lent to numpy. A tap that falls behind is lapped and
 //! counts what it lost (`tap_overrun`); the recorder loses nothing for it.
 
-use crate::usage;
+use crate::{deadline, usage};
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 use std::net::SocketAddr;
@@ -252,16 +252,7 @@ impl Tap {
         timeout: Option<f64>,
         max_records: usize,
     ) -> PyResult<Option<(Bound<'py, PyBytes>, usize, usize)>> {
-        if max_records == 0 {
-            return Err(usage("max_records must be at least 1"));
-        }
-        let deadline = match timeout {
-            Some(t) if !(t >= 0.0 && t.is_finite()) => {
-                return Err(usage(format!("timeout={t} must be 0 or more seconds")))
-            }
-            Some(t) => Some(Instant::now() + Duration::from_secs_f64(t)),
-            None => None,
-        };
+        let deadline = deadline(timeout, max_records)?;
         loop {
             let st = self.state.clone();
             let got = py.detach(move || {
