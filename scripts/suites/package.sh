@@ -212,15 +212,22 @@ strace -f -c -o '$work/syscalls' -- ${memlock[*]} \
     setpriv --reuid=65534 --regid=65534 --clear-groups --inh-caps=$caps --ambient-caps=$caps \
     --bounding-set=$caps --no-new-privs -- $(printf '%q ' "${cmd[@]}") >'$work/rec.out' 2>'$work/rec.err' &
 tracer=\$!
-for _ in \$(seq 300); do grep -q 'listening on' '$work/rec.err' && break; sleep 0.1; done
+# Each step waits for the event it needs, however long a busy host takes (the whole run is
+# bounded by the timeout around it), and says which event never came.
+until grep -q 'listening on' '$work/rec.err'; do
+    kill -0 \$tracer 2>/dev/null || { echo "the recorder ended before listening"; exit 1; }
+    sleep 0.1
+done
 rec=\$(pgrep -P \$tracer)
-'$inst' send 127.0.0.1:$port --size 8800 --rate 200M --duration 60 >'$work/send.out' 2>&1 &
+'$inst' send 127.0.0.1:$port --size 8800 --rate 200M --duration 3600 >'$work/send.out' 2>&1 &
 sender=\$!
 # SIGTERM mid-stream, once records have reached the disk (the first flush, within --flush 1s):
 # so the recorder is stopped with data in its ring and a file open, not after a guessed delay.
-for _ in \$(seq 600); do
-    part=\$(find '$out' -name '*.part' | head -1)
+while :; do
+    # The data file, not the sidecar (.NAME.raw.json.part), which has bytes from the start.
+    part=\$(find '$out' -name '*.part' ! -name '.*' | head -1)
     [ -n "\$part" ] && [ "\$(head -c 65536 "\$part" | tr -d '\\000' | wc -c)" -gt 0 ] && break
+    kill -0 \$sender 2>/dev/null || { echo "the sender ended before a record reached the disk: \$(tail -2 '$work/send.out')"; break; }
     sleep 0.1
 done
 kill -TERM \$rec
@@ -229,7 +236,7 @@ echo "record exit \$?"
 kill -TERM \$sender
 wait \$sender
 EOF
-timeout 120 unshare --net -- bash "$work/service.sh" >"$work/service.out" 2>&1 &
+timeout 900 unshare --net -- bash "$work/service.sh" >"$work/service.out" 2>&1 &
 pids+=($!)
 wait "${pids[0]}"
 bad=()
@@ -246,7 +253,7 @@ owners=$(find "$out" -mindepth 1 ! -user 65534 | wc -l)
 "$inst" verify "$out" >"$work/verify.out" 2>&1 || bad+=("verify: exit $?: $(tail -3 "$work/verify.out")")
 grep -q 'matching their sidecar' "$work/verify.out" || bad+=("verify: $(tail -2 "$work/verify.out")")
 records=$(sed -n 's/^ *=> \([0-9,]*\) records in .*/\1/p' "$work/verify.out" | tr -d ,)
-[ "${records:-0}" -gt 0 ] || bad+=("no records were recorded: $(grep -m1 received "$work/rec.out")")
+[ "${records:-0}" -gt 0 ] || bad+=("no records were recorded: $(grep -m1 received "$work/rec.out"); $(cat "$work/service.out"); sender: $(tail -2 "$work/send.out")")
 # The unit forbids these groups (SystemCallFilter=~...): the recorder must not need them.
 forbidden=$(sed -n 's/^SystemCallFilter=~//p' "$unit")
 if [ -z "$forbidden" ] || [ ! -s "$work/syscalls" ]; then
