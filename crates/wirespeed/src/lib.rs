@@ -22,6 +22,7 @@ pub mod latency;
 pub mod ledger;
 pub mod metrics;
 pub mod pace;
+pub mod pgm;
 pub mod plot;
 pub mod priority;
 pub mod record;
