@@ -5,7 +5,7 @@
 //! every behaviour is exact and testable. It sits on the hot send path, so after `new` nothing
 //! allocates, nothing locks, and every per-packet operation is O(1).
 //!
-//! Sources: RFC 3208 (sections 5.1 source functions, 6 procedures, TXW_SQNS/TXW_SECS) and
+//! Sources: RFC 3208 (the source procedures: ODATA, SPMs, NCF and RDATA; TXW_SQNS, TXW_SECS) and
 //! OpenPGM 5 (`txw.c`, `source.c`, `timer.c`, `rate_control.c`), read for behaviour, not copied.
 //! Where the two differ in practice this follows OpenPGM and says so where it does.
 
@@ -278,7 +278,7 @@ impl TxWindow {
     /// NAK elimination: OpenPGM's source only folds a NAK into a repair still waiting in the
     /// queue (`pgm_txw_retransmit_push_selective`); `elim_ns = 0` reproduces exactly that.
     /// A positive `elim_ns` also ignores NAKs for a sqn whose RDATA went out less than
-    /// `elim_ns` ago (RFC 3208 section 6.2's reasoning for network elements: NAKs crossing a
+    /// `elim_ns` ago (the reasoning of RFC 3208's NAK elimination in network elements: NAKs crossing a
     /// repair in flight ask for what is already coming). Use about one round trip.
     pub fn on_nak(&mut self, sqns: &[u32], now_ns: u64, elim_ns: u64) -> NakOutcome {
         let mut out = NakOutcome::default();
@@ -357,7 +357,7 @@ pub const LAN_AMBIENT_NS: u64 = 1_000 * MS;
 pub const LAN_HEARTBEAT_NS: [u64; 11] =
     [MS, MS, 2 * MS, 4 * MS, 8 * MS, 16 * MS, 32 * MS, 64 * MS, 128 * MS, 256 * MS, 512 * MS];
 
-/// When the source sends SPMs (RFC 3208 section 6.1: ambient SPMs always, heartbeat SPMs after
+/// When the source sends SPMs (RFC 3208 source procedures: ambient SPMs always, heartbeat SPMs after
 /// data so that receivers learn the lead, and so can NAK a lost tail, without more data).
 ///
 /// Ambient: every `ambient_ns`, independent of data. Heartbeat: each data packet (ODATA, and
