@@ -423,6 +423,80 @@ pub struct FormatArgs {
     pub seq_endian: ByteOrder,
 }
 
+/// What carries the datagrams: plain UDP, or a PGM session over UDP.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum Transport {
+    /// Plain UDP: loss is counted, never repaired.
+    #[default]
+    Udp,
+    /// PGM (RFC 3208) over UDP, as OpenPGM and ZeroMQ's epgm:// carry it: receivers NAK what
+    /// the path dropped and the source repairs it from its transmit window.
+    Pgm,
+}
+
+/// `--transport` and the PGM session's settings (send, recv, record, ping, reflect).
+#[derive(Args, Clone)]
+pub struct TransportArgs {
+    /// udp (default): plain datagrams, loss counted. pgm: a PGM session (RFC 3208 over UDP,
+    /// OpenPGM's encapsulation: one UDP port for data and NAKs): a receiver NAKs what the path
+    /// dropped, the source repairs it, and the ledger still counts what could not be repaired.
+    /// Costs: a NAK socket at the sender (bound to its address and the same port), a
+    /// transmit window in RAM (--pgm-window x datagram size), repair traffic. IPv4.
+    #[arg(long, value_enum, default_value = "udp")]
+    pub transport: Transport,
+    /// PGM data-destination port (inside the PGM header; OpenPGM's pgm_bind port). Sender and
+    /// receivers must agree; OpenPGM's default is 7500.
+    #[arg(long, default_value = "7500", value_name = "PORT", value_parser = clap::value_parser!(u16).range(1..))]
+    pub pgm_dport: u16,
+    /// PGM window in sequence numbers: the sender keeps this many datagrams for repairs, a
+    /// receiver holds this many out of order while it waits for one (16..1048576).
+    #[arg(long, default_value = "8192", value_name = "SQNS")]
+    pub pgm_window: u32,
+    /// NAK_BO_IVL: a receiver waits a random time below this before NAKing a gap (one NAK
+    /// then stands for every receiver that lost the packet).
+    #[arg(long, default_value = "5ms", value_parser = units::parse_duration)]
+    pub nak_backoff: Duration,
+    /// NAK_RPT_IVL: a NAK not confirmed by an NCF within this is sent again.
+    #[arg(long, default_value = "50ms", value_parser = units::parse_duration)]
+    pub nak_repeat: Duration,
+    /// NAK_RDATA_IVL: a confirmed NAK whose repair does not come within this is sent again.
+    #[arg(long, default_value = "50ms", value_parser = units::parse_duration)]
+    pub nak_rdata: Duration,
+    /// NAK_NCF_RETRIES and NAK_DATA_RETRIES: tries before a datagram is unrecoverable (counted
+    /// lost).
+    #[arg(long, default_value = "20", value_name = "N")]
+    pub nak_retries: u32,
+    /// Sender: how long to stay for NAKs after the last datagram, at most (it leaves sooner
+    /// once no NAK has come for 300 ms).
+    #[arg(long, default_value = "5s", value_parser = units::parse_duration)]
+    pub pgm_linger: Duration,
+    /// Sender: the address its SPMs give receivers for NAKs (default: the address the route to
+    /// the destination leaves from).
+    #[arg(long, value_name = "ADDR", value_parser = ip_addr)]
+    pub pgm_nla: Option<std::net::IpAddr>,
+}
+
+impl TransportArgs {
+    /// The PGM settings when `--transport pgm`, checked; None for UDP.
+    pub fn pgm(&self) -> Result<Option<wirespeed::pgm::PgmConfig>, Error> {
+        if self.transport != Transport::Pgm {
+            return Ok(None);
+        }
+        let c = wirespeed::pgm::PgmConfig {
+            dport: self.pgm_dport,
+            window: self.pgm_window,
+            nak_backoff: self.nak_backoff,
+            nak_repeat: self.nak_repeat,
+            nak_rdata: self.nak_rdata,
+            nak_retries: self.nak_retries,
+            linger: self.pgm_linger,
+            nla: self.pgm_nla,
+        };
+        c.validate().map_err(Error::Usage)?;
+        Ok(Some(c))
+    }
+}
+
 /// `--metrics`: serve the run's live counters to Prometheus (recv, record, reflect, tap).
 #[derive(Args, Clone, Default)]
 pub struct MetricsArgs {
@@ -591,6 +665,8 @@ pub struct RecvArgs {
     pub prio: PriorityArgs,
     #[command(flatten)]
     pub metrics: MetricsArgs,
+    #[command(flatten)]
+    pub transport: TransportArgs,
     /// Print one JSON document (schema wirespeed.recv/1, or record/1 for record) instead of the summary.
     #[arg(long)]
     pub json: bool,
@@ -683,6 +759,22 @@ pub fn recv_config(a: &RecvArgs) -> Result<RecvConfig, Error> {
     c.max_streams = a.max_streams;
     c.busy_poll = a.busy_poll;
     c.backend = a.backend;
+    if let Some(p) = a.transport.pgm()? {
+        if a.backend != BackendKind::Mmsg {
+            return Err(Error::Usage(format!(
+                "--transport pgm receives through its own UDP socket: leave out --backend {}",
+                a.backend
+            )));
+        }
+        c.backend = BackendKind::Pgm;
+        // PGM runs over IPv4 here: a bare PORT listens on every IPv4 address.
+        if c.listen.ip().is_unspecified() {
+            c.listen = std::net::SocketAddr::from(([0, 0, 0, 0], c.listen.port()));
+        }
+        c.pgm = p;
+    } else if a.backend == BackendKind::Pgm {
+        return Err(Error::Usage("the pgm backend is chosen with --transport pgm".into()));
+    }
     if a.coalesce > Duration::from_millis(100) {
         return Err(Error::Usage("--coalesce above 100ms risks overflowing the socket buffer: use 0..100ms".into()));
     }

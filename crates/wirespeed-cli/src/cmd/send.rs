@@ -1,6 +1,6 @@
 //! `wirespeed send`: a paced stream of one payload format to HOST:PORT.
 
-use crate::args::{self, parse_range, resolve_format, FormatArgs, PriorityArgs};
+use crate::args::{self, parse_range, resolve_format, FormatArgs, PriorityArgs, TransportArgs};
 use crate::out::{guard_verdict, print_json, WithPriority};
 use clap::Args;
 use std::time::Duration;
@@ -93,6 +93,8 @@ pub struct SendArgs {
     fmt: FormatArgs,
     #[command(flatten)]
     prio: PriorityArgs,
+    #[command(flatten)]
+    transport: TransportArgs,
     /// Print one JSON document (schema wirespeed.send/1) instead of the summary.
     #[arg(long)]
     json: bool,
@@ -130,6 +132,10 @@ fn send_config(a: &SendArgs) -> Result<SendConfig, Error> {
     c.multicast_iface = a.iface.clone();
     c.raw = a.raw.clone().map(|iface| tx::config::RawConfig { iface, dst_mac: a.dst_mac });
     c.priority = a.prio.priority();
+    c.pgm = a.transport.pgm()?;
+    if c.pgm.is_some() && a.gso {
+        return Err(Error::Usage("--transport pgm sends one PGM packet per datagram: leave out --gso".into()));
+    }
     Ok(c)
 }
 

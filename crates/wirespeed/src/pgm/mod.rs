@@ -13,8 +13,13 @@
 //! for both, as ZeroMQ does).
 
 pub mod packet;
+pub mod receiver;
 pub mod rxw;
+pub mod source;
 pub mod txw;
+
+use std::net::IpAddr;
+use std::time::Duration;
 
 /// The 48-bit global source identifier: with the source port it names a session (the TSI).
 pub type Gsi = [u8; 6];
@@ -37,6 +42,97 @@ impl std::fmt::Display for Tsi {
 
 /// The PGM data-destination port OpenPGM uses unless told otherwise (`DEFAULT_DATA_DESTINATION_PORT`).
 pub const DEFAULT_DPORT: u16 = 7500;
+
+/// How a PGM session is run, at the source and at the receivers: the knobs RFC 3208 names
+/// (NAK_BO_IVL, NAK_RPT_IVL, NAK_RDATA_IVL, NAK_NCF_RETRIES, NAK_DATA_RETRIES, TXW_SQNS),
+/// with defaults for a LAN where a round trip is well under a millisecond.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PgmConfig {
+    /// The PGM data-destination port (in the PGM header, not the UDP one): a receiver takes
+    /// only sessions sent to it, as OpenPGM's `pgm_bind` port does.
+    pub dport: u16,
+    /// Transmit window (source) and receive window (receiver), in sequence numbers: how far
+    /// back a repair can reach.
+    pub window: u32,
+    /// NAK_BO_IVL: a receiver waits a random time below this before NAKing a gap, so that one
+    /// NAK (and the source's NCF) can stand for every receiver that lost the same packet.
+    pub nak_backoff: Duration,
+    /// NAK_RPT_IVL: how long a NAK waits for its NCF before it is sent again.
+    pub nak_repeat: Duration,
+    /// NAK_RDATA_IVL: how long a confirmed NAK waits for the repair before it is sent again.
+    pub nak_rdata: Duration,
+    /// NAK_NCF_RETRIES and NAK_DATA_RETRIES (one value for both): after this many unanswered
+    /// tries a sequence number is unrecoverable.
+    pub nak_retries: u32,
+    /// How long a source keeps answering NAKs after its last data, at most; it stops sooner
+    /// once no NAK has come for [`PgmConfig::QUIET`].
+    pub linger: Duration,
+    /// The address the source's SPMs name for NAKs (its path NLA); `None`: the local address
+    /// the route to the destination leaves from.
+    pub nla: Option<IpAddr>,
+}
+
+impl PgmConfig {
+    /// A source lingering for NAKs stops once none has come for this long (and every
+    /// heartbeat SPM of the tail has gone out).
+    pub const QUIET: Duration = Duration::from_millis(300);
+}
+
+impl Default for PgmConfig {
+    fn default() -> Self {
+        PgmConfig {
+            dport: DEFAULT_DPORT,
+            window: 8192,
+            nak_backoff: Duration::from_millis(5),
+            nak_repeat: Duration::from_millis(50),
+            nak_rdata: Duration::from_millis(50),
+            nak_retries: 20,
+            linger: Duration::from_secs(5),
+            nla: None,
+        }
+    }
+}
+
+impl PgmConfig {
+    /// The receive window's settings for datagrams of up to `max_tsdu` bytes.
+    pub fn rx(&self, max_tsdu: usize) -> rxw::RxConfig {
+        rxw::RxConfig {
+            max_sqns: self.window,
+            max_tsdu,
+            nak_bo_ivl_ns: self.nak_backoff.as_nanos() as u64,
+            nak_rpt_ivl_ns: self.nak_repeat.as_nanos() as u64,
+            nak_rdata_ivl_ns: self.nak_rdata.as_nanos() as u64,
+            nak_ncf_retries: self.nak_retries,
+            nak_data_retries: self.nak_retries,
+        }
+    }
+
+    /// Refuse settings no session can run with, in one line for the user.
+    pub fn validate(&self) -> Result<(), String> {
+        if !(16..=1 << 20).contains(&self.window) {
+            return Err(format!("--pgm-window {} must be 16 to 1048576 sequence numbers", self.window));
+        }
+        if self.nak_backoff.is_zero() || self.nak_repeat.is_zero() || self.nak_rdata.is_zero() {
+            return Err("--nak-backoff, --nak-repeat and --nak-rdata must be above zero".into());
+        }
+        if self.nak_retries == 0 {
+            return Err("--nak-retries must be at least 1".into());
+        }
+        Ok(())
+    }
+}
+
+/// A session's 48-bit GSI from a process-unique value: OpenPGM derives it from the host name
+/// (`pgm_gsi_create_from_hostname`); wirespeed mixes in the process and the clock as well, so
+/// that two sources on one host (or two runs in a row) are different sessions.
+pub fn new_gsi(seed: u64) -> Gsi {
+    let mut x = seed ^ 0x9e37_79b9_7f4a_7c15;
+    x ^= x >> 33;
+    x = x.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    x ^= x >> 33;
+    let b = x.to_be_bytes();
+    [b[2], b[3], b[4], b[5], b[6], b[7]]
+}
 
 /// `a` comes before `b` in sequence-number space (RFC 3208 compares sequence numbers modulo
 /// 2^32, as serial numbers: whichever is less than 2^31 ahead is later).

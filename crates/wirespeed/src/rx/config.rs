@@ -72,6 +72,11 @@ pub struct RecvConfig {
     /// Where the run's live counters are shown to a metrics exporter (`--metrics`), if anywhere:
     /// the capture then also publishes each stream's counters (between receive calls).
     pub metrics: Option<crate::metrics::Board>,
+    /// The PGM session settings, for the PGM backend (`--transport pgm`).
+    pub pgm: crate::pgm::PgmConfig,
+    /// The largest datagram a PGM session carries (its receive window holds this many bytes
+    /// per sequence number): the format's length when it has one.
+    pub pgm_max_tsdu: usize,
 }
 
 impl RecvConfig {
@@ -98,6 +103,8 @@ impl RecvConfig {
             show_gaps: 8,
             priority: crate::priority::Priority::default(),
             metrics: None,
+            pgm: crate::pgm::PgmConfig::default(),
+            pgm_max_tsdu: 9000,
         }
     }
 }

@@ -193,6 +193,10 @@ pub struct RecvReport {
     /// Streams seen on more than one thread (the steering should make this empty): each
     /// thread kept its own ledger for them, so their loss counts are not exact.
     pub split_streams: Vec<String>,
+    /// The PGM receiver's side (`--transport pgm`): NAKs sent, repairs received, what could
+    /// not be repaired.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pgm: Option<super::backend::pgm::PgmRecvReport>,
 }
 
 /// The report of a finished capture: every slot's ledger settled against its end-of-stream
@@ -295,6 +299,7 @@ pub(super) fn build_report<S: Sink>(
         steering: String::new(),
         threads: Vec::new(),
         split_streams: Vec::new(),
+        pgm: None,
     };
     r.diagnosis = diagnose(&r);
     r
@@ -662,6 +667,9 @@ impl RecvReport {
                 "  unsequenced: {} valid datagrams with no sequence position (e.g. SPEAD stream-control heaps), in no ledger",
                 units::thousands(self.unsequenced)
             );
+        }
+        if let Some(p) = &self.pgm {
+            p.human(&mut o);
         }
         let k = &self.kernel;
         let _ = writeln!(

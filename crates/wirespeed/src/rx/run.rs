@@ -92,7 +92,16 @@ impl Listener {
     pub fn bind_for(cfg: &RecvConfig, fmt: &dyn Format) -> Result<Listener> {
         let mut c = cfg.clone();
         c.steer = steering_for(fmt);
+        c.pgm_max_tsdu = fmt.fixed_len().unwrap_or(cfg.pgm_max_tsdu);
         Self::bind(&c)
+    }
+
+    /// The PGM receiver's report, when this listener runs the PGM backend.
+    pub fn pgm_report(&self) -> Option<backend::pgm::PgmRecvReport> {
+        match &self.endpoint {
+            Opened::Pgm(ep) => Some(ep.report()),
+            _ => None,
+        }
     }
 
     /// The bound address (useful when binding port 0).
@@ -483,6 +492,7 @@ pub fn capture_group<S: Sink>(
     }
     let mut report = merge_reports(parts, threads, listener.steering_text(multicast), first_ns, last_ns);
     report.listen = tcfg.listen.to_string();
+    report.pgm = listener.pgm_report();
     Ok((report, sinks_back))
 }
 

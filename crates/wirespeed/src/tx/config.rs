@@ -48,6 +48,9 @@ pub struct SendConfig {
     /// Build the frames here and send them through a raw socket on this interface instead of
     /// a UDP socket (`send --raw IFACE`).
     pub raw: Option<RawConfig>,
+    /// Send the datagrams as a PGM session (`--transport pgm`): repaired on NAKs from the
+    /// receivers, with these settings.
+    pub pgm: Option<crate::pgm::PgmConfig>,
     /// Scheduling asked for: each sending thread takes its SCHED_FIFO (`realtime`) itself when
     /// it starts; the nice value and memory locking are the caller's, once for the process.
     pub priority: crate::priority::Priority,
@@ -84,6 +87,7 @@ impl SendConfig {
             ttl: 1,
             multicast_iface: None,
             raw: None,
+            pgm: None,
             priority: crate::priority::Priority::default(),
         }
     }

@@ -7,10 +7,11 @@
 //! end-of-stream message so the receiver can count tail loss.
 //!
 //! The rooms: [`config`] (what a run is asked to do, checked before any socket opens),
-//! [`plan`] (burst and batch sizes from the rate), [`stream`] (sockets, the per-stream send loop and the run), [`report`] (what a run
+//! [`plan`] (burst and batch sizes from the rate), [`stream`] (sockets, the per-stream send loop and the run), [`pgm`] (the PGM session's side of a stream), [`report`] (what a run
 //! reports). Every item is re-exported here, so `tx::X` names it whichever room it lives in.
 
 pub mod config;
+pub mod pgm;
 pub mod plan;
 pub mod raw;
 pub mod report;

@@ -141,6 +141,9 @@ pub struct SendReport {
     pub streams: Vec<StreamSent>,
     /// Things the user should know (fallbacks, clamps).
     pub notes: Vec<String>,
+    /// The PGM session's side of the run (`--transport pgm`): repairs sent and what they cost.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pgm: Option<super::pgm::PgmSent>,
 }
 
 /// The report of a finished run: every stream's counts merged, rates over the schedule's span.
@@ -206,10 +209,12 @@ pub(super) fn summarise(
         requested_pps,
         gso_requested: cfg.gso,
         gso_used: plan.gso_used,
-        transport: cfg.raw.as_ref().map_or_else(
-            || if plan.gso_used { "udp+gso".into() } else { "udp".into() },
-            |r| format!("raw:{}", r.iface),
-        ),
+        transport: match (&cfg.raw, &cfg.pgm) {
+            (Some(r), _) => format!("raw:{}", r.iface),
+            (None, Some(_)) => "pgm".into(),
+            (None, None) if plan.gso_used => "udp+gso".into(),
+            (None, None) => "udp".into(),
+        },
         gso_segments: plan.segs,
         burst: plan.burst,
         elapsed_s: span_s,
@@ -229,6 +234,7 @@ pub(super) fn summarise(
         cpu_ns_per_packet: if sent > 0 { cpu as f64 / sent as f64 } else { 0.0 },
         streams,
         notes,
+        pgm: None,
     }
 }
 
@@ -300,6 +306,31 @@ impl SendReport {
                 "  destination refused {} time(s): is a receiver listening on {}?",
                 self.refused, self.target
             );
+        }
+        if let Some(p) = &self.pgm {
+            let st = &p.stats;
+            let _ = writeln!(
+                o,
+                "  pgm: session {} (NAKs to {}), {} ODATA, {} SPM; repairs: {} NAK(s) for {} sequence number(s), {} NCF, {} RDATA = {} ({:.3} % of data bytes)",
+                p.tsi,
+                p.nak_address,
+                st.odata,
+                st.spm,
+                st.nak_packets,
+                st.nak_sqns,
+                st.ncf,
+                st.rdata,
+                units::bytes(st.rdata_bytes),
+                p.repair_share_percent
+            );
+            if st.nak_out_of_window + st.nak_eliminated + st.nak_refused + st.malformed > 0 {
+                let _ = writeln!(
+                    o,
+                    "  pgm: {} asked after leaving the window (unrecoverable; a larger --pgm-window reaches further back), {} asked again while already repaired, {} NAK(s) refused (another session or address), {} malformed",
+                    st.nak_out_of_window, st.nak_eliminated, st.nak_refused, st.malformed
+                );
+            }
+            let _ = writeln!(o, "  pgm: stayed {:.3} s for NAKs after the last data ({})", p.linger_s, p.linger_end);
         }
         let _ = writeln!(o, "  sender CPU {} per datagram", units::nanos(self.cpu_ns_per_packet));
         for n in &self.notes {

@@ -21,6 +21,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::pgm::{PgmSent, PgmTx};
 use super::plan::{plan, Plan};
 use super::raw::{self, RawStream};
 
@@ -169,7 +170,12 @@ struct StreamCtx<'a> {
     session: u64,
 }
 
-fn run_stream(ctx: &StreamCtx<'_>, index: u32, sock: Transport) -> Result<StreamSent> {
+fn run_stream(
+    ctx: &StreamCtx<'_>,
+    index: u32,
+    sock: Transport,
+    mut pgm: Option<PgmTx>,
+) -> Result<(StreamSent, Option<PgmSent>)> {
     // The format's own stream id for this sender stream (a VDIF thread).
     let fstream = index % ctx.fmt.stream_count().max(1);
     let cfg = ctx.cfg;
@@ -184,7 +190,8 @@ fn run_stream(ctx: &StreamCtx<'_>, index: u32, sock: Transport) -> Result<Stream
     let fd = sock.fd();
     let local_port = sock.local_port();
     // Raw frames carry their headers in front of the payload; a UDP message is payload only.
-    let hdr = sock.header_len();
+    // A PGM stream puts the ODATA header there instead.
+    let hdr = if pgm.is_some() { PgmTx::header_len() } else { sock.header_len() };
     let frame = match &sock {
         Transport::Raw(r) => Some(&r.data),
         Transport::Udp(_) => None,
@@ -199,6 +206,9 @@ fn run_stream(ctx: &StreamCtx<'_>, index: u32, sock: Transport) -> Result<Stream
     let cpu0 = sys::thread_cpu_ns();
     let seg = plan.gso_used.then_some(plan.pkt_len as u16);
 
+    if let Some(p) = pgm.as_mut() {
+        p.announce(fd);
+    }
     // Every stream starts at t0 (the paced ones through their schedule).
     sys::sleep_until_monotonic_ns(ctx.start_ns);
     let mut idx: u64 = 0;
@@ -239,6 +249,9 @@ fn run_stream(ctx: &StreamCtx<'_>, index: u32, sock: Transport) -> Result<Stream
             if let Some(t) = frame {
                 t.finish(batch.buf_mut(msg));
             }
+            if let Some(p) = pgm.as_mut() {
+                p.seal(batch.buf_mut(msg), plan.pkt_len, now);
+            }
             in_msg += 1;
             batch_sent += 1;
             if in_msg == plan.segs {
@@ -263,6 +276,9 @@ fn run_stream(ctx: &StreamCtx<'_>, index: u32, sock: Transport) -> Result<Stream
         }
         sent += batch_sent;
         idx += n;
+        if let Some(p) = pgm.as_mut() {
+            p.pump(fd, sys::monotonic_ns());
+        }
         if last_call != 0 {
             gaps.saturating_record(now - last_call);
         }
@@ -290,14 +306,27 @@ fn run_stream(ctx: &StreamCtx<'_>, index: u32, sock: Transport) -> Result<Stream
         skipped,
     }
     .encode();
-    std::thread::sleep(Duration::from_millis(2));
-    for _ in 0..3 {
-        let _ = sock.send_one(&end);
-        std::thread::sleep(Duration::from_millis(1));
-    }
+    let pgm_sent = match pgm {
+        // Through the session, as ODATA: repaired like the data, so sent once.
+        Some(mut p) => {
+            let mut pkt = vec![0u8; hdr + end.len()];
+            pkt[hdr..].copy_from_slice(&end);
+            let len = p.seal(&mut pkt, end.len(), sys::monotonic_ns());
+            let _ = sock.send_one(&pkt[..len]);
+            Some(p.finish(fd, ctx.stop))
+        }
+        None => {
+            std::thread::sleep(Duration::from_millis(2));
+            for _ in 0..3 {
+                let _ = sock.send_one(&end);
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            None
+        }
+    };
     let (slips, slipped_ns, max_behind_ns) =
         pacer.map(|p| (p.slips, p.slipped_ns, p.max_behind_ns)).unwrap_or((0, 0, 0));
-    Ok(StreamSent {
+    let sent_report = StreamSent {
         index,
         local_port,
         first_seq: cfg.start_seq,
@@ -314,7 +343,8 @@ fn run_stream(ctx: &StreamCtx<'_>, index: u32, sock: Transport) -> Result<Stream
         gaps: Some(gaps),
         elapsed_ns: last_ns.saturating_sub(ctx.start_ns),
         stopped_at_ns,
-    })
+    };
+    Ok((sent_report, pgm_sent))
 }
 
 /// Send as configured until the count, the duration or `stop` ends it.
@@ -339,11 +369,32 @@ pub fn run(cfg: &SendConfig, fmt: Arc<dyn Format>, stop: &AtomicBool) -> Result<
         }
         None => (0..cfg.streams).map(|_| open_socket(cfg).map(Transport::Udp)).collect::<Result<_>>()?,
     };
+    let mut pgms: Vec<Option<PgmTx>> = match (&cfg.pgm, &socks[0]) {
+        (Some(p), Transport::Udp(data)) => {
+            if cfg.streams != 1 {
+                return Err(Error::Usage(
+                    "--transport pgm sends one session: drop --streams (several senders make several sessions)".into(),
+                ));
+            }
+            notes.push(format!(
+                "transport: PGM over UDP (RFC 3208, as OpenPGM encapsulates it) to {}, data-destination port {}, transmit window {} sequence numbers",
+                cfg.dest, p.dport, p.window
+            ));
+            // The end-of-stream message goes through the window too: a slot holds either.
+            vec![Some(PgmTx::open(cfg, p, data, pkt_len.max(crate::control::END_LEN))?)]
+        }
+        (Some(_), Transport::Raw(_)) => {
+            return Err(Error::Usage("--transport pgm sends through a UDP socket: drop --raw".into()))
+        }
+        (None, _) => socks.iter().map(|_| None).collect(),
+    };
     let gso_ok = match &socks[0] {
+        // PGM: one packet per datagram, each with its own header.
+        Transport::Udp(_) if cfg.pgm.is_some() => false,
         Transport::Udp(s) => sys::gso_supported(s.as_raw_fd()),
         Transport::Raw(_) => false,
     };
-    if cfg.gso && !gso_ok {
+    if cfg.gso && !gso_ok && cfg.pgm.is_none() {
         notes.push(
             "GSO requested but this kernel does not support UDP_SEGMENT: sending one datagram per message".into(),
         );
@@ -356,20 +407,24 @@ pub fn run(cfg: &SendConfig, fmt: Arc<dyn Format>, stop: &AtomicBool) -> Result<
     // Start slightly in the future so that every stream thread is ready at t0.
     let start_ns = sys::monotonic_ns() + 2_000_000;
     let ctx = StreamCtx { cfg, fmt: fmt.as_ref(), plan: &plan, stop, start_ns, session };
-    let results: Vec<Result<StreamSent>> = std::thread::scope(|s| {
+    let results: Vec<Result<(StreamSent, Option<PgmSent>)>> = std::thread::scope(|s| {
         let handles: Vec<_> = socks
             .into_iter()
+            .zip(pgms.drain(..))
             .enumerate()
-            .map(|(i, sock)| {
+            .map(|(i, (sock, pgm))| {
                 let ctx = &ctx;
                 std::thread::Builder::new()
                     .name(format!("ws-send-{i}"))
-                    .spawn_scoped(s, move || run_stream(ctx, i as u32, sock))
+                    .spawn_scoped(s, move || run_stream(ctx, i as u32, sock, pgm))
                     .expect("spawning a sender thread")
             })
             .collect();
         handles.into_iter().map(|h| h.join().expect("sender thread panicked")).collect()
     });
-    let streams: Vec<StreamSent> = results.into_iter().collect::<Result<_>>()?;
-    Ok(summarise(cfg, fmt.as_ref(), &plan, streams, notes))
+    let (streams, pgm): (Vec<StreamSent>, Vec<Option<PgmSent>>) =
+        results.into_iter().collect::<Result<Vec<_>>>()?.into_iter().unzip();
+    let mut report = summarise(cfg, fmt.as_ref(), &plan, streams, notes);
+    report.pgm = pgm.into_iter().flatten().next();
+    Ok(report)
 }

@@ -200,6 +200,8 @@ backends! {
     Packet => packet::PacketBackend,
     /// AF_XDP (copy mode, one queue) fed by an XDP program redirecting the listen address.
     Xdp => xdp::XdpBackend,
+    /// PGM over UDP (`--transport pgm`): NAKs for what the path dropped, data in order.
+    Pgm => pgm::PgmBackend,
 }
 
 impl Default for BackendKind {

@@ -32,6 +32,11 @@ impl UdpEndpoint {
         self.sock.as_raw_fd()
     }
 
+    /// The socket itself, for a backend that also sends on it (PGM's NAKs).
+    pub fn socket(&self) -> &UdpSocket {
+        &self.sock
+    }
+
     /// Whether the kernel attaches the socket's drop count (SO_RXQ_OVFL) to datagrams.
     pub fn rxq_ovfl(&self) -> bool {
         self.rxq_ovfl

@@ -1,0 +1,234 @@
+//! `--transport pgm`: PGM sessions end to end, with loss injected by nftables where the tests
+//! have a namespace of their own; malformed and forged packets; the refusals.
+
+mod common;
+
+use common::*;
+use serde_json::Value;
+use std::net::UdpSocket;
+use std::time::Duration;
+use wirespeed::pgm::packet;
+use wirespeed::pgm::Tsi;
+
+/// The input rule dropping every `every`th ODATA packet (PGM type byte 0x04, the fifth byte of
+/// the UDP payload) to UDP port `port`; RDATA (0x05) passes, so every drop can be repaired.
+fn drop_odata(ns: &Netns, port: u16, every: u32) {
+    ns.exec(&["nft", "add", "table", "inet", "pgmloss"]);
+    ns.exec(&["nft", "add", "chain", "inet", "pgmloss", "in", "{ type filter hook input priority 0 ; }"]);
+    let (p, e) = (port.to_string(), every.to_string());
+    ns.exec(&[
+        "nft", "add", "rule", "inet", "pgmloss", "in", "udp", "dport", &p, "@th,96,8", "0x04", "numgen", "inc", "mod",
+        &e, "0", "counter", "drop",
+    ]);
+}
+
+/// Packets the rule of [`drop_odata`] dropped.
+fn dropped(ns: &Netns) -> u64 {
+    let out = std::process::Command::new("ip")
+        .args(["netns", "exec", &ns.name, "nft", "list", "chain", "inet", "pgmloss", "in"])
+        .output()
+        .expect("nft list");
+    let text = String::from_utf8_lossy(&out.stdout);
+    text.split("counter packets ")
+        .nth(1)
+        .and_then(|r| r.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no counter in {text}"))
+}
+
+fn pgm_of(doc: &Value) -> &Value {
+    &doc["pgm"]
+}
+
+/// A receiver on `listen` (port 0) and a sender of `count` datagrams to it, both
+/// `--transport pgm` (with `extra` for both), in `prefix`; returns (recv JSON, send JSON).
+fn session(
+    prefix: &[&str],
+    sub: &str,
+    listen_ip: &str,
+    count: u64,
+    recv_extra: &[&str],
+    send_extra: &[&str],
+) -> (Value, Value) {
+    let mut rargs = vec!["--transport", "pgm", "--once", "--json", "--duration", "120"];
+    rargs.extend_from_slice(recv_extra);
+    let r = spawn_cmd_with(prefix, sub, &format!("{listen_ip}:0"), &rargs);
+    let target = format!("{listen_ip}:{}", r.port);
+    let n = count.to_string();
+    let mut sargs = vec!["send", target.as_str(), "--transport", "pgm", "--count", &n, "--rate", "20kpps", "--json"];
+    sargs.extend_from_slice(send_extra);
+    let out = if prefix.is_empty() { run(&sargs) } else { run_prefixed(prefix, &sargs) };
+    assert!(out.status.success(), "send: {}", String::from_utf8_lossy(&out.stderr));
+    let sent = json(&String::from_utf8_lossy(&out.stdout));
+    let (code, stdout, stderr) = finish(r, Duration::from_secs(60));
+    assert_eq!(code, Some(0), "{sub}: {stderr}\n{stdout}");
+    (json(&stdout), sent)
+}
+
+#[test]
+fn a_clean_unicast_session_delivers_everything_once_without_repairs() {
+    let _t = traffic();
+    // 127.0.0.2 for the receiver: the sender's NAK socket binds 127.0.0.1 at the same port.
+    let (rep, sent) = session(&[], "recv", "127.0.0.2", 20_000, &[], &[]);
+    assert_eq!(u(&rep, "datagrams"), 20_000, "{rep}");
+    assert_eq!(u(&rep["total"], "lost"), 0);
+    assert_eq!(rep["backend"], "pgm");
+    let p = pgm_of(&rep);
+    // 20,000 datagrams and the end-of-stream message, all original data.
+    assert_eq!((u(p, "odata"), u(p, "rdata"), u(p, "unrecoverable"), u(p, "naks_sent")), (20_001, 0, 0, 0), "{p}");
+    assert_eq!(sent["transport"], "pgm");
+    let sp = &sent["pgm"]["stats"];
+    assert_eq!((u(sp, "odata"), u(sp, "rdata"), u(sp, "nak_packets")), (20_001, 0, 0), "{sent}");
+    assert!(u(sp, "spm") >= 1, "{sp}");
+}
+
+#[test]
+#[ignore = "needs root"]
+fn loss_on_the_path_is_repaired_exactly() {
+    // Every 50th ODATA packet dropped at the receiver's input: each one is NAKed and repaired,
+    // and the ledger counts no loss.
+    let ns = Netns::new("pgmfix");
+    let r = spawn_cmd_with(&ns.prefix(), "recv", "127.0.0.2:0", &["--transport", "pgm", "--once", "--json"]);
+    drop_odata(&ns, r.port, 50);
+    let target = format!("127.0.0.2:{}", r.port);
+    let out = run_prefixed(
+        &ns.prefix(),
+        &["send", &target, "--transport", "pgm", "--count", "20000", "--rate", "20kpps", "--json"],
+    );
+    assert!(out.status.success(), "{}", stderr_of(&out));
+    let sent = json(&stdout_of(&out));
+    let (code, stdout, stderr) = finish(r, Duration::from_secs(60));
+    assert_eq!(code, Some(0), "{stderr}");
+    let rep = json(&stdout);
+    let lost = dropped(&ns);
+    // 20,001 ODATA (the end message included) through a rule dropping the 1st, 51st, ...
+    assert_eq!(lost, 401, "nft dropped 1 of every 50 of 20,001");
+    assert_eq!((u(&rep, "datagrams"), u(&rep["total"], "lost")), (20_000, 0), "{rep}");
+    let p = pgm_of(&rep);
+    // The first packet dropped too: the source's opening SPM told the receiver where the
+    // session starts, so sequence number 0 is a gap like any other.
+    assert_eq!(u(p, "repaired"), lost, "{p}");
+    assert_eq!(u(p, "unrecoverable"), 0, "{p}");
+    assert!(u(p, "naks_sent") >= lost && u(p, "rdata") >= lost, "{p}");
+    let sp = &sent["pgm"]["stats"];
+    assert!(u(sp, "rdata") >= lost && u(sp, "ncf") >= 1, "{sp}");
+    assert!(sent["pgm"]["repair_share_percent"].as_f64().unwrap() > 1.9, "{sent}");
+}
+
+#[test]
+#[ignore = "needs root"]
+fn a_multicast_session_is_repaired_and_recorded_in_order() {
+    // A group on the namespace's loopback, every 20th ODATA dropped (5 %): the recording holds
+    // every datagram, in sequence order, and verify agrees with the sidecar.
+    let ns = Netns::new("pgmmc");
+    ns.exec(&["ip", "link", "set", "lo", "multicast", "on"]);
+    ns.exec(&["ip", "route", "add", "239.0.0.0/8", "dev", "lo"]);
+    let dir = TempDir::new("pgmrec");
+    let r = spawn_cmd_with(
+        &ns.prefix(),
+        "record",
+        "239.192.7.7:0",
+        &["--transport", "pgm", "--once", "--json", "--size", "1080", "-o", dir.path()],
+    );
+    drop_odata(&ns, r.port, 20);
+    let target = format!("239.192.7.7:{}", r.port);
+    let out = run_prefixed(
+        &ns.prefix(),
+        &["send", &target, "--transport", "pgm", "--size", "1080", "--count", "10000", "--rate", "20kpps", "--json"],
+    );
+    assert!(out.status.success(), "{}", stderr_of(&out));
+    let (code, stdout, stderr) = finish(r, Duration::from_secs(60));
+    assert_eq!(code, Some(0), "{stderr}");
+    let rep = json(&stdout);
+    let lost = dropped(&ns);
+    assert_eq!(lost, 501, "1 of every 20 of 10,001");
+    assert_eq!((u(&rep["capture"], "datagrams"), u(&rep["capture"]["total"], "lost")), (10_000, 0), "{rep}");
+    assert_eq!(u(&rep["capture"]["pgm"], "repaired"), lost, "{rep}");
+    // The file: 10,000 records of 1080 bytes, counters 0, 1, 2, ... in order.
+    let raw = std::fs::read(dir.only("raw")).expect("the recording");
+    assert_eq!(raw.len(), 10_000 * 1080);
+    let words = 1080 / 8;
+    for (i, rec) in raw.chunks(1080).enumerate() {
+        let first = u64::from_be_bytes(rec[..8].try_into().unwrap());
+        assert_eq!(first, i as u64 * words, "record {i} out of order");
+    }
+    let v = run(&["verify", dir.path(), "--json"]);
+    assert!(v.status.success(), "{}", stderr_of(&v));
+}
+
+/// A socket on `from` sending PGM packets to the receiver at `to`.
+fn forger(from: &str, to: &str) -> impl Fn(&[u8]) {
+    let s = UdpSocket::bind(format!("{from}:0")).expect("bind forger");
+    let to: std::net::SocketAddr = to.parse().unwrap();
+    move |p: &[u8]| {
+        s.send_to(p, to).expect("send");
+    }
+}
+
+#[test]
+fn malformed_and_forged_packets_are_counted_never_believed() {
+    let _t = traffic();
+    let r = spawn_cmd_with(
+        &[],
+        "recv",
+        "127.0.0.2:0",
+        &["--transport", "pgm", "--json", "--duration", "3", "--size", "64"],
+    );
+    let to = format!("127.0.0.2:{}", r.port);
+    let real = forger("127.0.0.1", &to);
+    let tsi = Tsi { gsi: [1, 2, 3, 4, 5, 6], sport: 4000 };
+    let mut buf = [0u8; 256];
+    // A real session of 10 datagrams (counter payloads, 64 bytes).
+    for seq in 0..10u64 {
+        let pl = 64;
+        for w in 0..8u64 {
+            buf[24 + 8 * w as usize..32 + 8 * w as usize].copy_from_slice(&(seq * 8 + w).to_be_bytes());
+        }
+        let n = packet::write_data(&mut buf, tsi, wirespeed::pgm::DEFAULT_DPORT, false, seq as u32, 0, pl);
+        packet::finish_checksum(&mut buf[..n]);
+        real(&buf[..n]);
+    }
+    // Malformed: a flipped checksum, a short header, a length that lies, garbage.
+    let n = packet::write_data(&mut buf, tsi, wirespeed::pgm::DEFAULT_DPORT, false, 10, 0, 64);
+    packet::finish_checksum(&mut buf[..n]);
+    let mut bad = buf[..n].to_vec();
+    bad[30] ^= 0xff;
+    real(&bad);
+    real(&buf[..10]);
+    let mut lying = buf[..n].to_vec();
+    lying[14] = 0x7f;
+    real(&lying);
+    real(b"not a PGM packet at all, just text");
+    // Forged: an SPM for the same session from another address, naming itself for NAKs, and
+    // data for the session from that address.
+    let forged = forger("127.0.0.3", &to);
+    let m =
+        packet::write_spm(&mut buf, tsi, wirespeed::pgm::DEFAULT_DPORT, 0, 0, 100, "127.0.0.3".parse().unwrap(), false);
+    forged(&buf[..m]);
+    let m = packet::write_data(&mut buf, tsi, wirespeed::pgm::DEFAULT_DPORT, false, 10, 0, 64);
+    packet::finish_checksum(&mut buf[..m]);
+    forged(&buf[..m]);
+    // Data for another data-destination port.
+    let m = packet::write_data(&mut buf, tsi, 7501, false, 11, 0, 64);
+    packet::finish_checksum(&mut buf[..m]);
+    real(&buf[..m]);
+    let (code, stdout, stderr) = finish(r, Duration::from_secs(30));
+    assert!(code.is_some(), "{stderr}");
+    let rep = json(&stdout);
+    assert_eq!(u(&rep, "datagrams"), 10, "{rep}");
+    let p = pgm_of(&rep);
+    assert_eq!((u(p, "malformed"), u(p, "foreign"), u(p, "ignored")), (4, 2, 1), "{p}");
+    assert_eq!(u(p, "spms"), 0, "the forged SPM moved nothing: {p}");
+}
+
+#[test]
+fn refusals_are_one_line() {
+    expect_fail(&["recv", "127.0.0.2:7000", "--transport", "pgm", "--threads", "2"], 2, "one capture thread");
+    expect_fail(&["recv", "[::1]:7000", "--transport", "pgm"], 2, "IPv4");
+    expect_fail(&["recv", "127.0.0.2:7000", "--transport", "pgm", "--backend", "packet"], 2, "leave out --backend");
+    expect_fail(&["send", "127.0.0.2:7000", "--transport", "pgm", "--gso"], 2, "leave out --gso");
+    expect_fail(&["send", "127.0.0.2:7000", "--transport", "pgm", "--streams", "2"], 2, "one session");
+    expect_fail(&["send", "[::1]:7000", "--transport", "pgm"], 2, "IPv4");
+    expect_fail(&["send", "127.0.0.2:7000", "--transport", "pgm", "--pgm-window", "3"], 2, "--pgm-window");
+    expect_fail(&["recv", "127.0.0.2:7000", "--transport", "pgm", "--nak-retries", "0"], 2, "--nak-retries");
+}

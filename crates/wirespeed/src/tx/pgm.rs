@@ -1,0 +1,160 @@
+//! `send --transport pgm`: the send loop's datagrams become a PGM session's ODATA, and
+//! between batches the sender answers NAKs (NCF at once, RDATA from the transmit window) and
+//! sends the SPMs that tell receivers the window's edges.
+//!
+//! Two sockets, as OpenPGM has: the stream's connected data socket carries everything the
+//! source sends (ODATA, RDATA, NCF, SPM) to the group or host; a second socket, bound to the
+//! source's own address and the session's UDP port, is where receivers send NAKs (that
+//! address is the NLA the SPMs name).
+
+use super::SendConfig;
+use crate::error::{Error, Result};
+use crate::pgm::source::{Source, SourceStats};
+use crate::pgm::{PgmConfig, Tsi};
+use crate::sys;
+use serde::Serialize;
+use std::net::{SocketAddr, UdpSocket};
+use std::os::fd::RawFd;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+/// Most NAK packets read between two batches (the rest wait for the next one).
+const NAKS_PER_PUMP: usize = 64;
+
+/// What the PGM side of a send run did: the source's counters and how long it stayed for NAKs
+/// after its last data.
+#[derive(Clone, Debug, Serialize)]
+pub struct PgmSent {
+    /// The session's TSI, as `gsi.sport` (GSI bytes in decimal, as OpenPGM prints them).
+    pub tsi: String,
+    /// The address the SPMs named for NAKs, with the session's UDP port.
+    pub nak_address: String,
+    /// The PGM data-destination port.
+    pub dport: u16,
+    /// The source's counters.
+    pub stats: SourceStats,
+    /// Repair bytes as a share of all data bytes, %.
+    pub repair_share_percent: f64,
+    /// Seconds spent answering NAKs after the last data.
+    pub linger_s: f64,
+    /// Why the linger ended.
+    pub linger_end: String,
+}
+
+/// The PGM side of one stream.
+pub(super) struct PgmTx {
+    naks: UdpSocket,
+    source: Source,
+    buf: Vec<u8>,
+    linger: Duration,
+}
+
+impl PgmTx {
+    /// Open the NAK socket next to the stream's data socket `data` (connected to the
+    /// destination) and start the session.
+    pub(super) fn open(cfg: &SendConfig, pgm: &PgmConfig, data: &UdpSocket, max_tsdu: usize) -> Result<PgmTx> {
+        pgm.validate().map_err(Error::Usage)?;
+        if !cfg.dest.is_ipv4() {
+            return Err(Error::Usage(format!(
+                "--transport pgm sends over IPv4 here ({} is IPv6): give an IPv4 host or group",
+                cfg.dest
+            )));
+        }
+        let local =
+            data.local_addr().map_err(|e| Error::Runtime(format!("cannot read the data socket's address: {e}")))?;
+        let nla = pgm.nla.unwrap_or(local.ip());
+        if nla.is_unspecified() {
+            return Err(Error::Usage(format!(
+                "no source address for the SPMs to name (the route to {} gives none): give --pgm-nla ADDR",
+                cfg.dest.ip()
+            )));
+        }
+        let at = SocketAddr::new(nla, cfg.dest.port());
+        let naks = UdpSocket::bind(at).map_err(|e| {
+            Error::Runtime(format!(
+                "cannot bind the PGM source's NAK socket to {at}: {e} (receivers send NAKs to the source's address at the session's port; a receiver on this host must listen on another address, e.g. recv 127.0.0.2:{})",
+                cfg.dest.port()
+            ))
+        })?;
+        naks.set_nonblocking(true)
+            .map_err(|e| Error::Runtime(format!("cannot make the NAK socket non-blocking: {e}")))?;
+        let now = sys::monotonic_ns();
+        let seed = sys::realtime_ns() ^ u64::from(std::process::id()).rotate_left(17) ^ u64::from(local.port());
+        let tsi = Tsi { gsi: crate::pgm::new_gsi(seed), sport: local.port().max(1) };
+        let source = Source::new(pgm, tsi, nla, cfg.dest, max_tsdu, now);
+        Ok(PgmTx { naks, source, buf: vec![0u8; 65536], linger: pgm.linger })
+    }
+
+    /// The session's first SPM, before any data: it tells receivers where the session
+    /// starts, so that a first datagram lost on the way is a gap to repair, not an unknown.
+    pub(super) fn announce(&mut self, data_fd: RawFd) {
+        let mut send = |p: &[u8]| sys::send_one(data_fd, p).map(|_| ());
+        self.source.announce(&mut send);
+    }
+
+    /// Bytes in front of each payload: the ODATA header.
+    pub(super) fn header_len() -> usize {
+        crate::pgm::packet::DATA_HEADER_LEN
+    }
+
+    /// Make `pkt` (payload already at its header's end) an ODATA packet; returns its length.
+    #[inline]
+    pub(super) fn seal(&mut self, pkt: &mut [u8], payload_len: usize, now_ns: u64) -> usize {
+        self.source.seal(pkt, payload_len, now_ns)
+    }
+
+    /// Between batches: read the NAKs that came (without waiting), confirm and repair them, and
+    /// send an SPM when one is due. Everything goes out on `data_fd`.
+    pub(super) fn pump(&mut self, data_fd: RawFd, now_ns: u64) {
+        let mut send = |p: &[u8]| sys::send_one(data_fd, p).map(|_| ());
+        for _ in 0..NAKS_PER_PUMP {
+            match self.naks.recv_from(&mut self.buf) {
+                Ok((n, from)) => self.source.on_packet(&self.buf[..n], from, now_ns, &mut send),
+                Err(_) => break,
+            }
+        }
+        self.source.service(now_ns, &mut send);
+    }
+
+    /// After the last data: keep answering NAKs until none has come for
+    /// [`PgmConfig::QUIET`] (and no repair is waiting), at most the configured linger, or
+    /// until `stop`; then the closing SPM. Returns the report's PGM part.
+    pub(super) fn finish(mut self, data_fd: RawFd, stop: &AtomicBool) -> PgmSent {
+        let t0 = sys::monotonic_ns();
+        let quiet = PgmConfig::QUIET.as_nanos() as u64;
+        let end = t0 + self.linger.as_nanos() as u64;
+        let why = loop {
+            let now = sys::monotonic_ns();
+            self.pump(data_fd, now);
+            let last = self.source.last_nak_ns().max(t0);
+            if self.source.repairs_queued() == 0 && now.saturating_sub(last) >= quiet {
+                break "quiet: no NAK for 300 ms";
+            }
+            if now >= end {
+                break "--pgm-linger reached";
+            }
+            if stop.load(Ordering::Relaxed) {
+                break "stopped by signal";
+            }
+            std::thread::sleep(Duration::from_micros(500));
+        };
+        let linger_s = (sys::monotonic_ns() - t0) as f64 / 1e9;
+        let mut send = |p: &[u8]| sys::send_one(data_fd, p).map(|_| ());
+        self.source.finish(&mut send);
+        let stats = *self.source.stats();
+        let nak_address = self.naks.local_addr().map(|a| a.to_string()).unwrap_or_default();
+        PgmSent {
+            tsi: self.source.tsi().to_string(),
+            nak_address,
+            dport: self.source_dport(),
+            repair_share_percent: stats.repair_share(),
+            stats,
+            linger_s,
+            linger_end: why.into(),
+        }
+    }
+
+    fn source_dport(&self) -> u16 {
+        self.source.dport()
+    }
+}
