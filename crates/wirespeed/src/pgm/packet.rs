@@ -15,6 +15,9 @@
 //! Facts checked against OpenPGM 5.3.128 (source and captures, see the tests):
 //! - ODATA carries no options unless the APDU is fragmented (then OPT_LENGTH + OPT_FRAGMENT)
 //!   or PGMCC is enabled (OPT_PGMCC_DATA); plain `pgm_send` of one TSDU sends options byte 0.
+//!   (The fragment layout is from source.c `send_apdu`: Debian's libpgm 5.3.128 crashed in
+//!   `pgm_send`/`pgm_sendv` of any APDU larger than one TSDU, a misaligned SSE store in its
+//!   checksum-and-copy, so no fragmented ODATA could be captured.)
 //! - NAK/NNAK/SPMR go upstream with the ports swapped: header sport = the data's destination
 //!   port, header dport = the source's sport, GSI = the source's GSI. NCF goes downstream to the
 //!   group exactly like ODATA/SPM: sport = source's sport, dport = data destination port. So an
@@ -22,6 +25,10 @@
 //! - The source drops a NAK unless its source NLA equals the source's own unicast NLA (the one
 //!   its SPMs carry) and its group NLA equals the group the source sends to; the header's sport
 //!   must be the source's data destination port and the GSI its own.
+//! - The source answers a NAK at once with an NCF (same sqns and NLAs, options byte
+//!   PRESENT|NETWORK with a list) and then the RDATA: the stored ODATA with only the type byte,
+//!   the trailing edge and the checksum changed ([`set_repair`]). An OpenPGM source reads NAKs
+//!   only inside `pgm_recv`, so a sending application that never calls it never repairs.
 
 use super::{sqn_lt, Gsi, Tsi};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
