@@ -15,6 +15,9 @@
 //! Facts checked against OpenPGM 5.3.128 (source and captures, see the tests):
 //! - ODATA carries no options unless the APDU is fragmented (then OPT_LENGTH + OPT_FRAGMENT)
 //!   or PGMCC is enabled (OPT_PGMCC_DATA); plain `pgm_send` of one TSDU sends options byte 0.
+//!   (The fragment layout is from source.c `send_apdu`: Debian's libpgm 5.3.128 crashed in
+//!   `pgm_send`/`pgm_sendv` of any APDU larger than one TSDU, a misaligned SSE store in its
+//!   checksum-and-copy, so no fragmented ODATA could be captured.)
 //! - NAK/NNAK/SPMR go upstream with the ports swapped: header sport = the data's destination
 //!   port, header dport = the source's sport, GSI = the source's GSI. NCF goes downstream to the
 //!   group exactly like ODATA/SPM: sport = source's sport, dport = data destination port. So an
@@ -22,6 +25,10 @@
 //! - The source drops a NAK unless its source NLA equals the source's own unicast NLA (the one
 //!   its SPMs carry) and its group NLA equals the group the source sends to; the header's sport
 //!   must be the source's data destination port and the GSI its own.
+//! - The source answers a NAK at once with an NCF (same sqns and NLAs, options byte
+//!   PRESENT|NETWORK with a list) and then the RDATA: the stored ODATA with only the type byte,
+//!   the trailing edge and the checksum changed ([`set_repair`]). An OpenPGM source reads NAKs
+//!   only inside `pgm_recv`, so a sending application that never calls it never repairs.
 
 use super::{sqn_lt, Gsi, Tsi};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
@@ -1193,6 +1200,407 @@ mod tests {
             finish_checksum(&mut full);
             assert_eq!(inc, full, "round {round}");
             assert!(matches!(parse(&inc), Ok(Packet::Data { repair: true, .. })));
+        }
+    }
+
+    /// A checksummed ODATA packet (sqn `sqn`, trail 0) with `options` in its options byte,
+    /// the raw option bytes `opts` and `payload`.
+    fn data_with(options: u8, opts: &[u8], payload: &[u8], sqn: u32) -> Vec<u8> {
+        let mut p = vec![0u8; DATA_HEADER_LEN + opts.len() + payload.len()];
+        write_data(&mut p, SRC, DPORT, false, sqn, 0, payload.len());
+        p[5] = options;
+        p[DATA_HEADER_LEN..DATA_HEADER_LEN + opts.len()].copy_from_slice(opts);
+        p[DATA_HEADER_LEN + opts.len()..].copy_from_slice(payload);
+        finish_checksum(&mut p);
+        p
+    }
+
+    /// OPT_LENGTH with total `total`, then `rest`.
+    fn opts(total: u16, rest: &[&[u8]]) -> Vec<u8> {
+        let mut v = vec![opt::LENGTH, 4, (total >> 8) as u8, total as u8];
+        for r in rest {
+            v.extend_from_slice(r);
+        }
+        v
+    }
+
+    fn frag(first: u32, offset: u32, apdu: u32, end: bool) -> Vec<u8> {
+        let mut v = vec![opt::FRAGMENT | if end { opt::END } else { 0 }, 16, 0, 0];
+        for x in [first, offset, apdu] {
+            v.extend_from_slice(&x.to_be_bytes());
+        }
+        v
+    }
+
+    fn data_of(p: Result<Packet<'_>, Malformed>) -> (Option<Fragment>, bool, usize) {
+        match p {
+            Ok(Packet::Data { fragment, fin, payload, .. }) => (fragment, fin, payload.len()),
+            other => panic!("not data: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn fragment_and_flag_options_are_read() {
+        let payload = [7u8; 50];
+        let f = frag(10, 100, 300, true);
+        let p = data_with(flag::PRESENT, &opts(20, &[&f]), &payload, 12);
+        assert_eq!(data_of(parse(&p)), (Some(Fragment { first_sqn: 10, offset: 100, apdu_len: 300 }), false, 50));
+
+        // Unknown options are skipped; SYN and RST are accepted; FIN is reported; the first
+        // fragment option counts.
+        let unknown: &[u8] = &[0x05, 12, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8];
+        let syn: &[u8] = &[opt::SYN, 4, 0, 0];
+        let rst: &[u8] = &[opt::RST, 4, 0, 0];
+        let fin: &[u8] = &[opt::FIN | opt::END, 4, 0, 0];
+        let f1 = frag(12, 0, 60, false);
+        let f2 = frag(1, 1, 1, false);
+        let chain = opts(4 + 12 + 4 + 4 + 16 + 16 + 4, &[unknown, syn, rst, &f1, &f2, fin]);
+        let p = data_with(flag::PRESENT | flag::NETWORK, &chain, &payload, 12);
+        assert_eq!(data_of(parse(&p)), (Some(Fragment { first_sqn: 12, offset: 0, apdu_len: 60 }), true, 50));
+
+        // OpenPGM: a fragment that is the whole APDU is no fragment.
+        let p = data_with(flag::PRESENT, &opts(20, &[&frag(12, 0, 50, true)]), &payload, 12);
+        assert_eq!(data_of(parse(&p)), (None, false, 50));
+        // First sqn may be far behind across the wrap.
+        let p = data_with(flag::PRESENT, &opts(20, &[&frag(u32::MAX - 3, 50, 200, true)]), &payload, 5);
+        assert_eq!(data_of(parse(&p)).0.map(|f| f.first_sqn), Some(u32::MAX - 3));
+    }
+
+    #[test]
+    fn inconsistent_fragments_are_refused() {
+        let payload = [7u8; 50];
+        for (first, offset, apdu) in [
+            (12, 0, 40),           // APDU shorter than this fragment
+            (13, 0, 300),          // first fragment after this one
+            (10, 260, 300),        // fragment runs past the APDU's end
+            (10, u32::MAX, 300),   // offset overflow
+            (10, 0, MAX_APDU + 1), // beyond OpenPGM's PGM_MAX_APDU
+        ] {
+            let p = data_with(flag::PRESENT, &opts(20, &[&frag(first, offset, apdu, true)]), &payload, 12);
+            assert_eq!(parse(&p), Err(Malformed::BadFragment), "{first} {offset} {apdu}");
+        }
+        // Parity packets carry an encoded fragment option: not checked (as OpenPGM).
+        let p = data_with(flag::PRESENT | flag::PARITY, &opts(20, &[&frag(12, 0, 40, true)]), &payload, 12);
+        assert!(parse(&p).is_ok());
+    }
+
+    #[test]
+    fn malformed_option_chains_are_refused() {
+        let fin: &[u8] = &[opt::FIN | opt::END, 4, 0, 0];
+        let filler: &[u8] = &[0x05, 4, 0, 0];
+        let mut sixteen: Vec<&[u8]> = vec![filler; 15];
+        sixteen.push(fin);
+        let mut seventeen: Vec<&[u8]> = vec![filler; 16];
+        seventeen.push(fin);
+        let cases: Vec<(&str, Vec<u8>)> = vec![
+            ("flag without options", vec![]),
+            ("first option not OPT_LENGTH", vec![opt::FRAGMENT, 4, 0, 8, 0x8e, 4, 0, 0]),
+            ("OPT_LENGTH with END", vec![opt::LENGTH | opt::END, 4, 0, 8, 0x8e, 4, 0, 0]),
+            ("OPT_LENGTH length 5", vec![opt::LENGTH, 5, 0, 9, 0, 0x8e, 4, 0, 0]),
+            ("total beyond packet", opts(12, &[fin])),
+            ("total only OPT_LENGTH", opts(4, &[])),
+            ("option length 0", opts(8, &[&[opt::FIN, 0, 0, 0]])),
+            ("option length 3", opts(8, &[&[opt::FIN | opt::END, 3, 0, 0]])),
+            ("option past total", opts(8, &[&[0x85, 8, 0, 0, 0, 0, 0, 0]])),
+            ("no OPT_END", opts(12, &[&[opt::FIN, 4, 0, 0], &[opt::SYN, 4, 0, 0]])),
+            ("OPT_END before total", opts(12, &[fin, &[0, 0, 0, 0]])),
+            ("17 options", opts(4 + 17 * 4, &seventeen)),
+            ("second OPT_LENGTH", opts(12, &[&[opt::LENGTH, 4, 0, 8], fin])),
+            ("FIN length 8", opts(12, &[&[opt::FIN | opt::END, 8, 0, 0, 0, 0, 0, 0]])),
+            ("SYN length 8", opts(12, &[&[opt::SYN | opt::END, 8, 0, 0, 0, 0, 0, 0]])),
+            ("fragment length 12", opts(16, &[&[opt::FRAGMENT | opt::END, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]])),
+        ];
+        for (what, o) in cases {
+            let p = data_with(flag::PRESENT, &o, b"abc", 1);
+            assert_eq!(parse(&p), Err(Malformed::BadOptions), "{what}");
+        }
+        // Sixteen options after OPT_LENGTH are fine.
+        let p = data_with(flag::PRESENT, &opts(4 + 16 * 4, &sixteen), b"abc", 1);
+        assert_eq!(data_of(parse(&p)), (None, true, 3));
+        // Without the PRESENT flag option-like bytes are payload.
+        let p = data_with(0, &[], &opts(8, &[fin]), 1);
+        assert_eq!(data_of(parse(&p)), (None, false, 8));
+    }
+
+    /// A checksummed NAK for sqn 1 with options `o` (IPv4 NLAs).
+    fn nak_with(o: &[u8]) -> Vec<u8> {
+        let mut b = [0u8; MAX_NAK_LEN];
+        let n = write_nak(&mut b, NakKind::Nak, SRC, DPORT, &[1], ip("198.18.0.1"), ip("239.192.0.1"));
+        let mut p = b[..n].to_vec();
+        p[5] = flag::PRESENT | flag::NETWORK;
+        p.extend_from_slice(o);
+        finish_checksum(&mut p);
+        p
+    }
+
+    #[test]
+    fn nak_lists_are_bounded() {
+        let list = |n: usize| {
+            let mut v = vec![opt::NAK_LIST | opt::END, (4 + 4 * n) as u8, 0, 0];
+            for i in 0..n {
+                v.extend_from_slice(&(100 + i as u32).to_be_bytes());
+            }
+            v
+        };
+        let ok = nak_with(&opts((8 + 4 * 62) as u16, &[&list(62)]));
+        match parse(&ok).unwrap() {
+            Packet::Nak { sqns, .. } => {
+                assert_eq!(sqns.len(), 63);
+                assert_eq!(sqns.as_slice()[..3], [1, 100, 101]);
+            }
+            other => panic!("{other:?}"),
+        }
+        for bad in [
+            opts((8 + 4 * 63) as u16, &[&list(63)]),                 // 63 more: 64 in all
+            opts(8, &[&list(0)]),                                    // empty list
+            opts(10, &[&[opt::NAK_LIST | opt::END, 6, 0, 0, 1, 2]]), // not whole sqns
+        ] {
+            assert_eq!(parse(&nak_with(&bad)), Err(Malformed::BadOptions));
+        }
+    }
+
+    #[test]
+    fn bad_headers_lengths_and_addresses_are_refused() {
+        for n in 0..HEADER_LEN {
+            assert_eq!(parse(&vec![0u8; n]), Err(Malformed::TooShort), "{n}");
+        }
+        let odata = hex(ODATA[1].0);
+        // A flipped payload bit.
+        let mut p = odata.clone();
+        p[30] ^= 0x10;
+        assert_eq!(parse(&p), Err(Malformed::BadChecksum));
+        // A flipped checksum bit.
+        let mut p = odata.clone();
+        p[7] ^= 1;
+        assert_eq!(parse(&p), Err(Malformed::BadChecksum));
+        // No checksum: refused for data (OpenPGM), accepted for SPM and NAK (RFC 3208).
+        let mut p = odata.clone();
+        p[6] = 0;
+        p[7] = 0;
+        assert_eq!(parse(&p), Err(Malformed::MissingChecksum));
+        for v in [SPM_HEARTBEAT, NCF_LIST, OUR_NAK_ONE] {
+            let mut p = hex(v);
+            p[6] = 0;
+            p[7] = 0;
+            let orig = hex(v);
+            let mut expected = parse(&orig).unwrap();
+            match &mut expected {
+                Packet::Spm { hdr, .. } | Packet::Nak { hdr, .. } => hdr.checksum = 0,
+                other => panic!("{other:?}"),
+            }
+            assert_eq!(parse(&p), Ok(expected));
+        }
+        // Unknown types, including version bits.
+        for t in [0x03u8, 0x06, 0x07, 0x0b, 0x0e, 0x10, 0x14, 0xff] {
+            let mut p = hex(SPM_HEARTBEAT);
+            p[4] = t;
+            finish_checksum(&mut p);
+            assert_eq!(parse(&p), Err(Malformed::UnknownType(t)));
+        }
+        // TSDU length one more, one less.
+        for tsdu in [11u16, 9, 0, 0xffff] {
+            let mut p = odata.clone();
+            p[14..16].copy_from_slice(&tsdu.to_be_bytes());
+            finish_checksum(&mut p);
+            assert_eq!(parse(&p), Err(Malformed::BadLength), "{tsdu}");
+        }
+        // SPM with a trailing byte, or claiming one it does not have.
+        let mut p = hex(SPM_HEARTBEAT);
+        p.push(0);
+        finish_checksum(&mut p);
+        assert_eq!(parse(&p), Err(Malformed::BadLength));
+        let mut p = hex(SPM_HEARTBEAT);
+        p[15] = 1;
+        finish_checksum(&mut p);
+        assert_eq!(parse(&p), Err(Malformed::BadLength));
+        // Truncated bodies.
+        for (v, cut) in [(SPM_HEARTBEAT, 30usize), (SPM_HEARTBEAT, 35), (NCF_ONE, 31), (NCF_ONE, 35), (ODATA[0].0, 20)]
+        {
+            let mut p = hex(v);
+            p.truncate(cut);
+            finish_checksum(&mut p);
+            assert_eq!(parse(&p), Err(Malformed::TooShort), "{v} cut at {cut}");
+        }
+        // Address families.
+        let mut p = hex(SPM_HEARTBEAT);
+        p[29] = 3;
+        finish_checksum(&mut p);
+        assert_eq!(parse(&p), Err(Malformed::BadAfi(3)));
+        let mut p = hex(NCF_ONE);
+        p[28] = 0;
+        p[29] = 0;
+        finish_checksum(&mut p);
+        assert_eq!(parse(&p), Err(Malformed::BadAfi(0)));
+        // An SPM whose NLA claims IPv6 but is 4 bytes long.
+        let mut p = hex(SPM_HEARTBEAT);
+        p[29] = 2;
+        finish_checksum(&mut p);
+        assert_eq!(parse(&p), Err(Malformed::TooShort));
+    }
+
+    #[test]
+    fn poll_polr_and_ack_are_other_with_their_direction() {
+        let header = |t: u8| {
+            let mut p = vec![0u8; HEADER_LEN];
+            put_header(&mut p, 1111, 2222, t, 0, &GSI, 0);
+            p
+        };
+        let mut poll = header(kind::POLL);
+        poll.extend_from_slice(&[0, 0, 0, 9, 0, 1, 0, 0]);
+        poll.extend_from_slice(&[0, 1, 0, 0, 198, 18, 0, 1]);
+        poll.extend_from_slice(&[0; 12]);
+        let mut polr = header(kind::POLR);
+        polr.extend_from_slice(&[0; 8]);
+        let mut ack = header(kind::ACK);
+        ack.extend_from_slice(&[0; 8]);
+        for (mut p, sport) in [(poll, 1111), (polr, 2222), (ack, 2222)] {
+            finish_checksum(&mut p);
+            let got = parse(&p).unwrap();
+            assert!(matches!(got, Packet::Other { .. }));
+            assert_eq!(got.tsi(), Tsi { gsi: GSI, sport });
+            p.truncate(p.len() - 1);
+            finish_checksum(&mut p);
+            assert_eq!(parse(&p), Err(Malformed::TooShort));
+        }
+    }
+
+    #[test]
+    fn malformed_says_what_is_wrong() {
+        let all = [
+            (Malformed::TooShort, "packet is shorter than its headers"),
+            (Malformed::BadChecksum, "checksum does not match"),
+            (Malformed::MissingChecksum, "data packet has no checksum"),
+            (Malformed::BadLength, "tsdu length does not match the packet length"),
+            (Malformed::BadOptions, "option extensions are malformed"),
+            (Malformed::UnknownType(0x1f), "unknown packet type 0x1f"),
+            (Malformed::BadAfi(7), "unsupported address family 7"),
+            (Malformed::BadFragment, "fragment option is inconsistent"),
+        ];
+        for (m, text) in all {
+            assert_eq!(m.to_string(), text);
+        }
+    }
+
+    #[test]
+    fn nak_list_holds_at_most_63() {
+        let many: Vec<u32> = (0..100).collect();
+        let mut l = NakList::new(&many);
+        assert_eq!(l.as_slice(), &many[..63]);
+        assert!(!l.push(5));
+        let mut short = NakList::new(&[4, 5]);
+        assert!(short.push(6));
+        assert_eq!(short, NakList::new(&[4, 5, 6]));
+        assert_eq!(format!("{short:?}"), "[4, 5, 6]");
+        assert!(NakList::default().is_empty());
+        l = NakList::new(&[]);
+        assert_eq!(l.len(), 0);
+    }
+
+    /// Thousands of truncated, bit-flipped, overwritten and random packets: parse must never
+    /// panic, what it accepts must be consistent, and the mutations must reach every check
+    /// (most are re-checksummed so they get past the checksum).
+    #[test]
+    fn parse_survives_random_and_corrupted_packets() {
+        let mut corpus: Vec<Vec<u8>> = [SPM_CONNECT, SPM_HEARTBEAT, SPM_FIN, NCF_ONE, NCF_LIST, OUR_NAK_LIST]
+            .into_iter()
+            .chain(ODATA.iter().map(|v| v.0))
+            .chain(RDATA)
+            .map(hex)
+            .collect();
+        let mut b = [0u8; MAX_NAK_LEN];
+        let sqns: Vec<u32> = (0..63).collect();
+        let n = write_nak(&mut b, NakKind::Nnak, SRC, DPORT, &sqns, ip("2001:2::1"), ip("ff15::1"));
+        corpus.push(b[..n].to_vec());
+        let n = write_spm(&mut b, SRC, DPORT, 1, 2, 3, ip("2001:2::1"), true);
+        corpus.push(b[..n].to_vec());
+        let n = write_spmr(&mut b, SRC, DPORT);
+        corpus.push(b[..n].to_vec());
+        corpus.push(data_with(flag::PRESENT, &opts(20, &[&frag(10, 100, 300, true)]), &[1; 50], 12));
+        corpus.push(nak_with(&opts(12, &[&[opt::NAK_LIST | opt::END, 8, 0, 0, 0, 0, 0, 9]])));
+
+        let mut rng = XorShift(0x5eed_0f9a_c4e7);
+        let mut seen = std::collections::HashMap::new();
+        for _ in 0..200_000 {
+            let mut p = corpus[rng.below(corpus.len())].clone();
+            for _ in 0..1 + rng.below(3) {
+                match rng.below(7) {
+                    0 => p.truncate(rng.below(p.len() + 1)),
+                    1 => {
+                        let bits = 1 + rng.below(4);
+                        for _ in 0..bits {
+                            if !p.is_empty() {
+                                let i = rng.below(p.len());
+                                p[i] ^= 1 << rng.below(8);
+                            }
+                        }
+                    }
+                    2 if !p.is_empty() => {
+                        let i = rng.below(p.len());
+                        p[i] = rng.next() as u8;
+                    }
+                    3 => {
+                        let extra = rng.below(20);
+                        p.extend((0..extra).map(|_| rng.next() as u8));
+                    }
+                    4 if p.len() >= HEADER_LEN => {
+                        let t = rng.below(p.len() + 4) as u16;
+                        p[14..16].copy_from_slice(&t.to_be_bytes());
+                    }
+                    5 => p = (0..rng.below(80)).map(|_| rng.next() as u8).collect(),
+                    _ if p.len() > 24 => {
+                        // Corrupt the type-specific part / option area specifically.
+                        let i = 16 + rng.below(p.len() - 16);
+                        p[i] = [0, 1, 2, 3, 4, 0x80, 0xff, 8, 16][rng.below(9)];
+                    }
+                    _ => {}
+                }
+            }
+            if p.len() >= HEADER_LEN && rng.below(4) != 0 {
+                finish_checksum(&mut p);
+                if rng.below(40) == 0 {
+                    p[6] = 0;
+                    p[7] = 0;
+                }
+            }
+            let r = parse(&p);
+            let key = match r {
+                Ok(ref pkt) => {
+                    let h = pkt.header();
+                    assert_eq!(h.kind, p[4]);
+                    assert_eq!(h.gsi, p[8..14]);
+                    match pkt {
+                        Packet::Data { payload, hdr, fragment, .. } => {
+                            assert_eq!(payload.len(), usize::from(hdr.tsdu_len));
+                            assert!(p.ends_with(payload));
+                            if let Some(f) = fragment {
+                                if hdr.options & flag::PARITY == 0 {
+                                    assert!(u64::from(f.offset) + payload.len() as u64 <= u64::from(f.apdu_len));
+                                }
+                            }
+                        }
+                        Packet::Nak { sqns, .. } => assert!((1..=MAX_NAK_LIST).contains(&sqns.len())),
+                        _ => {}
+                    }
+                    "ok".to_string()
+                }
+                Err(Malformed::UnknownType(_)) => "type".to_string(),
+                Err(Malformed::BadAfi(_)) => "afi".to_string(),
+                Err(e) => format!("{e:?}"),
+            };
+            *seen.entry(key).or_insert(0u32) += 1;
+        }
+        for k in [
+            "ok",
+            "type",
+            "afi",
+            "TooShort",
+            "BadChecksum",
+            "MissingChecksum",
+            "BadLength",
+            "BadOptions",
+            "BadFragment",
+        ] {
+            assert!(seen.get(k).copied().unwrap_or(0) > 0, "no {k} in {seen:?}");
         }
     }
 }
