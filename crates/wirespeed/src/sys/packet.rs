@@ -398,6 +398,42 @@ pub fn interface_of(ip: IpAddr) -> io::Result<Option<(u32, String)>> {
     Ok(found)
 }
 
+/// The first IPv4 address of the interface for which `pick(name, index)` holds (`None` if it
+/// has none): the address a PGM source names in its SPMs when it sends to a group by that
+/// interface.
+pub fn ipv4_of_interface(pick: impl Fn(&str, u32) -> bool) -> io::Result<Option<std::net::Ipv4Addr>> {
+    let mut head: *mut libc::ifaddrs = std::ptr::null_mut();
+    // SAFETY: getifaddrs fills `head` with a list we free below with freeifaddrs.
+    cvt(unsafe { libc::getifaddrs(&mut head) })?;
+    let mut found = None;
+    let mut cur = head;
+    while !cur.is_null() {
+        // SAFETY: `cur` is a node of the list getifaddrs returned, not yet freed.
+        let ifa = unsafe { &*cur };
+        cur = ifa.ifa_next;
+        if ifa.ifa_name.is_null() || ifa.ifa_addr.is_null() {
+            continue;
+        }
+        // SAFETY: `ifa_addr` is non-null and points at a sockaddr; the family is read first.
+        if i32::from(unsafe { (*ifa.ifa_addr).sa_family }) != libc::AF_INET {
+            continue;
+        }
+        // SAFETY: `ifa_name` is a NUL-terminated string owned by the list.
+        let name = unsafe { CStr::from_ptr(ifa.ifa_name) };
+        // SAFETY: as above; if_nametoindex only reads the string.
+        let index = unsafe { libc::if_nametoindex(name.as_ptr()) };
+        if pick(&name.to_string_lossy(), index) {
+            // SAFETY: an AF_INET address is a sockaddr_in.
+            let sin = unsafe { &*(ifa.ifa_addr as *const libc::sockaddr_in) };
+            found = Some(std::net::Ipv4Addr::from(u32::from_be(sin.sin_addr.s_addr)));
+            break;
+        }
+    }
+    // SAFETY: `head` came from getifaddrs and is freed once; no reference into it survives.
+    unsafe { libc::freeifaddrs(head) };
+    Ok(found)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -417,3 +453,4 @@ mod tests {
         assert_eq!(size_of::<BpfInsn>(), 8);
     }
 }
+

@@ -13,7 +13,7 @@ use crate::pgm::source::{Source, SourceStats};
 use crate::pgm::{PgmConfig, Tsi};
 use crate::sys;
 use serde::Serialize;
-use std::net::{SocketAddr, UdpSocket};
+use std::net::{IpAddr, SocketAddr, UdpSocket};
 use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -62,7 +62,13 @@ impl PgmTx {
         }
         let local =
             data.local_addr().map_err(|e| Error::Runtime(format!("cannot read the data socket's address: {e}")))?;
-        let nla = pgm.nla.unwrap_or(local.ip());
+        let nla = match pgm.nla {
+            Some(a) => a,
+            None if local.ip().is_unspecified() && cfg.dest.ip().is_multicast() => {
+                multicast_nla(cfg).unwrap_or(local.ip())
+            }
+            None => local.ip(),
+        };
         if nla.is_unspecified() {
             return Err(Error::Usage(format!(
                 "no source address for the SPMs to name (the route to {} gives none): give --pgm-nla ADDR",
@@ -156,5 +162,69 @@ impl PgmTx {
 
     fn source_dport(&self) -> u16 {
         self.source.dport()
+    }
+}
+
+/// The source address a group's SPMs name when none is given: the address of the interface
+/// the datagrams leave by (`--iface`, or the route to the group in /proc/net/route), as
+/// OpenPGM names its send interface's address. A socket connected to a group keeps the
+/// wildcard as its own address, so the route has to be read.
+fn multicast_nla(cfg: &SendConfig) -> Option<IpAddr> {
+    use crate::addr::Iface;
+    let found = match &cfg.multicast_iface {
+        Some(Iface::Addr(a)) => return Some(IpAddr::V4(*a)),
+        Some(Iface::Index { index, .. }) => {
+            let want = *index;
+            sys::packet::ipv4_of_interface(|_, i| i == want)
+        }
+        None => {
+            let IpAddr::V4(group) = cfg.dest.ip() else { return None };
+            let dev = route_dev(&std::fs::read_to_string("/proc/net/route").ok()?, group)?;
+            sys::packet::ipv4_of_interface(|name, _| name == dev)
+        }
+    };
+    found.ok().flatten().map(IpAddr::V4)
+}
+
+/// The interface of the most specific IPv4 route to `to` in a /proc/net/route table (fields
+/// in host byte order hex, as the kernel writes them).
+fn route_dev(table: &str, to: std::net::Ipv4Addr) -> Option<String> {
+    let to = u32::from(to).swap_bytes();
+    let mut best: Option<(u32, u32, &str)> = None;
+    for line in table.lines().skip(1) {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        if f.len() < 8 {
+            continue;
+        }
+        let (Ok(dest), Ok(metric), Ok(mask)) =
+            (u32::from_str_radix(f[1], 16), f[6].parse::<u32>(), u32::from_str_radix(f[7], 16))
+        else {
+            continue;
+        };
+        if to & mask != dest {
+            continue;
+        }
+        let bits = mask.count_ones();
+        if best.map_or(true, |(b, m, _)| bits > b || (bits == b && metric < m)) {
+            best = Some((bits, metric, f[0]));
+        }
+    }
+    best.map(|(_, _, d)| d.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_most_specific_route_names_the_interface() {
+        let table = "Iface\tDestination\tGateway \tFlags\tRefCnt\tUse\tMetric\tMask\t\tMTU\tWindow\tIRTT\n\
+eth0\t00000000\t0102A8C0\t0003\t0\t0\t0\t00000000\t0\t0\t0\n\
+lo\t000000EF\t00000000\t0001\t0\t0\t0\t000000FF\t0\t0\t0\n\
+veth1\t0000C0EF\t00000000\t0001\t0\t0\t0\t0000FFFF\t0\t0\t0\n";
+        assert_eq!(route_dev(table, "239.192.7.7".parse().unwrap()).as_deref(), Some("veth1"));
+        assert_eq!(route_dev(table, "239.1.2.3".parse().unwrap()).as_deref(), Some("lo"));
+        assert_eq!(route_dev(table, "224.0.0.1".parse().unwrap()).as_deref(), Some("eth0"));
+        assert_eq!(route_dev("Iface\tDestination\n", "239.1.2.3".parse().unwrap()), None);
     }
 }

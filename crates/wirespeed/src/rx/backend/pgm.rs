@@ -159,7 +159,7 @@ impl PgmEndpoint {
 #[derive(Debug)]
 pub struct PgmEndpoint {
     udp: UdpEndpoint,
-    sock: UdpSocket,
+    naks: UdpSocket,
     /// The receiver's counters.
     pub live: Arc<PgmLive>,
     max_tsdu: usize,
@@ -168,7 +168,7 @@ pub struct PgmEndpoint {
 /// PGM over UDP: receive, repair, deliver in order.
 pub struct PgmBackend {
     fd: std::os::fd::RawFd,
-    sock: UdpSocket,
+    sock: Option<UdpSocket>,
     batch: sys::RecvBatch,
     rx: Receiver,
     live: Arc<PgmLive>,
@@ -195,27 +195,28 @@ impl Backend for PgmBackend {
         }
         cfg.pgm.validate().map_err(Error::Usage)?;
         let (udp, mut bound) = UdpEndpoint::bind(cfg)?;
-        let sock = udp.socket().try_clone().map_err(|e| Error::Runtime(format!("cannot use the PGM socket: {e}")))?;
+        // NAKs leave by a socket of their own, bound to no address: the receiving socket may
+        // be bound to the group, and a unicast datagram from a group address is dropped on
+        // the way (OpenPGM sends from a separate socket too).
+        let naks = UdpSocket::bind("0.0.0.0:0")
+            .map_err(|e| Error::Runtime(format!("cannot open the socket PGM NAKs are sent from: {e}")))?;
         sys::set_rcvtimeo(udp.fd(), Duration::from_millis(1))
             .map_err(|e| Error::Runtime(format!("cannot set a receive timeout: {e}")))?;
         bound.notes.push(format!(
             "PGM: data-destination port {}, receive window {} sequence numbers, NAK back-off {:?}, repeat {:?}, repair wait {:?}, {} retries",
             cfg.pgm.dport, cfg.pgm.window, cfg.pgm.nak_backoff, cfg.pgm.nak_repeat, cfg.pgm.nak_rdata, cfg.pgm.nak_retries
         ));
-        Ok((PgmEndpoint { udp, sock, live: Arc::new(PgmLive::default()), max_tsdu: cfg.pgm_max_tsdu }, bound))
+        Ok((PgmEndpoint { udp, naks, live: Arc::new(PgmLive::default()), max_tsdu: cfg.pgm_max_tsdu }, bound))
     }
 
     fn start(endpoint: &PgmEndpoint, cfg: &RecvConfig) -> Self {
-        let sock = endpoint.sock.try_clone().unwrap_or_else(|_| {
-            // try_clone only fails when the process is out of descriptors; the endpoint's own
-            // socket works as well (the endpoint outlives the backend).
-            endpoint.udp.socket().try_clone().expect("duplicating a socket descriptor")
-        });
         let seed = sys::monotonic_ns() ^ u64::from(std::process::id());
         let rx = Receiver::new(&cfg.pgm, cfg.listen.ip(), cfg.listen.port(), endpoint.max_tsdu, seed);
         PgmBackend {
             fd: endpoint.udp.fd(),
-            sock,
+            // try_clone fails only when the process is out of descriptors: then every NAK
+            // is counted as not sent, and the window gives the packets up on its timers.
+            sock: endpoint.naks.try_clone().ok(),
             batch: sys::RecvBatch::new(cfg.batch, 65536),
             rx,
             live: endpoint.live.clone(),
@@ -251,8 +252,11 @@ impl Backend for PgmBackend {
                 self.rx.on_packet(self.batch.data(i), src, now);
             }
         }
-        let sock = &self.sock;
-        self.rx.service(now, &mut |pkt: &[u8], to: SocketAddr| sock.send_to(pkt, to).map(|_| ()));
+        let sock = self.sock.as_ref();
+        self.rx.service(now, &mut |pkt: &[u8], to: SocketAddr| match sock {
+            Some(s) => s.send_to(pkt, to).map(|_| ()),
+            None => Err(io::ErrorKind::NotConnected.into()),
+        });
         self.rx.deliver(&mut |d: &[u8], src: SocketAddr| f(d, Some(src)));
         self.live.store(&self.rx.stats(), self.rx.pending());
         Ok(n)

@@ -30,7 +30,7 @@ const MAX_THREADS: usize = 8;
 /// start: on a host whose free memory is fragmented each huge page may need compaction first.
 const HEAD: usize = 64 << 20;
 /// Bytes the background thread faults in per call, so that a drop stops it soon.
-const TAIL_STEP: usize = 32 << 20;
+const TAIL_STEP: usize = 2 << 20;
 
 /// What backs the ring, best first. The ring starts at the first kind given to
 /// [`RingMemory::with_pages`] and steps down until one works.
