@@ -1,7 +1,8 @@
-//! The PGM receive window: which sequence numbers a receiver has, which it is still trying to
-//! get back, and in what order the application gets them (RFC 3208 §5.3 receiver procedures,
-//! §6.3 NAK suppression and the receiver timers NAK_BO_IVL, NAK_RPT_IVL, NAK_RDATA_IVL,
-//! NAK_NCF_RETRIES and NAK_DATA_RETRIES).
+//! The PGM receive window: which sequence numbers (sqns) a receiver has, which it is still
+//! trying to get back, and in what order the application gets them: RFC 3208's receiver
+//! procedures (data recovery by NAK, NAK suppression) with its receiver timers NAK_BO_IVL,
+//! NAK_RPT_IVL, NAK_RDATA_IVL and retry limits NAK_NCF_RETRIES, NAK_DATA_RETRIES, behaving as
+//! OpenPGM's rxw.c and receiver.c do where the two differ in practice.
 //!
 //! Pure logic on the hot receive path: no sockets, no clock (every call takes the monotonic
 //! time in ns), no locks, and no allocation after [`RxWindow::new`], which preallocates
@@ -9,17 +10,18 @@
 //! slot. Randomness (the NAK back-off) comes from an internal xorshift seeded by the caller, so
 //! a run is reproducible.
 //!
-//! # The NAK state machine (per missing sequence number)
+//! # The NAK state machine (per missing sqn)
 //!
 //! ```text
-//!  gap noticed ──▶ BACK_OFF ──(random 1..=NAK_BO_IVL expires: poll() hands out the NAK)──▶ WAIT_NCF
-//!                    ▲  │ NCF ─────────────────────────────────────────────▶ WAIT_DATA
-//!                    │  │ another receiver's NAK ─────────────────────────▶ WAIT_NCF
-//!                    │  └─────────────────────────────────────────────────────────┐
-//!   WAIT_NCF ──NCF──▶ WAIT_DATA ──(RDATA or late ODATA)──▶ HAVE_DATA              │
-//!   WAIT_NCF ──NAK_RPT_IVL expires──▶ BACK_OFF again, or LOST after NAK_NCF_RETRIES
-//!   WAIT_DATA ──NAK_RDATA_IVL expires──▶ BACK_OFF again, or LOST after NAK_DATA_RETRIES
-//!   any missing state ──source trail (SPM or data) moves past it──▶ LOST
+//! gap noticed (data or SPM lead beyond ours) ─▶ BACK_OFF, timer: random 1..=NAK_BO_IVL
+//! BACK_OFF  ── timer ─▶ NAK handed out by poll() ─▶ WAIT_NCF, timer NAK_RPT_IVL
+//! BACK_OFF  ── NCF ─────────────────────────────▶ WAIT_DATA, timer NAK_RDATA_IVL (suppressed)
+//! BACK_OFF  ── another receiver's NAK ──────────▶ WAIT_NCF, timer NAK_RPT_IVL (suppressed)
+//! WAIT_NCF  ── NCF ─────────────────────────────▶ WAIT_DATA
+//! WAIT_NCF  ── timer ─▶ BACK_OFF again, or LOST once NAK_NCF_RETRIES are used up
+//! WAIT_DATA ── timer ─▶ BACK_OFF again, or LOST once NAK_DATA_RETRIES are used up
+//! any of these ── RDATA or late ODATA ─▶ HAVE_DATA (repaired)
+//! any of these ── source trail (SPM or data) passes it, or the window overflows ─▶ LOST
 //! ```
 //!
 //! # Costs
@@ -110,7 +112,7 @@ impl RxConfig {
         if self.max_tsdu == 0 {
             return Err("largest payload of 0 bytes: use at least 1".into());
         }
-        if (self.max_sqns as usize).checked_mul(self.max_tsdu).is_none_or(|b| b > isize::MAX as usize) {
+        if !(self.max_sqns as usize).checked_mul(self.max_tsdu).is_some_and(|b| b <= isize::MAX as usize) {
             return Err(format!(
                 "receive window of {} x {} bytes does not fit in memory: make one of them smaller",
                 self.max_sqns, self.max_tsdu
@@ -166,7 +168,7 @@ pub enum DataVerdict {
         /// ns since the gap was first noticed.
         waited_ns: u64,
     },
-    /// Already held, or already handed to the application (as data or as lost).
+    /// Already held, or already behind the delivery edge (delivered, or given up as lost).
     Duplicate,
     /// Before the window began, or 2^31 or more away from it: ignored.
     OutOfWindow,
@@ -692,7 +694,15 @@ impl RxWindow {
     /// Moves the trail (and its slot index) `k` sqns on.
     fn advance_trail(&mut self, k: u32) {
         self.trail = self.trail.wrapping_add(k);
-        self.trail_idx = ((u64::from(self.trail_idx) + u64::from(k)) % u64::from(self.n)) as u32;
+        if k == 1 {
+            // the per-packet case: no division
+            self.trail_idx += 1;
+            if self.trail_idx == self.n {
+                self.trail_idx = 0;
+            }
+        } else {
+            self.trail_idx = ((u64::from(self.trail_idx) + u64::from(k)) % u64::from(self.n)) as u32;
+        }
     }
 
     /// Admits every sqn after the lead up to `to` as missing: back-off, all with one random
@@ -797,5 +807,639 @@ impl RxWindow {
         x ^= x >> 27;
         self.rng = x;
         x.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: u64 = 1_000_000;
+    const BO: u64 = 5 * MS;
+    const RPT: u64 = 50 * MS;
+    const RDATA: u64 = 40 * MS;
+
+    fn cfg(max_sqns: u32) -> RxConfig {
+        RxConfig {
+            max_sqns,
+            max_tsdu: 64,
+            nak_bo_ivl_ns: BO,
+            nak_rpt_ivl_ns: RPT,
+            nak_rdata_ivl_ns: RDATA,
+            nak_ncf_retries: 3,
+            nak_data_retries: 2,
+        }
+    }
+
+    /// Payload that names its sqn, with a sqn-dependent length (0..=11 bytes).
+    fn pl(sqn: u32) -> Vec<u8> {
+        let mut v = sqn.to_le_bytes().to_vec();
+        v.resize(4 + (sqn % 8) as usize, 0xA5);
+        v.truncate((sqn % 12) as usize);
+        v
+    }
+
+    #[derive(Debug, PartialEq, Eq, Clone, Copy)]
+    enum Out {
+        D(u32, bool),
+        L(u32, u32),
+    }
+    use Out::{D, L};
+
+    /// Pops everything poppable, checking each payload.
+    fn drain(w: &mut RxWindow) -> Vec<Out> {
+        let mut v = Vec::new();
+        while let Some(d) = w.pop() {
+            match d {
+                Delivery::Data { sqn, payload, repaired } => {
+                    assert_eq!(payload, &pl(sqn)[..], "payload of {sqn}");
+                    v.push(D(sqn, repaired));
+                }
+                Delivery::Lost { first, count } => v.push(L(first, count)),
+            }
+        }
+        v
+    }
+
+    fn data(w: &mut RxWindow, sqn: u32, now: u64) -> DataVerdict {
+        w.on_data(sqn, 0, &pl(sqn), false, now)
+    }
+
+    fn rdata(w: &mut RxWindow, sqn: u32, now: u64) -> DataVerdict {
+        w.on_data(sqn, 0, &pl(sqn), true, now)
+    }
+
+    fn poll(w: &mut RxWindow, now: u64) -> Vec<u32> {
+        let mut out = [0u32; 64];
+        let k = w.poll(now, &mut out);
+        out[..k].to_vec()
+    }
+
+    #[test]
+    fn in_order_data_is_delivered_in_order_with_no_naks() {
+        let mut w = RxWindow::new(cfg(16), 1);
+        for s in 100..110 {
+            assert_eq!(data(&mut w, s, u64::from(s)), DataVerdict::New);
+            if s % 3 == 0 {
+                // pop in bursts and one at a time
+                assert!(!drain(&mut w).is_empty());
+            }
+        }
+        assert_eq!(drain(&mut w), vec![D(109, false)]);
+        let mut all: Vec<u32> = Vec::new();
+        let mut w2 = RxWindow::new(cfg(16), 1);
+        for s in 100..110 {
+            data(&mut w2, s, 0);
+        }
+        for o in drain(&mut w2) {
+            match o {
+                D(s, false) => all.push(s),
+                other => panic!("unexpected {other:?}"),
+            }
+        }
+        assert_eq!(all, (100..110).collect::<Vec<_>>());
+        assert_eq!(w.pending(), 0);
+        assert_eq!(w.next_deadline(), None);
+        assert!(poll(&mut w, 10 * RPT).is_empty());
+        let st = w2.stats();
+        assert_eq!((st.received, st.odata, st.rdata, st.repaired, st.naks_sent), (10, 10, 0, 0, 0));
+        assert_eq!(w.stats().received, 10);
+    }
+
+    #[test]
+    fn gap_naks_after_back_off_then_ncf_and_rdata_repair_in_order() {
+        let mut w = RxWindow::new(cfg(64), 7);
+        let t0 = 1000 * MS;
+        data(&mut w, 0, t0);
+        data(&mut w, 1, t0);
+        let noticed = t0 + 10 * MS;
+        assert_eq!(data(&mut w, 4, noticed), DataVerdict::New);
+        assert_eq!(w.pending(), 2);
+        assert_eq!(drain(&mut w), vec![D(0, false), D(1, false)]);
+        let due = w.next_deadline().expect("a NAK is pending");
+        assert!(due > noticed && due <= noticed + BO, "back-off {} ns", due - noticed);
+        assert!(poll(&mut w, due - 1).is_empty(), "no NAK before the back-off");
+        assert_eq!(poll(&mut w, due), vec![2, 3]);
+        assert_eq!(w.stats().naks_sent, 2);
+        assert_eq!(w.pending(), 2);
+        assert_eq!(w.next_deadline(), Some(due + RPT));
+        // NCF: WAIT_NCF -> WAIT_DATA, timer NAK_RDATA_IVL
+        w.on_ncf(&[2, 3], due + MS);
+        assert_eq!(w.next_deadline(), Some(due + MS + RDATA));
+        assert_eq!(w.stats().ncfs, 2);
+        assert_eq!(w.stats().suppressed, 0);
+        let t3 = due + 2 * MS;
+        assert_eq!(rdata(&mut w, 3, t3), DataVerdict::Repaired { waited_ns: t3 - noticed });
+        assert_eq!(drain(&mut w), vec![], "2 still missing blocks delivery");
+        let t2 = due + 3 * MS;
+        assert_eq!(rdata(&mut w, 2, t2), DataVerdict::Repaired { waited_ns: t2 - noticed });
+        assert_eq!(drain(&mut w), vec![D(2, true), D(3, true), D(4, false)]);
+        assert_eq!(w.pending(), 0);
+        assert_eq!(w.next_deadline(), None);
+        let st = *w.stats();
+        assert_eq!((st.received, st.repaired, st.rdata, st.odata, st.unrecoverable), (5, 2, 2, 3, 0));
+    }
+
+    #[test]
+    fn nak_is_repeated_after_nak_rpt_ivl_without_ncf() {
+        let mut w = RxWindow::new(cfg(64), 3);
+        data(&mut w, 10, 0);
+        data(&mut w, 12, MS);
+        let due = w.next_deadline().unwrap();
+        assert_eq!(poll(&mut w, due), vec![11]);
+        assert!(poll(&mut w, due + RPT - 1).is_empty());
+        // NAK_RPT_IVL expires: back to BACK_OFF with a fresh back-off, not sent at once
+        assert!(poll(&mut w, due + RPT).is_empty());
+        let again = w.next_deadline().unwrap();
+        assert!(again > due + RPT && again <= due + RPT + BO);
+        assert_eq!(poll(&mut w, again), vec![11]);
+        assert_eq!(w.stats().naks_sent, 2);
+        assert_eq!(rdata(&mut w, 11, again + MS), DataVerdict::Repaired { waited_ns: again });
+        assert_eq!(drain(&mut w), vec![D(10, false), D(11, true), D(12, false)]);
+    }
+
+    /// Runs poll at each deadline until nothing is pending; returns every NAKed sqn.
+    fn run_timers(w: &mut RxWindow, ncf_each_nak: bool) -> Vec<u32> {
+        let mut naks = Vec::new();
+        let mut guard = 0;
+        while let Some(t) = w.next_deadline() {
+            let sent = poll(w, t);
+            if ncf_each_nak && !sent.is_empty() {
+                w.on_ncf(&sent, t);
+            }
+            naks.extend(sent);
+            guard += 1;
+            assert!(guard < 1000, "timers never settle");
+        }
+        naks
+    }
+
+    #[test]
+    fn ncf_retries_exhausted_gives_lost_with_exact_counts() {
+        let mut w = RxWindow::new(cfg(64), 11);
+        data(&mut w, 0, 0);
+        data(&mut w, 3, 0);
+        let naks = run_timers(&mut w, false);
+        // NAK_NCF_RETRIES = 3: three NAKs of each (OpenPGM counts the first one too)
+        assert_eq!(naks, vec![1, 2, 1, 2, 1, 2]);
+        assert_eq!(w.pending(), 0);
+        assert_eq!(drain(&mut w), vec![D(0, false), L(1, 2), D(3, false)]);
+        let st = *w.stats();
+        assert_eq!((st.naks_sent, st.unrecoverable, st.received), (6, 2, 2));
+    }
+
+    #[test]
+    fn data_retries_exhausted_gives_lost() {
+        let mut w = RxWindow::new(cfg(64), 12);
+        data(&mut w, 0, 0);
+        data(&mut w, 2, 0);
+        // every NAK is confirmed but RDATA never comes: NAK_DATA_RETRIES = 2
+        let naks = run_timers(&mut w, true);
+        assert_eq!(naks, vec![1, 1]);
+        assert_eq!(drain(&mut w), vec![D(0, false), L(1, 1), D(2, false)]);
+        assert_eq!(w.stats().unrecoverable, 1);
+        assert_eq!(w.stats().ncfs, 2);
+    }
+
+    #[test]
+    fn foreign_nak_suppresses_ours_and_we_retry_if_no_ncf_follows() {
+        let mut w = RxWindow::new(cfg(64), 5);
+        data(&mut w, 0, 0);
+        data(&mut w, 3, 0); // 1, 2 in back-off
+        w.on_foreign_nak(&[0], 0); // held: nothing to suppress
+        assert_eq!(w.stats().suppressed, 0);
+        let mut w = RxWindow::new(cfg(64), 5);
+        data(&mut w, 0, 0);
+        data(&mut w, 3, 0);
+        w.on_foreign_nak(&[2], 0);
+        assert_eq!(w.stats().suppressed, 1);
+        let due = w.next_deadline().unwrap();
+        assert_eq!(poll(&mut w, due), vec![1], "2 was NAKed by someone else");
+        // no NCF for 2 within NAK_RPT_IVL of the foreign NAK: back off and NAK it ourselves
+        assert!(poll(&mut w, RPT).is_empty());
+        let again = w.next_deadline().unwrap();
+        assert!(again > RPT && again <= RPT + BO);
+        assert_eq!(poll(&mut w, again), vec![2]);
+        // an NCF in BACK_OFF also suppresses
+        data(&mut w, 5, again); // 4 in back-off
+        w.on_ncf(&[4], again);
+        assert_eq!(w.stats().suppressed, 2);
+        assert_eq!(w.pending(), 3);
+    }
+
+    #[test]
+    fn ncf_and_foreign_nak_beyond_the_lead_extend_the_window() {
+        let mut w = RxWindow::new(cfg(64), 5);
+        data(&mut w, 0, 0);
+        w.on_ncf(&[3], MS);
+        assert_eq!(w.pending(), 3);
+        assert_eq!(w.edges(), Some((0, 3)));
+        assert_eq!(w.stats().suppressed, 1);
+        let due = w.next_deadline().unwrap();
+        assert!(due <= MS + BO);
+        assert_eq!(poll(&mut w, due), vec![1, 2], "3 waits for data, not NAKed");
+        w.on_foreign_nak(&[5], due);
+        assert_eq!(w.pending(), 5);
+        assert_eq!(w.stats().suppressed, 2);
+        assert_eq!(poll(&mut w, due + BO), vec![4]);
+        for s in 1..=5 {
+            rdata(&mut w, s, due + BO);
+        }
+        assert_eq!(drain(&mut w), vec![D(0, false), D(1, true), D(2, true), D(3, true), D(4, true), D(5, true)]);
+    }
+
+    #[test]
+    fn spm_lead_opens_trailing_gaps() {
+        let mut w = RxWindow::new(cfg(64), 9);
+        for s in 0..5 {
+            data(&mut w, s, 0);
+        }
+        w.on_spm(0, 4, MS); // nothing new
+        assert_eq!(w.pending(), 0);
+        w.on_spm(0, 9, MS);
+        assert_eq!(w.pending(), 5);
+        let due = w.next_deadline().unwrap();
+        assert!(due > MS && due <= MS + BO);
+        assert_eq!(poll(&mut w, due), vec![5, 6, 7, 8, 9]);
+        w.on_spm(0, 3, due); // an older lead changes nothing
+        assert_eq!(w.pending(), 5);
+        assert_eq!(drain(&mut w).len(), 5);
+    }
+
+    #[test]
+    fn source_trail_passing_missing_sqns_makes_them_unrecoverable() {
+        let mut w = RxWindow::new(cfg(64), 2);
+        for s in [0, 1, 5] {
+            data(&mut w, s, 0);
+        }
+        w.on_spm(4, 5, MS); // 2, 3 gone from the source; 4 still there
+        assert_eq!(w.pending(), 1);
+        assert_eq!(drain(&mut w), vec![D(0, false), D(1, false), L(2, 2)]);
+        // a data packet's trail does the same
+        assert_eq!(w.on_data(6, 5, &pl(6), false, 2 * MS), DataVerdict::New);
+        assert_eq!(w.pending(), 0);
+        assert_eq!(w.next_deadline(), None);
+        assert_eq!(drain(&mut w), vec![L(4, 1), D(5, false), D(6, false)]);
+        // a trail beyond the lead: the skipped sqns enter the window already lost
+        w.on_spm(10, 12, 3 * MS);
+        assert_eq!(w.pending(), 3);
+        assert_eq!(drain(&mut w), vec![L(7, 3)]);
+        let st = *w.stats();
+        assert_eq!((st.unrecoverable, st.received), (6, 4));
+
+        // data for a sqn declared lost but not yet popped is still taken (OpenPGM does)
+        let mut w = RxWindow::new(cfg(64), 2);
+        data(&mut w, 0, 0);
+        data(&mut w, 2, 0);
+        w.on_spm(2, 2, MS);
+        assert_eq!(w.pending(), 0);
+        assert_eq!(w.on_data(1, 0, &pl(1), true, 3 * MS), DataVerdict::Repaired { waited_ns: 3 * MS });
+        assert_eq!(drain(&mut w), vec![D(0, false), D(1, true), D(2, false)]);
+    }
+
+    #[test]
+    fn duplicates_and_out_of_window() {
+        let mut w = RxWindow::new(cfg(64), 4);
+        assert_eq!(data(&mut w, 5, 0), DataVerdict::New);
+        assert_eq!(data(&mut w, 5, 0), DataVerdict::Duplicate);
+        assert_eq!(rdata(&mut w, 5, 0), DataVerdict::Duplicate);
+        assert_eq!(drain(&mut w), vec![D(5, false)]);
+        assert_eq!(data(&mut w, 5, 0), DataVerdict::Duplicate, "behind the delivered edge");
+        assert_eq!(data(&mut w, 4, 0), DataVerdict::OutOfWindow, "before the window began");
+        assert_eq!(data(&mut w, 6u32.wrapping_add(HALF), 0), DataVerdict::OutOfWindow);
+        assert_eq!(w.on_data(7, 7u32.wrapping_add(HALF), &pl(7), false, 0), DataVerdict::OutOfWindow);
+        assert_eq!(w.on_data(7, 0, &[0u8; 65], false, 0), DataVerdict::TooLong);
+        assert_eq!(w.edges(), Some((6, 5)), "nothing changed");
+        let st = *w.stats();
+        assert_eq!((st.duplicates, st.out_of_window, st.too_long, st.odata, st.rdata), (3, 3, 1, 7, 1));
+        assert_eq!(drain(&mut w), vec![]);
+
+        // too long before anything else leaves the window undefined
+        let mut w = RxWindow::new(cfg(64), 4);
+        assert_eq!(w.on_data(9, 0, &[0u8; 100], false, 0), DataVerdict::TooLong);
+        assert_eq!(w.edges(), None);
+    }
+
+    #[test]
+    fn spm_before_any_data_starts_the_window_after_its_lead() {
+        let mut w = RxWindow::new(cfg(64), 4);
+        w.on_ncf(&[50], 0); // NCFs do not define the window
+        assert_eq!(w.edges(), None);
+        w.on_spm(0, 99, 0);
+        assert_eq!(w.edges(), Some((100, 99)));
+        assert_eq!(w.pending(), 0);
+        assert_eq!(data(&mut w, 99, 0), DataVerdict::OutOfWindow);
+        assert_eq!(data(&mut w, 100, 0), DataVerdict::New);
+        assert_eq!(data(&mut w, 102, 0), DataVerdict::New);
+        assert_eq!(w.pending(), 1);
+        assert_eq!(drain(&mut w), vec![D(100, false)]);
+    }
+
+    #[test]
+    fn sequence_numbers_wrap_at_u32_max() {
+        let mut w = RxWindow::new(cfg(8), 6);
+        let start = u32::MAX - 2;
+        for s in [start, u32::MAX - 1, 0, 1] {
+            // the source's trail is `start` throughout
+            assert_eq!(w.on_data(s, start, &pl(s), false, 0), DataVerdict::New);
+        }
+        assert_eq!(w.pending(), 1);
+        let due = w.next_deadline().unwrap();
+        assert_eq!(poll(&mut w, due), vec![u32::MAX]);
+        assert_eq!(drain(&mut w), vec![D(u32::MAX - 2, false), D(u32::MAX - 1, false)]);
+        assert!(matches!(w.on_data(u32::MAX, start, &pl(u32::MAX), true, due), DataVerdict::Repaired { .. }));
+        assert_eq!(drain(&mut w), vec![D(u32::MAX, true), D(0, false), D(1, false)]);
+        assert_eq!(w.on_data(u32::MAX, start, &pl(u32::MAX), false, due), DataVerdict::Duplicate);
+        // a lost run across the wrap
+        let mut w = RxWindow::new(cfg(8), 6);
+        w.on_data(u32::MAX - 1, u32::MAX - 1, &pl(u32::MAX - 1), false, 0);
+        w.on_data(2, u32::MAX - 1, &pl(2), false, 0);
+        assert_eq!(w.pending(), 3);
+        w.abandon();
+        assert_eq!(drain(&mut w), vec![D(u32::MAX - 1, false), L(u32::MAX, 3), D(2, false)]);
+    }
+
+    #[test]
+    fn window_full_declares_the_oldest_missing_lost() {
+        let mut w = RxWindow::new(cfg(8), 8);
+        data(&mut w, 0, 0);
+        assert_eq!(drain(&mut w).len(), 1);
+        for s in 2..=8 {
+            data(&mut w, s, 0); // 1 missing, window 1..=8 is full
+        }
+        assert_eq!(w.pending(), 1);
+        assert_eq!(data(&mut w, 9, 0), DataVerdict::New);
+        assert_eq!(w.pending(), 0, "1 left the window");
+        let mut want = vec![L(1, 1)];
+        want.extend((2..=9).map(|s| D(s, false)));
+        assert_eq!(drain(&mut w), want);
+        assert_eq!(w.stats().overrun, 0);
+
+        // a jump far past the window: unpopped data is dropped (overrun, OpenPGM pulls the
+        // trailing edge), the skipped sqns are lost in one run, the last max_sqns - 1 are NAKed
+        let mut w = RxWindow::new(cfg(8), 8);
+        data(&mut w, 0, 0);
+        data(&mut w, 1, 0);
+        assert_eq!(data(&mut w, 1000, 0), DataVerdict::New);
+        assert_eq!(w.pending(), 7);
+        assert_eq!(w.edges(), Some((993, 1000)));
+        assert_eq!(drain(&mut w), vec![L(0, 993)]);
+        let due = w.next_deadline().unwrap();
+        assert_eq!(poll(&mut w, due), (993..1000).collect::<Vec<_>>());
+        w.abandon();
+        assert_eq!(drain(&mut w), vec![L(993, 7), D(1000, false)]);
+        let st = *w.stats();
+        assert_eq!((st.overrun, st.unrecoverable, st.received), (2, 1000, 1));
+    }
+
+    #[test]
+    fn next_deadline_is_the_earliest_timer() {
+        let mut w = RxWindow::new(cfg(64), 10);
+        assert_eq!(w.next_deadline(), None);
+        data(&mut w, 0, 0);
+        data(&mut w, 2, 0); // 1: back-off
+        let bo1 = w.next_deadline().unwrap();
+        assert_eq!(poll(&mut w, bo1), vec![1]);
+        assert_eq!(w.next_deadline(), Some(bo1 + RPT));
+        data(&mut w, 4, 10 * MS); // 3: back-off, earlier than 1's repeat
+        let bo3 = w.next_deadline().unwrap();
+        assert!(bo3 > 10 * MS && bo3 <= 10 * MS + BO);
+        w.on_ncf(&[3], 20 * MS); // 3 now waits for data until 60 ms
+        assert_eq!(w.next_deadline(), Some(bo1 + RPT), "1's repeat (at most 55 ms) comes first");
+        w.on_ncf(&[1], 21 * MS);
+        assert_eq!(w.next_deadline(), Some(20 * MS + RDATA));
+        // a full out leaves the rest due: the deadline is then already past
+        data(&mut w, 8, 20 * MS); // 5, 6, 7 in back-off
+        let due = w.next_deadline().unwrap();
+        let mut out = [0u32; 2];
+        assert_eq!(w.poll(due, &mut out), 2);
+        assert_eq!(out, [5, 6]);
+        assert_eq!(w.next_deadline(), Some(due));
+        assert_eq!(poll(&mut w, due), vec![7]);
+        w.abandon();
+        assert_eq!(w.next_deadline(), None);
+        assert_eq!(w.pending(), 0);
+    }
+
+    #[test]
+    fn abandon_turns_everything_missing_into_lost() {
+        let mut w = RxWindow::new(cfg(64), 1);
+        data(&mut w, 0, 0);
+        data(&mut w, 3, 0);
+        data(&mut w, 5, 0);
+        let due = w.next_deadline().unwrap();
+        poll(&mut w, due);
+        w.on_ncf(&[2], due);
+        assert_eq!(w.pending(), 3);
+        w.abandon();
+        assert_eq!(w.pending(), 0);
+        assert_eq!(drain(&mut w), vec![D(0, false), L(1, 2), D(3, false), L(4, 1), D(5, false)]);
+        let st = *w.stats();
+        assert_eq!(st.received + st.unrecoverable, 6);
+    }
+
+    #[test]
+    fn config_defaults_and_validation() {
+        let d = RxConfig::default();
+        assert_eq!((d.max_sqns, d.max_tsdu, d.nak_ncf_retries, d.nak_data_retries), (16384, 9000, 20, 20));
+        assert_eq!((d.nak_bo_ivl_ns, d.nak_rpt_ivl_ns, d.nak_rdata_ivl_ns), (5 * MS, 50 * MS, 50 * MS));
+        assert!(d.validate().is_ok());
+        let bad = RxConfig { max_sqns: 0, ..d };
+        assert!(bad.validate().unwrap_err().contains("use 1 to"));
+        let bad = RxConfig { nak_bo_ivl_ns: 0, ..d };
+        assert!(bad.validate().is_err());
+        let w = RxWindow::new(RxConfig { max_sqns: 0, nak_bo_ivl_ns: 0, ..cfg(1) }, 0);
+        assert_eq!((w.config().max_sqns, w.config().nak_bo_ivl_ns), (1, 1));
+    }
+
+    /// Deterministic xorshift for the simulation (not the window's).
+    struct Sim(u64);
+    impl Sim {
+        fn next(&mut self) -> u64 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            self.0
+        }
+        fn below(&mut self, n: u64) -> u64 {
+            self.next() % n
+        }
+        fn chance(&mut self, permille: u64) -> bool {
+            self.below(1000) < permille
+        }
+    }
+
+    #[derive(Clone, Copy, Debug)]
+    enum Pkt {
+        Data { sqn: u32, trail: u32, repair: bool },
+        Spm { trail: u32, lead: u32 },
+        Ncf(u32),
+        PeerNak(u32),
+    }
+
+    struct SimResult {
+        out: Vec<Out>,
+        stats: RxStats,
+        new: u64,
+        repaired: u64,
+    }
+
+    /// A source sending `count` sqns from `start` through a lossy, reordering, duplicating
+    /// network to one receive window, answering its NAKs while the sqn is still in its
+    /// transmit window of `keep` sqns; other receivers' NAKs are heard now and then.
+    fn simulate(seed: u64, start: u32, count: u32, max_sqns: u32, keep: u32, loss: u64) -> SimResult {
+        let mut rng = Sim(seed);
+        let mut w =
+            RxWindow::new(RxConfig { nak_ncf_retries: 20, nak_data_retries: 20, ..cfg(max_sqns) }, seed ^ 0x5555);
+        let tick = 50_000u64; // 50 µs
+        let mut net: Vec<(u64, u64, Pkt)> = Vec::new();
+        let mut order = 0u64;
+        let mut sent = 0u32;
+        let mut res = SimResult { out: Vec::new(), stats: RxStats::default(), new: 0, repaired: 0 };
+        let src_trail = |sent: u32| start.wrapping_add(sent.saturating_sub(keep));
+        let mut send = |net: &mut Vec<(u64, u64, Pkt)>, rng: &mut Sim, now: u64, p: Pkt| {
+            if rng.chance(loss) {
+                return;
+            }
+            let copies = if rng.chance(20) { 2 } else { 1 };
+            for _ in 0..copies {
+                order += 1;
+                net.push((now + 100_000 + rng.below(400_000), order, p));
+            }
+        };
+        let mut now = 0u64;
+        let mut naks = [0u32; 16];
+        for step in 0..2_000_000u64 {
+            now += tick;
+            if sent < count {
+                let sqn = start.wrapping_add(sent);
+                sent += 1;
+                send(&mut net, &mut rng, now, Pkt::Data { sqn, trail: src_trail(sent), repair: false });
+            }
+            if step % 20 == 0 {
+                let lead = start.wrapping_add(sent).wrapping_sub(1);
+                send(&mut net, &mut rng, now, Pkt::Spm { trail: src_trail(sent), lead });
+            }
+            if sent > 0 && rng.chance(5) {
+                // another receiver NAKs something recent; the source repairs it for all
+                let sqn = start.wrapping_add(sent - 1 - rng.below(u64::from(sent.min(32))) as u32);
+                send(&mut net, &mut rng, now, Pkt::PeerNak(sqn));
+                send(&mut net, &mut rng, now, Pkt::Ncf(sqn));
+                send(&mut net, &mut rng, now, Pkt::Data { sqn, trail: src_trail(sent), repair: true });
+            }
+            net.sort_by_key(|&(t, o, _)| (t, o));
+            let due = net.partition_point(|&(t, _, _)| t <= now);
+            for (_, _, p) in net.drain(..due).collect::<Vec<_>>() {
+                match p {
+                    Pkt::Data { sqn, trail, repair } => {
+                        let v = w.on_data(sqn, trail, &pl(sqn), repair, now);
+                        match v {
+                            DataVerdict::New => res.new += 1,
+                            DataVerdict::Repaired { waited_ns } => {
+                                assert!(waited_ns <= now);
+                                res.repaired += 1;
+                            }
+                            _ => {}
+                        }
+                    }
+                    Pkt::Spm { trail, lead } => w.on_spm(trail, lead, now),
+                    Pkt::Ncf(sqn) => w.on_ncf(&[sqn], now),
+                    Pkt::PeerNak(sqn) => w.on_foreign_nak(&[sqn], now),
+                }
+                res.out.extend(drain(&mut w));
+            }
+            if let Some(t) = w.next_deadline() {
+                if t <= now {
+                    loop {
+                        let k = w.poll(now, &mut naks);
+                        for &sqn in &naks[..k] {
+                            // the NAK crosses the network; the source answers if it still can
+                            if rng.chance(loss) {
+                                continue;
+                            }
+                            let back = start.wrapping_add(sent).wrapping_sub(sqn);
+                            if back >= 1 && back <= sent.min(keep) {
+                                send(&mut net, &mut rng, now, Pkt::Ncf(sqn));
+                                send(&mut net, &mut rng, now, Pkt::Data { sqn, trail: src_trail(sent), repair: true });
+                            }
+                        }
+                        if k < naks.len() {
+                            break;
+                        }
+                    }
+                    res.out.extend(drain(&mut w));
+                }
+            }
+            if sent == count && net.is_empty() && w.pending() == 0 && step % 20 == 1 {
+                break;
+            }
+        }
+        w.abandon();
+        res.out.extend(drain(&mut w));
+        assert_eq!(w.pending(), 0);
+        assert_eq!(w.next_deadline(), None);
+        res.stats = *w.stats();
+        res
+    }
+
+    /// Every sqn from where the window began to the end comes out exactly once, in order.
+    fn check_sim(r: &SimResult, start: u32, count: u32) -> u64 {
+        let first = match r.out.first().expect("something delivered") {
+            D(s, _) => *s,
+            L(f, _) => *f,
+        };
+        assert!(first.wrapping_sub(start) < count, "window began inside the stream");
+        let mut next = first;
+        let (mut datas, mut lost, mut repaired) = (0u64, 0u64, 0u64);
+        for o in &r.out {
+            match *o {
+                D(s, rep) => {
+                    assert_eq!(s, next, "in order, no gaps, no repeats");
+                    next = next.wrapping_add(1);
+                    datas += 1;
+                    repaired += u64::from(rep);
+                }
+                L(f, c) => {
+                    assert_eq!(f, next, "lost run in order");
+                    assert!(c > 0);
+                    next = next.wrapping_add(c);
+                    lost += u64::from(c);
+                }
+            }
+        }
+        assert_eq!(next, start.wrapping_add(count), "everything up to the source's last sqn");
+        let span = u64::from(next.wrapping_sub(first));
+        let st = r.stats;
+        assert_eq!(st.received, datas);
+        assert_eq!(st.unrecoverable, lost);
+        assert_eq!(st.received + st.unrecoverable, span);
+        assert_eq!(st.repaired, r.repaired);
+        assert_eq!(st.odata + st.rdata, r.new + r.repaired + st.duplicates + st.out_of_window + st.too_long);
+        // a repaired sqn comes out as repaired data unless the window dropped it (overrun)
+        assert!(repaired <= st.repaired && st.repaired <= repaired + st.overrun);
+        span
+    }
+
+    #[test]
+    fn randomized_stream_comes_out_exactly_once_in_order() {
+        // big window, the source keeps everything: all loss is repaired
+        let (start, count) = (1_000, 20_000);
+        let r = simulate(0xC0FFEE, start, count, 16384, u32::MAX, 100);
+        let span = check_sim(&r, start, count);
+        let st = r.stats;
+        assert_eq!(st.unrecoverable, 0, "{st:?}");
+        assert_eq!(st.overrun, 0);
+        assert!(span > u64::from(count) - 10);
+        // reordering makes many gaps that late ODATA fills before any NAK; real loss is NAKed
+        assert!(st.repaired > 1000 && st.naks_sent > 1000 && st.rdata > 1000, "{st:?}");
+        assert!(st.duplicates > 100 && st.suppressed > 0 && st.ncfs > 0, "{st:?}");
+
+        // small window, short source memory, heavy loss, across the sequence wrap: some loss
+        // is unrecoverable, yet every sqn still comes out exactly once
+        let start = u32::MAX - 5_000;
+        let r = simulate(0xBADC0DE, start, count, 256, 400, 200);
+        check_sim(&r, start, count);
+        let st = r.stats;
+        assert!(st.unrecoverable > 0 && st.overrun > 0 && st.repaired > 1000, "{st:?}");
     }
 }
