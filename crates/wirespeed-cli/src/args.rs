@@ -467,9 +467,13 @@ pub struct TransportArgs {
     #[arg(long, default_value = "20", value_name = "N")]
     pub nak_retries: u32,
     /// Sender: how long to stay for NAKs after the last datagram, at most (it leaves sooner
-    /// once no NAK has come for 300 ms).
+    /// once no NAK has come for --pgm-quiet).
     #[arg(long, default_value = "5s", value_parser = units::parse_duration)]
     pub pgm_linger: Duration,
+    /// Sender: leave the linger once no NAK has come for this long. Raise it when a receiver
+    /// may start late or run far behind (it NAKs what it missed only when it catches up).
+    #[arg(long, default_value = "300ms", value_parser = units::parse_duration)]
+    pub pgm_quiet: Duration,
     /// Sender: the address its SPMs give receivers for NAKs (default: the address the route to
     /// the destination leaves from).
     #[arg(long, value_name = "ADDR", value_parser = ip_addr)]
@@ -490,6 +494,7 @@ impl TransportArgs {
             nak_rdata: self.nak_rdata,
             nak_retries: self.nak_retries,
             linger: self.pgm_linger,
+            quiet: self.pgm_quiet,
             nla: self.pgm_nla,
         };
         c.validate().map_err(Error::Usage)?;

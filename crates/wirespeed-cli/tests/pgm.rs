@@ -93,7 +93,21 @@ fn loss_on_the_path_is_repaired_exactly() {
     let target = format!("127.0.0.2:{}", r.port);
     let out = run_prefixed(
         &ns.prefix(),
-        &["send", &target, "--transport", "pgm", "--count", "20000", "--rate", "20kpps", "--json"],
+        &[
+            "send",
+            &target,
+            "--transport",
+            "pgm",
+            "--count",
+            "20000",
+            "--rate",
+            "20kpps",
+            "--json",
+            "--pgm-quiet",
+            "5s",
+            "--pgm-linger",
+            "60s",
+        ],
     );
     assert!(out.status.success(), "{}", stderr_of(&out));
     let sent = json(&stdout_of(&out));
@@ -134,7 +148,24 @@ fn a_multicast_session_is_repaired_and_recorded_in_order() {
     let target = format!("239.192.7.7:{}", r.port);
     let out = run_prefixed(
         &ns.prefix(),
-        &["send", &target, "--transport", "pgm", "--size", "1080", "--count", "10000", "--rate", "20kpps", "--json"],
+        &[
+            "send",
+            &target,
+            "--transport",
+            "pgm",
+            "--size",
+            "1080",
+            "--count",
+            "10000",
+            "--rate",
+            "20kpps",
+            "--json",
+            // A recorder faulting its ring in may start reading late: stay until it has asked.
+            "--pgm-quiet",
+            "5s",
+            "--pgm-linger",
+            "60s",
+        ],
     );
     assert!(out.status.success(), "{}", stderr_of(&out));
     let (code, stdout, stderr) = finish(r, Duration::from_secs(60));

@@ -65,17 +65,13 @@ pub struct PgmConfig {
     /// tries a sequence number is unrecoverable.
     pub nak_retries: u32,
     /// How long a source keeps answering NAKs after its last data, at most; it stops sooner
-    /// once no NAK has come for [`PgmConfig::QUIET`].
+    /// once no NAK has come for `quiet`.
     pub linger: Duration,
+    /// A lingering source leaves once no NAK has come for this long (and no repair waits).
+    pub quiet: Duration,
     /// The address the source's SPMs name for NAKs (its path NLA); `None`: the local address
     /// the route to the destination leaves from.
     pub nla: Option<IpAddr>,
-}
-
-impl PgmConfig {
-    /// A source lingering for NAKs stops once none has come for this long (and every
-    /// heartbeat SPM of the tail has gone out).
-    pub const QUIET: Duration = Duration::from_millis(300);
 }
 
 impl Default for PgmConfig {
@@ -88,6 +84,7 @@ impl Default for PgmConfig {
             nak_rdata: Duration::from_millis(50),
             nak_retries: 20,
             linger: Duration::from_secs(5),
+            quiet: Duration::from_millis(300),
             nla: None,
         }
     }

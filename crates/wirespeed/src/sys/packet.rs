@@ -453,4 +453,3 @@ mod tests {
         assert_eq!(size_of::<BpfInsn>(), 8);
     }
 }
-

@@ -47,6 +47,7 @@ pub(super) struct PgmTx {
     source: Source,
     buf: Vec<u8>,
     linger: Duration,
+    quiet: Duration,
 }
 
 impl PgmTx {
@@ -88,7 +89,7 @@ impl PgmTx {
         let seed = sys::realtime_ns() ^ u64::from(std::process::id()).rotate_left(17) ^ u64::from(local.port());
         let tsi = Tsi { gsi: crate::pgm::new_gsi(seed), sport: local.port().max(1) };
         let source = Source::new(pgm, tsi, nla, cfg.dest, max_tsdu, now);
-        Ok(PgmTx { naks, source, buf: vec![0u8; 65536], linger: pgm.linger })
+        Ok(PgmTx { naks, source, buf: vec![0u8; 65536], linger: pgm.linger, quiet: pgm.quiet })
     }
 
     /// The session's first SPM, before any data: it tells receivers where the session
@@ -123,18 +124,18 @@ impl PgmTx {
     }
 
     /// After the last data: keep answering NAKs until none has come for
-    /// [`PgmConfig::QUIET`] (and no repair is waiting), at most the configured linger, or
+    /// the configured quiet time (and no repair is waiting), at most the configured linger, or
     /// until `stop`; then the closing SPM. Returns the report's PGM part.
     pub(super) fn finish(mut self, data_fd: RawFd, stop: &AtomicBool) -> PgmSent {
         let t0 = sys::monotonic_ns();
-        let quiet = PgmConfig::QUIET.as_nanos() as u64;
+        let quiet = self.quiet.as_nanos() as u64;
         let end = t0 + self.linger.as_nanos() as u64;
         let why = loop {
             let now = sys::monotonic_ns();
             self.pump(data_fd, now);
             let last = self.source.last_nak_ns().max(t0);
             if self.source.repairs_queued() == 0 && now.saturating_sub(last) >= quiet {
-                break "quiet: no NAK for 300 ms";
+                break "quiet: no NAK for --pgm-quiet";
             }
             if now >= end {
                 break "--pgm-linger reached";
