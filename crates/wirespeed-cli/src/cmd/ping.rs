@@ -75,6 +75,13 @@ pub struct PingArgs {
     /// Print one JSON document (schema wirespeed.latency/1) instead of the tables.
     #[arg(long)]
     json: bool,
+    #[command(flatten)]
+    transport: crate::args::TransportArgs,
+    /// With --transport pgm: the port replies come back to on this host, as a PGM session
+    /// from the reflector (default: the target's port + 1; the reflector must be told the
+    /// same with its --reply-port).
+    #[arg(long, value_name = "PORT", value_parser = clap::value_parser!(u16).range(1..))]
+    reply_port: Option<u16>,
 }
 
 fn parse_pps(s: &str) -> Result<f64, String> {
@@ -93,8 +100,12 @@ fn parse_pps(s: &str) -> Result<f64, String> {
 }
 
 impl PingArgs {
-    fn sweep_config(&self) -> SweepConfig {
-        SweepConfig {
+    fn sweep_config(&self) -> Result<SweepConfig, Error> {
+        let pgm = self.transport.pgm()?.map(|p| (p, self.reply_port.unwrap_or(0)));
+        if pgm.is_none() && self.reply_port.is_some() {
+            return Err(Error::Usage("--reply-port is for --transport pgm: leave it out".into()));
+        }
+        Ok(SweepConfig {
             pps: self.pps.clone(),
             size: self.size,
             duration: self.duration,
@@ -110,7 +121,8 @@ impl PingArgs {
             label: self.label.clone(),
             expect_zero_loss: self.expect_zero_loss,
             json: self.json,
-        }
+            pgm,
+        })
     }
 }
 
@@ -127,7 +139,7 @@ fn show(p: Progress) {
 
 pub fn cmd_ping(a: PingArgs) -> Result<u8, Error> {
     // --size, --count, --duration, --interval, --linger and --pause were bounded by their parsers.
-    let cfg = a.sweep_config();
+    let cfg = a.sweep_config()?;
     match &a.target {
         Some(t) => {
             let target = resolve(t)?;

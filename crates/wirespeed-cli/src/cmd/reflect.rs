@@ -48,6 +48,12 @@ pub struct ReflectArgs {
     client_burst: Option<u64>,
     #[command(flatten)]
     metrics: args::MetricsArgs,
+    #[command(flatten)]
+    transport: args::TransportArgs,
+    /// With --transport pgm: the port reflections go to at each pinger's address, as a PGM
+    /// session (default: the listening port + 1, which is ping's default too).
+    #[arg(long, value_name = "PORT", value_parser = clap::value_parser!(u16).range(1..))]
+    reply_port: Option<u16>,
     /// Print one JSON document (schema wirespeed.reflect/1) instead of the summary.
     #[arg(long)]
     json: bool,
@@ -55,6 +61,12 @@ pub struct ReflectArgs {
 
 pub fn cmd_reflect(a: ReflectArgs) -> Result<u8, Error> {
     let listen = parse_listen(&a.listen)?;
+    if let Some(p) = a.transport.pgm()? {
+        return reflect_pgm(&a, p, listen);
+    }
+    if a.reply_port.is_some() {
+        return Err(Error::Usage("--reply-port is for --transport pgm: leave it out".into()));
+    }
     let mut cfg = ReflectConfig::new(listen);
     cfg.duration = a.duration;
     cfg.count = a.count;
@@ -108,4 +120,31 @@ fn policy_text(cfg: &ReflectConfig) -> String {
         "no per-client cap".to_string()
     };
     format!("{who}{}, {cap}", if cfg.allow_low_ports { "" } else { " with ports 1024 and up" })
+}
+
+/// `reflect --transport pgm`: probes arrive on a PGM session, each goes back on another.
+fn reflect_pgm(a: &ReflectArgs, p: wirespeed::pgm::PgmConfig, listen: std::net::SocketAddr) -> Result<u8, Error> {
+    use wirespeed::latency::pgm::{ReflectWire, MAX_PROBE};
+    if a.metrics.metrics.is_some() || !a.allow.is_empty() || a.spin {
+        return Err(Error::Usage(
+            "--transport pgm reflects one pinger's session: leave out --metrics, --allow and --spin".into(),
+        ));
+    }
+    if listen.port() == 0 || listen.port() == u16::MAX {
+        return Err(Error::Usage("--transport pgm needs a fixed PORT below 65535 (the pinger must know it)".into()));
+    }
+    let reply = a.reply_port.unwrap_or(listen.port() + 1);
+    let w = ReflectWire::bind(&p, listen, reply, MAX_PROBE)?;
+    eprintln!(
+        "wirespeed reflect: listening on {} (PGM sessions; each probe goes back on a PGM session to its pinger at port {reply}); Ctrl-C stops",
+        wirespeed::addr::shown(w.local_addr())
+    );
+    let stop = sys::install_stop_handler();
+    let rep = w.run(stop, a.duration, a.count)?;
+    if a.json {
+        print_json(&rep)?;
+    } else {
+        print!("{}", rep.human());
+    }
+    Ok(0)
 }

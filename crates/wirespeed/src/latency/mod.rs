@@ -3,6 +3,7 @@
 
 pub mod grid;
 pub mod linerate;
+pub mod pgm;
 pub mod ping;
 pub mod probe;
 pub mod reflect;

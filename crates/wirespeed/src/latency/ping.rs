@@ -72,6 +72,9 @@ pub struct PingConfig {
     /// back (or `linger` passed). Slots missed while waiting are skipped and counted, because
     /// their latency is exactly what a closed loop cannot see (coordinated omission).
     pub closed_loop: bool,
+    /// Probe over PGM sessions (`--transport pgm`): the settings, and the port replies come
+    /// back to on this host.
+    pub pgm: Option<(crate::pgm::PgmConfig, u16)>,
 }
 
 impl PingConfig {
@@ -90,6 +93,7 @@ impl PingConfig {
             hlog: None,
             progress: false,
             closed_loop: false,
+            pgm: None,
         }
     }
 
@@ -237,6 +241,9 @@ pub struct PingReport {
     pub spin: bool,
     /// The HdrHistogram log, if written.
     pub hlog: Option<String>,
+    /// Both PGM sessions' counters (`--transport pgm`): repairs of probes and of replies.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pgm: Option<super::pgm::PgmLink>,
 }
 
 impl PingReport {
@@ -301,6 +308,9 @@ impl PingReport {
                 us(p.p9999),
                 us(p.max)
             );
+        }
+        if let Some(p) = &self.pgm {
+            s += &format!("  {}\n", p.line());
         }
         s += "  (one-way = RTT / 2, an estimate: the two directions are not measured apart)\n";
         s
@@ -412,7 +422,11 @@ pub fn run(cfg: &PingConfig, stop: &AtomicBool) -> Result<PingRun> {
             .map_err(|e| Error::Runtime(format!("cannot start the logger thread: {e}")))?
     };
 
-    let result = probe_loop(cfg, &sock, stop, full_tx, spare_rx, &live);
+    let wire = match &cfg.pgm {
+        Some((p, reply)) => Some(super::pgm::PingWire::open(p, cfg.target, *reply, cfg.size)?),
+        None => None,
+    };
+    let result = probe_loop(cfg, &sock, wire, stop, full_tx, spare_rx, &live);
     let logged = logger.join().map_err(|_| Error::Runtime("the histogram logger failed".into()))?;
     let (mut report, grid, period_s) = result?;
     let (total, intervals) = logged?;
@@ -425,9 +439,11 @@ pub fn run(cfg: &PingConfig, stop: &AtomicBool) -> Result<PingRun> {
 
 type LoopResult = Result<(PingReport, Grid, f64)>;
 
+#[allow(clippy::too_many_arguments)]
 fn probe_loop(
     cfg: &PingConfig,
     sock: &UdpSocket,
+    mut wire: Option<super::pgm::PingWire>,
     stop: &AtomicBool,
     full_tx: SyncSender<Slice>,
     spare_rx: Receiver<Histogram<u64>>,
@@ -437,7 +453,8 @@ fn probe_loop(
         sys::pin_current_thread(cpu).map_err(|e| Error::Usage(format!("cannot pin ping to CPU {cpu}: {e}")))?;
     }
     let _ = sys::set_timer_slack_ns(1);
-    let fd = sock.as_raw_fd();
+    // Over PGM the replies come to the reply session's socket.
+    let fd = wire.as_ref().map_or(sock.as_raw_fd(), |w| w.fd());
     let target = cfg.target;
     let planned = cfg.planned();
     let period_ns = 1e9 / cfg.pps;
@@ -473,6 +490,7 @@ fn probe_loop(
     let mut sending = true;
     let mut reply_deadline = u64::MAX;
     let closed = cfg.closed_loop;
+    let pgm_mode = wire.is_some();
     let linger_ns = cfg.linger.as_nanos() as u64;
     let end_by = cfg.duration.filter(|_| cfg.count.is_none()).map(|d| start + d.as_nanos() as u64);
     // Closed loop: the probe awaiting its reply, and when it left.
@@ -511,7 +529,10 @@ fn probe_loop(
         if sending && closed && outstanding.is_none() && now >= due(slot) {
             let t = sys::monotonic_ns();
             probe::stamp(&mut buf, seq, t);
-            match sys::send_one(fd, &buf) {
+            match match wire.as_mut() {
+                Some(w) => w.send(&buf).map(|_| buf.len()),
+                None => sys::send_one(fd, &buf),
+            } {
                 Ok(_) => {
                     if seq == 0 {
                         first_tx = t;
@@ -542,7 +563,10 @@ fn probe_loop(
                     break;
                 }
                 probe::stamp(&mut buf, seq, t);
-                match sys::send_one(fd, &buf) {
+                match match wire.as_mut() {
+                    Some(w) => w.send(&buf).map(|_| buf.len()),
+                    None => sys::send_one(fd, &buf),
+                } {
                     Ok(_) => {
                         if seq == 0 {
                             first_tx = t;
@@ -594,7 +618,9 @@ fn probe_loop(
             // Never sleep past MAX_POLL_NS: a stop signal may be delivered to another thread and
             // so not interrupt this wait, and the flag must still be seen promptly.
             let wait = deadline.saturating_sub(sys::monotonic_ns()).min(MAX_POLL_NS);
-            if wait == 0 {
+            // PGM's timers (NAK back-off, repairs, SPMs) are served at least every millisecond.
+            let wait = if wire.is_some() { wait.min(1_000_000) } else { wait };
+            if wait == 0 && wire.is_none() {
                 continue;
             }
             match sys::poll_readable(fd, Some(wait)) {
@@ -602,7 +628,52 @@ fn probe_loop(
                 Err(e) => return Err(Error::Runtime(format!("cannot wait for replies: {e}"))),
             }
         };
-        if !readable {
+        if !readable && wire.is_none() {
+            continue;
+        }
+        let mut handle = |data: &[u8], src: Option<SocketAddr>, truncated: bool, rx: u64| {
+            let p = match probe::parse(data, if truncated { 0 } else { cfg.size }) {
+                Ok(p) => p,
+                Err(_) => {
+                    ledger.invalid();
+                    return;
+                }
+            };
+            // Not a reply to a probe of this run: another run's (session), a forged or stray
+            // datagram (a source other than the target, a probe never sent, a send time the
+            // probe did not leave with), or one too old to check. The socket is connected, so
+            // the kernel already drops other sources; the check keeps that promise here too.
+            // Over PGM the reply session comes from the reflector's address (its source
+            // port is its own): the address is checked, and the session by the receiver.
+            let from_peer = src.is_some_and(|a| match pgm_mode {
+                true => a.ip().to_canonical() == peer.0,
+                false => (a.ip().to_canonical(), a.port()) == peer,
+            });
+            if !from_peer
+                || p.session != session
+                || p.seq >= seq
+                || seq - p.seq > sent_len as u64
+                || sent_at[(p.seq & sent_mask) as usize] != p.sent_ns
+                || p.sent_ns > rx
+            {
+                strays += 1;
+                return;
+            }
+            use crate::ledger::Outcome;
+            match ledger.record(p.seq) {
+                Outcome::Duplicate | Outcome::Stale | Outcome::Suspect => return,
+                _ => {}
+            }
+            if outstanding.is_some_and(|(q, _)| q == p.seq) {
+                outstanding = None;
+            }
+            let rtt = (rx - p.sent_ns).max(1);
+            cur.saturating_record(rtt);
+            grid.add(p.sent_ns - start, rtt);
+        };
+        if let Some(w) = wire.as_mut() {
+            w.poll(&mut |d: &[u8], src: SocketAddr| handle(d, Some(src), false, sys::monotonic_ns()));
+            live.replies.store(ledger.counts().received, Ordering::Relaxed);
             continue;
         }
         let n = match batch.recv(fd, true) {
@@ -617,39 +688,7 @@ fn probe_loop(
         let rx = sys::monotonic_ns();
         for i in 0..n {
             let meta = batch.meta(i);
-            let p = match probe::parse(batch.data(i), if meta.truncated { 0 } else { cfg.size }) {
-                Ok(p) => p,
-                Err(_) => {
-                    ledger.invalid();
-                    continue;
-                }
-            };
-            // Not a reply to a probe of this run: another run's (session), a forged or stray
-            // datagram (a source other than the target, a probe never sent, a send time the
-            // probe did not leave with), or one too old to check. The socket is connected, so
-            // the kernel already drops other sources; the check keeps that promise here too.
-            let from_peer = meta.src.is_some_and(|a| (a.ip().to_canonical(), a.port()) == peer);
-            if !from_peer
-                || p.session != session
-                || p.seq >= seq
-                || seq - p.seq > sent_len as u64
-                || sent_at[(p.seq & sent_mask) as usize] != p.sent_ns
-                || p.sent_ns > rx
-            {
-                strays += 1;
-                continue;
-            }
-            use crate::ledger::Outcome;
-            match ledger.record(p.seq) {
-                Outcome::Duplicate | Outcome::Stale | Outcome::Suspect => continue,
-                _ => {}
-            }
-            if outstanding.is_some_and(|(q, _)| q == p.seq) {
-                outstanding = None;
-            }
-            let rtt = (rx - p.sent_ns).max(1);
-            cur.saturating_record(rtt);
-            grid.add(p.sent_ns - start, rtt);
+            handle(batch.data(i), meta.src, meta.truncated, rx);
         }
         live.replies.store(ledger.counts().received, Ordering::Relaxed);
     }
@@ -689,6 +728,7 @@ fn probe_loop(
         cpu: sys::current_cpu(),
         spin: cfg.spin,
         hlog: None,
+        pgm: wire.map(|w| w.finish()),
     };
     Ok((report, grid, period_ns / 1e9))
 }

@@ -59,6 +59,8 @@ pub struct SweepConfig {
     pub expect_zero_loss: bool,
     /// The caller prints one JSON document: no progress lines, no human reports.
     pub json: bool,
+    /// Probe over PGM (`--transport pgm`): the settings and the reply port.
+    pub pgm: Option<(crate::pgm::PgmConfig, u16)>,
 }
 
 /// What a sweep hands its caller while it runs (never with `json`).
@@ -141,6 +143,10 @@ impl SweepConfig {
         if let Some(n) = self.count {
             v.extend(["--count".into(), n.to_string()]);
         }
+        if let Some((p, reply)) = &self.pgm {
+            v.extend(p.cli_args());
+            v.extend(["--reply-port".into(), reply.to_string()]);
+        }
         for (on, flag) in [
             (self.spin, "--spin"),
             (self.json, "--json"),
@@ -189,6 +195,8 @@ pub fn sweep(
         pc.cpu = cfg.cpu;
         pc.spin = cfg.spin;
         pc.closed_loop = cfg.closed_loop;
+        // Reply port 0: the target's port + 1 (the reflector's default too).
+        pc.pgm = cfg.pgm.clone().map(|(p, r)| (p, if r == 0 { target.port().wrapping_add(1).max(1) } else { r }));
         pc.progress = !cfg.json;
         let tag = format!("{}pps", pps.round() as u64);
         pc.hlog = dir.as_ref().map(|d| d.join(format!("rtt-{tag}.hlog")));
@@ -285,6 +293,11 @@ impl Drop for SetOnDrop<'_> {
 /// CPU, ping on the first. Returns the sweep's own outcome and the reflector's one-line summary
 /// (the reflector failing is the error).
 pub fn loopback(cfg: &SweepConfig, stop: &AtomicBool, on: &mut dyn FnMut(Progress)) -> Result<(Result<Swept>, String)> {
+    if cfg.pgm.is_some() {
+        return Err(Error::Usage(
+            "ping --transport pgm without a target runs in two partitions (root): give HOST:PORT of a `wirespeed reflect --transport pgm`, or run as root".into(),
+        ));
+    }
     let mut rcfg = ReflectConfig::new("127.0.0.1:0".parse().expect("static address"));
     rcfg.spin = cfg.spin;
     let ncpu = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
@@ -339,6 +352,10 @@ pub fn in_partitions(cfg: &SweepConfig, stop: &AtomicBool, on: &mut dyn FnMut(Pr
         )));
     }
     let mut refl_args = vec!["reflect".to_string(), target.clone(), "--json".into()];
+    if let Some((p, reply)) = &cfg.pgm {
+        refl_args.extend(p.cli_args());
+        refl_args.extend(["--reply-port".into(), reply.to_string()]);
+    }
     if cfg.spin {
         refl_args.push("--spin".into());
     }
@@ -395,6 +412,7 @@ mod tests {
             label: None,
             expect_zero_loss: true,
             json: false,
+            pgm: None,
         }
     }
 

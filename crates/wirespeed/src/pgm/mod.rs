@@ -104,6 +104,36 @@ impl PgmConfig {
         }
     }
 
+    /// The command-line options that give these settings, for a run started as a child (a
+    /// reflector or a pinger in a partition).
+    pub fn cli_args(&self) -> Vec<String> {
+        let ns = |d: Duration| format!("{}ns", d.as_nanos());
+        let mut v = vec![
+            "--transport".to_string(),
+            "pgm".into(),
+            "--pgm-dport".into(),
+            self.dport.to_string(),
+            "--pgm-window".into(),
+            self.window.to_string(),
+            "--nak-backoff".into(),
+            ns(self.nak_backoff),
+            "--nak-repeat".into(),
+            ns(self.nak_repeat),
+            "--nak-rdata".into(),
+            ns(self.nak_rdata),
+            "--nak-retries".into(),
+            self.nak_retries.to_string(),
+            "--pgm-linger".into(),
+            ns(self.linger),
+            "--pgm-quiet".into(),
+            ns(self.quiet),
+        ];
+        if let Some(a) = self.nla {
+            v.extend(["--pgm-nla".into(), a.to_string()]);
+        }
+        v
+    }
+
     /// Refuse settings no session can run with, in one line for the user.
     pub fn validate(&self) -> Result<(), String> {
         if !(16..=1 << 20).contains(&self.window) {
