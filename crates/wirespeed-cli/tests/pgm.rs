@@ -263,3 +263,92 @@ fn refusals_are_one_line() {
     expect_fail(&["send", "127.0.0.2:7000", "--transport", "pgm", "--pgm-window", "3"], 2, "--pgm-window");
     expect_fail(&["recv", "127.0.0.2:7000", "--transport", "pgm", "--nak-retries", "0"], 2, "--nak-retries");
 }
+
+#[test]
+fn ping_over_pgm_counts_every_probe_once() {
+    let _t = traffic();
+    let r = spawn_cmd_with(&[], "reflect", "127.0.0.2:0", &["--transport", "pgm", "--json", "--duration", "120"]);
+    let target = format!("127.0.0.2:{}", r.port);
+    let out = run(&["ping", &target, "--transport", "pgm", "--pps", "5000", "--count", "5000", "--json", "--no-files"]);
+    assert!(out.status.success(), "{}", stderr_of(&out));
+    let doc = json(&stdout_of(&out));
+    let run0 = &doc["runs"][0];
+    assert_eq!((u(&run0["replies"], "received"), u(&run0["replies"], "lost")), (5000, 0), "{run0}");
+    assert_eq!(u(&run0["pgm"]["source"], "odata"), 5000, "{run0}");
+    assert_eq!(u(&run0["pgm"]["receiver"], "odata"), 5000, "{run0}");
+    let _ = std::process::Command::new("kill").args(["-TERM", &r.child.id().to_string()]).status();
+    let (code, stdout, stderr) = finish(r, Duration::from_secs(30));
+    assert_eq!(code, Some(0), "{stderr}");
+    let refl = json(&stdout);
+    assert_eq!((u(&refl, "received"), u(&refl, "reflected"), u(&refl, "not_reflected")), (5000, 5000, 0), "{refl}");
+}
+
+#[test]
+#[ignore = "needs root"]
+fn ping_over_pgm_repairs_lost_probes_and_replies() {
+    // Every 25th probe and every 25th reflection dropped on the way in: all come back,
+    // late by their repair, and both directions' repairs match the drops exactly.
+    let ns = Netns::new("pgmping");
+    let r =
+        spawn_cmd_with(&ns.prefix(), "reflect", "127.0.0.2:0", &["--transport", "pgm", "--json", "--duration", "120"]);
+    drop_odata(&ns, r.port, 25);
+    let reply = r.port + 1;
+    ns.exec(&[
+        "nft",
+        "add",
+        "rule",
+        "inet",
+        "pgmloss",
+        "in",
+        "udp",
+        "dport",
+        &reply.to_string(),
+        "@th,96,8",
+        "0x04",
+        "numgen",
+        "inc",
+        "mod",
+        "25",
+        "0",
+        "counter",
+        "drop",
+    ]);
+    let target = format!("127.0.0.2:{}", r.port);
+    let out = run_prefixed(
+        &ns.prefix(),
+        &[
+            "ping",
+            &target,
+            "--transport",
+            "pgm",
+            "--pps",
+            "5000",
+            "--count",
+            "5000",
+            "--json",
+            "--no-files",
+            "--linger",
+            "10s",
+        ],
+    );
+    assert!(out.status.success(), "{}", stderr_of(&out));
+    let doc = json(&stdout_of(&out));
+    let run0 = &doc["runs"][0];
+    assert_eq!((u(&run0["replies"], "received"), u(&run0["replies"], "lost")), (5000, 0), "{run0}");
+    let _ = std::process::Command::new("ip")
+        .args(["netns", "exec", &ns.name, "kill", "-TERM", &r.child.id().to_string()])
+        .status();
+    let (code, stdout, stderr) = finish(r, Duration::from_secs(30));
+    assert_eq!(code, Some(0), "{stderr}");
+    let refl = json(&stdout);
+    let listing = std::process::Command::new("ip")
+        .args(["netns", "exec", &ns.name, "nft", "list", "chain", "inet", "pgmloss", "in"])
+        .output()
+        .expect("nft list");
+    let text = String::from_utf8_lossy(&listing.stdout);
+    let counts: Vec<u64> =
+        text.split("counter packets ").skip(1).map(|r| r.split_whitespace().next().unwrap().parse().unwrap()).collect();
+    assert_eq!(counts, vec![200, 200], "1 of every 25 of 5,000 each way: {text}");
+    assert_eq!(u(&refl["pgm"]["receiver"], "repaired"), 200, "probes repaired at the reflector: {refl}");
+    assert_eq!(u(&run0["pgm"]["receiver"], "repaired"), 200, "replies repaired at the pinger: {run0}");
+}

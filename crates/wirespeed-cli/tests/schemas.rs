@@ -919,3 +919,29 @@ fn root_only_documents_match_their_schemas() {
     d.add("doctor --apply --json", "wirespeed.doctor/1", &doc);
     d.validate();
 }
+
+#[test]
+fn pgm_documents_match_their_schemas() {
+    // A PGM session on loopback (the receiver on 127.0.0.2: the sender's NAK socket binds
+    // 127.0.0.1 at the same port), and ping/reflect over PGM.
+    let _g = traffic();
+    let mut d = Docs::new("pgm");
+    let r = spawn_cmd_with(&[], "recv", "127.0.0.2:0", &["--transport", "pgm", "--once", "--json", "--duration", "60"]);
+    let target = format!("127.0.0.2:{}", r.port);
+    let sent = ok(&["send", &target, "--transport", "pgm", "--count", "500", "--rate", "10kpps", "--json"]);
+    let (code, recv, err) = finish(r, Duration::from_secs(60));
+    assert_eq!(code, Some(0), "{err}");
+    d.add_text("send --transport pgm", "wirespeed.send/1", &sent);
+    d.add_text("recv --transport pgm", "wirespeed.recv/1", &recv);
+    let r = spawn_cmd_with(&[], "reflect", "127.0.0.2:0", &["--transport", "pgm", "--json", "--duration", "60"]);
+    let target = format!("127.0.0.2:{}", r.port);
+    let ping = ok(&["ping", &target, "--transport", "pgm", "--pps", "2000", "--count", "500", "--json", "--no-files"]);
+    let st = Command::new("kill").args(["-TERM", &r.child.id().to_string()]).status().expect("kill");
+    assert!(st.success());
+    let (code, refl, err) = finish(r, Duration::from_secs(60));
+    assert_eq!(code, Some(0), "{err}");
+    d.add_text("ping --transport pgm", "wirespeed.latency/1", &ping);
+    d.add("ping pgm run", "wirespeed.ping/1", &json(&ping)["runs"][0]);
+    d.add_text("reflect --transport pgm", "wirespeed.reflect.pgm/1", &refl);
+    d.validate();
+}

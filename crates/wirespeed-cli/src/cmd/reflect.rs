@@ -130,11 +130,8 @@ fn reflect_pgm(a: &ReflectArgs, p: wirespeed::pgm::PgmConfig, listen: std::net::
             "--transport pgm reflects one pinger's session: leave out --metrics, --allow and --spin".into(),
         ));
     }
-    if listen.port() == 0 || listen.port() == u16::MAX {
-        return Err(Error::Usage("--transport pgm needs a fixed PORT below 65535 (the pinger must know it)".into()));
-    }
-    let reply = a.reply_port.unwrap_or(listen.port() + 1);
-    let w = ReflectWire::bind(&p, listen, reply, MAX_PROBE)?;
+    let w = ReflectWire::bind(&p, listen, a.reply_port, MAX_PROBE)?;
+    let reply = w.reply_port();
     eprintln!(
         "wirespeed reflect: listening on {} (PGM sessions; each probe goes back on a PGM session to its pinger at port {reply}); Ctrl-C stops",
         wirespeed::addr::shown(w.local_addr())

@@ -125,11 +125,13 @@ impl In {
         sock.set_nonblocking(true).map_err(|e| Error::Runtime(format!("cannot make a socket non-blocking: {e}")))?;
         let naks = UdpSocket::bind("0.0.0.0:0")
             .map_err(|e| Error::Runtime(format!("cannot open the socket NAKs leave by: {e}")))?;
-        let seed = sys::monotonic_ns() ^ u64::from(at.port());
+        // The port actually bound (port 0 asks the kernel for one): NAKs go to it at the source.
+        let port = sock.local_addr().map(|a| a.port()).unwrap_or(at.port());
+        let seed = sys::monotonic_ns() ^ u64::from(port);
         Ok(In {
             sock,
             naks,
-            rx: Receiver::new(cfg, at.ip(), at.port(), max_tsdu, seed),
+            rx: Receiver::new(cfg, at.ip(), port, max_tsdu, seed),
             batch: sys::RecvBatch::new(64, max_tsdu.max(2048) + packet::DATA_HEADER_LEN + 64),
         })
     }
@@ -274,7 +276,8 @@ pub struct ReflectWire {
 
 impl ReflectWire {
     /// Bind the receiving side (errors reach the user before the run starts).
-    pub fn bind(cfg: &PgmConfig, listen: SocketAddr, reply_port: u16, size: usize) -> Result<ReflectWire> {
+    /// `reply_port` None: the bound port + 1 (ping's default).
+    pub fn bind(cfg: &PgmConfig, listen: SocketAddr, reply_port: Option<u16>, size: usize) -> Result<ReflectWire> {
         let at = if listen.ip().is_unspecified() { SocketAddr::from(([0, 0, 0, 0], listen.port())) } else { listen };
         if !at.ip().is_unspecified() {
             check(cfg, at)?;
@@ -283,7 +286,21 @@ impl ReflectWire {
         }
         let inn = In::open(cfg, at, size)?;
         let listen = inn.sock.local_addr().unwrap_or(at);
+        let reply_port = match reply_port {
+            Some(p) => p,
+            None if listen.port() < u16::MAX => listen.port() + 1,
+            None => {
+                return Err(Error::Usage(
+                    "the reply port defaults to the listening port + 1: listen below 65535 or give --reply-port".into(),
+                ))
+            }
+        };
         Ok(ReflectWire { cfg: cfg.clone(), inn, out: None, reply_port, size, listen })
+    }
+
+    /// Where reflections go, at the pinger's address.
+    pub fn reply_port(&self) -> u16 {
+        self.reply_port
     }
 
     /// The bound address.

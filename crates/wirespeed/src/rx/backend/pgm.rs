@@ -163,6 +163,8 @@ pub struct PgmEndpoint {
     /// The receiver's counters.
     pub live: Arc<PgmLive>,
     max_tsdu: usize,
+    /// The port bound (the kernel's choice when port 0 was asked): NAKs go to it at sources.
+    port: u16,
 }
 
 /// PGM over UDP: receive, repair, deliver in order.
@@ -195,6 +197,7 @@ impl Backend for PgmBackend {
         }
         cfg.pgm.validate().map_err(Error::Usage)?;
         let (udp, mut bound) = UdpEndpoint::bind(cfg)?;
+        let port = bound.local_addr.map_or(cfg.listen.port(), |a| a.port());
         // NAKs leave by a socket of their own, bound to no address: the receiving socket may
         // be bound to the group, and a unicast datagram from a group address is dropped on
         // the way (OpenPGM sends from a separate socket too).
@@ -206,12 +209,12 @@ impl Backend for PgmBackend {
             "PGM: data-destination port {}, receive window {} sequence numbers, NAK back-off {:?}, repeat {:?}, repair wait {:?}, {} retries",
             cfg.pgm.dport, cfg.pgm.window, cfg.pgm.nak_backoff, cfg.pgm.nak_repeat, cfg.pgm.nak_rdata, cfg.pgm.nak_retries
         ));
-        Ok((PgmEndpoint { udp, naks, live: Arc::new(PgmLive::default()), max_tsdu: cfg.pgm_max_tsdu }, bound))
+        Ok((PgmEndpoint { udp, naks, live: Arc::new(PgmLive::default()), max_tsdu: cfg.pgm_max_tsdu, port }, bound))
     }
 
     fn start(endpoint: &PgmEndpoint, cfg: &RecvConfig) -> Self {
         let seed = sys::monotonic_ns() ^ u64::from(std::process::id());
-        let rx = Receiver::new(&cfg.pgm, cfg.listen.ip(), cfg.listen.port(), endpoint.max_tsdu, seed);
+        let rx = Receiver::new(&cfg.pgm, cfg.listen.ip(), endpoint.port, endpoint.max_tsdu, seed);
         PgmBackend {
             fd: endpoint.udp.fd(),
             // try_clone fails only when the process is out of descriptors: then every NAK
