@@ -120,7 +120,14 @@ struct opts {
 	int spm_ambient_ms;
 	int wire_stats; /* -1 auto, 0 off, 1 on */
 	const char *rtt_out;
+	int format;     /* FMT_PEER or FMT_WS_COUNTER */
+	int expect_end; /* recv: wait for wirespeed's end-of-stream message after --count */
 };
+
+/* Payload formats (send --format, recv --format). */
+#define FMT_PEER 0       /* counter k (64-bit BE) in bytes 0..8, pattern_byte(k, i) after */
+#define FMT_WS_COUNTER 1 /* wirespeed's `counter` format: every 64-bit BE word w of message k
+			  * holds k * words + w (words = size / 8) */
 
 static const char *g_prog = "openpgm-peer";
 static volatile sig_atomic_t g_stop = 0;
@@ -148,7 +155,9 @@ static void usage(void)
 	fprintf(stderr,
 		"usage: %s SUBCOMMAND --network \"IFACE_OR_ADDR;GROUP\" --port P [options]\n"
 		"  send    --count N --size S [--rate PPS] [--txw-sqns N] [--linger-ms MS]\n"
+		"          [--format peer|wirespeed-counter]\n"
 		"  recv    --count N [--timeout-ms MS] [--rxw-sqns N]\n"
+		"          [--format peer|wirespeed-counter [--expect-end]]\n"
 		"  reflect --reply-port Q            (until SIGTERM/SIGINT)\n"
 		"  ping    --reply-port Q --rate PPS --count N --size S [--wait-ms MS] [--rtt-out FILE]\n"
 		"common: [--dport 7500] [--mtu 9000] [--nak-bo-ms 5] [--nak-rpt-ms 50]\n"
@@ -224,6 +233,79 @@ static bool check_pattern(const uint8_t *buf, size_t from, size_t len, uint64_t 
 		if (buf[i] != pattern_byte(k, i))
 			return false;
 	return true;
+}
+
+/* wirespeed's counter format: message k of len bytes (a multiple of 8) is len/8 big-endian
+ * words of one running counter, k * words, k * words + 1, ... */
+static void fill_ws_counter(uint8_t *buf, size_t len, uint64_t k)
+{
+	const uint64_t words = len / 8;
+	for (uint64_t w = 0; w < words; w++)
+		put_be64(buf + 8 * w, k * words + w);
+}
+
+/* The message number of a wirespeed counter payload, or -1 if any byte is not what
+ * wirespeed's counter format puts there (every word is checked). */
+static long long check_ws_counter(const uint8_t *buf, size_t len)
+{
+	if (len < 8 || len % 8 != 0)
+		return -1;
+	const uint64_t words = len / 8;
+	const uint64_t w0 = get_be64(buf);
+	if (w0 % words != 0 || w0 / words > (uint64_t)INT64_MAX)
+		return -1;
+	for (uint64_t w = 1; w < words; w++)
+		if (get_be64(buf + 8 * w) != w0 + w)
+			return -1;
+	return (long long)(w0 / words);
+}
+
+/* wirespeed's end-of-stream message (crates/wirespeed/src/control.rs): 80 bytes,
+ * little-endian: magic "WSPDEND1", stream index u32 @8, stream count u32 @12, format stream
+ * u32 @16, reserved @20..24, session u64 @24, first seq u64 @32, last seq u64 @40, sent u64
+ * @48, skipped u64 @56, reserved @64..72, FNV-1a of bytes 0..72 @72. */
+#define WS_END_LEN 80
+struct ws_end {
+	bool seen;
+	bool valid; /* magic, checksum and zero reserved bytes */
+	uint32_t stream_index, stream_count;
+	uint64_t session, first_seq, last_seq, sent, skipped;
+};
+
+static uint64_t get_le64(const uint8_t *p)
+{
+	uint64_t v = 0;
+	for (int i = 7; i >= 0; i--)
+		v = (v << 8) | p[i];
+	return v;
+}
+
+static bool is_ws_end(const uint8_t *buf, size_t len)
+{
+	return len == WS_END_LEN && memcmp(buf, "WSPDEND1", 8) == 0;
+}
+
+static void parse_ws_end(const uint8_t *b, struct ws_end *e)
+{
+	uint64_t h = 0xcbf29ce484222325ULL;
+	for (size_t i = 0; i < 72; i++) {
+		h ^= b[i];
+		h *= 0x100000001b3ULL;
+	}
+	bool reserved_zero = true;
+	for (size_t i = 20; i < 24; i++)
+		reserved_zero = reserved_zero && b[i] == 0;
+	for (size_t i = 64; i < 72; i++)
+		reserved_zero = reserved_zero && b[i] == 0;
+	e->seen = true;
+	e->valid = h == get_le64(b + 72) && reserved_zero;
+	e->stream_index = (uint32_t)(get_le64(b + 8) & 0xffffffffu);
+	e->stream_count = (uint32_t)(get_le64(b + 8) >> 32);
+	e->session = get_le64(b + 24);
+	e->first_seq = get_le64(b + 32);
+	e->last_seq = get_le64(b + 40);
+	e->sent = get_le64(b + 48);
+	e->skipped = get_le64(b + 56);
 }
 
 /* ------------------------------------------------------------------ wire statistics */
@@ -544,6 +626,10 @@ static int cmd_send(const struct opts *o)
 		die(2, "send needs --count N (N >= 1)");
 	if (o->size < 8)
 		die(2, "send needs --size S with S >= 8 (the counter takes 8 bytes)");
+	if (o->format == FMT_WS_COUNTER && o->size % 8 != 0)
+		die(2, "--format wirespeed-counter needs --size S a multiple of 8 (whole 64-bit words)");
+	if (o->expect_end)
+		die(2, "--expect-end is a recv option");
 	struct peer_sock ps;
 	open_pgm(&ps, o, o->port, true, "send");
 	struct wire w;
@@ -570,8 +656,12 @@ static int cmd_send(const struct opts *o)
 				continue;
 			}
 		}
-		put_be64(buf, (uint64_t)k);
-		fill_pattern(buf, 8, (size_t)o->size, (uint64_t)k);
+		if (o->format == FMT_WS_COUNTER) {
+			fill_ws_counter(buf, (size_t)o->size, (uint64_t)k);
+		} else {
+			put_be64(buf, (uint64_t)k);
+			fill_pattern(buf, 8, (size_t)o->size, (uint64_t)k);
+		}
 		if (!send_one(ps.sock, buf, (size_t)o->size, NULL))
 			break;
 		bytes += (uint64_t)o->size;
@@ -622,21 +712,29 @@ static int cmd_recv(const struct opts *o)
 {
 	if (o->count < 1)
 		die(2, "recv needs --count N (N >= 1)");
+	if (o->expect_end && o->format != FMT_WS_COUNTER)
+		die(2, "--expect-end needs --format wirespeed-counter (the end message is wirespeed's)");
 	struct peer_sock ps;
 	open_pgm(&ps, o, o->port, false, "recv");
 	struct wire w;
 	wire_open(&w, o->wire_stats, o->port, ps.ifindex);
+	/* joined and NAK-ready: a test starts the source only after this line, so that the first
+	 * SPM (which fixes where the receive window starts) is not missed */
+	fprintf(stderr, "%s: recv ready on port %d\n", g_prog, o->port);
+	fflush(stderr);
 
 	static struct pgm_msgv_t msgv[64];
 	static uint8_t msg[MAX_MSG];
-	long long received = 0, corrupt = 0, resets = 0, out_of_order = 0;
+	long long received = 0, corrupt = 0, resets = 0, out_of_order = 0, after_end = 0;
 	long long first = -1, last = -1;
 	int64_t expect_size = -1;
 	long long size_mismatch = 0;
 	uint64_t bytes = 0;
+	struct ws_end end;
+	memset(&end, 0, sizeof(end));
 	const int64_t deadline = mono_ns() + (int64_t)o->timeout_ms * 1000000LL;
 	bool timed_out = false;
-	while (received < o->count && !g_stop) {
+	while ((received < o->count || (o->expect_end && !end.seen)) && !g_stop) {
 		if (mono_ns() >= deadline) {
 			timed_out = true;
 			break;
@@ -654,19 +752,37 @@ static int cmd_recv(const struct opts *o)
 			for (size_t i = 0; remaining > 0 && i < sizeof(msgv) / sizeof(msgv[0]); i++) {
 				size_t len = gather(&msgv[i], msg, sizeof(msg));
 				remaining -= len <= remaining ? len : remaining;
-				bytes += len;
-				received++;
-				if (len < 8) {
-					corrupt++;
+				if (end.seen) {
+					/* nothing may follow wirespeed's end message */
+					after_end++;
 					continue;
 				}
-				long long k = (long long)get_be64(msg);
+				if (o->format == FMT_WS_COUNTER && is_ws_end(msg, len)) {
+					parse_ws_end(msg, &end);
+					continue;
+				}
+				bytes += len;
+				received++;
 				if (expect_size < 0)
 					expect_size = (int64_t)len;
 				else if ((int64_t)len != expect_size)
 					size_mismatch++;
-				if (!check_pattern(msg, 8, len, (uint64_t)k))
-					corrupt++;
+				long long k;
+				if (o->format == FMT_WS_COUNTER) {
+					k = check_ws_counter(msg, len);
+					if (k < 0) {
+						corrupt++;
+						continue;
+					}
+				} else {
+					if (len < 8) {
+						corrupt++;
+						continue;
+					}
+					k = (long long)get_be64(msg);
+					if (!check_pattern(msg, 8, len, (uint64_t)k))
+						corrupt++;
+				}
 				if (first < 0) {
 					first = k;
 					if (k != 0)
@@ -690,16 +806,32 @@ static int cmd_recv(const struct opts *o)
 	wire_drain(&w);
 	pgm_close(ps.sock, false);
 	wire_close(&w);
-	const bool in_order = out_of_order == 0 && received > 0;
+	/* first < 0: not one message could be read (all corrupt) */
+	const bool in_order = out_of_order == 0 && received > 0 && first >= 0;
+	/* the end message must say: this run's one stream sent exactly messages 0..count-1 */
+	const bool end_ok = end.seen && end.valid && end.stream_index == 0 && end.stream_count == 1 &&
+			    end.first_seq == 0 && end.last_seq == (uint64_t)o->count - 1 &&
+			    end.sent == (uint64_t)o->count && end.skipped == 0;
 	printf("{\"received\":%lld,\"in_order\":%s,\"first\":%lld,\"last\":%lld,\"corrupt\":%lld,\"resets\":%lld,"
-	       "\"bytes\":%" PRIu64 ",\"size_mismatch\":%lld,\"timed_out\":%s",
+	       "\"bytes\":%" PRIu64 ",\"size_mismatch\":%lld,\"timed_out\":%s,\"format\":\"%s\"",
 	       received, in_order ? "true" : "false", first, last, corrupt, resets, bytes, size_mismatch,
-	       timed_out ? "true" : "false");
+	       timed_out ? "true" : "false", o->format == FMT_WS_COUNTER ? "wirespeed-counter" : "peer");
+	if (o->format == FMT_WS_COUNTER) {
+		if (end.seen)
+			printf(",\"end_of_stream\":{\"valid\":%s,\"stream_index\":%" PRIu32 ",\"stream_count\":%" PRIu32
+			       ",\"session\":%" PRIu64 ",\"first_seq\":%" PRIu64 ",\"last_seq\":%" PRIu64
+			       ",\"sent\":%" PRIu64 ",\"skipped\":%" PRIu64 "}",
+			       end.valid ? "true" : "false", end.stream_index, end.stream_count, end.session,
+			       end.first_seq, end.last_seq, end.sent, end.skipped);
+		else
+			printf(",\"end_of_stream\":null");
+		printf(",\"end_ok\":%s,\"after_end\":%lld", end_ok ? "true" : "false", after_end);
+	}
 	print_wire_json(stdout, &w, false);
 	printf("}\n");
 	fflush(stdout);
 	const bool ok = received == o->count && in_order && corrupt == 0 && resets == 0 && first == 0 &&
-			last == o->count - 1 && size_mismatch == 0;
+			last == o->count - 1 && size_mismatch == 0 && after_end == 0 && (!o->expect_end || end_ok);
 	return ok ? 0 : 1;
 }
 
@@ -943,11 +1075,12 @@ int main(int argc, char **argv)
 		.network = NULL, .port = 0, .reply_port = 0, .dport = 7500, .count = 0, .size = 0, .rate = 0,
 		.txw_sqns = 32768, .rxw_sqns = 32768, .linger_ms = 2000, .timeout_ms = 60000, .wait_ms = 2000,
 		.mtu = 9000, .nak_bo_ms = 5, .nak_rpt_ms = 50, .nak_rdata_ms = 50, .nak_retries = 20,
-		.spm_ambient_ms = 200, .wire_stats = -1, .rtt_out = NULL,
+		.spm_ambient_ms = 200, .wire_stats = -1, .rtt_out = NULL, .format = FMT_PEER, .expect_end = 0,
 	};
 	enum {
 		O_NETWORK = 1000, O_PORT, O_REPLY, O_DPORT, O_COUNT, O_SIZE, O_RATE, O_TXW, O_RXW, O_LINGER,
-		O_TIMEOUT, O_WAIT, O_MTU, O_BO, O_RPT, O_RDATA, O_RETRIES, O_AMBIENT, O_WIRE, O_NOWIRE, O_RTT
+		O_TIMEOUT, O_WAIT, O_MTU, O_BO, O_RPT, O_RDATA, O_RETRIES, O_AMBIENT, O_WIRE, O_NOWIRE, O_RTT,
+		O_FORMAT, O_EXPECT_END
 	};
 	static const struct option longopts[] = {
 		{ "network", required_argument, NULL, O_NETWORK },
@@ -971,6 +1104,8 @@ int main(int argc, char **argv)
 		{ "wire-stats", no_argument, NULL, O_WIRE },
 		{ "no-wire-stats", no_argument, NULL, O_NOWIRE },
 		{ "rtt-out", required_argument, NULL, O_RTT },
+		{ "format", required_argument, NULL, O_FORMAT },
+		{ "expect-end", no_argument, NULL, O_EXPECT_END },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -1000,6 +1135,15 @@ int main(int argc, char **argv)
 		case O_WIRE: o.wire_stats = 1; break;
 		case O_NOWIRE: o.wire_stats = 0; break;
 		case O_RTT: o.rtt_out = optarg; break;
+		case O_FORMAT:
+			if (!strcmp(optarg, "peer"))
+				o.format = FMT_PEER;
+			else if (!strcmp(optarg, "wirespeed-counter"))
+				o.format = FMT_WS_COUNTER;
+			else
+				die(2, "--format: '%s' is not peer or wirespeed-counter", optarg);
+			break;
+		case O_EXPECT_END: o.expect_end = 1; break;
 		case 'h': usage(); return 0;
 		default:
 			die(2, "unknown or incomplete option '%s' (see %s --help)", argv[optind - 1], g_prog);
@@ -1013,6 +1157,8 @@ int main(int argc, char **argv)
 		die(2, "%s needs --network \"IFACE_OR_ADDR;GROUP\"", cmd);
 	if (!o.port)
 		die(2, "%s needs --port P (UDP encapsulation port)", cmd);
+	if ((o.format != FMT_PEER || o.expect_end) && strcmp(cmd, "send") && strcmp(cmd, "recv"))
+		die(2, "--format and --expect-end are send/recv options, not %s ones", cmd);
 	if (o.wire_stats == -1)
 		o.wire_stats = geteuid() == 0 ? -1 : 0; /* -1: try, fall back silently */
 

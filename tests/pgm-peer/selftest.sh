@@ -5,9 +5,20 @@
 #
 #   tests/pgm-peer/selftest.sh            # builds the peer into a temp dir first
 #   PGM_PEER=target/openpgm-peer tests/pgm-peer/selftest.sh
+#   tests/pgm-peer/selftest.sh --list     # the test names, one a line (no root needed)
 #
 # Ends with a cargo-style line: test result: ok. N passed; M failed; 0 ignored; ...
 set -uo pipefail
+
+# Every test this script runs; one that does not report counts as failed.
+TESTS=(clean_1080 clean_8800 odata_loss_1pct_1080 odata_loss_1pct_8800 all_types_loss_1pct_1080
+    ws_counter_loss_1pct_8800 ws_counter_checks_every_byte ws_counter_expect_end_needs_the_end
+    reflect_ping_10kpps)
+if [ "${1:-}" = --list ]; then
+    printf '%s\n' "${TESTS[@]}"
+    exit 0
+fi
+[ $# -eq 0 ] || { echo "selftest.sh: unknown argument '$1' (only --list)" >&2; exit 2; }
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 if [ "$(id -u)" -ne 0 ]; then
@@ -96,7 +107,7 @@ ok() { echo "test $1 ... ok${2:+ ($2)}"; passed=$((passed + 1)); }
 fail() { echo "test $1 ... FAILED: $2"; failed=$((failed + 1)); }
 
 port=7700
-# transfer NAME SIZE COUNT EXPECT_REPAIRS(0/1) [extra send args...]
+# transfer NAME SIZE COUNT EXPECT_REPAIRS(0/1) [extra send args...]; RECV_ARGS: extra recv args
 transfer() {
     local name="$1" size="$2" count="$3" expect_repairs="$4"
     shift 4
@@ -105,7 +116,7 @@ transfer() {
     [ "$expect_repairs" = 1 ] && add_loss "$B" "$port" "$LOSS_PCT" "$LOSS_TYPES"
     [ "$expect_repairs" = 1 ] && [ -n "${LOSS_A:-}" ] && add_loss "$A" "$port" "$LOSS_PCT" "$LOSS_TYPES"
     timeout 120 ip netns exec "$B" "$peer" recv --network "$ADDR_B;$group" --port "$port" \
-        --count "$count" --timeout-ms 60000 >"$work/$name.recv" 2>"$work/$name.recv.err" &
+        --count "$count" --timeout-ms 60000 ${RECV_ARGS:-} >"$work/$name.recv" 2>"$work/$name.recv.err" &
     local rpid=$!
     pids+=("$rpid")
     sleep 0.5   # the receiver must have joined before the first SPM/ODATA
@@ -159,6 +170,48 @@ LOSS_A=1                 # also drop NAKs arriving at the source in A
 transfer all_types_loss_1pct_1080 1080 20000 1
 unset LOSS_A
 
+# --format wirespeed-counter (what the interop tests with wirespeed use), both ends
+LOSS_TYPES=0x04
+RECV_ARGS="--format wirespeed-counter"
+transfer ws_counter_loss_1pct_8800 8800 20000 1 --format wirespeed-counter
+unset RECV_ARGS
+
+# The checks can fail: the peer's own payload is not wirespeed's counter (every message
+# corrupt), and --expect-end without a wirespeed sender times out without the end message.
+# expect_refusal NAME RECV_ARGS SEND_ARGS CHECK (a python expression over the recv JSON d)
+expect_refusal() {
+    local name="$1" rargs="$2" sargs="$3" check="$4"
+    port=$((port + 1))
+    local group="239.192.0.$((port % 250 + 1))"
+    # shellcheck disable=SC2086
+    timeout 60 ip netns exec "$B" "$peer" recv --network "$ADDR_B;$group" --port "$port" \
+        --count 2000 $rargs >"$work/$name.recv" 2>"$work/$name.recv.err" &
+    local rpid=$!
+    pids+=("$rpid")
+    sleep 0.5
+    # shellcheck disable=SC2086
+    timeout 60 ip netns exec "$A" "$peer" send --network "$ADDR_A;$group" --port "$port" \
+        --count 2000 --size 1080 --linger-ms 500 $sargs >"$work/$name.send" 2>"$work/$name.send.err"
+    local src=$?
+    wait "$rpid"
+    local rrc=$?
+    echo "  recv: $(cat "$work/$name.recv")"
+    if [ "$src" -ne 0 ]; then fail "$name" "send exited $src: $(head -c 300 "$work/$name.send.err")"; return; fi
+    if [ "$rrc" -ne 1 ]; then fail "$name" "recv exited $rrc, not 1: $(head -c 300 "$work/$name.recv.err")"; return; fi
+    if python3 -c 'import json,sys
+d=json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])
+sys.exit(0 if eval(sys.argv[2]) else 1)' "$work/$name.recv" "$check"; then
+        ok "$name" "refused as it must be"
+    else
+        fail "$name" "recv JSON does not satisfy: $check"
+    fi
+}
+expect_refusal ws_counter_checks_every_byte "--format wirespeed-counter" "" \
+    'd["received"] == 2000 and d["corrupt"] == 2000 and not d["in_order"] and d["resets"] == 0'
+expect_refusal ws_counter_expect_end_needs_the_end "--format wirespeed-counter --expect-end --timeout-ms 8000" \
+    "--format wirespeed-counter" \
+    'd["received"] == 2000 and d["corrupt"] == 0 and d["in_order"] and d["timed_out"] and d["end_of_stream"] is None and not d["end_ok"]'
+
 # reflect + ping: 10,000 pps for 2 s across the pair
 port=$((port + 1)); rport=$((port + 1))
 group="239.192.0.200"
@@ -186,6 +239,14 @@ else
     ok reflect_ping_10kpps "20000/20000 reflected, p50 $(json "$work/ping.out" rtt_ns.p50) ns, p99 $(json "$work/ping.out" rtt_ns.p99) ns"
 fi
 
+ran=$((passed + failed))
+if [ "$ran" -lt "${#TESTS[@]}" ]; then
+    echo "test selftest_ran_every_test ... FAILED: $ran of ${#TESTS[@]} tests reported"
+    failed=$((failed + ${#TESTS[@]} - ran))
+elif [ "$ran" -gt "${#TESTS[@]}" ]; then
+    echo "test selftest_ran_every_test ... FAILED: $ran tests reported, TESTS names ${#TESTS[@]}"
+    failed=$((failed + 1))
+fi
 if [ "$failed" -eq 0 ]; then
     echo "test result: ok. $passed passed; $failed failed; 0 ignored; 0 measured; 0 filtered out"
     exit 0
