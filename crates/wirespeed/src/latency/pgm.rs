@@ -90,7 +90,14 @@ impl Out {
         let h = packet::DATA_HEADER_LEN;
         self.pkt[h..h + payload.len()].copy_from_slice(payload);
         let len = self.source.seal(&mut self.pkt, payload.len(), sys::monotonic_ns());
-        sys::send_one(self.data.as_raw_fd(), &self.pkt[..len]).map(|_| ())
+        let fd = self.data.as_raw_fd();
+        match sys::send_one(fd, &self.pkt[..len]) {
+            // A refusal reported now is an earlier datagram's ICMP (the peer's socket was closed
+            // a moment: between two ping runs), not this one's: the packet is in the window and
+            // must go out, or the next run's receiver would start after it and never ask.
+            Err(e) if e.raw_os_error() == Some(libc::ECONNREFUSED) => sys::send_one(fd, &self.pkt[..len]).map(|_| ()),
+            r => r.map(|_| ()),
+        }
     }
 
     fn pump(&mut self, now: u64) {

@@ -145,7 +145,10 @@ impl SweepConfig {
         }
         if let Some((p, reply)) = &self.pgm {
             v.extend(p.cli_args());
-            v.extend(["--reply-port".into(), reply.to_string()]);
+            // 0: the default (port + 1) on both ends.
+            if *reply != 0 {
+                v.extend(["--reply-port".into(), reply.to_string()]);
+            }
         }
         for (on, flag) in [
             (self.spin, "--spin"),
@@ -354,7 +357,9 @@ pub fn in_partitions(cfg: &SweepConfig, stop: &AtomicBool, on: &mut dyn FnMut(Pr
     let mut refl_args = vec!["reflect".to_string(), target.clone(), "--json".into()];
     if let Some((p, reply)) = &cfg.pgm {
         refl_args.extend(p.cli_args());
-        refl_args.extend(["--reply-port".into(), reply.to_string()]);
+        if *reply != 0 {
+            refl_args.extend(["--reply-port".into(), reply.to_string()]);
+        }
     }
     if cfg.spin {
         refl_args.push("--spin".into());
