@@ -74,11 +74,23 @@ fn a_clean_unicast_session_delivers_everything_once_without_repairs() {
     assert_eq!(u(&rep["total"], "lost"), 0);
     assert_eq!(rep["backend"], "pgm");
     let p = pgm_of(&rep);
-    // 20,000 datagrams and the end-of-stream message, all original data.
-    assert_eq!((u(p, "odata"), u(p, "rdata"), u(p, "unrecoverable"), u(p, "naks_sent")), (20_001, 0, 0, 0), "{p}");
+    // 20,000 datagrams and the end-of-stream message, all original data; a busy host's full
+    // socket buffer is the only loss on loopback, and whatever it dropped was repaired.
+    let kernel = recv_kernel_drops(&rep);
+    assert_eq!(u(p, "unrecoverable"), 0, "{p}");
+    assert!(u(p, "repaired") <= kernel, "repairs only for what the kernel dropped ({kernel}): {p}");
+    // Each sequence number once: as original data, or (dropped by a full buffer) as a repair.
+    assert_eq!(u(p, "odata") + u(p, "repaired"), 20_001, "{p}");
     assert_eq!(sent["transport"], "pgm");
     let sp = &sent["pgm"]["stats"];
-    assert_eq!((u(sp, "odata"), u(sp, "rdata"), u(sp, "nak_packets")), (20_001, 0, 0), "{sent}");
+    assert_eq!(u(sp, "odata"), 20_001, "{sent}");
+    if kernel == 0 {
+        assert_eq!(
+            (u(p, "rdata"), u(p, "naks_sent"), u(sp, "rdata"), u(sp, "nak_packets")),
+            (0, 0, 0, 0),
+            "{p} {sent}"
+        );
+    }
     assert!(u(sp, "spm") >= 1, "{sp}");
 }
 
@@ -120,8 +132,10 @@ fn loss_on_the_path_is_repaired_exactly() {
     assert_eq!((u(&rep, "datagrams"), u(&rep["total"], "lost")), (20_000, 0), "{rep}");
     let p = pgm_of(&rep);
     // The first packet dropped too: the source's opening SPM told the receiver where the
-    // session starts, so sequence number 0 is a gap like any other.
-    assert_eq!(u(p, "repaired"), lost, "{p}");
+    // session starts, so sequence number 0 is a gap like any other. A busy host's full socket
+    // buffer may drop more, and those are repaired as well.
+    let kernel = recv_kernel_drops(&rep);
+    assert!(u(p, "repaired") >= lost && u(p, "repaired") <= lost + kernel, "{p}");
     assert_eq!(u(p, "unrecoverable"), 0, "{p}");
     assert!(u(p, "naks_sent") >= lost && u(p, "rdata") >= lost, "{p}");
     let sp = &sent["pgm"]["stats"];
@@ -174,7 +188,9 @@ fn a_multicast_session_is_repaired_and_recorded_in_order() {
     let lost = dropped(&ns);
     assert_eq!(lost, 501, "1 of every 20 of 10,001");
     assert_eq!((u(&rep["capture"], "datagrams"), u(&rep["capture"]["total"], "lost")), (10_000, 0), "{rep}");
-    assert_eq!(u(&rep["capture"]["pgm"], "repaired"), lost, "{rep}");
+    let repaired = u(&rep["capture"]["pgm"], "repaired");
+    let kernel = recv_kernel_drops(&rep["capture"]);
+    assert!(repaired >= lost && repaired <= lost + kernel, "{rep}");
     // The file: 10,000 records of 1080 bytes, counters 0, 1, 2, ... in order.
     let raw = std::fs::read(dir.only("raw")).expect("the recording");
     assert_eq!(raw.len(), 10_000 * 1080);
@@ -349,6 +365,9 @@ fn ping_over_pgm_repairs_lost_probes_and_replies() {
     let counts: Vec<u64> =
         text.split("counter packets ").skip(1).map(|r| r.split_whitespace().next().unwrap().parse().unwrap()).collect();
     assert_eq!(counts, vec![200, 200], "1 of every 25 of 5,000 each way: {text}");
-    assert_eq!(u(&refl["pgm"]["receiver"], "repaired"), 200, "probes repaired at the reflector: {refl}");
-    assert_eq!(u(&run0["pgm"]["receiver"], "repaired"), 200, "replies repaired at the pinger: {run0}");
+    // At least the drops each way (a busy host's full socket buffer may add some), and nothing
+    // given up.
+    assert!(u(&refl["pgm"]["receiver"], "repaired") >= 200, "probes repaired at the reflector: {refl}");
+    assert!(u(&run0["pgm"]["receiver"], "repaired") >= 200, "replies repaired at the pinger: {run0}");
+    assert_eq!(u(&refl["pgm"]["receiver"], "unrecoverable") + u(&run0["pgm"]["receiver"], "unrecoverable"), 0);
 }
