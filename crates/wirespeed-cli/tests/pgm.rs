@@ -24,16 +24,9 @@ fn drop_odata(ns: &Netns, port: u16, every: u32) {
 
 /// Packets the rule of [`drop_odata`] dropped.
 fn dropped(ns: &Netns) -> u64 {
-    let out = std::process::Command::new("ip")
-        .args(["netns", "exec", &ns.name, "nft", "list", "chain", "inet", "pgmloss", "in"])
-        .output()
-        .expect("nft list");
-    let text = String::from_utf8_lossy(&out.stdout);
-    text.split("counter packets ")
-        .nth(1)
-        .and_then(|r| r.split_whitespace().next())
-        .and_then(|n| n.parse().ok())
-        .unwrap_or_else(|| panic!("no counter in {text}"))
+    let counts = nft_counters(ns, "pgmloss", "in");
+    assert_eq!(counts.len(), 1, "one loss rule: {counts:?}");
+    counts[0]
 }
 
 fn pgm_of(doc: &Value) -> &Value {
@@ -357,14 +350,8 @@ fn ping_over_pgm_repairs_lost_probes_and_replies() {
     let (code, stdout, stderr) = finish(r, Duration::from_secs(30));
     assert_eq!(code, Some(0), "{stderr}");
     let refl = json(&stdout);
-    let listing = std::process::Command::new("ip")
-        .args(["netns", "exec", &ns.name, "nft", "list", "chain", "inet", "pgmloss", "in"])
-        .output()
-        .expect("nft list");
-    let text = String::from_utf8_lossy(&listing.stdout);
-    let counts: Vec<u64> =
-        text.split("counter packets ").skip(1).map(|r| r.split_whitespace().next().unwrap().parse().unwrap()).collect();
-    assert_eq!(counts, vec![200, 200], "1 of every 25 of 5,000 each way: {text}");
+    let counts = nft_counters(&ns, "pgmloss", "in");
+    assert_eq!(counts, vec![200, 200], "1 of every 25 of 5,000 each way");
     // At least the drops each way (a busy host's full socket buffer may add some), and nothing
     // given up.
     assert!(u(&refl["pgm"]["receiver"], "repaired") >= 200, "probes repaired at the reflector: {refl}");

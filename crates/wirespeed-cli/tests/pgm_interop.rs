@@ -94,16 +94,9 @@ fn drop_odata(ns: &Netns, port: u16) {
 
 /// Packets the rule of [`drop_odata`] dropped.
 fn dropped(ns: &Netns) -> u64 {
-    let out = Command::new("ip")
-        .args(["netns", "exec", &ns.name, "nft", "list", "chain", "inet", "pgmloss", "in"])
-        .output()
-        .expect("nft list");
-    let text = String::from_utf8_lossy(&out.stdout);
-    text.split("counter packets ")
-        .nth(1)
-        .and_then(|r| r.split_whitespace().next())
-        .and_then(|n| n.parse().ok())
-        .unwrap_or_else(|| panic!("no counter in {text}"))
+    let counts = nft_counters(ns, "pgmloss", "in");
+    assert_eq!(counts.len(), 1, "one loss rule: {counts:?}");
+    counts[0]
 }
 
 /// Packets the host's softnet backlogs dropped so far (all CPUs): a veth hands packets to the
