@@ -91,10 +91,18 @@ pub fn finish(mut r: Receiver, limit: Duration) -> (Option<i32>, String, String)
             return (st.code(), out, err);
         }
         if t.elapsed() > limit {
+            // Ask it to stop as a user would (Ctrl-C), so its report says how far it got.
+            let _ = Command::new("kill").args(["-INT", &r.child.id().to_string()]).status();
+            let t = Instant::now();
+            while r.child.try_wait().ok().flatten().is_none() && t.elapsed() < Duration::from_secs(15) {
+                std::thread::sleep(Duration::from_millis(50));
+            }
             let _ = r.child.kill();
             let _ = r.child.wait();
+            let mut out = String::new();
+            let _ = r.child.stdout.take().map(|mut o| o.read_to_string(&mut out));
             let err = r.stderr.join().unwrap_or_default();
-            panic!("wirespeed recv did not finish within {limit:?}; stderr:\n{err}");
+            panic!("wirespeed did not finish within {limit:?}; its report after Ctrl-C:\n{out}\nstderr:\n{err}");
         }
         std::thread::sleep(Duration::from_millis(20));
     }
