@@ -112,6 +112,13 @@ pub struct RepairRow {
     pub pending_at_end: u64,
     /// Sequence numbers that were missing and came back.
     pub repaired: u64,
+    /// ODATA packets the source sent (the datagrams and the end-of-stream message).
+    pub odata_sent: u64,
+    /// ODATA packets the receiver took: `odata_sent - dropped` unless the receiving socket
+    /// dropped some too.
+    pub odata_received: u64,
+    /// The receiving socket's own drop counter (those drops are repaired as well).
+    pub kernel_socket_drops: Option<u64>,
     /// NAKs the receiver sent (sequence numbers, retries included).
     pub naks_sent: u64,
     /// NAK packets the receiver sent.
@@ -138,7 +145,8 @@ pub struct RepairRow {
     pub linger_s: f64,
     /// Datagrams/s the sender achieved.
     pub achieved_pps: f64,
-    /// Everything sent was delivered, nothing was lost, and every drop was repaired.
+    /// Everything sent was delivered, nothing was lost, and every drop (nft's and the
+    /// socket's) was repaired.
     pub exact: bool,
 }
 
@@ -243,6 +251,8 @@ pub struct CpuRow {
     pub lossy: bool,
     /// Sequence numbers PGM repaired during it.
     pub repaired: u64,
+    /// The whole point, for what the row leaves out (which layer lost what).
+    pub probe: CostProbe,
 }
 
 /// The cost part of the document.
@@ -576,6 +586,8 @@ fn repair_point(
     let (delivered, lost, unrecoverable, repaired) =
         (u(&r["total"], "received"), u(&r["total"], "lost"), u(rp, "unrecoverable"), u(rp, "repaired"));
     let sent_n = u(&s, "sent");
+    let k = &r["kernel"];
+    let kernel_socket_drops = ou(k, "socket_drops_rxq_ovfl").or(ou(k, "socket_drops_proc"));
     Ok(Some(RepairRow {
         size,
         loss_percent: permille as f64 / 10.0,
@@ -586,6 +598,9 @@ fn repair_point(
         unrecoverable,
         pending_at_end: u(rp, "pending_at_end"),
         repaired,
+        odata_sent: u(sp, "odata"),
+        odata_received: u(rp, "odata"),
+        kernel_socket_drops,
         naks_sent: u(rp, "naks_sent"),
         nak_packets: u(rp, "nak_packets"),
         source_nak_packets: u(sp, "nak_packets"),
@@ -603,7 +618,11 @@ fn repair_point(
         repair_max_ns: u(rp, "repair_max_ns"),
         linger_s: s["pgm"]["linger_s"].as_f64().unwrap_or(0.0),
         achieved_pps: s["achieved_pps"].as_f64().unwrap_or(0.0),
-        exact: delivered == sent_n && sent_n == cfg.count && lost == 0 && unrecoverable == 0 && repaired == dropped,
+        exact: delivered == sent_n
+            && sent_n == cfg.count
+            && lost == 0
+            && unrecoverable == 0
+            && repaired == dropped + kernel_socket_drops.unwrap_or(0),
     }))
 }
 
@@ -828,6 +847,7 @@ fn cost_part(runner: &Runner, cfg: &PgmBenchConfig, progress: &mut dyn FnMut(&st
                 recv_cpu_ns_per_packet: p.point.recv_cpu_ns_per_packet,
                 lossy: p.point.lossy,
                 repaired: p.repaired,
+                probe: p,
             };
             progress(&cpu_line(&row));
             part.cpu.push(row);

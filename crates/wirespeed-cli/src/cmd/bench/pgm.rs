@@ -76,10 +76,10 @@ pub struct PgmArgs {
     #[arg(long, default_value = "10M", value_name = "RATE", value_parser = args::bits_rate)]
     lo: f64,
     /// Independent searches per size and transport; the median is the result.
-    #[arg(long, default_value = "1", value_parser = args::repeat)]
+    #[arg(long, default_value = "3", value_parser = args::repeat)]
     repeat: u32,
     /// The fixed rate of the CPU comparison, datagrams/s.
-    #[arg(long, default_value = "50kpps", value_parser = pps)]
+    #[arg(long, default_value = "10kpps", value_parser = pps)]
     cpu_rate: f64,
     #[command(flatten)]
     buf: RcvbufArgs,
