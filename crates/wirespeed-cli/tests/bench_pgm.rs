@@ -67,8 +67,13 @@ fn a_repair_point_accounts_for_every_drop() {
     assert_eq!(u(r, "odata_sent"), 2001, "{r}");
     let dropped = u(r, "dropped");
     let kernel = r["kernel_socket_drops"].as_u64().unwrap_or(0);
-    // Every ODATA packet is accounted for: taken, dropped by the rule, or by the socket.
-    assert_eq!(u(r, "odata_received") + dropped + kernel, 2001, "{r}");
+    // Every ODATA packet is accounted for: taken or dropped by the rule, unless the socket
+    // dropped some too (its counter covers every packet type, so then only a bound holds).
+    if kernel == 0 {
+        assert_eq!(u(r, "odata_received") + dropped, 2001, "{r}");
+    } else {
+        assert!(u(r, "odata_received") + dropped <= 2001, "{r}");
+    }
     // Delivered or counted lost, never silently missing; and what PGM gave up on is the loss.
     let (delivered, lost, unrec) = (u(r, "delivered"), u(r, "lost"), u(r, "unrecoverable"));
     assert_eq!(delivered + lost, 2000, "{r}");
@@ -76,8 +81,12 @@ fn a_repair_point_accounts_for_every_drop() {
     if unrec == 0 && u(r, "pending_at_end") == 0 {
         assert_eq!((delivered, lost), (2000, 0), "{r}");
         // Every drop was repaired, each once, by at least one RDATA the source sent.
-        assert_eq!(u(r, "repaired"), dropped + kernel, "{r}");
-        assert!(u(r, "rdata_sent") >= dropped + kernel && u(r, "rdata_received") >= dropped + kernel, "{r}");
+        if kernel == 0 {
+            assert_eq!(u(r, "repaired"), dropped, "{r}");
+        } else {
+            assert!(u(r, "repaired") >= dropped, "{r}");
+        }
+        assert!(u(r, "rdata_sent") >= dropped && u(r, "rdata_received") >= dropped, "{r}");
         assert_eq!(r["exact"], true, "{r}");
     } else {
         assert_eq!(r["exact"], false, "{r}");
