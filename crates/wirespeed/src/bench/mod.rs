@@ -15,6 +15,7 @@ pub mod latency;
 pub mod max;
 pub mod pacing;
 pub mod peer;
+pub mod pgm;
 pub mod point;
 pub mod priority;
 pub mod progress;

@@ -14,6 +14,7 @@ pub mod isolation;
 pub mod latency;
 pub mod max;
 pub mod pacing;
+pub mod pgm;
 pub mod priority;
 pub mod rates;
 pub mod ring;
@@ -89,6 +90,9 @@ enum BenchCmd {
     Xpc(xpc::XpcArgs),
     #[command(hide = true)]
     XpcPeer(xpc::XpcPeerArgs),
+    /// PGM under injected loss (repairs, NAKs, overhead; beside OpenPGM) and its cost against UDP.
+    #[command(long_about = pgm::PGM_HELP)]
+    Pgm(pgm::PgmArgs),
 }
 
 pub fn cmd_bench(a: BenchArgs) -> Result<u8, Error> {
@@ -112,5 +116,6 @@ pub fn cmd_bench(a: BenchArgs) -> Result<u8, Error> {
         BenchCmd::BareRecv(b) => bare_recv::cmd_bare_recv(b),
         BenchCmd::Xpc(x) => xpc::cmd_xpc(x),
         BenchCmd::XpcPeer(x) => xpc::cmd_xpc_peer(x),
+        BenchCmd::Pgm(p) => pgm::cmd_pgm(p),
     }
 }
