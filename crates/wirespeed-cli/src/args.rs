@@ -478,6 +478,12 @@ pub struct TransportArgs {
     /// the destination leaves from).
     #[arg(long, value_name = "ADDR", value_parser = ip_addr)]
     pub pgm_nla: Option<std::net::IpAddr>,
+    /// Sender: most repair (RDATA) traffic per second, e.g. 500M (payload bits) or 20kpps; max
+    /// = unlimited. Default: the data's own --rate (unlimited when sending flat out), so a
+    /// burst of loss is repaired at the pace the receiver was taking data, not in one burst
+    /// that overflows it again.
+    #[arg(long, value_name = "RATE", value_parser = Rate::parse)]
+    pub pgm_repair_rate: Option<Rate>,
 }
 
 impl TransportArgs {
@@ -496,6 +502,7 @@ impl TransportArgs {
             linger: self.pgm_linger,
             quiet: self.pgm_quiet,
             nla: self.pgm_nla,
+            repair_rate: self.pgm_repair_rate,
         };
         c.validate().map_err(Error::Usage)?;
         Ok(Some(c))

@@ -89,6 +89,9 @@ pub struct PgmBenchConfig {
     pub cpu_rate_pps: f64,
     /// Receive buffer of the cost part's receivers, bytes.
     pub rcvbuf: u64,
+    /// The repair points' `send --pgm-repair-rate`, as given (`None`: the sender's default,
+    /// the data's own rate; "max" repairs unpaced).
+    pub repair_rate: Option<String>,
 }
 
 /// One repair point of wirespeed's pair.
@@ -290,6 +293,9 @@ pub struct PgmDoc {
     pub repeat: u32,
     /// Fixed rate of the CPU comparison, datagrams/s.
     pub cpu_rate_pps: f64,
+    /// The repair points' `send --pgm-repair-rate`, as given; null: the sender's default (the
+    /// data's own rate).
+    pub repair_rate: Option<String>,
     /// wirespeed's repair points (empty when the part did not run).
     pub repair: Vec<RepairRow>,
     /// The OpenPGM pair's points, when it ran.
@@ -314,6 +320,9 @@ pub fn header(cfg: &PgmBenchConfig, placement: &Placement) -> String {
             units::pps(cfg.rate_pps),
             cfg.loss_permille.iter().map(|l| fmt_pct(*l)).collect::<Vec<_>>().join(", ")
         ));
+        if let Some(r) = &cfg.repair_rate {
+            parts.push(format!("repairs paced to --pgm-repair-rate {r}"));
+        }
     }
     if cfg.part.cost() {
         parts.push(format!(
@@ -362,6 +371,7 @@ pub fn run(runner: &Runner, cfg: &PgmBenchConfig, progress: &mut dyn FnMut(&str)
         precision: cfg.precision,
         repeat: cfg.repeat,
         cpu_rate_pps: cfg.cpu_rate_pps,
+        repair_rate: cfg.repair_rate.clone(),
         repair: Vec::new(),
         openpgm: None,
         openpgm_skipped: if cfg.part.repair() { cfg.openpgm_skipped.clone() } else { None },
@@ -543,7 +553,7 @@ fn repair_point(
         }
     };
     let rule = LossRule::install(place, addr.port(), permille)?;
-    let sargs: Vec<String> = vec![
+    let mut sargs: Vec<String> = vec![
         "send".into(),
         addr.to_string(),
         "--transport".into(),
@@ -561,6 +571,9 @@ fn repair_point(
         "--pgm-linger".into(),
         "60s".into(),
     ];
+    if let Some(r) = &cfg.repair_rate {
+        sargs.extend(["--pgm-repair-rate".into(), r.clone()]);
+    }
     let send = Proc::spawn(place.command(Side::Send, &sargs), "the PGM sender")?;
     let others = [&recv];
     let sent = send.wait(Wait::new().stop(stop).also_stop(&others).limit(limit).kill_at_limit())?;

@@ -80,7 +80,10 @@ impl Out {
         naks.set_nonblocking(true).map_err(|e| Error::Runtime(format!("cannot make a socket non-blocking: {e}")))?;
         let seed = sys::realtime_ns() ^ u64::from(std::process::id()) ^ u64::from(local.port()).rotate_left(40);
         let tsi = Tsi { gsi: crate::pgm::new_gsi(seed), sport: local.port().max(1) };
-        let mut source = Source::new(cfg, tsi, nla, dest, max_tsdu, sys::monotonic_ns());
+        let now = sys::monotonic_ns();
+        let mut source = Source::new(cfg, tsi, nla, dest, max_tsdu, now);
+        // Probes are small and their rate is the pinger's: repairs unlimited unless given.
+        source.pace_repairs(cfg.repair_budget(crate::units::Rate::Max, max_tsdu), now);
         let fd = data.as_raw_fd();
         source.announce(&mut |p: &[u8]| sys::send_one(fd, p).map(|_| ()));
         Ok(Out { data, naks, source, pkt: vec![0u8; packet::DATA_HEADER_LEN + max_tsdu], buf: vec![0u8; 65536] })

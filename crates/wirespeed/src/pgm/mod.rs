@@ -20,6 +20,7 @@ pub mod txw;
 
 use std::net::IpAddr;
 use std::time::Duration;
+use crate::units::Rate;
 
 /// The 48-bit global source identifier: with the source port it names a session (the TSI).
 pub type Gsi = [u8; 6];
@@ -72,6 +73,9 @@ pub struct PgmConfig {
     /// The address the source's SPMs name for NAKs (its path NLA); `None`: the local address
     /// the route to the destination leaves from.
     pub nla: Option<IpAddr>,
+    /// Most repair (RDATA) traffic a source sends per second; `None`: the data's own rate
+    /// (unlimited when the data is unpaced), `Some(Rate::Max)`: unlimited.
+    pub repair_rate: Option<Rate>,
 }
 
 impl Default for PgmConfig {
@@ -86,6 +90,7 @@ impl Default for PgmConfig {
             linger: Duration::from_secs(5),
             quiet: Duration::from_millis(300),
             nla: None,
+            repair_rate: None,
         }
     }
 }
@@ -131,7 +136,26 @@ impl PgmConfig {
         if let Some(a) = self.nla {
             v.extend(["--pgm-nla".into(), a.to_string()]);
         }
+        if let Some(r) = self.repair_rate {
+            let given = match r {
+                Rate::Bits(b) => format!("{b}"),
+                Rate::Packets(p) => format!("{p}pps"),
+                Rate::Max => "max".into(),
+            };
+            v.extend(["--pgm-repair-rate".into(), given]);
+        }
         v
+    }
+
+    /// The source's repair budget in wire bytes per second (0 = unlimited), for data sent at
+    /// `data` in datagrams of `payload` bytes: the rate given, or the data's own, so that
+    /// repairs at most double what a receiver that has fallen behind must take in.
+    pub fn repair_budget(&self, data: Rate, payload: usize) -> u64 {
+        let wire = (payload + packet::DATA_HEADER_LEN + 28) as f64;
+        match self.repair_rate.unwrap_or(data) {
+            Rate::Max => 0,
+            r => r.packets_per_sec(payload).map_or(0, |pps| (pps * wire).ceil().max(1.0) as u64),
+        }
     }
 
     /// Refuse settings no session can run with, in one line for the user.

@@ -8,11 +8,15 @@
 //! path allocates nothing.
 
 use super::packet::{self, NakKind, Packet};
-use super::txw::{SpmSchedule, TxWindow};
+use super::txw::{SpmSchedule, TokenBucket, TxWindow};
 use super::{PgmConfig, Tsi};
 use serde::Serialize;
 use std::io;
 use std::net::{IpAddr, SocketAddr};
+
+/// The IPv4 and UDP headers in front of every PGM packet, counted against the repair budget
+/// as the wire carries them.
+const IP_UDP_HEADERS: usize = 28;
 
 /// What a source did, for the sender's report: the repair traffic is the "consuming more
 /// bandwidth" seed 003 saw once the network dropped packets.
@@ -72,6 +76,8 @@ pub struct Source {
     elim_ns: u64,
     stats: SourceStats,
     last_nak_ns: u64,
+    /// The RDATA budget (`pace_repairs`); unlimited until set.
+    repairs: TokenBucket,
 }
 
 impl Source {
@@ -96,7 +102,19 @@ impl Source {
             elim_ns: cfg.nak_backoff.as_nanos() as u64,
             stats: SourceStats::default(),
             last_nak_ns: 0,
+            repairs: TokenBucket::new(0, 0, now_ns),
         }
+    }
+
+    /// Send repairs at most at `bytes_per_s` on the wire (IP and UDP headers counted; 0 =
+    /// unlimited). Without it a burst of loss is answered by a burst of RDATA as large, sent
+    /// at once into the receiver that has just shown it cannot keep up: its socket overflows
+    /// again, its NAKs come back, and the repairs feed on themselves. OpenPGM meters RDATA
+    /// the same way (`rdata_rate_control`). The bucket holds 10 ms of repairs (at least one
+    /// packet), so a source that services its NAKs between send batches still reaches the rate.
+    pub fn pace_repairs(&mut self, bytes_per_s: u64, now_ns: u64) {
+        let burst = (bytes_per_s / 100).max((self.scratch.len() + IP_UDP_HEADERS) as u64);
+        self.repairs = TokenBucket::new(bytes_per_s, burst, now_ns);
     }
 
     /// The session's transport session identifier.
@@ -201,10 +219,14 @@ impl Source {
 
     /// Send what is due: every queued repair as RDATA, and an SPM when the schedule says so.
     pub fn service<S: FnMut(&[u8]) -> io::Result<()>>(&mut self, now_ns: u64, send: &mut S) {
-        while let Some(sqn) = self.txw.next_repair(now_ns) {
+        while let Some(sqn) = self.txw.peek_repair() {
+            let len = self.txw.get(sqn).map_or(0, <[u8]>::len);
+            if !self.repairs.take((len + IP_UDP_HEADERS) as u64, now_ns) {
+                break; // the rest waits for the budget: see `pace_repairs`
+            }
+            self.txw.next_repair(now_ns);
             let trail = self.txw.trail();
             let Some(stored) = self.txw.get(sqn) else { continue };
-            let len = stored.len();
             self.scratch[..len].copy_from_slice(stored);
             packet::set_repair(&mut self.scratch[..len], trail);
             if send(&self.scratch[..len]).is_ok() {
@@ -231,9 +253,14 @@ impl Source {
         self.send_spm(true, send);
     }
 
-    /// When [`Source::service`] next has something to do (an SPM; repairs are sent at once).
+    /// When [`Source::service`] next has something to do: an SPM, or the next queued repair
+    /// once the repair budget allows it.
     pub fn next_deadline(&self) -> u64 {
-        self.spm.next_deadline()
+        let repair = match self.txw.peek_repair().and_then(|sqn| self.txw.get(sqn)) {
+            Some(p) => self.repairs.next_ok((p.len() + IP_UDP_HEADERS) as u64),
+            None => u64::MAX,
+        };
+        self.spm.next_deadline().min(repair)
     }
 
     /// Repairs waiting to be sent.
@@ -249,5 +276,100 @@ impl Source {
         if send(&self.scratch[..len]).is_ok() {
             self.stats.spm += 1;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::Ipv4Addr;
+
+    const MS: u64 = 1_000_000;
+
+    /// A source on 198.18.0.1 to group 239.192.0.1 with `n` 1000-byte ODATA sent at t = 0.
+    fn source_with(n: u32) -> Source {
+        let nla = IpAddr::V4(Ipv4Addr::new(198, 18, 0, 1));
+        let dest = SocketAddr::new(IpAddr::V4(Ipv4Addr::new(239, 192, 0, 1)), 7600);
+        let tsi = Tsi { gsi: [1, 2, 3, 4, 5, 6], sport: 4000 };
+        let mut s = Source::new(&PgmConfig::default(), tsi, nla, dest, 1000, 0);
+        let mut pkt = vec![0u8; packet::DATA_HEADER_LEN + 1000];
+        for _ in 0..n {
+            s.seal(&mut pkt, 1000, 0);
+        }
+        s
+    }
+
+    /// A NAK for `sqns` from a receiver, as the source expects it.
+    fn nak(s: &Source, sqns: &[u32]) -> Vec<u8> {
+        let mut buf = vec![0u8; 1500];
+        let len = packet::write_nak(&mut buf, NakKind::Nak, s.tsi(), s.dport(), sqns, s.nla, s.dest().ip());
+        buf.truncate(len);
+        buf
+    }
+
+    /// What the source sends when the NAK `pkt` arrives at `now`, then serviced then.
+    fn on_nak(s: &mut Source, pkt: &[u8], now: u64) -> Vec<Vec<u8>> {
+        let from = SocketAddr::new(IpAddr::V4(Ipv4Addr::new(198, 18, 0, 2)), 7600);
+        let mut out = Vec::new();
+        let mut send = |p: &[u8]| {
+            out.push(p.to_vec());
+            Ok(())
+        };
+        s.on_packet(pkt, from, now, &mut send);
+        s.service(now, &mut send);
+        out
+    }
+
+    /// What `service` at `now` sends.
+    fn serve(s: &mut Source, now: u64) -> Vec<Vec<u8>> {
+        let mut out = Vec::new();
+        s.service(now, &mut |p: &[u8]| {
+            out.push(p.to_vec());
+            Ok(())
+        });
+        out
+    }
+
+    /// Counts RDATA and NCF in what the source sent.
+    fn sent_kinds(out: &[Vec<u8>]) -> (usize, usize) {
+        let rdata = out.iter().filter(|p| p[4] == packet::kind::RDATA).count();
+        let ncf = out.iter().filter(|p| p[4] == packet::kind::NCF).count();
+        (rdata, ncf)
+    }
+
+    #[test]
+    fn a_burst_of_naks_is_repaired_at_the_budget_not_at_once() {
+        let mut s = source_with(100);
+        // 1052-byte packets on the wire (1000 + 24 + 28): a budget of 105,200 B/s is 100
+        // repairs per second, with a bucket of one packet (1 % of the rate is less).
+        s.pace_repairs(105_200, 0);
+        let ask: Vec<u32> = (0..40).collect();
+        let n = nak(&s, &ask);
+        // The NCF goes at once; one repair fits the full bucket, the other 39 wait.
+        assert_eq!(sent_kinds(&on_nak(&mut s, &n, 10 * MS)), (1, 1));
+        assert_eq!(s.repairs_queued(), 39);
+        // The next one is due 10 ms later (1052 bytes at 105,200 B/s).
+        let due = s.next_deadline();
+        assert!(due > 10 * MS && due <= 20 * MS, "next repair due at {due} ns");
+        assert_eq!(sent_kinds(&serve(&mut s, due - 1)).0, 0, "not before it is due");
+        // 100 ms later only one goes (the bucket holds one: no burst built up meanwhile),
+        // then one per 10 ms.
+        assert_eq!(sent_kinds(&serve(&mut s, 110 * MS)).0, 1);
+        let mut more = 0;
+        for t in 1..=10 {
+            more += sent_kinds(&serve(&mut s, 110 * MS + t * 10 * MS)).0;
+        }
+        assert_eq!(more, 10);
+        assert_eq!(s.repairs_queued(), 28);
+        assert_eq!(s.stats().rdata, 12);
+    }
+
+    #[test]
+    fn unpaced_repairs_all_go_at_once() {
+        let mut s = source_with(100);
+        let ask: Vec<u32> = (0..40).collect();
+        let n = nak(&s, &ask);
+        assert_eq!(sent_kinds(&on_nak(&mut s, &n, 10 * MS)), (40, 1));
+        assert_eq!(s.repairs_queued(), 0);
     }
 }

@@ -39,6 +39,8 @@ pub struct PgmSent {
     pub linger_s: f64,
     /// Why the linger ended.
     pub linger_end: String,
+    /// The most repair traffic sent per second, IP and UDP headers counted (0 = unlimited).
+    pub repair_budget_bytes_per_s: u64,
 }
 
 /// The PGM side of one stream.
@@ -48,6 +50,7 @@ pub(super) struct PgmTx {
     buf: Vec<u8>,
     linger: Duration,
     quiet: Duration,
+    repair_budget: u64,
 }
 
 impl PgmTx {
@@ -88,8 +91,10 @@ impl PgmTx {
         let now = sys::monotonic_ns();
         let seed = sys::realtime_ns() ^ u64::from(std::process::id()).rotate_left(17) ^ u64::from(local.port());
         let tsi = Tsi { gsi: crate::pgm::new_gsi(seed), sport: local.port().max(1) };
-        let source = Source::new(pgm, tsi, nla, cfg.dest, max_tsdu, now);
-        Ok(PgmTx { naks, source, buf: vec![0u8; 65536], linger: pgm.linger, quiet: pgm.quiet })
+        let mut source = Source::new(pgm, tsi, nla, cfg.dest, max_tsdu, now);
+        let repair_budget = pgm.repair_budget(cfg.rate, max_tsdu);
+        source.pace_repairs(repair_budget, now);
+        Ok(PgmTx { naks, source, buf: vec![0u8; 65536], linger: pgm.linger, quiet: pgm.quiet, repair_budget })
     }
 
     /// The session's first SPM, before any data: it tells receivers where the session
@@ -158,6 +163,7 @@ impl PgmTx {
             stats,
             linger_s,
             linger_end: why.into(),
+            repair_budget_bytes_per_s: self.repair_budget,
         }
     }
 

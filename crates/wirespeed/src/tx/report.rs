@@ -330,7 +330,15 @@ impl SendReport {
                     st.nak_out_of_window, st.nak_eliminated, st.nak_refused, st.malformed
                 );
             }
-            let _ = writeln!(o, "  pgm: stayed {:.3} s for NAKs after the last data ({})", p.linger_s, p.linger_end);
+            let pace = match p.repair_budget_bytes_per_s {
+                0 => "repairs unpaced".to_string(),
+                b => format!("repairs paced to {} on the wire", units::bits(b as f64 * 8.0)),
+            };
+            let _ = writeln!(
+                o,
+                "  pgm: stayed {:.3} s for NAKs after the last data ({}); {pace}",
+                p.linger_s, p.linger_end
+            );
         }
         let _ = writeln!(o, "  sender CPU {} per datagram", units::nanos(self.cpu_ns_per_packet));
         for n in &self.notes {

@@ -81,6 +81,10 @@ pub struct PgmArgs {
     /// The fixed rate of the CPU comparison, datagrams/s.
     #[arg(long, default_value = "10kpps", value_parser = pps)]
     cpu_rate: f64,
+    /// The repair points' send --pgm-repair-rate (default: the sender's own, its --rate; max
+    /// sends every repair at once, to compare against).
+    #[arg(long, value_name = "RATE", value_parser = repair_rate)]
+    repair_rate: Option<String>,
     #[command(flatten)]
     buf: RcvbufArgs,
     #[command(flatten)]
@@ -97,6 +101,11 @@ fn loss_list(s: &str) -> Result<List<u32>, String> {
         }
         Ok(pm as u32)
     })
+}
+
+/// A rate `send --pgm-repair-rate` takes, kept as written for its command line.
+fn repair_rate(s: &str) -> Result<String, String> {
+    Rate::parse(s).map(|_| s.trim().to_string())
 }
 
 fn count(s: &str) -> Result<u64, String> {
@@ -156,6 +165,7 @@ pub fn cmd_pgm(a: PgmArgs) -> Result<u8, Error> {
         repeat: a.repeat,
         cpu_rate_pps: a.cpu_rate,
         rcvbuf: a.buf.rcvbuf,
+        repair_rate: a.repair_rate.clone(),
     };
     // Ctrl-C reaches the children too; this process lives on to report and remove partitions.
     let stop = sys::install_stop_handler();
