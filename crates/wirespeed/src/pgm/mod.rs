@@ -18,9 +18,9 @@ pub mod rxw;
 pub mod source;
 pub mod txw;
 
+use crate::units::Rate;
 use std::net::IpAddr;
 use std::time::Duration;
-use crate::units::Rate;
 
 /// The 48-bit global source identifier: with the source port it names a session (the TSI).
 pub type Gsi = [u8; 6];
