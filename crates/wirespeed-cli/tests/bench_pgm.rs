@@ -26,6 +26,9 @@ fn bad_options_are_one_line_and_exit_2() {
     expect_fail(&["bench", "pgm", "--rate", "1G"], 2, "datagrams/s");
     expect_fail(&["bench", "pgm", "--sizes", "1001"], 2, "multiple of 8");
     expect_fail(&["bench", "pgm", "--part", "both"], 2, "both");
+    expect_fail(&["bench", "pgm", "--pps", "0"], 2, "1 to 1000000 probes/s");
+    expect_fail(&["bench", "pgm", "--probe-size", "9000"], 2, "24 to 8948 bytes");
+    expect_fail(&["bench", "pgm", "--repair-rate", "fast"], 2, "cannot read rate");
 }
 
 #[test]
@@ -113,6 +116,63 @@ fn a_repair_point_accounts_for_every_drop() {
         .expect("python3");
     assert!(check.status.success(), "{}", String::from_utf8_lossy(&check.stdout));
     // The partitions are gone.
+    let heading = err.lines().next().unwrap_or("");
+    let prefix = partitions_named_in(heading).unwrap_or_else(|| panic!("no partitions in: {heading}"));
+    assert_partitions_gone(prefix);
+}
+
+#[test]
+#[ignore = "needs root"]
+fn the_latency_part_draws_a_heat_map_per_pair_and_rate() {
+    assert!(is_root(), "run as root: cargo test --release -p wirespeed-cli --test bench_pgm -- --include-ignored");
+    let _turn = traffic();
+    let dir = TempDir::new("benchpgmlat");
+    let out = run(&[
+        "bench",
+        "pgm",
+        "--part",
+        "latency",
+        "--pps",
+        "1000,2000",
+        "--latency-duration",
+        "1s",
+        "--no-openpgm",
+        "--json",
+        "-o",
+        dir.path(),
+    ]);
+    let err = stderr_of(&out);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    let doc = json(&stdout_of(&out));
+    assert_eq!((doc["part"].as_str(), doc["repair"].as_array().map(Vec::len)), (Some("latency"), Some(0)));
+    assert_eq!(doc["cost"], serde_json::Value::Null);
+    let l = &doc["latency"];
+    assert_eq!((u(l, "size"), l["duration_s"].as_f64()), (64, Some(1.0)), "{l}");
+    let rows = l["rows"].as_array().expect("latency rows");
+    // Two pairs (OpenPGM's skipped) at two rates, in that order, each with its heat map.
+    let got: Vec<(String, u64)> =
+        rows.iter().map(|r| (r["pair"].as_str().unwrap_or("").to_string(), u(r, "pps"))).collect();
+    let want = [("wirespeed udp", 1000), ("wirespeed udp", 2000), ("wirespeed pgm", 1000), ("wirespeed pgm", 2000)];
+    assert_eq!(got, want.map(|(p, n)| (p.to_string(), n)), "{l}");
+    for r in rows {
+        // Open loop: every probe sent is a reply or counted lost.
+        assert!(u(r, "sent") > 0 && u(r, "sent") <= u(r, "pps"), "one second at the rate at most: {r}");
+        assert_eq!(u(r, "replies") + u(r, "lost"), u(r, "sent"), "{r}");
+        let t = &r["rtt_us"];
+        let (min, p50, max) = (t["min"].as_f64().unwrap(), t["p50"].as_f64().unwrap(), t["max"].as_f64().unwrap());
+        assert!(0.0 < min && min <= p50 && p50 <= max, "{r}");
+        let png = r["heatmap"].as_str().unwrap_or_else(|| panic!("no heat map: {r}"));
+        let bytes = std::fs::read(png).unwrap_or_else(|e| panic!("{png}: {e}"));
+        assert_eq!(&bytes[..8], b"\x89PNG\r\n\x1a\n", "{png}");
+        assert!(std::path::Path::new(&png.replace(".png", ".svg")).is_file(), "{png}");
+    }
+    let schemas = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../schemas/check.py");
+    let check = std::process::Command::new("python3")
+        .arg(&schemas)
+        .arg(std::path::Path::new(dir.path()).join("pgm.json"))
+        .output()
+        .expect("python3");
+    assert!(check.status.success(), "{}", String::from_utf8_lossy(&check.stdout));
     let heading = err.lines().next().unwrap_or("");
     let prefix = partitions_named_in(heading).unwrap_or_else(|| panic!("no partitions in: {heading}"));
     assert_partitions_gone(prefix);

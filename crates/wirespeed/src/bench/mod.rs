@@ -16,6 +16,7 @@ pub mod max;
 pub mod pacing;
 pub mod peer;
 pub mod pgm;
+pub mod pgm_latency;
 pub mod point;
 pub mod priority;
 pub mod progress;

@@ -47,7 +47,9 @@ pub enum Part {
     Repair,
     /// Zero-loss rate and CPU per datagram, PGM against UDP.
     Cost,
-    /// Both.
+    /// Seed 003's round-trip heat maps: wirespeed over UDP and over PGM, and OpenPGM's pair.
+    Latency,
+    /// All three.
     All,
 }
 
@@ -57,6 +59,9 @@ impl Part {
     }
     fn cost(self) -> bool {
         matches!(self, Part::Cost | Part::All)
+    }
+    fn latency(self) -> bool {
+        matches!(self, Part::Latency | Part::All)
     }
 }
 
@@ -92,6 +97,8 @@ pub struct PgmBenchConfig {
     /// The repair points' `send --pgm-repair-rate`, as given (`None`: the sender's default,
     /// the data's own rate; "max" repairs unpaced).
     pub repair_rate: Option<String>,
+    /// The latency part's settings (its OpenPGM peer is `openpgm`).
+    pub latency: super::pgm_latency::LatencyConfig,
 }
 
 /// One repair point of wirespeed's pair.
@@ -304,6 +311,8 @@ pub struct PgmDoc {
     pub openpgm_skipped: Option<String>,
     /// The cost part, when it ran.
     pub cost: Option<CostPart>,
+    /// The latency part, when it ran.
+    pub latency: Option<super::pgm_latency::LatencyPart>,
     /// Things a reader should know.
     pub notes: Vec<String>,
     /// Whether Ctrl-C ended the run early.
@@ -333,12 +342,22 @@ pub fn header(cfg: &PgmBenchConfig, placement: &Placement) -> String {
             units::pps(cfg.cpu_rate_pps)
         ));
     }
-    format!(
-        "wirespeed bench pgm: sizes {} B; {}; {}",
-        cfg.sizes.iter().map(|s| s.to_string()).collect::<Vec<_>>().join(", "),
-        parts.join("; "),
-        placement.description
-    )
+    if cfg.part.latency() {
+        let l = &cfg.latency;
+        parts.push(format!(
+            "latency: {} probes/s, {} B probes, {} each, wirespeed over UDP and PGM{}",
+            l.pps.iter().map(|p| units::thousands(*p)).collect::<Vec<_>>().join(", "),
+            l.size,
+            units::nanos(l.duration.as_nanos() as f64),
+            if l.openpgm.is_some() { " and the OpenPGM pair" } else { "" }
+        ));
+    }
+    let sizes = if cfg.part == Part::Latency {
+        String::new()
+    } else {
+        format!("sizes {} B; ", cfg.sizes.iter().map(|s| s.to_string()).collect::<Vec<_>>().join(", "))
+    };
+    format!("wirespeed bench pgm: {sizes}{}; {}", parts.join("; "), placement.description)
 }
 
 fn fmt_pct(permille: u32) -> String {
@@ -376,6 +395,7 @@ pub fn run(runner: &Runner, cfg: &PgmBenchConfig, progress: &mut dyn FnMut(&str)
         openpgm: None,
         openpgm_skipped: if cfg.part.repair() { cfg.openpgm_skipped.clone() } else { None },
         cost: None,
+        latency: None,
         notes: Vec::new(),
         stopped: false,
     };
@@ -425,6 +445,15 @@ pub fn run(runner: &Runner, cfg: &PgmBenchConfig, progress: &mut dyn FnMut(&str)
         }
         doc.cost = Some(cost);
         doc.stopped = stopped;
+    }
+    if cfg.part.latency() && !doc.stopped {
+        if cfg.openpgm.is_some() && !cfg.part.repair() {
+            route_groups(place)?;
+        }
+        match super::pgm_latency::run(runner, &cfg.latency, progress)? {
+            Some(l) => doc.latency = Some(l),
+            None => doc.stopped = true,
+        }
     }
     if doc.repair.iter().any(|r| r.unrecoverable > 0 || r.lost > 0) {
         doc.notes.push(
@@ -1046,6 +1075,37 @@ pub fn table(doc: &PgmDoc) -> String {
                 srch.median_pps.map_or("-".into(), units::pps),
                 cpu.map_or("-".into(), |r| units::nanos(r.send_cpu_ns_per_packet)),
                 cpu.map_or("-".into(), |r| units::nanos(r.recv_cpu_ns_per_packet)),
+            );
+        }
+        s.push('\n');
+    }
+    if let Some(l) = &doc.latency {
+        let _ = writeln!(
+            s,
+            "Round-trip time (seed 003), {} B probes, {} s per rate, microseconds{}",
+            l.size,
+            l.duration_s,
+            if l.rows.iter().any(|r| r.heatmap.is_some()) { "; heat maps beside the JSON" } else { "" }
+        );
+        let _ = writeln!(
+            s,
+            "{:<14} {:>7} {:>17} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}",
+            "pair", "pps", "replies/sent", "min", "p50", "p90", "p99", "p99.9", "max"
+        );
+        for r in &l.rows {
+            let t = &r.rtt_us;
+            let _ = writeln!(
+                s,
+                "{:<14} {:>7} {:>17} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>9.1}",
+                r.pair,
+                r.pps,
+                format!("{}/{}", r.replies, r.sent),
+                t.min,
+                t.p50,
+                t.p90,
+                t.p99,
+                t.p999,
+                t.max
             );
         }
         s.push('\n');

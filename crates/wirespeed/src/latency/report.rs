@@ -11,20 +11,6 @@ use serde::Serialize;
 /// over it. `path` names where the run went (e.g. "loopback" or "partition 1 -> 2").
 pub fn heatmap(run: &PingRun, path: &str) -> HeatMap {
     let r = &run.report;
-    let g = &run.grid;
-    let cols = g.used_cols().max(1);
-    let col_s = g.col_ns() as f64 / 1e9;
-    let x_edges: Vec<f64> = (0..=cols).map(|c| c as f64 * col_s).collect();
-    let y_edges: Vec<f64> = (0..ROWS)
-        .map(|row| grid::row_bounds(row).0 as f64 / 1e3)
-        .chain(std::iter::once(grid::row_bounds(ROWS - 1).1 as f64 / 1e3))
-        .collect();
-    let mut counts = Vec::with_capacity(cols * ROWS);
-    for c in 0..cols {
-        for row in 0..ROWS {
-            counts.push(u64::from(g.count(c, row)));
-        }
-    }
     let marks = r
         .lost_ranges
         .iter()
@@ -47,22 +33,49 @@ pub fn heatmap(run: &PingRun, path: &str) -> HeatMap {
             }
         }
     }
+    let title = format!(
+        "Round-trip time at {} pps, {}-byte probes, {}",
+        units::thousands(r.schedule.pps_asked.round() as u64),
+        r.size,
+        path
+    );
+    let subtitle = format!(
+        "p50 {}  p99 {}  p99.99 {}  max {}  lost {} of {}  (open loop, one clock; one-way ~ RTT/2)",
+        us(r.rtt.p50),
+        us(r.rtt.p99),
+        us(r.rtt.p9999),
+        us(r.rtt.max),
+        units::thousands(r.replies.lost),
+        units::thousands(r.sent)
+    );
+    grid_heatmap(&run.grid, title, subtitle, marks, lines)
+}
+
+/// The heat map of any grid of round trips (wirespeed's own runs, or another tool's round
+/// trips counted into a [`grid::Grid`]), so that pictures of different tools compare.
+pub fn grid_heatmap(
+    g: &grid::Grid,
+    title: String,
+    subtitle: String,
+    marks: Vec<(f64, f64)>,
+    lines: Vec<(String, Vec<(f64, f64)>)>,
+) -> HeatMap {
+    let cols = g.used_cols().max(1);
+    let col_s = g.col_ns() as f64 / 1e9;
+    let x_edges: Vec<f64> = (0..=cols).map(|c| c as f64 * col_s).collect();
+    let y_edges: Vec<f64> = (0..ROWS)
+        .map(|row| grid::row_bounds(row).0 as f64 / 1e3)
+        .chain(std::iter::once(grid::row_bounds(ROWS - 1).1 as f64 / 1e3))
+        .collect();
+    let mut counts = Vec::with_capacity(cols * ROWS);
+    for c in 0..cols {
+        for row in 0..ROWS {
+            counts.push(u64::from(g.count(c, row)));
+        }
+    }
     HeatMap {
-        title: format!(
-            "Round-trip time at {} pps, {}-byte probes, {}",
-            units::thousands(r.schedule.pps_asked.round() as u64),
-            r.size,
-            path
-        ),
-        subtitle: format!(
-            "p50 {}  p99 {}  p99.99 {}  max {}  lost {} of {}  (open loop, one clock; one-way ~ RTT/2)",
-            us(r.rtt.p50),
-            us(r.rtt.p99),
-            us(r.rtt.p9999),
-            us(r.rtt.max),
-            units::thousands(r.replies.lost),
-            units::thousands(r.sent)
-        ),
+        title,
+        subtitle,
         x_label: "time since the first probe (s)".into(),
         y_label: "round-trip time (µs)".into(),
         x_edges,

@@ -40,12 +40,15 @@ pub const PGM_HELP: &str = "What `--transport pgm` (PGM, RFC 3208 over UDP, as O
 enum PartArg {
     Repair,
     Cost,
+    Latency,
     All,
 }
 
 #[derive(Args)]
 pub struct PgmArgs {
-    /// Which part: repair (loss injected, PGM repairs), cost (zero-loss rate and CPU against UDP), or all.
+    /// Which part: repair (loss injected, PGM repairs), cost (zero-loss rate and CPU against UDP),
+    /// latency (seed 003's heat maps: wirespeed ping/reflect over UDP and PGM, and OpenPGM's own
+    /// pair, at --pps), or all.
     #[arg(long, value_enum, default_value = "all")]
     part: PartArg,
     /// Datagram payload sizes, bytes (multiples of 8; 8800 fits the link's 9000-byte MTU unfragmented).
@@ -85,6 +88,15 @@ pub struct PgmArgs {
     /// sends every repair at once, to compare against).
     #[arg(long, value_name = "RATE", value_parser = repair_rate)]
     repair_rate: Option<String>,
+    /// Probe rates of the latency part, per second (seed 003's 10k to 40k).
+    #[arg(long, default_value = "10000,20000,30000,40000", value_parser = pps_list)]
+    pps: List<u64>,
+    /// Probe size of the latency part, bytes.
+    #[arg(long, default_value = "64", value_parser = probe_size)]
+    probe_size: usize,
+    /// Length of each rate's latency run.
+    #[arg(long, default_value = "10s", value_parser = args::point_duration)]
+    latency_duration: Duration,
     #[command(flatten)]
     buf: RcvbufArgs,
     #[command(flatten)]
@@ -101,6 +113,26 @@ fn loss_list(s: &str) -> Result<List<u32>, String> {
         }
         Ok(pm as u32)
     })
+}
+
+/// Probe rates: whole probes per second, 1..1,000,000.
+fn pps_list(s: &str) -> Result<List<u64>, String> {
+    args::list(s, "--pps", |p| {
+        let v: u64 = p.trim().parse().map_err(|_| format!("--pps: '{p}' is not a whole number of probes/s"))?;
+        if !(1..=1_000_000).contains(&v) {
+            return Err(format!("--pps: {v} is not 1 to 1000000 probes/s"));
+        }
+        Ok(v)
+    })
+}
+
+/// A probe size ping takes (its header to a jumbo frame's payload).
+fn probe_size(s: &str) -> Result<usize, String> {
+    let v: usize = s.trim().parse().map_err(|_| format!("--probe-size: '{s}' is not a size in bytes"))?;
+    if !(24..=8948).contains(&v) {
+        return Err(format!("--probe-size: {v} is not 24 to 8948 bytes"));
+    }
+    Ok(v)
 }
 
 /// A rate `send --pgm-repair-rate` takes, kept as written for its command line.
@@ -129,6 +161,7 @@ pub fn cmd_pgm(a: PgmArgs) -> Result<u8, Error> {
     let part = match a.part {
         PartArg::Repair => Part::Repair,
         PartArg::Cost => Part::Cost,
+        PartArg::Latency => Part::Latency,
         PartArg::All => Part::All,
     };
     let dir = out_dir(&a.output.out)?;
@@ -157,7 +190,7 @@ pub fn cmd_pgm(a: PgmArgs) -> Result<u8, Error> {
         loss_permille: a.loss.0.clone(),
         count: a.count,
         rate_pps: a.rate,
-        openpgm,
+        openpgm: openpgm.clone(),
         openpgm_skipped,
         duration: a.duration,
         precision: a.precision,
@@ -166,6 +199,13 @@ pub fn cmd_pgm(a: PgmArgs) -> Result<u8, Error> {
         cpu_rate_pps: a.cpu_rate,
         rcvbuf: a.buf.rcvbuf,
         repair_rate: a.repair_rate.clone(),
+        latency: wirespeed::bench::pgm_latency::LatencyConfig {
+            pps: a.pps.0.clone(),
+            size: a.probe_size,
+            duration: a.latency_duration,
+            dir: dir.clone(),
+            openpgm,
+        },
     };
     // Ctrl-C reaches the children too; this process lives on to report and remove partitions.
     let stop = sys::install_stop_handler();
