@@ -478,10 +478,10 @@ pub struct TransportArgs {
     /// the destination leaves from).
     #[arg(long, value_name = "ADDR", value_parser = ip_addr)]
     pub pgm_nla: Option<std::net::IpAddr>,
-    /// Sender: most repair (RDATA) traffic per second, e.g. 500M (payload bits) or 20kpps; max
-    /// = unlimited. Default: the data's own --rate (unlimited when sending flat out), so a
-    /// burst of loss is repaired at the pace the receiver was taking data, not in one burst
-    /// that overflows it again.
+    /// Sender: most repair (RDATA) traffic per second, e.g. 500M (payload bits) or 20kpps.
+    /// Default: unlimited, every repair sent as soon as it is asked for (fastest recovery).
+    /// A cap sends no repair twice into a receiver whose socket overflows, but the receiver
+    /// waits longer and NAKs again meanwhile (BENCHMARKS.md 14e measures both).
     #[arg(long, value_name = "RATE", value_parser = Rate::parse)]
     pub pgm_repair_rate: Option<Rate>,
 }

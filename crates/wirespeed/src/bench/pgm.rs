@@ -95,7 +95,7 @@ pub struct PgmBenchConfig {
     /// Receive buffer of the cost part's receivers, bytes.
     pub rcvbuf: u64,
     /// The repair points' `send --pgm-repair-rate`, as given (`None`: the sender's default,
-    /// the data's own rate; "max" repairs unpaced).
+    /// unpaced).
     pub repair_rate: Option<String>,
     /// The latency part's settings (its OpenPGM peer is `openpgm`).
     pub latency: super::pgm_latency::LatencyConfig,
@@ -300,8 +300,8 @@ pub struct PgmDoc {
     pub repeat: u32,
     /// Fixed rate of the CPU comparison, datagrams/s.
     pub cpu_rate_pps: f64,
-    /// The repair points' `send --pgm-repair-rate`, as given; null: the sender's default (the
-    /// data's own rate).
+    /// The repair points' `send --pgm-repair-rate`, as given; null: the sender's default
+    /// (unpaced).
     pub repair_rate: Option<String>,
     /// wirespeed's repair points (empty when the part did not run).
     pub repair: Vec<RepairRow>,

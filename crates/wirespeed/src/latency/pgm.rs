@@ -82,8 +82,7 @@ impl Out {
         let tsi = Tsi { gsi: crate::pgm::new_gsi(seed), sport: local.port().max(1) };
         let now = sys::monotonic_ns();
         let mut source = Source::new(cfg, tsi, nla, dest, max_tsdu, now);
-        // Probes are small and their rate is the pinger's: repairs unlimited unless given.
-        source.pace_repairs(cfg.repair_budget(crate::units::Rate::Max, max_tsdu), now);
+        source.pace_repairs(cfg.repair_budget(max_tsdu), now);
         let fd = data.as_raw_fd();
         source.announce(&mut |p: &[u8]| sys::send_one(fd, p).map(|_| ()));
         Ok(Out { data, naks, source, pkt: vec![0u8; packet::DATA_HEADER_LEN + max_tsdu], buf: vec![0u8; 65536] })

@@ -73,8 +73,8 @@ pub struct PgmConfig {
     /// The address the source's SPMs name for NAKs (its path NLA); `None`: the local address
     /// the route to the destination leaves from.
     pub nla: Option<IpAddr>,
-    /// Most repair (RDATA) traffic a source sends per second; `None`: the data's own rate
-    /// (unlimited when the data is unpaced), `Some(Rate::Max)`: unlimited.
+    /// Most repair (RDATA) traffic a source sends per second; `None` or `Some(Rate::Max)`:
+    /// unlimited.
     pub repair_rate: Option<Rate>,
 }
 
@@ -147,14 +147,14 @@ impl PgmConfig {
         v
     }
 
-    /// The source's repair budget in wire bytes per second (0 = unlimited), for data sent at
-    /// `data` in datagrams of `payload` bytes: the rate given, or the data's own, so that
-    /// repairs at most double what a receiver that has fallen behind must take in.
-    pub fn repair_budget(&self, data: Rate, payload: usize) -> u64 {
+    /// The source's repair budget in wire bytes per second (0 = unlimited) for datagrams of
+    /// `payload` bytes. Unlimited unless capped: measured, a cap made receivers wait longer
+    /// and NAK more, and only saved the repeats of repairs an overflowing socket lost.
+    pub fn repair_budget(&self, payload: usize) -> u64 {
         let wire = (payload + packet::DATA_HEADER_LEN + 28) as f64;
-        match self.repair_rate.unwrap_or(data) {
-            Rate::Max => 0,
-            r => r.packets_per_sec(payload).map_or(0, |pps| (pps * wire).ceil().max(1.0) as u64),
+        match self.repair_rate {
+            None | Some(Rate::Max) => 0,
+            Some(r) => r.packets_per_sec(payload).map_or(0, |pps| (pps * wire).ceil().max(1.0) as u64),
         }
     }
 

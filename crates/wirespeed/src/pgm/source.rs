@@ -107,11 +107,11 @@ impl Source {
     }
 
     /// Send repairs at most at `bytes_per_s` on the wire (IP and UDP headers counted; 0 =
-    /// unlimited). Without it a burst of loss is answered by a burst of RDATA as large, sent
-    /// at once into the receiver that has just shown it cannot keep up: its socket overflows
-    /// again, its NAKs come back, and the repairs feed on themselves. OpenPGM meters RDATA
-    /// the same way (`rdata_rate_control`). The bucket holds 10 ms of repairs (at least one
-    /// packet), so a source that services its NAKs between send batches still reaches the rate.
+    /// unlimited). Unlimited, a burst of loss is answered by a burst of RDATA as large, into a
+    /// receiver that may just have shown it cannot keep up; capped, nothing is sent twice but
+    /// the receiver waits longer and NAKs again meanwhile (OpenPGM meters RDATA too, with
+    /// `rdata_rate_control`). The bucket holds 10 ms of repairs (at least one packet), so a
+    /// source that services its NAKs between send batches still reaches the rate.
     pub fn pace_repairs(&mut self, bytes_per_s: u64, now_ns: u64) {
         let burst = (bytes_per_s / 100).max((self.scratch.len() + IP_UDP_HEADERS) as u64);
         self.repairs = TokenBucket::new(bytes_per_s, burst, now_ns);

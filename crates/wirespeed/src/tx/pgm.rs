@@ -92,7 +92,7 @@ impl PgmTx {
         let seed = sys::realtime_ns() ^ u64::from(std::process::id()).rotate_left(17) ^ u64::from(local.port());
         let tsi = Tsi { gsi: crate::pgm::new_gsi(seed), sport: local.port().max(1) };
         let mut source = Source::new(pgm, tsi, nla, cfg.dest, max_tsdu, now);
-        let repair_budget = pgm.repair_budget(cfg.rate, max_tsdu);
+        let repair_budget = pgm.repair_budget(max_tsdu);
         source.pace_repairs(repair_budget, now);
         Ok(PgmTx { naks, source, buf: vec![0u8; 65536], linger: pgm.linger, quiet: pgm.quiet, repair_budget })
     }

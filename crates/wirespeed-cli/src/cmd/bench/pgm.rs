@@ -84,8 +84,8 @@ pub struct PgmArgs {
     /// The fixed rate of the CPU comparison, datagrams/s.
     #[arg(long, default_value = "10kpps", value_parser = pps)]
     cpu_rate: f64,
-    /// The repair points' send --pgm-repair-rate (default: the sender's own, its --rate; max
-    /// sends every repair at once, to compare against).
+    /// The repair points' send --pgm-repair-rate (default: the sender's, unpaced), to see
+    /// what a cap on repair traffic does.
     #[arg(long, value_name = "RATE", value_parser = repair_rate)]
     repair_rate: Option<String>,
     /// Probe rates of the latency part, per second (seed 003's 10k to 40k).
