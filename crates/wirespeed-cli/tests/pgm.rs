@@ -43,12 +43,26 @@ fn session(
     recv_extra: &[&str],
     send_extra: &[&str],
 ) -> (Value, Value) {
-    let mut rargs = vec!["--transport", "pgm", "--once", "--json", "--duration", "120"];
+    // Windows that hold the whole stream (both ends): a receiver the scheduler starts reading
+    // late still has every gap repaired, however far behind it fell.
+    let mut rargs = vec!["--transport", "pgm", "--once", "--json", "--duration", "120", "--pgm-window", "32768"];
     rargs.extend_from_slice(recv_extra);
     let r = spawn_cmd_with(prefix, sub, &format!("{listen_ip}:0"), &rargs);
     let target = format!("{listen_ip}:{}", r.port);
     let n = count.to_string();
-    let mut sargs = vec!["send", target.as_str(), "--transport", "pgm", "--count", &n, "--rate", "20kpps", "--json"];
+    let mut sargs = vec![
+        "send",
+        target.as_str(),
+        "--transport",
+        "pgm",
+        "--count",
+        &n,
+        "--rate",
+        "20kpps",
+        "--json",
+        "--pgm-window",
+        "32768",
+    ];
     sargs.extend_from_slice(send_extra);
     let out = if prefix.is_empty() { run(&sargs) } else { run_prefixed(prefix, &sargs) };
     assert!(out.status.success(), "send: {}", String::from_utf8_lossy(&out.stderr));
@@ -93,7 +107,14 @@ fn loss_on_the_path_is_repaired_exactly() {
     // Every 50th ODATA packet dropped at the receiver's input: each one is NAKed and repaired,
     // and the ledger counts no loss.
     let ns = Netns::new("pgmfix");
-    let r = spawn_cmd_with(&ns.prefix(), "recv", "127.0.0.2:0", &["--transport", "pgm", "--once", "--json"]);
+    // Windows that hold the whole stream (both ends): a receiver the scheduler starts reading
+    // late still has every gap repaired.
+    let r = spawn_cmd_with(
+        &ns.prefix(),
+        "recv",
+        "127.0.0.2:0",
+        &["--transport", "pgm", "--once", "--json", "--pgm-window", "32768"],
+    );
     drop_odata(&ns, r.port, 50);
     let target = format!("127.0.0.2:{}", r.port);
     let out = run_prefixed(
@@ -108,6 +129,8 @@ fn loss_on_the_path_is_repaired_exactly() {
             "--rate",
             "20kpps",
             "--json",
+            "--pgm-window",
+            "32768",
             "--pgm-quiet",
             "5s",
             "--pgm-linger",
@@ -149,7 +172,7 @@ fn a_multicast_session_is_repaired_and_recorded_in_order() {
         &ns.prefix(),
         "record",
         "239.192.7.7:0",
-        &["--transport", "pgm", "--once", "--json", "--size", "1080", "-o", dir.path()],
+        &["--transport", "pgm", "--once", "--json", "--size", "1080", "-o", dir.path(), "--pgm-window", "16384"],
     );
     drop_odata(&ns, r.port, 20);
     let target = format!("239.192.7.7:{}", r.port);
@@ -167,6 +190,9 @@ fn a_multicast_session_is_repaired_and_recorded_in_order() {
             "--rate",
             "20kpps",
             "--json",
+            // Windows that hold the whole stream (both ends): see above.
+            "--pgm-window",
+            "16384",
             // A recorder faulting its ring in may start reading late: stay until it has asked.
             "--pgm-quiet",
             "5s",

@@ -231,6 +231,10 @@ fn openpgm_receives_a_wirespeed_source_whole_and_in_order_through_repairs() {
             "--rate",
             "5kpps",
             "--json",
+            // The whole stream in the window, as the OpenPGM receiver's (32768): a receiver
+            // the scheduler starts late still gets every repair.
+            "--pgm-window",
+            "32768",
             "--pgm-quiet",
             "5s",
             "--pgm-linger",
@@ -287,7 +291,20 @@ fn openpgm_into(sub: &str, extra: &[&str], port: u16) -> (Value, Value, u64) {
     let (p, n, sz) = (port.to_string(), COUNT.to_string(), SIZE.to_string());
     let listen = format!("{GROUP}:{port}");
     // wirespeed stops itself (and reports) well before the test gives up on it.
-    let mut args = vec!["--transport", "pgm", "--count", &n, "--size", &sz, "--json", "--duration", "100"];
+    // The whole stream in the window, as the OpenPGM source's (32768).
+    let mut args = vec![
+        "--transport",
+        "pgm",
+        "--count",
+        &n,
+        "--size",
+        &sz,
+        "--json",
+        "--duration",
+        "100",
+        "--pgm-window",
+        "32768",
+    ];
     args.extend_from_slice(extra);
     let r = spawn_cmd_with(&pair.b.prefix(), sub, &listen, &args);
     drop_odata(&pair.b, port);

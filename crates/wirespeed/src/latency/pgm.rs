@@ -156,7 +156,7 @@ impl In {
         for i in 0..n {
             let meta = self.batch.meta(i);
             if let (Some(src), false) = (meta.src, meta.truncated) {
-                self.rx.on_packet(self.batch.data(i), src, now);
+                self.rx.on_packet(self.batch.data(i), src, now, f);
             }
         }
         let naks = &self.naks;

@@ -136,8 +136,11 @@ impl Receiver {
         self.sessions.iter().map(|s| s.window.pending()).sum()
     }
 
-    /// One datagram from `from`, received at `now_ns`.
-    pub fn on_packet(&mut self, data: &[u8], from: SocketAddr, now_ns: u64) {
+    /// One datagram from `from`, received at `now_ns`. `f` takes datagrams handed on early:
+    /// when the packet would push received data out of a full window (a backlog larger than
+    /// the window behind a gap whose repair is queued behind it), what is in order is handed
+    /// on and the missing sqns in front of held data are given up, so only they are lost.
+    pub fn on_packet<F: FnMut(&[u8], SocketAddr)>(&mut self, data: &[u8], from: SocketAddr, now_ns: u64, f: &mut F) {
         let pkt = match packet::parse(data) {
             Ok(p) => p,
             Err(_) => {
@@ -153,7 +156,18 @@ impl Receiver {
                     return;
                 }
                 let Some(i) = self.session(tsi, from, now_ns) else { return };
+                let src = self.sessions[i].src;
                 let w = &mut self.sessions[i].window;
+                while w.must_give_way(sqn) {
+                    while let Some(d) = w.pop() {
+                        if let Delivery::Data { payload, .. } = d {
+                            f(payload, src);
+                        }
+                    }
+                    if w.must_give_way(sqn) && w.give_way() == 0 {
+                        break; // nothing missing in front: the window itself makes room
+                    }
+                }
                 if let DataVerdict::Repaired { waited_ns } = w.on_data(sqn, trail, payload, repair, now_ns) {
                     self.stats.repair_max_ns = self.stats.repair_max_ns.max(waited_ns);
                     self.stats.repair_sum_ns += waited_ns;

@@ -43,7 +43,7 @@
 //! source trail marks missing sqns lost in O(sqns it passes), each sqn at most once.
 //! [`RxWindow::pop`] is O(1) per item (a run of lost sqns costs O(run) once).
 
-use super::sqn_lt;
+use super::{sqn_le, sqn_lt};
 
 /// Sentinel for "no slot" in the intrusive queues.
 const NIL: u32 = u32::MAX;
@@ -156,6 +156,9 @@ pub struct RxStats {
     /// Sqns whose data had arrived but was dropped before the application popped it, because
     /// the window was full (a slow consumer); also counted in `unrecoverable` once popped.
     pub overrun: u64,
+    /// Missing sqns given up early so that held data behind them could be handed on instead
+    /// of dropped ([`RxWindow::give_way`]); also counted in `unrecoverable` once popped.
+    pub given_way: u64,
 }
 
 /// What [`RxWindow::on_data`] did with a data packet.
@@ -555,6 +558,52 @@ impl RxWindow {
         self.popped += u64::from(count);
         self.stats.unrecoverable += u64::from(count);
         Some(Delivery::Lost { first, count })
+    }
+
+    /// True when admitting `sqn` would push a held (received, not yet popped) packet out of
+    /// the full window. The caller then pops what it can and, if that is not enough, gives up
+    /// the missing sqns in front of the held ones ([`RxWindow::give_way`]): a backlog larger
+    /// than the window behind one gap (its repair queued in the socket behind the backlog)
+    /// then costs the missing sqns only, never data that arrived.
+    pub fn must_give_way(&self, sqn: u32) -> bool {
+        if self.len() == 0 || !sqn_lt(self.lead, sqn) {
+            return false;
+        }
+        let need = u64::from(sqn.wrapping_sub(self.trail)) + 1;
+        need > u64::from(self.n) && self.held_in_the_way(need - u64::from(self.n))
+    }
+
+    /// Whether any of the `k` oldest sqns of the window is held data.
+    fn held_in_the_way(&self, k: u64) -> bool {
+        let k = k.min(u64::from(self.len())) as u32;
+        (0..k).any(|j| {
+            let mut i = self.trail_idx + j;
+            if i >= self.n {
+                i -= self.n;
+            }
+            self.slots[i as usize].st == St::Have
+        })
+    }
+
+    /// Gives up the missing sqns at the trail, up to the first held one (they become lost,
+    /// counted unrecoverable when popped); returns how many.
+    pub fn give_way(&mut self) -> u32 {
+        let mut given = 0;
+        let mut sqn = self.trail;
+        while sqn_le(sqn, self.lead) {
+            let i = self.idx(sqn);
+            match self.slots[i as usize].st {
+                St::BackOff | St::WaitNcf | St::WaitData => {
+                    self.set_state(i, St::Lost);
+                    given += 1;
+                }
+                St::Lost => {}
+                St::Have | St::Free => break,
+            }
+            sqn = sqn.wrapping_add(1);
+        }
+        self.stats.given_way += u64::from(given);
+        given
     }
 
     /// Counters so far.
@@ -1190,6 +1239,40 @@ mod tests {
         assert_eq!(drain(&mut w), vec![L(993, 7), D(1000, false)]);
         let st = *w.stats();
         assert_eq!((st.overrun, st.unrecoverable, st.received), (2, 1000, 1));
+    }
+
+    #[test]
+    fn a_full_window_gives_up_missing_sqns_never_held_data() {
+        // 0..7 in an 8-sqn window, 1 and 3 missing, nothing popped yet; 10 arrives (a backlog
+        // read at once, the repairs queued behind it).
+        let mut w = RxWindow::new(cfg(8), 0);
+        for sqn in [0, 2, 4, 5, 6, 7] {
+            data(&mut w, sqn, 0);
+        }
+        assert!(!w.must_give_way(7), "inside the window");
+        assert!(w.must_give_way(10), "admitting 10 would push 0 and 2 out");
+        // The receiver's loop: hand on what is in order, then give up what stands in front.
+        let mut out = Vec::new();
+        while w.must_give_way(10) {
+            out.extend(drain(&mut w));
+            if w.must_give_way(10) && w.give_way() == 0 {
+                break;
+            }
+        }
+        assert_eq!(out, vec![D(0, false), L(1, 1), D(2, false)], "only 1 was given up");
+        assert_eq!(data(&mut w, 10, 0), DataVerdict::New);
+        // 3, 8 and 9 are still being recovered; nothing held was dropped.
+        assert_eq!(w.pending(), 3);
+        let st = *w.stats();
+        assert_eq!((st.overrun, st.given_way, st.unrecoverable), (0, 1, 1));
+        rdata(&mut w, 3, 1);
+        rdata(&mut w, 8, 1);
+        rdata(&mut w, 9, 1);
+        let mut want: Vec<Out> = vec![D(3, true), D(4, false), D(5, false), D(6, false), D(7, false)];
+        want.extend([D(8, true), D(9, true), D(10, false)]);
+        assert_eq!(drain(&mut w), want);
+        // Nothing in the way: no give-way.
+        assert!(!w.must_give_way(11));
     }
 
     #[test]

@@ -242,6 +242,7 @@ impl Backend for PgmBackend {
             Err(e) => return Err(e),
         };
         let now = sys::monotonic_ns();
+        let mut early = |d: &[u8], src: SocketAddr| f(d, Some(src));
         for i in 0..n {
             let meta = self.batch.meta(i);
             if let Some(d) = meta.rxq_ovfl {
@@ -252,7 +253,7 @@ impl Backend for PgmBackend {
                 continue;
             }
             if let Some(src) = meta.src {
-                self.rx.on_packet(self.batch.data(i), src, now);
+                self.rx.on_packet(self.batch.data(i), src, now, &mut early);
             }
         }
         let sock = self.sock.as_ref();
