@@ -108,13 +108,7 @@ fn a_repair_point_accounts_for_every_drop() {
         .collect();
     files.sort();
     assert_eq!(files, ["pgm.json", "pgm.txt"]);
-    let schemas = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../schemas/check.py");
-    let check = std::process::Command::new("python3")
-        .arg(&schemas)
-        .arg(std::path::Path::new(dir.path()).join("pgm.json"))
-        .output()
-        .expect("python3");
-    assert!(check.status.success(), "{}", String::from_utf8_lossy(&check.stdout));
+    assert_valid(dir.path());
     // The partitions are gone.
     let heading = err.lines().next().unwrap_or("");
     let prefix = partitions_named_in(heading).unwrap_or_else(|| panic!("no partitions in: {heading}"));
@@ -166,14 +160,19 @@ fn the_latency_part_draws_a_heat_map_per_pair_and_rate() {
         assert_eq!(&bytes[..8], b"\x89PNG\r\n\x1a\n", "{png}");
         assert!(std::path::Path::new(&png.replace(".png", ".svg")).is_file(), "{png}");
     }
-    let schemas = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../schemas/check.py");
-    let check = std::process::Command::new("python3")
-        .arg(&schemas)
-        .arg(std::path::Path::new(dir.path()).join("pgm.json"))
-        .output()
-        .expect("python3");
-    assert!(check.status.success(), "{}", String::from_utf8_lossy(&check.stdout));
+    assert_valid(dir.path());
     let heading = err.lines().next().unwrap_or("");
     let prefix = partitions_named_in(heading).unwrap_or_else(|| panic!("no partitions in: {heading}"));
     assert_partitions_gone(prefix);
+}
+
+/// pgm.json in `dir` is valid against its schema (check.py names what is wrong).
+fn assert_valid(dir: &str) {
+    let schemas = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../schemas/check.py");
+    let check = std::process::Command::new("python3")
+        .arg(&schemas)
+        .arg(std::path::Path::new(dir).join("pgm.json"))
+        .output()
+        .expect("python3");
+    assert!(check.status.success(), "{}", String::from_utf8_lossy(&check.stdout));
 }

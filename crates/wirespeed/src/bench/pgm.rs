@@ -713,6 +713,27 @@ fn route_groups(place: &Place) -> Result<()> {
     Ok(())
 }
 
+/// The OpenPGM peer's `--network` for one end: its address on the link, not the partition's
+/// stable address (that one is on its loopback): OpenPGM picks the interface holding it, and
+/// the group is routed there.
+pub(super) fn openpgm_network(side: Side, group: &str) -> String {
+    let link = crate::testbed::Link::between(Side::Send.partition(), Side::Recv.partition());
+    format!("{};{group}", link.addr_of(side.partition()))
+}
+
+/// Give an OpenPGM peer time to join its group: it prints nothing when ready, so wait as the
+/// peer's own self-test does, a little longer. False when stopped by a signal meanwhile.
+pub(super) fn wait_joined(stop: &AtomicBool) -> bool {
+    let t = Instant::now();
+    while t.elapsed() < Duration::from_millis(1000) {
+        if stop.load(Ordering::Relaxed) {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    true
+}
+
 /// One repair point of the OpenPGM pair. `Ok(None)` when stopped by a signal.
 #[allow(clippy::too_many_arguments)]
 fn openpgm_point(
@@ -734,22 +755,16 @@ fn openpgm_point(
     let rule = LossRule::install(place, port, permille)?;
     // Each end's address on the link, not the partition's stable address (that one is on its
     // loopback): OpenPGM picks the interface holding it, and the group is routed there.
-    let link = crate::testbed::Link::between(Side::Send.partition(), Side::Recv.partition());
-    let rnet = format!("{};{group}", link.addr_of(Side::Recv.partition()));
+    let rnet = openpgm_network(Side::Recv, group);
     let timeout = format!("{}", (limit - Duration::from_secs(60)).as_millis());
     let rargs = ["recv", "--network", &rnet, "--port", &p, "--count", &n, "--timeout-ms", &timeout, "--wire-stats"];
     let recv = Proc::spawn(place.tool_command(Side::Recv, &exe, &rargs), "the OpenPGM receiver")?;
     // The receiver must have joined the group before the source's first SPM and ODATA (an
-    // OpenPGM receiver starts its window at the first packet it sees); it prints nothing when
-    // ready, so wait as the peer's own self-test does, a little longer.
-    let t = Instant::now();
-    while t.elapsed() < Duration::from_millis(1000) {
-        if stop.load(Ordering::Relaxed) {
-            return Ok(None);
-        }
-        std::thread::sleep(Duration::from_millis(20));
+    // OpenPGM receiver starts its window at the first packet it sees).
+    if !wait_joined(stop) {
+        return Ok(None);
     }
-    let snet = format!("{};{group}", link.addr_of(Side::Send.partition()));
+    let snet = openpgm_network(Side::Send, group);
     let rate = format!("{}", cfg.rate_pps);
     let size_s = size.to_string();
     let sargs = [

@@ -15,7 +15,7 @@ use crate::{Error, Result};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// The UDP port wirespeed's PGM reflector listens on (its pinger takes the replies at + 1).
 const WS_PGM_PORT: u16 = 7640;
@@ -278,18 +278,12 @@ fn openpgm_rate(runner: &Runner, cfg: &LatencyConfig, peer: &Path, pps: u64) -> 
     let stop = runner.stop_flag();
     let place = runner.place();
     let exe = peer.display().to_string();
-    let link = crate::testbed::Link::between(Side::Send.partition(), Side::Recv.partition());
     let (p, q) = (OPENPGM_PORT.to_string(), (OPENPGM_PORT + 1).to_string());
-    let rnet = format!("{};{OPENPGM_GROUP}", link.addr_of(Side::Recv.partition()));
+    let rnet = super::pgm::openpgm_network(Side::Recv, OPENPGM_GROUP);
     let rargs = ["reflect", "--network", &rnet, "--port", &p, "--reply-port", &q, "--linger-ms", "500"];
     let reflector = Proc::spawn(place.tool_command(Side::Recv, &exe, &rargs), "the OpenPGM reflector")?;
-    // It prints nothing when it has joined: wait as the peer's self-test does, a little longer.
-    let t = Instant::now();
-    while t.elapsed() < Duration::from_millis(1000) {
-        if stop.load(Ordering::Relaxed) {
-            return Ok(None);
-        }
-        std::thread::sleep(Duration::from_millis(20));
+    if !super::pgm::wait_joined(stop) {
+        return Ok(None);
     }
     let work = match &cfg.dir {
         Some(d) => d.join("openpgm"),
@@ -297,7 +291,7 @@ fn openpgm_rate(runner: &Runner, cfg: &LatencyConfig, peer: &Path, pps: u64) -> 
     };
     std::fs::create_dir_all(&work).map_err(|e| Error::Runtime(format!("cannot create {}: {e}", work.display())))?;
     let rtt_file = work.join(format!("rtt-{pps}.txt"));
-    let snet = format!("{};{OPENPGM_GROUP}", link.addr_of(Side::Send.partition()));
+    let snet = super::pgm::openpgm_network(Side::Send, OPENPGM_GROUP);
     let count = (pps as f64 * cfg.duration.as_secs_f64()).round().max(1.0) as u64;
     let (rate, n, size, out) =
         (pps.to_string(), count.to_string(), cfg.size.to_string(), rtt_file.display().to_string());
