@@ -258,7 +258,14 @@ fn deactivation_fails_both_ends_of_a_transfer_and_activation_restores_them() {
 #[ignore = "needs root"]
 fn ctrl_c_on_a_blocked_reader_returns_at_once() {
     let p = Pair::new(64 << 10);
-    let reader = Command::new("cat").arg(p.dev(2, 10)).stderr(Stdio::piped()).spawn().unwrap();
+    // SIGINT at its default action whatever this process inherited (a shell's background job
+    // ignores it, and an ignored disposition passes through exec).
+    let reader = Command::new("env")
+        .args(["--default-signal=INT", "cat"])
+        .arg(p.dev(2, 10))
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
     std::thread::sleep(Duration::from_millis(300));
     Command::new("kill").args(["-INT", &reader.id().to_string()]).status().unwrap();
     let o = finish(reader, "interrupted cat");
