@@ -159,11 +159,7 @@ impl Receiver {
                 let src = self.sessions[i].src;
                 let w = &mut self.sessions[i].window;
                 while w.must_give_way(sqn) {
-                    while let Some(d) = w.pop() {
-                        if let Delivery::Data { payload, .. } = d {
-                            f(payload, src);
-                        }
-                    }
+                    hand_on(w, src, f);
                     if w.must_give_way(sqn) && w.give_way() == 0 {
                         break; // nothing missing in front: the window itself makes room
                     }
@@ -250,17 +246,7 @@ impl Receiver {
     /// address); returns how many. Unrecoverable runs are skipped here: they are counted in
     /// the stats, and the ledger sees the gap in the payloads' own sequence numbers.
     pub fn deliver<F: FnMut(&[u8], SocketAddr)>(&mut self, f: &mut F) -> usize {
-        let mut n = 0;
-        for s in &mut self.sessions {
-            let src = s.src;
-            while let Some(d) = s.window.pop() {
-                if let Delivery::Data { payload, .. } = d {
-                    f(payload, src);
-                    n += 1;
-                }
-            }
-        }
-        n
+        self.sessions.iter_mut().map(|s| hand_on(&mut s.window, s.src, f)).sum()
     }
 
     /// The run is over: what is still missing is given up (counted unrecoverable) and every
@@ -309,4 +295,17 @@ pub fn local_towards(peer: IpAddr) -> Option<IpAddr> {
     let s = std::net::UdpSocket::bind(any).ok()?;
     s.connect(SocketAddr::new(peer, 9)).ok()?;
     s.local_addr().ok().map(|a| a.ip())
+}
+
+/// Hand every datagram now in order in `w` to `f` (unrecoverable runs are skipped: counted in
+/// the window's stats, seen by the ledger as a gap); returns how many.
+fn hand_on<F: FnMut(&[u8], SocketAddr)>(w: &mut RxWindow, src: SocketAddr, f: &mut F) -> usize {
+    let mut n = 0;
+    while let Some(d) = w.pop() {
+        if let Delivery::Data { payload, .. } = d {
+            f(payload, src);
+            n += 1;
+        }
+    }
+    n
 }

@@ -576,13 +576,7 @@ impl RxWindow {
     /// Whether any of the `k` oldest sqns of the window is held data.
     fn held_in_the_way(&self, k: u64) -> bool {
         let k = k.min(u64::from(self.len())) as u32;
-        (0..k).any(|j| {
-            let mut i = self.trail_idx + j;
-            if i >= self.n {
-                i -= self.n;
-            }
-            self.slots[i as usize].st == St::Have
-        })
+        (0..k).any(|j| self.slots[self.idx(self.trail.wrapping_add(j)) as usize].st == St::Have)
     }
 
     /// Gives up the missing sqns at the trail, up to the first held one (they become lost,
