@@ -806,8 +806,8 @@ fn bench_pacing_formats_latency_capture_ring_taps_documents_match_their_schemas(
     bench_doc(&mut d, "wirespeed.bench.latency/2", "latency.json", &latency);
     let capture = ["capture", "--loopback", "--count", "2000", "--repeat", "1"];
     bench_doc(&mut d, "wirespeed.bench.capture/1", "capture.json", &capture);
-    let ring = ["ring", "--sizes", "16M", "--repeat", "1"];
-    bench_doc(&mut d, "wirespeed.bench.ring/1", "ring.json", &ring);
+    let ring = ["ring", "--sizes", "16M", "--states", "warm", "--repeat", "1", "--rate", "2000pps", "--stream", "1s"];
+    bench_doc(&mut d, "wirespeed.bench.ring/2", "ring.json", &ring);
     let taps = ["taps", "--count", "2000", "--pps", "20000", "--repeat", "1", "--taps", "0,1"];
     bench_doc(&mut d, "wirespeed.bench.taps/1", "taps.json", &taps);
     d.validate();

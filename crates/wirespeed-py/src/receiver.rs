@@ -212,9 +212,9 @@ impl Receiver {
         let align = sys::RING_ALIGN as u64;
         let ring_bytes = want.max(stride as u64).div_ceil(align) * align;
 
-        let listener = Listener::bind_for(&cfg, fmt.as_ref()).map_err(to_py)?;
-        let local = listener.local_addr();
-        let n = listener.threads();
+        // The rings first, every page faulted in and locked, the socket after: a sender that
+        // starts when the Receiver exists must not meet a socket whose ring is not ready.
+        let n = cfg.threads.max(1);
         let mut sinks = Vec::with_capacity(n);
         let mut readers = Vec::with_capacity(n);
         let mut counts = Vec::with_capacity(n);
@@ -226,6 +226,14 @@ impl Receiver {
             readers.push(Arc::new(Mutex::new(BatchReader::new(cons, sink.stride()))));
             counts.push(c);
             sinks.push(sink);
+        }
+        let listener = Listener::bind_for(&cfg, fmt.as_ref()).map_err(to_py)?;
+        let local = listener.local_addr();
+        if listener.threads() != n {
+            return Err(crate::WirespeedError::new_err(format!(
+                "{} sockets opened for {n} capture threads",
+                listener.threads()
+            )));
         }
         let shared = Arc::new(Shared {
             stop: AtomicBool::new(false),

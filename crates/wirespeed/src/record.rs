@@ -94,11 +94,15 @@ pub struct RingReport {
     pub pages: sys::PageKind,
     /// Bytes backed by huge pages.
     pub huge_bytes: u64,
-    /// Seconds from allocating the ring until it could receive (before the socket opened).
+    /// Seconds from allocating the ring(s) until every page was faulted in and locked: what
+    /// readiness cost. The socket opens, and "listening" is said, only after.
     pub ready_s: f64,
-    /// Seconds until every page of the ring was faulted in (a big ring's tail is faulted in
-    /// behind the start, ahead of the data); None if that was still going on at the end.
+    /// Seconds until every page of the ring was faulted in: the same as `ready_s`, since the
+    /// whole ring is made ready before listening (kept for the scripts that read it).
     pub populated_s: Option<f64>,
+    /// Bytes of the ring(s) resident in RAM when it was called ready, as the kernel reports
+    /// (mincore): the whole capacity, or the ring was not ready.
+    pub resident_bytes: u64,
 }
 
 /// The result of a recording.
@@ -453,25 +457,63 @@ pub fn run(
             return Err(Error::Usage(format!("--file-size {max} is too small to hold two records of {rec} bytes")));
         }
     }
+    // Every page of every ring is faulted in and locked before the socket opens: "listening"
+    // means a stream at full rate from that moment meets no page nobody has touched.
+    let t_ready = sys::monotonic_ns();
+    let total = (buffer * n) as u64;
+    let shown = std::sync::atomic::AtomicU64::new(0);
+    let prepare_line = |done: u64| {
+        let t = (sys::monotonic_ns() - t_ready) as f64 / 1e9;
+        format!(
+            "wirespeed record: making the {} ring ready (every page faulted in and locked before listening): {:.0}% after {t:.1} s",
+            units::bytes(total),
+            done as f64 * 100.0 / total.max(1) as f64
+        )
+    };
     let mut rings = Vec::with_capacity(n);
-    for _ in 0..n {
-        let made =
-            if cfg.share.is_some() { sys::ring::shared_byte_ring(buffer, true) } else { sys::byte_ring(buffer, true) };
+    for i in 0..n {
+        let before = (buffer * i) as u64;
+        // A line a second while it takes long (a big ring on a cold host takes seconds).
+        let report = |done: u64, _of: u64| {
+            let secs = (sys::monotonic_ns() - t_ready) / 1_000_000_000;
+            if secs >= 1 && shown.fetch_max(secs, Ordering::Relaxed) < secs {
+                progress(&prepare_line(before + done));
+            }
+        };
+        let how = sys::Prefault { progress: Some(&report), stop: Some(stop) };
+        let made = if cfg.share.is_some() {
+            sys::ring::shared_byte_ring(buffer, true, &how)
+        } else {
+            sys::byte_ring_with(buffer, true, &how)
+        };
         rings.push(made.map_err(|e| {
-            Error::Runtime(format!(
-                "cannot allocate a {} ring: {e}; use a smaller --buffer",
-                units::bytes(buffer as u64)
-            ))
+            if e.kind() == std::io::ErrorKind::Interrupted {
+                Error::Runtime("stopped while the ring was being made ready: nothing was received or recorded".into())
+            } else {
+                Error::Runtime(format!(
+                    "cannot allocate a {} ring: {e}; use a smaller --buffer",
+                    units::bytes(buffer as u64)
+                ))
+            }
         })?);
     }
+    let ready_s = (sys::monotonic_ns() - t_ready) as f64 / 1e9;
     let mut warnings = warnings;
     let locked = rings.iter().all(|(p, _)| p.locked());
-    // Every thread's ring is made alike: the report gives the first one's page kind and fill,
-    // the slowest one's time to ready and all of their huge-page bytes.
-    let mem = rings[0].0.memory();
-    let (pages, populated) = (mem.pages, mem.populated());
+    // Every thread's ring is made alike: the report gives the first one's page kind and all of
+    // their huge-page and resident bytes.
+    let pages = rings[0].0.memory().pages;
     let huge_bytes = rings.iter().map(|(p, _)| p.memory().huge_bytes).sum();
-    let ready_s = rings.iter().map(|(p, _)| p.memory().ready_s()).fold(0.0, f64::max);
+    let resident_bytes = rings.iter().map(|(p, _)| p.memory().resident_bytes()).sum();
+    if shown.load(Ordering::Relaxed) > 0 {
+        progress(&format!(
+            "wirespeed record: ring ready: {} in {ready_s:.2} s ({}/s, {}{})",
+            units::bytes(total),
+            units::bytes((total as f64 / ready_s.max(1e-9)) as u64),
+            pages.describe(),
+            if locked { ", locked" } else { "" }
+        ));
+    }
     if !locked {
         warnings.push("the ring could not be locked in RAM (RLIMIT_MEMLOCK): it may be paged out under memory pressure; run as root or raise `ulimit -l`".into());
     }
@@ -618,7 +660,8 @@ pub fn run(
             pages,
             huge_bytes,
             ready_s,
-            populated_s: populated.seconds(),
+            populated_s: Some(ready_s),
+            resident_bytes,
         }),
         disk_bytes_per_s: wreport.bytes as f64 / wall.max(1e-9),
         capture: report,

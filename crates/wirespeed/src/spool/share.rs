@@ -598,7 +598,7 @@ mod tests {
     }
 
     fn rig(cap: usize) -> Rig {
-        let (mut p, c) = shared_byte_ring(cap, false).unwrap();
+        let (mut p, c) = shared_byte_ring(cap, false, &Default::default()).unwrap();
         assert!(p.write(&[&super::super::pcap_global_header()]));
         p.publish();
         let publ = publisher_for(&p).unwrap();

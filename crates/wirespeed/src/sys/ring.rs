@@ -36,7 +36,7 @@ use std::sync::Arc;
 
 pub mod memory;
 pub mod share;
-pub use memory::{PageKind, RingMemory};
+pub use memory::{PageKind, Prefault, RingMemory};
 
 /// Alignment of the ring's memory and of file starts within it: what O_DIRECT requires.
 pub const RING_ALIGN: usize = 4096;
@@ -148,17 +148,23 @@ pub struct RingConsumer {
 // SAFETY: as for the producer.
 unsafe impl Send for RingConsumer {}
 
-/// A ring of `len` bytes: populated, and locked in memory when `lock` and the limits allow.
+/// A ring of `len` bytes: populated whole, and locked in memory when `lock` and the limits allow.
 pub fn byte_ring(len: usize, lock: bool) -> io::Result<(RingProducer, RingConsumer)> {
-    ring_over(RingMemory::new(len, lock)?, None)
+    byte_ring_with(len, lock, &Prefault::default())
+}
+
+/// As [`byte_ring`], reporting the progress of making it ready and giving up on a stop (a
+/// recorder's big ring on a cold host takes seconds).
+pub fn byte_ring_with(len: usize, lock: bool, how: &Prefault) -> io::Result<(RingProducer, RingConsumer)> {
+    ring_over(RingMemory::new(len, lock, how)?, None)
 }
 
 /// A ring of `len` bytes that taps can map read-only: memfd memory and a header page whose
 /// overwrite frontier ([`share::FRONTIER_WORD`]) the producer keeps (see the module docs).
-pub fn shared_byte_ring(len: usize, lock: bool) -> io::Result<(RingProducer, RingConsumer)> {
+pub fn shared_byte_ring(len: usize, lock: bool, how: &Prefault) -> io::Result<(RingProducer, RingConsumer)> {
     let hdr = share::HeaderMap::new("wirespeed-share")?;
     hdr.words()[share::FRONTIER_WORD].store(len as u64, Ordering::Release);
-    ring_over(RingMemory::shared(len, lock)?, Some(hdr))
+    ring_over(RingMemory::shared(len, lock, how)?, Some(hdr))
 }
 
 fn ring_over(mem: RingMemory, hdr: Option<share::HeaderMap>) -> io::Result<(RingProducer, RingConsumer)> {

@@ -4,42 +4,85 @@ use crate::args::{self, usage, List, OutputArgs};
 use crate::out::{out_dir, print_json, say_line, to_json, write_files};
 use clap::Args;
 use std::path::PathBuf;
-use wirespeed::bench::ring::{self, Build, RingConfig};
+use std::time::Duration;
+use wirespeed::bench::ring::{self, Build, HostState, RingConfig};
+use wirespeed::units::Rate;
 use wirespeed::{sys, Error};
 
-pub const RING_HELP: &str = "How long wirespeed record takes from start until it can receive, per \
-    RAM ring size: allocating, faulting in and locking the ring (--buffer) before the socket \
-    opens. Each run starts `wirespeed record 127.0.0.1:0 --size 8800 --buffer SIZE --duration 1 -o DIR \
-    --json` with no sender and reads two figures: the recorder's own ring.ready_s from its JSON \
-    (n/a for a build that does not report it) and, for every build, the time from spawning it \
-    to its 'listening on' line, measured here (process start included). Medians over --repeat \
-    runs; the builds alternate run by run, so drift hits both.\n\n\
-    With --other-build PATH another wirespeed binary (e.g. one built from main) is measured \
-    beside this one: before and after. A ring larger than the memory that may be locked is \
-    not locked (the table says so), and one larger than the host's memory is refused by the \
-    recorder. Nothing is written: --dir (default: a new directory under the system's temporary \
-    directory, removed after) only has to exist.\n\n\
-    Try:  wirespeed bench ring                                   (1 GiB and 8 GiB, 3 runs each)\n      \
-    wirespeed bench ring --sizes 1G,8G --repeat 3 --other-build /tmp/main/wirespeed -o results/ring\n      \
-    wirespeed bench ring --sizes 64M --repeat 1 --json\n\n\
+pub const RING_HELP: &str = "Time to zero-loss readiness of wirespeed record, per RAM ring size, \
+    on a cold and on a warm host: from starting the recorder until a stream at full rate, started \
+    the moment it says 'listening on', loses nothing. That is what 'listening' promises.\n\n\
+    Each run starts `wirespeed record 127.0.0.1:0 --size SIZE --buffer RING --once --json` \
+    pinned to the last CPU, times it to its 'listening on' line (process start and ring \
+    included), starts `wirespeed send` at --rate for --stream pinned to the first CPU at that \
+    line, and reads the recorder's ledger: every datagram sent must be recorded, no socket or \
+    ring-full drop. The run's time to readiness is then its time to listening; a run that lost \
+    data has none (that build said it listened before it could absorb the stream). Cold runs \
+    first sync and drop the page cache (echo 3 > /proc/sys/vm/drop_caches, root) and wait 3 s, \
+    so that a VM's free memory really is cold; each warm run follows its cold one at once. \
+    Medians over --repeat runs; with --other-build PATH another wirespeed binary (e.g. one built \
+    from main) is measured beside this one, run by run: before and after.\n\n\
+    Each recording goes to a new directory inside --dir (default: the system's temporary \
+    directory), removed after the run: the disk must take --rate (see wirespeed disk-test).\n\n\
+    Try:  sudo wirespeed bench ring                           (1, 2 and 8 GiB, cold and warm, 3 runs)\n      \
+    sudo wirespeed bench ring --sizes 2G --repeat 1 --other-build /tmp/main/wirespeed -o results/ring\n      \
+    wirespeed bench ring --sizes 256M --states warm --repeat 1 --json\n\n\
     Exit codes: 0 done, 1 runtime failure or stopped by a signal, 2 bad usage.";
 
 #[derive(Args)]
 pub struct RingArgs {
     /// Ring sizes, comma-separated (1G = 1 GiB; 16M..1T each).
-    #[arg(long, default_value = "1G,8G", value_name = "LIST", value_parser = ring_sizes)]
+    #[arg(long, default_value = "1G,2G,8G", value_name = "LIST", value_parser = ring_sizes)]
     sizes: List<u64>,
-    /// Runs per build and size; the table shows medians.
+    /// Host states, comma-separated: cold (caches dropped, root) and/or warm.
+    #[arg(long, default_value = "cold,warm", value_name = "LIST", value_parser = states)]
+    states: List<HostState>,
+    /// Runs per build, size and state; the table shows medians.
     #[arg(long, default_value = "3", value_parser = args::repeat)]
     repeat: u32,
+    /// The stream started at 'listening': datagrams per second (150kpps) or payload bits per
+    /// second (10G). Pick what this host's disk takes.
+    #[arg(long, default_value = "150kpps", value_parser = Rate::parse)]
+    rate: Rate,
+    /// The stream's datagram size, bytes (8..65507, a multiple of 8: counter datagrams).
+    #[arg(long, default_value = "8800", value_parser = args::udp_size)]
+    size: u64,
+    /// How long the stream lasts (1s..1m).
+    #[arg(long, default_value = "3s", value_parser = stream_len)]
+    stream: Duration,
     /// Another wirespeed binary measured beside this one (before/after).
     #[arg(long, value_name = "PATH")]
     other_build: Option<PathBuf>,
-    /// The directory the recorder is given (it writes nothing). Default: a new temporary one.
+    /// Where the recordings go, each in a new subdirectory removed after its run. Default: the
+    /// system's temporary directory.
     #[arg(long, value_name = "DIR")]
     dir: Option<PathBuf>,
     #[command(flatten)]
     output: OutputArgs,
+}
+
+fn states(s: &str) -> Result<List<HostState>, String> {
+    let mut v = Vec::new();
+    for p in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let st = HostState::parse(p)?;
+        if !v.contains(&st) {
+            v.push(st);
+        }
+    }
+    if v.is_empty() {
+        return Err("no host states: give cold, warm or cold,warm".into());
+    }
+    // Cold first: a warm run follows the cold one of the same build and size.
+    v.sort_by_key(|s| *s != HostState::Cold);
+    Ok(List(v))
+}
+
+fn stream_len(s: &str) -> Result<Duration, String> {
+    let d = wirespeed::units::parse_duration(s)?;
+    if d < Duration::from_secs(1) || d > Duration::from_secs(60) {
+        return Err(format!("{} is out of range: give 1s..1m", s.trim()));
+    }
+    Ok(d)
 }
 
 fn ring_sizes(s: &str) -> Result<List<u64>, String> {
@@ -53,17 +96,6 @@ fn ring_sizes(s: &str) -> Result<List<u64>, String> {
     Ok(List(v))
 }
 
-/// A temporary directory this command made, removed when dropped (only if it made it).
-struct Scratch(Option<PathBuf>);
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        if let Some(d) = &self.0 {
-            let _ = std::fs::remove_dir_all(d);
-        }
-    }
-}
-
 pub fn cmd_ring(a: RingArgs) -> Result<u8, Error> {
     let this = std::env::current_exe().map_err(|e| Error::Runtime(format!("cannot find this program's path: {e}")))?;
     let mut builds = vec![Build { label: "this".into(), exe: this }];
@@ -73,27 +105,51 @@ pub fn cmd_ring(a: RingArgs) -> Result<u8, Error> {
         })?;
         builds.push(Build { label: "other".into(), exe: other });
     }
-    let (dir, _scratch) = match &a.dir {
+    let dir = match &a.dir {
         Some(d) => {
             if !d.is_dir() {
                 return Err(usage(format!("--dir {}: not a directory: give one that exists", d.display())));
             }
-            (d.clone(), Scratch(None))
+            d.clone()
         }
-        None => {
-            let d = std::env::temp_dir().join(format!("wirespeed-bench-ring-{}", std::process::id()));
-            std::fs::create_dir_all(&d).map_err(|e| Error::Runtime(format!("cannot create {}: {e}", d.display())))?;
-            (d.clone(), Scratch(Some(d)))
+        None => std::env::temp_dir(),
+    };
+    if a.states.0.contains(&HostState::Cold) && !sys::fuse::is_root() {
+        return Err(usage(
+            "cold runs drop the page cache (/proc/sys/vm/drop_caches), which needs root: run with sudo, or give --states warm"
+                .to_string(),
+        ));
+    }
+    let pps = match a.rate {
+        Rate::Packets(p) => p,
+        Rate::Bits(b) => b / 8.0 / a.size.max(1) as f64,
+        Rate::Max => {
+            return Err(usage("--rate max has no rate to hold: give datagrams/s (150kpps) or bits/s (10G)".to_string()))
         }
     };
-    let cfg = RingConfig { sizes: a.sizes.0, repeat: a.repeat, builds, dir };
+    if pps < 1.0 || pps > 10e6 {
+        return Err(usage(format!("--rate gives {pps:.0} datagrams/s: give 1..10,000,000")));
+    }
+    let cfg = RingConfig {
+        sizes: a.sizes.0,
+        states: a.states.0,
+        repeat: a.repeat,
+        builds,
+        dir,
+        pps: pps.round() as u64,
+        size: a.size as usize,
+        stream: a.stream,
+    };
     let out = out_dir(&a.output.out)?;
     let stop = sys::install_stop_handler();
     let say = |l: &str| say_line(a.output.json, l);
     let head = format!(
-        "wirespeed bench ring: time to ready of wirespeed record, rings of {}, {} run(s) each",
+        "wirespeed bench ring: time to zero-loss readiness of wirespeed record, rings of {}, {}, {} run(s) each, a {:.0} kpps stream of {} B from 'listening'",
         cfg.sizes.iter().map(|&s| wirespeed::units::bytes(s)).collect::<Vec<_>>().join(", "),
-        cfg.repeat
+        cfg.states.iter().map(|s| s.name()).collect::<Vec<_>>().join(" and "),
+        cfg.repeat,
+        cfg.pps as f64 / 1e3,
+        cfg.size
     );
     say(&head);
     let mut text = format!("{head}\n");

@@ -1,6 +1,15 @@
 //! The ring's memory: one anonymous mapping, populated (every page faulted in before the
 //! first datagram) and locked where the limits allow, so that capture never takes a page fault.
 //!
+//! Readiness is the whole ring, not its head: [`RingMemory::new`] returns only when every page
+//! is faulted in and locked, so that a stream at full rate started the moment the caller says it
+//! is listening meets no page nobody has touched. (An earlier design faulted in 64 MiB and left
+//! the rest to a background thread: on a host where first-touching memory is slow, a VM whose
+//! free pages go back to the hypervisor, the producer overtook that thread within a fraction of
+//! a second and the capture thread paid for every fault, losing more than half of a 10 Gb/s
+//! stream's first seconds.) What readiness costs is said, not hidden: [`Prefault`] reports the
+//! progress, a stop flag ends a long wait, and [`RingMemory::ready_s`] gives the time it took.
+//!
 //! Huge pages make this fast and keep the TLB quiet: a 2 MiB page is zeroed and mapped in one
 //! step where 4 KiB pages take 512 faults and 512 page-table entries. The mapping tries, in
 //! order, the reserved huge-page pool (`MAP_HUGETLB`: only where an administrator set
@@ -17,7 +26,7 @@ use super::RING_ALIGN;
 use serde::Serialize;
 use std::io;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::time::Duration;
 
 /// Size of the huge pages tried first (the x86-64 and arm64 default).
 const HUGE: usize = 2 << 20;
@@ -25,12 +34,28 @@ const HUGE: usize = 2 << 20;
 const MIN_SLICE: usize = 256 << 20;
 /// Most populating threads.
 const MAX_THREADS: usize = 8;
-/// The ring's head, faulted in before it is called ready: 50 ms at 10 Gb/s, while the
-/// background thread runs ahead (2 MiB pages fault in at several GB/s). More only delays the
-/// start: on a host whose free memory is fragmented each huge page may need compaction first.
-const HEAD: usize = 64 << 20;
-/// Bytes the background thread faults in per call, so that a drop stops it soon.
-const TAIL_STEP: usize = 2 << 20;
+/// Bytes a populating thread faults in per call: small enough that progress is smooth and a
+/// stop is seen within milliseconds, large enough that the calls cost nothing.
+const STEP: usize = 16 << 20;
+/// How often progress is reported while the ring is made ready.
+const PROGRESS_EVERY: Duration = Duration::from_millis(200);
+
+/// How a caller follows the making of a ring: its progress, and a flag that abandons it (a big
+/// ring on a cold host takes seconds: Ctrl-C must not have to wait for it).
+#[derive(Clone, Copy, Default)]
+pub struct Prefault<'a> {
+    /// Called about every 200 ms, from the calling thread, with (bytes faulted in, total).
+    pub progress: Option<&'a (dyn Fn(u64, u64) + Sync)>,
+    /// Set (by a signal handler) to abandon the ring: the call then fails with
+    /// [`io::ErrorKind::Interrupted`] and the memory is given back.
+    pub stop: Option<&'a AtomicBool>,
+}
+
+impl Prefault<'_> {
+    fn stopped(&self) -> bool {
+        self.stop.is_some_and(|s| s.load(Ordering::Relaxed))
+    }
+}
 
 /// What backs the ring, best first. The ring starts at the first kind given to
 /// [`RingMemory::with_pages`] and steps down until one works.
@@ -57,7 +82,7 @@ impl PageKind {
     }
 }
 
-/// Anonymous memory mapped once, populated up front and unmapped on drop.
+/// Anonymous memory mapped once, populated whole up front and unmapped on drop.
 pub struct RingMemory {
     pub(super) ptr: *mut u8,
     /// The ring's length, bytes.
@@ -71,37 +96,13 @@ pub struct RingMemory {
     /// Bytes of the ring the kernel backs with huge pages (all of them for hugetlb; what
     /// /proc/self/smaps says for transparent huge pages; 0 for normal pages).
     pub huge_bytes: u64,
-    /// Nanoseconds from the mmap call until every page was faulted in and locked.
+    /// Nanoseconds from the mmap call until every page was faulted in and locked: what
+    /// readiness cost.
     pub ready_ns: u64,
-    /// Threads that faulted the ring's head in.
+    /// Threads that faulted the ring in.
     pub threads: usize,
-    /// The thread that faults the rest in, ahead of the producer.
-    tail: Tail,
     /// The memfd behind a shared ring (None: anonymous memory, not shareable).
     fd: Option<std::os::fd::OwnedFd>,
-}
-
-/// When the ring was fully faulted in, kept by whoever reports on the ring.
-#[derive(Clone, Debug)]
-pub struct Populated(Arc<AtomicU64>);
-
-impl Populated {
-    /// Seconds from the mmap until every page of the ring was faulted in; None while the
-    /// background thread is still at it.
-    pub fn seconds(&self) -> Option<f64> {
-        match self.0.load(Ordering::Acquire) {
-            0 => None,
-            ns => Some(ns as f64 / 1e9),
-        }
-    }
-}
-
-/// The background fault-in of the ring beyond its head.
-#[derive(Default)]
-struct Tail {
-    stop: Arc<AtomicBool>,
-    done_ns: Arc<AtomicU64>,
-    thread: Option<std::thread::JoinHandle<()>>,
 }
 
 // SAFETY: the mapping is plain memory owned by this value; access to its bytes is governed by
@@ -119,23 +120,21 @@ unsafe impl Send for Region {}
 
 impl RingMemory {
     /// Map `len` bytes (a multiple of [`RING_ALIGN`]) with the best pages the system has, fault
-    /// every page in, and try to lock them.
-    pub(super) fn new(len: usize, lock: bool) -> io::Result<Self> {
-        Self::with_pages(len, lock, PageKind::Hugetlb, true)
+    /// every page in (on every CPU at once: nothing else of the caller's runs yet), and try to
+    /// lock them. Returns when the whole ring is ready.
+    pub fn new(len: usize, lock: bool, how: &Prefault) -> io::Result<Self> {
+        Self::build(len, lock, PageKind::Hugetlb, false, how)
     }
 
     /// As [`new`](Self::new), starting the fallback at `first` (tests force each step so).
-    /// With `background`, only the ring's head (64 MiB) is faulted in before
-    /// this returns and a thread faults in the rest, in ring order, ahead of the producer:
-    /// a big ring can take its first datagram at once. Without, every page is in on return.
-    pub fn with_pages(len: usize, lock: bool, first: PageKind, background: bool) -> io::Result<Self> {
-        Self::build(len, lock, first, background, false)
+    pub fn with_pages(len: usize, lock: bool, first: PageKind) -> io::Result<Self> {
+        Self::build(len, lock, first, false, &Prefault::default())
     }
 
     /// As [`new`](Self::new), backed by a memfd that other processes can map read-only
     /// ([`shared_fd`](Self::shared_fd)): the ring of `record --share`.
-    pub fn shared(len: usize, lock: bool) -> io::Result<Self> {
-        Self::build(len, lock, PageKind::Hugetlb, true, true)
+    pub fn shared(len: usize, lock: bool, how: &Prefault) -> io::Result<Self> {
+        Self::build(len, lock, PageKind::Hugetlb, true, how)
     }
 
     /// The memfd behind a shared ring (a tap opens it as /proc/PID/fd/N).
@@ -143,7 +142,7 @@ impl RingMemory {
         self.fd.as_ref().map(std::os::fd::AsRawFd::as_raw_fd)
     }
 
-    fn build(len: usize, lock: bool, first: PageKind, background: bool, share: bool) -> io::Result<Self> {
+    fn build(len: usize, lock: bool, first: PageKind, share: bool, how: &Prefault) -> io::Result<Self> {
         if len == 0 || len % RING_ALIGN != 0 {
             return Err(io::Error::new(io::ErrorKind::InvalidInput, "ring size must be a non-zero multiple of 4 KiB"));
         }
@@ -168,7 +167,6 @@ impl RingMemory {
                 huge_bytes: 0,
                 ready_ns: 0,
                 threads: 1,
-                tail: Tail::default(),
             },
             None => {
                 check_available(len)?;
@@ -202,7 +200,6 @@ impl RingMemory {
                     huge_bytes: 0,
                     ready_ns: 0,
                     threads: 1,
-                    tail: Tail::default(),
                 };
                 // SAFETY: advice on exactly the ring's range of our own mapping; failure (THP
                 // compiled out or set to `never`) only means normal pages.
@@ -216,55 +213,28 @@ impl RingMemory {
         // SAFETY: the range is exactly the ring inside our mapping; failure (RLIMIT_MEMLOCK) is
         // reported as not locked.
         mem.locked = lock && unsafe { libc::mlock2(mem.ptr as *const libc::c_void, len, libc::MLOCK_ONFAULT) } == 0;
-        // The head is faulted in now; the rest by a thread that keeps ahead of the producer.
-        let head = if background { HEAD } else { len };
-        let head = head.min(len);
-        mem.threads = populate(Region(mem.ptr, head));
+        // Every page now, before anyone is told the ring is ready. A failure (a stop, or a
+        // kernel that cannot populate) drops `mem`, which unmaps it.
+        mem.threads = populate(Region(mem.ptr, len), how)?;
         mem.huge_bytes = match mem.pages {
             PageKind::Hugetlb => len as u64,
             PageKind::Transparent => huge_bytes_of(mem.ptr as usize).unwrap_or(0),
             PageKind::Normal => 0,
         };
-        mem.ready_ns = super::super::monotonic_ns() - t0;
-        if head < len {
-            // SAFETY: head < len: inside the ring.
-            let rest = Region(unsafe { mem.ptr.add(head) }, len - head);
-            let (stop, done) = (mem.tail.stop.clone(), mem.tail.done_ns.clone());
-            let spawned = std::thread::Builder::new().name("ws-ring-fault".into()).spawn(move || {
-                let rest = rest; // the whole Region (Send), not its raw-pointer field
-                let mut off = 0;
-                while off < rest.1 && !stop.load(Ordering::Relaxed) {
-                    let n = TAIL_STEP.min(rest.1 - off);
-                    // SAFETY: off + n <= rest.1: a slice of the ring's tail. The producer may
-                    // write into it meanwhile: the kernel serialises faults on a page, and
-                    // populating a present page changes nothing.
-                    // Never the write-per-page fallback here: it would overwrite the producer's
-                    // bytes. Without MADV_POPULATE_WRITE the producer faults the pages itself.
-                    if unsafe { libc::madvise(rest.0.add(off).cast(), n, libc::MADV_POPULATE_WRITE) } != 0 {
-                        break;
-                    }
-                    off += n;
-                }
-                if off >= rest.1 {
-                    done.store(super::super::monotonic_ns() - t0, Ordering::Release);
-                }
-            });
-            match spawned {
-                Ok(h) => mem.tail.thread = Some(h),
-                Err(_) => {
-                    populate(rest);
-                }
-            }
-        }
-        if mem.tail.thread.is_none() {
-            mem.tail.done_ns.store((super::super::monotonic_ns() - t0).max(1), Ordering::Release);
-        }
+        mem.ready_ns = (super::super::monotonic_ns() - t0).max(1);
         Ok(mem)
     }
 
-    /// When every page of the ring was faulted in, readable after the ring is gone.
-    pub fn populated(&self) -> Populated {
-        Populated(self.tail.done_ns.clone())
+    /// Bytes of the ring resident in RAM now, as the kernel's page tables say (mincore(2)):
+    /// the proof, rather than the claim, that the ring is ready. 0 if the kernel would not say.
+    pub fn resident_bytes(&self) -> u64 {
+        let page = RING_ALIGN;
+        let mut vec = vec![0u8; self.len.div_ceil(page)];
+        // SAFETY: the ring's range of our own mapping, page-aligned; `vec` has one byte per page.
+        if unsafe { libc::mincore(self.ptr.cast(), self.len, vec.as_mut_ptr()) } != 0 {
+            return 0;
+        }
+        vec.iter().filter(|&&b| b & 1 != 0).count() as u64 * page as u64
     }
 
     /// Whether the ring memory is locked in RAM.
@@ -272,14 +242,16 @@ impl RingMemory {
         self.locked
     }
 
-    /// Seconds from the mmap until the ring could take its first datagram.
+    /// Seconds from the mmap until every page was faulted in and locked: from then on the ring
+    /// takes a stream at full rate.
     pub fn ready_s(&self) -> f64 {
         self.ready_ns as f64 / 1e9
     }
 }
 
-/// Fault every page of `r` in, writable, in parallel slices when it is big. Returns the threads used.
-fn populate(r: Region) -> usize {
+/// Fault every page of `r` in, writable, in parallel slices when it is big, telling `how` the
+/// progress from this thread. Returns the threads used; fails when `how` says stop.
+fn populate(r: Region, how: &Prefault) -> io::Result<usize> {
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     let threads = (r.1 / MIN_SLICE).clamp(1, cpus.min(MAX_THREADS));
     // Slices on huge-page boundaries, so no 2 MiB page is split between two threads.
@@ -290,16 +262,41 @@ fn populate(r: Region) -> usize {
         // SAFETY: off < r.1: a pointer inside the region.
         .map(|off| Region(unsafe { r.0.add(off) }, step.min(r.1 - off)))
         .collect();
-    if regions.len() == 1 {
-        populate_region(regions[0]);
-    } else {
-        std::thread::scope(|s| {
-            for &r in &regions {
-                s.spawn(move || populate_region(r));
+    let done = AtomicU64::new(0);
+    let total = r.1 as u64;
+    let stop = AtomicBool::new(false);
+    let quit = || stop.load(Ordering::Relaxed) || how.stopped();
+    let (done_ref, quit_ref) = (&done, &quit);
+    std::thread::scope(|s| {
+        let workers: Vec<_> = regions
+            .iter()
+            .map(|&r| {
+                s.spawn(move || {
+                    let r = r; // the whole Region (Send), not its raw-pointer field
+                    populate_region(r, done_ref, quit_ref)
+                })
+            })
+            .collect();
+        // This thread only watches: it reports and passes a stop on.
+        let mut last = std::time::Instant::now();
+        while !workers.iter().all(|w| w.is_finished()) {
+            if how.stopped() {
+                stop.store(true, Ordering::Relaxed);
             }
-        });
+            if let Some(p) = how.progress.filter(|_| last.elapsed() >= PROGRESS_EVERY) {
+                p(done.load(Ordering::Relaxed), total);
+                last = std::time::Instant::now();
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    });
+    if how.stopped() {
+        return Err(io::Error::new(io::ErrorKind::Interrupted, "stopped while the ring was being made ready"));
     }
-    regions.len()
+    if let Some(p) = how.progress {
+        p(total, total);
+    }
+    Ok(regions.len())
 }
 
 /// A ring from the reserved huge-page pool, or None when the pool cannot hold it.
@@ -357,18 +354,26 @@ fn map_normal(len: usize) -> io::Result<(*mut u8, usize, *mut u8)> {
     Ok((ptr, map_len, unsafe { ptr.add(pad) }))
 }
 
-/// Fault in `r` writable. MADV_POPULATE_WRITE (Linux 5.14) does it in the kernel in one call;
+/// Fault in `r` writable, a step at a time, adding each step to `done` and giving up when
+/// `quit` says so. MADV_POPULATE_WRITE (Linux 5.14) does a step in the kernel in one call;
 /// older kernels get one write per page.
-fn populate_region(r: Region) {
-    // SAFETY: r is a slice of our own mapping, given to this thread alone.
-    if unsafe { libc::madvise(r.0.cast(), r.1, libc::MADV_POPULATE_WRITE) } == 0 {
-        return;
-    }
+fn populate_region(r: Region, done: &AtomicU64, quit: &dyn Fn() -> bool) {
     let mut off = 0;
-    while off < r.1 {
-        // SAFETY: off < r.1, inside the slice this thread owns; nobody reads it yet.
-        unsafe { r.0.add(off).write_volatile(0) };
-        off += RING_ALIGN;
+    while off < r.1 && !quit() {
+        let n = STEP.min(r.1 - off);
+        // SAFETY: off + n <= r.1: a slice of our own mapping, given to this thread alone.
+        let at = unsafe { r.0.add(off) };
+        // SAFETY: advice on that slice; failure (an old kernel) falls back below.
+        if unsafe { libc::madvise(at.cast(), n, libc::MADV_POPULATE_WRITE) } != 0 {
+            let mut page = 0;
+            while page < n {
+                // SAFETY: page < n, inside the slice this thread owns; nobody reads it yet.
+                unsafe { at.add(page).write_volatile(0) };
+                page += RING_ALIGN;
+            }
+        }
+        off += n;
+        done.fetch_add(n as u64, Ordering::Relaxed);
     }
 }
 
@@ -418,11 +423,7 @@ fn huge_bytes_of(addr: usize) -> Option<u64> {
 
 impl Drop for RingMemory {
     fn drop(&mut self) {
-        self.tail.stop.store(true, Ordering::Relaxed);
-        if let Some(t) = self.tail.thread.take() {
-            let _ = t.join();
-        }
-        // SAFETY: unmapping exactly the mapping created in `with_pages`; no references outlive
+        // SAFETY: unmapping exactly the mapping created in `build`; no references outlive
         // self because producer and consumer hold an Arc to the shared state that owns this.
         unsafe { libc::munmap(self.map.0 as *mut libc::c_void, self.map.1) };
     }
@@ -445,13 +446,13 @@ mod tests {
     #[test]
     fn huge_pages_fall_back_step_by_step_and_say_which() {
         let len = 8 << 20;
-        let normal = RingMemory::with_pages(len, false, PageKind::Normal, false).unwrap();
+        let normal = RingMemory::with_pages(len, false, PageKind::Normal).unwrap();
         assert_eq!(normal.pages, PageKind::Normal);
         assert_eq!(normal.huge_bytes, 0);
-        let thp = RingMemory::with_pages(len, false, PageKind::Transparent, false).unwrap();
+        let thp = RingMemory::with_pages(len, false, PageKind::Transparent).unwrap();
         assert_eq!(thp.pages, if thp_enabled() { PageKind::Transparent } else { PageKind::Normal });
         assert_eq!(thp.ptr as usize % HUGE, 0, "the ring starts on a huge-page boundary");
-        let best = RingMemory::with_pages(len, false, PageKind::Hugetlb, true).unwrap();
+        let best = RingMemory::with_pages(len, false, PageKind::Hugetlb).unwrap();
         let expect = if hugetlb_free() >= len as u64 {
             PageKind::Hugetlb
         } else if thp_enabled() {
@@ -461,18 +462,43 @@ mod tests {
         };
         assert_eq!(best.pages, expect);
         // A size that is no multiple of 2 MiB skips hugetlb and still works.
-        let odd = RingMemory::with_pages(len + RING_ALIGN, false, PageKind::Hugetlb, true).unwrap();
+        let odd = RingMemory::with_pages(len + RING_ALIGN, false, PageKind::Hugetlb).unwrap();
         assert_ne!(odd.pages, PageKind::Hugetlb);
         for m in [&normal, &thp, &best, &odd] {
             assert!(m.threads >= 1);
         }
     }
 
+    /// Readiness is the whole ring: on return every page is resident (the kernel's word, not
+    /// ours), progress ended at the total, and the time it took is reported.
+    #[test]
+    fn a_ring_is_whole_when_it_is_returned() {
+        let len = 320 << 20; // more than one populating slice, and more than the old 64 MiB head
+        let seen = std::sync::Mutex::new(Vec::new());
+        let report = |done: u64, total: u64| seen.lock().unwrap().push((done, total));
+        let how = Prefault { progress: Some(&report), stop: None };
+        let m = RingMemory::new(len, false, &how).unwrap();
+        assert_eq!(m.resident_bytes(), len as u64, "every page is in before the ring is handed out");
+        assert!(m.ready_s() > 0.0);
+        let seen = seen.into_inner().unwrap();
+        assert_eq!(seen.last(), Some(&(len as u64, len as u64)), "{seen:?}");
+        assert!(seen.windows(2).all(|w| w[0].0 <= w[1].0), "progress never goes back: {seen:?}");
+    }
+
+    /// A stop abandons the ring at once: an error that says so, and no memory kept.
+    #[test]
+    fn a_stop_abandons_the_ring() {
+        let stop = AtomicBool::new(true);
+        let how = Prefault { progress: None, stop: Some(&stop) };
+        let e = RingMemory::new(256 << 20, false, &how).err().expect("stopped");
+        assert_eq!(e.kind(), io::ErrorKind::Interrupted, "{e}");
+    }
+
     #[test]
     fn a_ring_bigger_than_the_host_is_refused_in_words() {
         let Some(avail) = meminfo_bytes("MemAvailable:") else { return };
         let too_big = ((avail as usize) + (1 << 30)) / RING_ALIGN * RING_ALIGN;
-        let e = RingMemory::with_pages(too_big, false, PageKind::Normal, false).err().expect("refused");
+        let e = RingMemory::with_pages(too_big, false, PageKind::Normal).err().expect("refused");
         assert!(e.to_string().contains("available now"), "{e}");
     }
 }
