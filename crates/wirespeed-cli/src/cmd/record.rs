@@ -29,10 +29,13 @@ pub struct RecordArgs {
     /// /dev/null).
     #[arg(long, value_parser = ["null"])]
     sink: Option<String>,
-    /// RAM burst buffer between the capture thread and the disk (preallocated, pre-faulted and
-    /// locked in RAM where allowed). When the input outruns the disk the buffer absorbs it; if
-    /// it fills, datagrams are dropped and counted as ring-full loss. At most this host's
-    /// physical memory.
+    /// RAM burst buffer between the capture thread and the disk (preallocated, and locked in
+    /// RAM where allowed). When the input outruns the disk the buffer absorbs it; if it fills,
+    /// datagrams are dropped and counted as ring-full loss. At most this host's physical
+    /// memory. Readiness costs time: every page is faulted in before 'listening on' is printed
+    /// (so a full-rate stream from then loses nothing), which takes a fraction of a second per
+    /// GiB of recently used memory and seconds per GiB of cold memory (a VM's after
+    /// drop_caches); progress is shown each second, and ring.ready_s says how long it took.
     #[arg(long, default_value = "1G", value_parser = args::ring_buffer)]
     buffer: u64,
     /// Bytes per disk write (a multiple of 4K, 4K..1G).

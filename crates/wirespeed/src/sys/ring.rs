@@ -36,7 +36,7 @@ use std::sync::Arc;
 
 pub mod memory;
 pub mod share;
-pub use memory::{PageKind, Prefault, RingMemory};
+pub use memory::{prefault, PageKind, Prefault, RingMemory};
 
 /// Alignment of the ring's memory and of file starts within it: what O_DIRECT requires.
 pub const RING_ALIGN: usize = 4096;

@@ -287,6 +287,8 @@ impl RecvBatch {
             lent_hdrs: 0,
             in_place: 0,
         };
+        // Every page now: the first batch must not fault them in on the receive path.
+        super::ring::prefault(&mut b.bufs);
         for i in 0..count {
             // SAFETY: i * buf_size is within the `bufs` allocation of count * buf_size bytes.
             let base = unsafe { b.bufs.as_mut_ptr().add(i * buf_size) };
