@@ -156,7 +156,7 @@ pub fn byte_ring(len: usize, lock: bool) -> io::Result<(RingProducer, RingConsum
 /// A ring of `len` bytes that taps can map read-only: memfd memory and a header page whose
 /// overwrite frontier ([`share::FRONTIER_WORD`]) the producer keeps (see the module docs).
 pub fn shared_byte_ring(len: usize, lock: bool) -> io::Result<(RingProducer, RingConsumer)> {
-    let hdr = share::HeaderMap::new("wirespeed-share")?;
+    let hdr = share::HeaderMap::new(share::HEADER_MEMFD)?;
     hdr.words()[share::FRONTIER_WORD].store(len as u64, Ordering::Release);
     ring_over(RingMemory::shared(len, lock)?, Some(hdr))
 }
