@@ -515,7 +515,9 @@ pub struct MetricsArgs {
     /// Serve Prometheus metrics at http://ADDR:PORT/metrics while the command runs: each
     /// stream's received/lost/late/duplicate/invalid counts, socket drops, and for record the
     /// ring fill, ring-full drops, bytes and files written and write latency (README, "Metrics").
-    /// A bare PORT listens on 127.0.0.1 only; 0.0.0.0:PORT lets other hosts scrape.
+    /// A bare PORT listens on 127.0.0.1 only; 0.0.0.0:PORT lets other hosts scrape. Idle or
+    /// slow clients never delay a scrape: at most 128 connections, 16 per client address, 2 s
+    /// each.
     #[arg(long, value_name = "[ADDR:]PORT", value_parser = wirespeed::metrics::parse_addr)]
     pub metrics: Option<std::net::SocketAddr>,
 }

@@ -278,6 +278,46 @@ fn the_exporter_answers_only_metrics_and_survives_malformed_requests() {
     assert!(out.contains(&format!("metrics: served at http://{m}/metrics (2 scrape(s) answered)")), "{out}");
 }
 
+/// 200 connections that connect and say nothing, all held open by the test, then scrapes: each
+/// is answered (the exporter serves every connection at once, and a new one closes the oldest
+/// idle one of its client), and the capture beside it counts every datagram. The old exporter
+/// served one connection at a time, up to 3 s each: the scrape waited about ten minutes.
+#[test]
+fn a_scrape_is_answered_while_200_idle_connections_are_held() {
+    let _t = traffic();
+    let r = spawn_served(&["recv", "127.0.0.1:0", "--metrics", "127.0.0.1:0", "--json"]);
+    let port = r.port.expect("recv names its port");
+    let m = r.metrics.clone();
+    let addr: std::net::SocketAddr = m.parse().unwrap();
+    let idle: Vec<TcpStream> = (0..200)
+        .map(|i| {
+            TcpStream::connect_timeout(&addr, Duration::from_secs(10))
+                .unwrap_or_else(|e| panic!("idle connection {i} not taken within 10 s: {e}"))
+        })
+        .collect();
+    for _ in 0..3 {
+        let mut c = TcpStream::connect_timeout(&addr, Duration::from_secs(10)).expect("the scraper connects");
+        // Generous: the exporter answers at once; the old one took minutes.
+        c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        c.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+        let mut raw = Vec::new();
+        let got = c.read_to_end(&mut raw);
+        let text = String::from_utf8_lossy(&raw);
+        assert!(
+            got.is_ok() && text.starts_with("HTTP/1.1 200 OK\r\n"),
+            "no answer with 200 idle connections held: {got:?} {text:?}"
+        );
+        assert!(text.contains("command=\"recv\""), "{text}");
+    }
+    send_to_port(port, &["--size", "1024", "--count", "5000", "--rate", "20kpps"]);
+    let (code, out, err) = r.interrupt();
+    drop(idle);
+    assert_eq!(code, Some(0), "{err}");
+    let j = json(&out);
+    assert_eq!(u(&j["total"], "received"), 5000, "{out}");
+    assert_eq!(u(&j["metrics"], "scrapes"), 3, "{out}");
+}
+
 #[test]
 fn record_metrics_show_the_ring_the_files_and_the_writes() {
     let _t = traffic();

@@ -321,3 +321,120 @@ fn a_tap_in_another_namespace_reads_the_recording_exactly() {
         assert_eq!(u(&t["total"], k), u(&rec["capture"]["total"], k), "{k}");
     }
 }
+
+/// This process's start time (/proc/self/stat field 22), so that a descriptor naming this
+/// process passes as a live recorder's.
+fn own_start_ticks() -> u64 {
+    let s = std::fs::read_to_string("/proc/self/stat").unwrap();
+    s[s.rfind(')').unwrap() + 1..].split_whitespace().nth(19).unwrap().parse().unwrap()
+}
+
+/// Write share descriptor `name` as a live "recorder" (this test process) would, with `rings`
+/// (JSON).
+fn forge_descriptor(name: &str, rings: &str) -> std::path::PathBuf {
+    let path = std::path::Path::new(share_dir()).join(format!("{name}.json"));
+    let body = format!(
+        r#"{{"schema":"wirespeed.share/1","name":"{name}","pid":{},"start_ticks":{},"format":"counter","file_format":"pcap","window":65536,"listen":"127.0.0.1:1","rings":{rings}}}"#,
+        std::process::id(),
+        own_start_ticks()
+    );
+    std::fs::write(&path, body).unwrap();
+    path
+}
+
+/// A descriptor that names no ring is no recorder's: refused in one line, exit 2 (it used to
+/// "attach" to nothing and exit 0).
+#[test]
+fn a_descriptor_without_rings_is_refused() {
+    let path = forge_descriptor("norings", "[]");
+    fails_in_one_line(&["tap", "norings"], 2, "names no ring");
+    std::fs::remove_file(path).unwrap();
+}
+
+/// A forged descriptor naming regular files laid out as a share (a valid header, a ring file):
+/// the tap refuses them before mapping anything, in one line. The old tap attached, and died
+/// of SIGBUS once the ring file was truncated under its mapping.
+#[test]
+fn a_forged_descriptor_of_regular_files_is_refused_and_cannot_sigbus_the_tap() {
+    let d = TempDir::new("tap-forged");
+    let cap: u64 = 1 << 20;
+    let (hdr, data) = (d.0.join("header"), d.0.join("ring"));
+    // A header as a recorder writes it: magic, version, capacity, records published up to
+    // the first 64 KiB of the ring, the frontier at one ring.
+    let mut words = vec![0u64; 512];
+    words[0] = u64::from_le_bytes(*b"WSSHARE1");
+    words[1] = 1;
+    words[2] = cap;
+    words[4] = 24;
+    words[6] = cap;
+    let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
+    std::fs::write(&hdr, &bytes).unwrap();
+    std::fs::write(&data, vec![0u8; cap as usize]).unwrap();
+    let rings = format!(r#"[{{"header":"{}","data":"{}","capacity":{cap}}}]"#, hdr.display(), data.display());
+    let path = forge_descriptor("forged", &rings);
+    let mut child = Command::new(bin())
+        .args(["tap", "forged", "--json"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start wirespeed tap");
+    let mut err = BufReader::new(child.stderr.take().unwrap());
+    let mut first = String::new();
+    err.read_line(&mut first).unwrap();
+    if first.contains("attached") {
+        // What the old tap did: now shrink the ring under its mapping and publish past it.
+        std::fs::OpenOptions::new().write(true).open(&data).unwrap().set_len(0).unwrap();
+        words[4] = 200_000;
+        let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
+        std::fs::write(&hdr, &bytes).unwrap();
+    }
+    let t0 = std::time::Instant::now();
+    let st = loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            break st;
+        }
+        if t0.elapsed() > Duration::from_secs(30) {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("the tap neither refused the descriptor nor ended; first line: {first}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let mut rest = String::new();
+    let _ = err.read_to_string(&mut rest);
+    std::fs::remove_file(path).unwrap();
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(st.signal(), None, "the tap died of a signal; stderr: {first}{rest}");
+    assert_eq!(st.code(), Some(2), "{first}{rest}");
+    assert!(first.contains("is not one of the recorder's own descriptors"), "{first}");
+    assert!(rest.is_empty(), "one line: {first}{rest}");
+}
+
+/// A genuine recorder's shared memfds cannot be truncated (sealed), not even by root, so a tap
+/// reading them can never meet a SIGBUS; the recording and a tap on it are untouched by the
+/// attempt.
+#[test]
+fn a_recorders_shared_ring_cannot_be_truncated() {
+    let _g = traffic();
+    let d = TempDir::new("tap-seal");
+    let r = spawn_recorder(d.path(), "sealed", "8M");
+    let desc = json(&std::fs::read_to_string(std::path::Path::new(share_dir()).join("sealed.json")).unwrap());
+    let t = spawn_tap(&["sealed", "--json"]);
+    for ring in desc["rings"].as_array().unwrap() {
+        for k in ["data", "header"] {
+            let p = ring[k].as_str().unwrap();
+            let f = std::fs::OpenOptions::new().write(true).open(p).unwrap();
+            let e = f.set_len(0).expect_err("a shared memfd must not shrink");
+            assert_eq!(e.raw_os_error(), Some(1), "EPERM (sealed) for {p}: {e}");
+        }
+    }
+    send_to_port(r.port, &["--size", "1024", "--count", "3000", "--rate", "30kpps"]);
+    let (code, stdout, stderr) = finish(r, Duration::from_secs(60));
+    assert_eq!(code, Some(0), "{stderr}");
+    let rec = json(&stdout);
+    let (code, out, err) = finish_tap(t);
+    assert_eq!(code, Some(0), "{err}");
+    let tr = json(&out);
+    assert_eq!(u(&tr, "records"), u(&rec["capture"]["total"], "received"), "{out}");
+    assert_eq!(u(&tr, "records"), 3000, "{out}");
+}

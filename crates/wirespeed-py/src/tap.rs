@@ -194,14 +194,7 @@ impl Tap {
             })?,
         };
         let layout = ReadLayout::for_stream(&fmt, FileFormat::Pcap).map_err(usage)?;
-        let mut rings = Vec::with_capacity(d.rings.len());
-        for e in &d.rings {
-            rings.push(TapRing::attach(e, start).map_err(|e| {
-                crate::WirespeedError::new_err(format!(
-                    "{e} (a tap reads the recorder's /proc entry: run as the same user or root)"
-                ))
-            })?);
-        }
+        let rings = d.attach(start).map_err(usage)?;
         let info = wirespeed::spool::parse_pcap_global(&pcap_global_header())
             .ok_or_else(|| crate::WirespeedError::new_err("the recorder's pcap header does not parse"))?;
         let state = State {

@@ -10,7 +10,7 @@
 
 use crate::error::{Error, Result};
 use crate::ledger::LedgerCounts;
-use crate::spool::share::{Descriptor, Next, Overrun, Start, TapRing};
+use crate::spool::share::{Descriptor, Next, Overrun, Start};
 use crate::spool::{pcap_global_header, FileFormat, FileLedger, FileStream, ReadLayout, RecordWalker};
 use crate::wire::Format;
 use crate::{sys, units};
@@ -136,7 +136,48 @@ impl TapProgress {
 enum Sink {
     None,
     Stream(Box<dyn Write>),
-    Exec(std::process::Child, std::io::BufWriter<std::process::ChildStdin>),
+    Exec(std::process::Child, Buffered<std::process::ChildStdin>),
+}
+
+/// A write buffer whose memory is faulted in when it is made, not by the first records: a
+/// `BufWriter`'s fresh megabyte would take a page fault per 4 KiB on the tap's path, just when
+/// it said it was attached and must keep up.
+struct Buffered<W: Write> {
+    w: W,
+    buf: Vec<u8>,
+}
+
+impl<W: Write> Buffered<W> {
+    fn new(w: W, cap: usize) -> Self {
+        let mut buf = vec![1u8; cap]; // every byte written: every page is in
+        buf.clear();
+        Buffered { w, buf }
+    }
+
+    fn flush_buf(&mut self) -> std::io::Result<()> {
+        let r = self.w.write_all(&self.buf);
+        self.buf.clear();
+        r
+    }
+}
+
+impl<W: Write> Write for Buffered<W> {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        if self.buf.len() + b.len() > self.buf.capacity() {
+            self.flush_buf()?;
+        }
+        if b.len() >= self.buf.capacity() {
+            self.w.write_all(b)?;
+        } else {
+            self.buf.extend_from_slice(b);
+        }
+        Ok(b.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.flush_buf()?;
+        self.w.flush()
+    }
 }
 
 impl Sink {
@@ -144,7 +185,7 @@ impl Sink {
         let header = pcap_global_header();
         let mut s = match o {
             Output::None => return Ok(Sink::None),
-            Output::Stdout => Sink::Stream(Box::new(std::io::BufWriter::with_capacity(1 << 20, std::io::stdout()))),
+            Output::Stdout => Sink::Stream(Box::new(Buffered::new(std::io::stdout(), 1 << 20))),
             Output::File(p) => {
                 let f = std::fs::OpenOptions::new().write(true).create_new(true).open(p).map_err(|e| {
                     Error::Usage(format!(
@@ -152,7 +193,7 @@ impl Sink {
                         p.display()
                     ))
                 })?;
-                Sink::Stream(Box::new(std::io::BufWriter::with_capacity(1 << 20, f)))
+                Sink::Stream(Box::new(Buffered::new(f, 1 << 20)))
             }
             Output::Exec(cmd) => {
                 let mut child = std::process::Command::new("sh")
@@ -162,7 +203,7 @@ impl Sink {
                     .spawn()
                     .map_err(|e| Error::Runtime(format!("cannot start `{cmd}`: {e}")))?;
                 let stdin = child.stdin.take().ok_or_else(|| Error::Runtime("no stdin for --exec".into()))?;
-                Sink::Exec(child, std::io::BufWriter::with_capacity(1 << 16, stdin))
+                Sink::Exec(child, Buffered::new(stdin, 1 << 16))
             }
         };
         s.write(&header).map_err(|e| Error::Runtime(format!("cannot write the tap's output: {e}")))?;
@@ -210,12 +251,7 @@ pub fn run(
             .map_err(|e| Error::Runtime(format!("the recorder's format {:?} does not parse here: {e}", d.format)))?,
     };
     let layout = ReadLayout::for_stream(&fmt, FileFormat::Pcap).map_err(Error::Usage)?;
-    let mut rings = Vec::with_capacity(d.rings.len());
-    for e in &d.rings {
-        rings.push(TapRing::attach(e, cfg.start).map_err(|e| {
-            Error::Runtime(format!("{e} (tap needs to read the recorder's /proc entry: the same user or root)"))
-        })?);
-    }
+    let mut rings = d.attach(cfg.start).map_err(Error::Usage)?;
     let mut sink = Sink::open(&cfg.output)?;
     attached(&d);
     let mut ledger = FileLedger::new(layout.reader.clone(), d.window);
@@ -224,7 +260,9 @@ pub fn run(
     let every = interval.map(|i| i.as_nanos() as u64);
     let (mut next_tick, mut last_recs, mut last_t) = (every.map_or(u64::MAX, |e| t0 + e), 0u64, t0);
     let mut last_alive_check = t0;
-    let mut buf = Vec::with_capacity(70_000);
+    // The record buffer, faulted in before the first record (see `Buffered`).
+    let mut buf = vec![1u8; 70_000];
+    buf.clear();
     let (mut records, mut bytes) = (0u64, 0u64);
     let mut ended: Vec<bool> = vec![false; rings.len()];
     let mut write_error = None;

@@ -20,7 +20,10 @@ pub const TAP_HELP: &str = "Read a live recording from any partition of this hos
     records it lost as tap_overrun. It starts at the newest data (--from-start: the oldest the \
     ring still holds) and ends when the recorder does.\n\n\
     Descriptors live in /run/wirespeed/share (or $WIRESPEED_SHARE_DIR). The tap needs to read \
-    the recorder's /proc entry: the same user, or root.\n\n\
+    the recorder's /proc entry: the same user, or root. It maps only the recorder's own memory \
+    (/proc/PID/fd/N of the named recorder, memfds sealed against shrinking) and refuses a \
+    descriptor naming anything else, or no ring (exit code 2). It faults the rings in before it \
+    says attached, so it keeps up from the first record.\n\n\
     Try:  wirespeed record 7148 --size 8800 --file-format pcap -o /data/rec --share obs1\n      \
     wirespeed tap obs1 --interval 1                (in another terminal or partition)\n      \
     wirespeed tap obs1 -w - | tcpdump -r - -c 5\n\n\

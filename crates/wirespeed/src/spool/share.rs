@@ -153,7 +153,23 @@ impl Descriptor {
                 path.display()
             ));
         }
+        if d.rings.is_empty() {
+            return Err(format!(
+                "{} names no ring: a recorder always shares one per capture thread, so this descriptor is not a recorder's; remove it",
+                path.display()
+            ));
+        }
         Ok(d)
+    }
+
+    /// Attach to every ring it names, starting at `start`: what `wirespeed tap` and the Python
+    /// `wirespeed.tap` both do. Each ring and header must be one of the recorder's own sealed
+    /// memfds (see `sys::ring::share`); anything else is refused in one sentence.
+    pub fn attach(&self, start: Start) -> Result<Vec<TapRing>, String> {
+        if self.rings.is_empty() {
+            return Err(format!("share {:?} names no ring", self.name));
+        }
+        self.rings.iter().map(|e| TapRing::attach(self.pid, e, start)).collect()
     }
 }
 
@@ -377,10 +393,9 @@ pub struct TapRing {
 }
 
 impl TapRing {
-    /// Attach to ring `e` of a descriptor, starting at `start`.
-    pub fn attach(e: &RingEntry, start: Start) -> Result<TapRing, String> {
-        let hdr = ReadOnlyMap::open(Path::new(&e.header), sysshare::HEADER_BYTES)
-            .map_err(|err| format!("cannot open the share header {}: {err}", e.header))?;
+    /// Attach to ring `e` of recorder `pid`'s descriptor, starting at `start`.
+    fn attach(pid: u32, e: &RingEntry, start: Start) -> Result<TapRing, String> {
+        let hdr = ReadOnlyMap::open_share(&e.header, pid, sysshare::HEADER_MEMFD, sysshare::HEADER_BYTES)?;
         if hdr.load(W_MAGIC, Ordering::Acquire) != MAGIC || hdr.load(W_VERSION, Ordering::Relaxed) != VERSION {
             return Err(format!("{} is not a wirespeed share header of version {VERSION}", e.header));
         }
@@ -388,8 +403,8 @@ impl TapRing {
         if cap != e.capacity || cap == 0 {
             return Err(format!("{}: ring capacity {cap}, the descriptor says {}", e.header, e.capacity));
         }
-        let data = ReadOnlyMap::open(Path::new(&e.data), cap as usize)
-            .map_err(|err| format!("cannot open the shared ring {}: {err}", e.data))?;
+        let len = usize::try_from(cap).map_err(|_| format!("{}: ring capacity {cap} is not mappable", e.header))?;
+        let data = ReadOnlyMap::open_share(&e.data, pid, sysshare::RING_MEMFD, len)?;
         Self::over(hdr, data, start)
     }
 

@@ -162,7 +162,7 @@ pub fn byte_ring_with(len: usize, lock: bool, how: &Prefault) -> io::Result<(Rin
 /// A ring of `len` bytes that taps can map read-only: memfd memory and a header page whose
 /// overwrite frontier ([`share::FRONTIER_WORD`]) the producer keeps (see the module docs).
 pub fn shared_byte_ring(len: usize, lock: bool, how: &Prefault) -> io::Result<(RingProducer, RingConsumer)> {
-    let hdr = share::HeaderMap::new("wirespeed-share")?;
+    let hdr = share::HeaderMap::new(share::HEADER_MEMFD)?;
     hdr.words()[share::FRONTIER_WORD].store(len as u64, Ordering::Release);
     ring_over(RingMemory::shared(len, lock, how)?, Some(hdr))
 }

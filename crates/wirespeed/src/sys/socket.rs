@@ -626,6 +626,29 @@ pub fn poll_readable(fd: RawFd, timeout_ns: Option<u64>) -> io::Result<bool> {
     Ok(r > 0 && p.revents & (libc::POLLIN | libc::POLLERR) != 0)
 }
 
+/// One descriptor of a [`poll`] set: `events` is what to wait for (`libc::POLLIN`,
+/// `libc::POLLOUT`), `revents` what happened.
+pub type PollFd = libc::pollfd;
+
+/// Wait until one of `fds` is ready or `timeout_ms` has passed (one syscall for a whole set of
+/// sockets, so that one thread can serve many peers without any one of them holding it up).
+/// Returns how many are ready; EINTR returns 0 (every `revents` cleared) so the caller
+/// re-checks its stop flag.
+pub fn poll(fds: &mut [PollFd], timeout_ms: i32) -> io::Result<usize> {
+    // SAFETY: `fds` is a valid, exclusively borrowed slice of pollfd of exactly the length
+    // given; the kernel writes only their `revents`.
+    let r = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout_ms) };
+    if r < 0 {
+        let e = io::Error::last_os_error();
+        if e.kind() == io::ErrorKind::Interrupted {
+            fds.iter_mut().for_each(|p| p.revents = 0);
+            return Ok(0);
+        }
+        return Err(e);
+    }
+    Ok(r as usize)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -171,7 +171,7 @@ impl RingMemory {
             None => {
                 check_available(len)?;
                 let (map_ptr, map_len, ptr, fd) = if share {
-                    let fd = super::share::memfd("wirespeed-ring", len, false)?;
+                    let fd = super::share::memfd(super::share::RING_MEMFD, len, false)?;
                     let (map_ptr, map_len, ptr) = map_normal(len)?;
                     // The reservation's ring range becomes the memfd, shared.
                     let mapped = super::share::map_fd(
@@ -319,7 +319,7 @@ fn map_hugetlb(len: usize) -> Option<*mut u8> {
 /// A shared ring from the reserved huge-page pool (a hugetlb memfd), or None when the pool
 /// cannot hold it.
 fn map_hugetlb_shared(len: usize) -> Option<(*mut u8, Option<std::os::fd::OwnedFd>)> {
-    let fd = super::share::memfd("wirespeed-ring", len, true).ok()?;
+    let fd = super::share::memfd(super::share::RING_MEMFD, len, true).ok()?;
     let ptr = super::share::map_fd(
         std::os::fd::AsRawFd::as_raw_fd(&fd),
         len,

@@ -7,6 +7,14 @@
 //! for someone to clean up; any process allowed to read the recorder's /proc entry (same user,
 //! or root, in any network namespace of the same PID namespace) can open it.
 //!
+//! A tap maps only what is provably a recorder's: the path must be `/proc/PID/fd/N` of the
+//! recorder the descriptor names, the file behind it a memfd of the recorder's own name
+//! ([`RING_MEMFD`], [`HEADER_MEMFD`]), sealed against shrinking ([`seal`], set by the recorder
+//! before anyone can see the memfd). A shared file that shrank under a mapping would kill the
+//! tap with SIGBUS on its next read; a sealed memfd cannot shrink, so a tap's reads cannot
+//! fault that way, whoever wrote the descriptor. A tap's view is populated before the tap says
+//! it is attached, so that it reads at full speed from its first record.
+//!
 //! The bytes are only ever touched through atomics ([`HeaderMap`], [`ReadOnlyMap::load`]) or
 //! copied out whole ([`ReadOnlyMap::copy_out`]); no reference to shared bytes that another
 //! process may change is ever handed to safe code. The protocol that makes a copy trustworthy
@@ -26,10 +34,20 @@ pub const HEADER_WORDS: usize = HEADER_BYTES / 8;
 /// rest of the header's layout is `spool::share`'s.
 pub const FRONTIER_WORD: usize = 6;
 
-/// A new memfd of `len` bytes; `hugetlb` asks for the reserved huge-page pool.
+/// The name of a shared ring's memfd (its /proc link reads `/memfd:wirespeed-ring (deleted)`).
+pub const RING_MEMFD: &str = "wirespeed-ring";
+/// The name of a share header's memfd.
+pub const HEADER_MEMFD: &str = "wirespeed-share";
+
+/// The seals every shared memfd carries: its size can never change, and neither can its seals,
+/// so that a mapping of it can never find its pages gone (SIGBUS).
+const SEALS: libc::c_int = libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_SEAL;
+
+/// A new memfd of `len` bytes, sealed at that size ([`SEALS`]); `hugetlb` asks for the
+/// reserved huge-page pool.
 pub(super) fn memfd(name: &str, len: usize, hugetlb: bool) -> io::Result<OwnedFd> {
     let cname = CString::new(name).map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL in a memfd name"))?;
-    let flags = libc::MFD_CLOEXEC | if hugetlb { libc::MFD_HUGETLB } else { 0 };
+    let flags = libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING | if hugetlb { libc::MFD_HUGETLB } else { 0 };
     // SAFETY: a valid NUL-terminated name; the result is checked.
     let fd = unsafe { libc::memfd_create(cname.as_ptr(), flags) };
     if fd < 0 {
@@ -41,7 +59,46 @@ pub(super) fn memfd(name: &str, len: usize, hugetlb: bool) -> io::Result<OwnedFd
     if unsafe { libc::ftruncate(fd.as_raw_fd(), len as libc::off_t) } != 0 {
         return Err(io::Error::last_os_error());
     }
+    // SAFETY: fcntl on our own descriptor with an int argument; the result is checked.
+    if unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_ADD_SEALS, SEALS) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
     Ok(fd)
+}
+
+/// The seals of `fd` (0 for a file that cannot carry any: not a memfd).
+fn seals(fd: RawFd) -> libc::c_int {
+    // SAFETY: fcntl on a descriptor the caller holds open, no argument; the result is checked.
+    let s = unsafe { libc::fcntl(fd, libc::F_GET_SEALS) };
+    s.max(0)
+}
+
+/// Why `path` cannot be one of recorder `pid`'s shared memfds named `name`, checked on the file
+/// opened (not on the path, which may change meanwhile): None when it is one.
+fn not_a_share(f: &std::fs::File, path: &str, pid: u32, name: &str) -> Option<String> {
+    let own = path
+        .strip_prefix(&format!("/proc/{pid}/fd/"))
+        .is_some_and(|n| !n.is_empty() && n.len() <= 10 && n.bytes().all(|b| b.is_ascii_digit()));
+    if !own {
+        return Some(format!(
+            "{path} is not one of the recorder's own descriptors (/proc/{pid}/fd/N): this share descriptor was not written by a recorder"
+        ));
+    }
+    let target = std::fs::read_link(format!("/proc/self/fd/{}", f.as_raw_fd()))
+        .map(|t| t.display().to_string())
+        .unwrap_or_else(|e| format!("unreadable ({e})"));
+    if !target.starts_with(&format!("/memfd:{name} ")) {
+        return Some(format!(
+            "{path} is {target}, not the recorder's shared memory (a memfd named {name}): refusing to map it"
+        ));
+    }
+    let s = seals(f.as_raw_fd());
+    if s & libc::F_SEAL_SHRINK == 0 {
+        return Some(format!(
+            "{path} is not sealed against shrinking, so reading it could crash this tap: refusing it (restart the recorder with this wirespeed version)"
+        ));
+    }
+    None
 }
 
 /// Map `len` bytes of `fd` shared at `at` (MAP_FIXED inside a reservation of ours) or
@@ -109,10 +166,37 @@ pub struct ReadOnlyMap {
 unsafe impl Send for ReadOnlyMap {}
 
 impl ReadOnlyMap {
-    /// Open `path` read-only and map its first `len` bytes PROT_READ. The mapping cannot be
-    /// written through: a tap can never disturb the recorder.
-    pub fn open(path: &std::path::Path, len: usize) -> io::Result<ReadOnlyMap> {
-        let f = std::fs::File::open(path)?;
+    /// Map the first `len` bytes of recorder `pid`'s shared memfd `name` (a [`RING_MEMFD`] or
+    /// [`HEADER_MEMFD`]) at `path`, as a share descriptor names it: refused unless `path` is
+    /// `/proc/PID/fd/N` of that recorder and a memfd of that name, sealed against shrinking
+    /// (see the module docs). Every page is populated before this returns.
+    pub fn open_share(path: &str, pid: u32, name: &str, len: usize) -> Result<ReadOnlyMap, String> {
+        let f = std::fs::File::open(path).map_err(|e| {
+            let hint = if e.kind() == io::ErrorKind::PermissionDenied {
+                " (a tap reads the recorder's /proc entry: run it as the recorder's user or root)"
+            } else {
+                ""
+            };
+            format!("cannot open {path}: {e}{hint}")
+        })?;
+        if let Some(why) = not_a_share(&f, path, pid, name) {
+            return Err(why);
+        }
+        let m = Self::map_file(&f, std::path::Path::new(path), len).map_err(|e| format!("cannot map {path}: {e}"))?;
+        m.populate().map_err(|e| format!("cannot read {path}: {e}"))?;
+        Ok(m)
+    }
+
+    /// Open `path` read-only and map its first `len` bytes PROT_READ, unchecked: for tests
+    /// that map their own process's rings.
+    #[cfg(test)]
+    pub(crate) fn open(path: &std::path::Path, len: usize) -> io::Result<ReadOnlyMap> {
+        Self::map_file(&std::fs::File::open(path)?, path, len)
+    }
+
+    /// Map the first `len` bytes of `f` PROT_READ. The mapping cannot be written through: a
+    /// tap can never disturb the recorder.
+    fn map_file(f: &std::fs::File, path: &std::path::Path, len: usize) -> io::Result<ReadOnlyMap> {
         let size = f.metadata()?.len();
         if size < len as u64 || len == 0 {
             return Err(io::Error::new(
@@ -122,6 +206,28 @@ impl ReadOnlyMap {
         }
         let ptr = map_fd(f.as_raw_fd(), len, std::ptr::null_mut(), libc::PROT_READ)?;
         Ok(ReadOnlyMap { ptr, len })
+    }
+
+    /// Fault every page of the view in now (page tables filled), so that reading it later
+    /// takes no fault: MADV_POPULATE_READ (Linux 5.14), or one read per page before it.
+    fn populate(&self) -> io::Result<()> {
+        // SAFETY: advice on exactly our own mapping; populating reads only.
+        if unsafe { libc::madvise(self.ptr as *mut libc::c_void, self.len, libc::MADV_POPULATE_READ) } == 0 {
+            return Ok(());
+        }
+        let e = io::Error::last_os_error();
+        if e.raw_os_error() != Some(libc::EINVAL) {
+            return Err(e); // EFAULT: pages that cannot be read (never for a sealed memfd)
+        }
+        let mut off = 0;
+        while off < self.len {
+            // SAFETY: off < len: inside our PROT_READ mapping of a memfd sealed against
+            // shrinking (checked by the only public constructor), so the read cannot fault
+            // beyond the file; a volatile read only, never a reference.
+            unsafe { std::ptr::read_volatile(self.ptr.add(off)) };
+            off += 4096;
+        }
+        Ok(())
     }
 
     /// Bytes mapped.
@@ -182,4 +288,99 @@ pub fn process_start_ticks(pid: u32) -> Option<u64> {
     // The command name (field 2) may hold spaces and parentheses: count from the last ')'.
     let rest = &s[s.rfind(')')? + 1..];
     rest.split_whitespace().nth(19)?.parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write as _;
+
+    fn own(fd: RawFd) -> String {
+        format!("/proc/{}/fd/{fd}", std::process::id())
+    }
+
+    /// A recorder's memfd is accepted and populated; its size cannot change, by anyone.
+    #[test]
+    fn a_recorders_sealed_memfd_is_mapped_and_cannot_shrink() {
+        let fd = memfd(RING_MEMFD, 1 << 20, false).unwrap();
+        let m = ReadOnlyMap::open_share(&own(fd.as_raw_fd()), std::process::id(), RING_MEMFD, 1 << 20).unwrap();
+        assert_eq!(m.len(), 1 << 20);
+        let f = std::fs::OpenOptions::new().write(true).open(own(fd.as_raw_fd())).unwrap();
+        let e = f.set_len(4096).unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(libc::EPERM), "sealed against shrinking: {e}");
+        assert!(f.set_len(2 << 20).is_err(), "and against growing");
+        // SAFETY: our own descriptor; the seals may not be changed once F_SEAL_SEAL is set.
+        assert_eq!(unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_ADD_SEALS, libc::F_SEAL_WRITE) }, -1);
+        let mut b = [0u8; 8];
+        assert!(m.copy_out((1 << 20) - 8, &mut b));
+    }
+
+    /// Resident bytes of our mapping at `addr` (/proc/self/smaps `Rss`: pages with a page-table
+    /// entry, which a read takes no fault for).
+    fn rss_of(addr: usize) -> u64 {
+        let text = std::fs::read_to_string("/proc/self/smaps").unwrap();
+        let mut inside = false;
+        for line in text.lines() {
+            let first = line.split_whitespace().next().unwrap_or("");
+            if let Some((a, b)) = first.split_once('-').filter(|_| !first.ends_with(':')) {
+                let (Ok(a), Ok(b)) = (usize::from_str_radix(a, 16), usize::from_str_radix(b, 16)) else { continue };
+                inside = a <= addr && addr < b;
+            } else if inside && first == "Rss:" {
+                return line.split_whitespace().nth(1).unwrap().parse::<u64>().unwrap() * 1024;
+            }
+        }
+        panic!("no mapping at {addr:#x}")
+    }
+
+    /// A tap's view is populated when it is opened: every page is mapped before the tap reads
+    /// (and says it is attached), even pages the recorder has not touched yet.
+    #[test]
+    fn a_taps_view_is_populated_before_it_is_read() {
+        let len = 8 << 20;
+        let fd = memfd(RING_MEMFD, len, false).unwrap();
+        let m = ReadOnlyMap::open_share(&own(fd.as_raw_fd()), std::process::id(), RING_MEMFD, len).unwrap();
+        assert_eq!(rss_of(m.ptr as usize), len as u64, "every page of the view is mapped");
+    }
+
+    /// Everything that is not a recorder's own sealed memfd of the right name is refused in a
+    /// sentence that says why: a regular file, a path that is no /proc/PID/fd/N of the
+    /// recorder, an unsealed memfd, a memfd of another name.
+    #[test]
+    fn anything_but_the_recorders_sealed_memfd_is_refused() {
+        let pid = std::process::id();
+        let dir = std::env::temp_dir().join(format!("ws-share-test-{pid}"));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("ring");
+        std::fs::File::create(&file).unwrap().write_all(&[0u8; 8192]).unwrap();
+        let e = ReadOnlyMap::open_share(file.to_str().unwrap(), pid, RING_MEMFD, 8192).err().unwrap();
+        assert!(e.contains("is not one of the recorder's own descriptors"), "{e}");
+        let f = std::fs::File::open(&file).unwrap();
+        let e = ReadOnlyMap::open_share(&own(f.as_raw_fd()), pid, RING_MEMFD, 8192).err().unwrap();
+        assert!(e.contains("not the recorder's shared memory"), "{e}");
+        let e = ReadOnlyMap::open_share(&own(f.as_raw_fd()), pid + 1, RING_MEMFD, 8192).err().unwrap();
+        assert!(e.contains(&format!("/proc/{}/fd/N", pid + 1)), "{e}");
+        for bad in [format!("/proc/{pid}/fd/"), format!("/proc/{pid}/fd/../fd/3"), format!("/proc/{pid}/fd/3/x")] {
+            let e = ReadOnlyMap::open_share(&bad, pid, RING_MEMFD, 8192).err().unwrap();
+            assert!(
+                e.contains("is not one of the recorder's own descriptors") || e.contains("cannot open"),
+                "{bad}: {e}"
+            );
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+        let unsealed = CString::new(RING_MEMFD).unwrap();
+        // SAFETY: a valid name; checked.
+        let raw = unsafe { libc::memfd_create(unsealed.as_ptr(), libc::MFD_CLOEXEC) };
+        assert!(raw >= 0);
+        // SAFETY: just created, ours alone.
+        let unsealed = unsafe { OwnedFd::from_raw_fd(raw) };
+        // SAFETY: our own descriptor.
+        assert_eq!(unsafe { libc::ftruncate(raw, 8192) }, 0);
+        let e = ReadOnlyMap::open_share(&own(unsealed.as_raw_fd()), pid, RING_MEMFD, 8192).err().unwrap();
+        assert!(e.contains("not sealed against shrinking"), "{e}");
+        let hdr = memfd(HEADER_MEMFD, 8192, false).unwrap();
+        let e = ReadOnlyMap::open_share(&own(hdr.as_raw_fd()), pid, RING_MEMFD, 8192).err().unwrap();
+        assert!(e.contains("a memfd named wirespeed-ring"), "{e}");
+        let e = ReadOnlyMap::open_share(&own(hdr.as_raw_fd()), pid, HEADER_MEMFD, 16384).err().unwrap();
+        assert!(e.contains("holds 8192 bytes"), "{e}");
+    }
 }
