@@ -23,7 +23,11 @@ pub const DOCTOR_HELP: &str = "Inspect this host for a UDP stream at a given rat
     read (a veth has no rings; not root) is said, never guessed.\n\n\
     Nothing is changed without --apply. --apply makes only the safe, reversible changes \
     (sysctls, IRQ affinity, ethtool settings), prints each, and writes an undo script first; \
-    --persist DIR writes them as sysctl.d and udev files instead of changing the live system.\n\n\
+    --persist DIR writes them as sysctl.d and udev files instead of changing the live system. \
+    Only changes that can be made here are marked [--apply] (the driver is asked without \
+    changing anything; a read-only sysctl is not offered); a finding whose fix cannot be made \
+    says why on a \"no --apply:\" line. --apply makes all or none: when the kernel refuses one, \
+    what was made before it is put back.\n\n\
     Try:  wirespeed doctor --for 4G --size 1080 --cpu 1\n      \
     wirespeed doctor --for 2G --size 8800 --port 7148 --disk /data/rec --json\n      \
     sudo wirespeed doctor --for 4G --size 1080 --apply\n\n\

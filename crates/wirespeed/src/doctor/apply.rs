@@ -366,7 +366,7 @@ pub fn cannot_make(
             Err(_) => Some(format!("{path} does not exist here: this kernel has no {what}")),
             Ok(m) if m.permissions().mode() & 0o222 == 0 => {
                 Some(if root.is_live() && crate::sys::netns::is_init() == Some(false) {
-                    format!("read-only here: this process is in a network namespace other than the host's, where host-wide keys are read-only; set it on the host")
+                    "read-only here: this process is in a network namespace other than the host's, where host-wide keys are read-only; set it on the host".to_string()
                 } else {
                     format!("{path} is read-only for everyone here (the kernel allows no change to {what})")
                 })
@@ -1402,6 +1402,7 @@ mod tests {
                 after: "8192".into(),
             }],
             unchanged: vec![],
+            rolled_back: vec![],
             failed: vec![Failed { change: irq(3, "1"), before: Some("0".into()), reason: "no".into() }],
             undo: Some(PathBuf::from("/tmp/u.sh")),
         };

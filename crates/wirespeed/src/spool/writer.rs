@@ -846,7 +846,7 @@ mod tests {
             layout,
             format_spec: fmt.spec(),
             window: 1024,
-            run: super::RunIdentity::new(),
+            run: crate::spool::RunIdentity::new(),
         };
         let mut w = Writer::new(cons, Arc::new(Shared::default()), cfg);
         let zero = Break { end: 0, next_start: 0, cut: 0, unix_ns: 0, ring_full: 0, not_written: 0, socket_drops: 0 };
