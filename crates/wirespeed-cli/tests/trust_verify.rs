@@ -520,6 +520,72 @@ fn recorders_in_the_same_second_take_the_next_free_name_and_overwrite_nothing() 
     assert!(files_ending(&d.0, ".part").is_empty());
 }
 
+/// Issue 28: two recorders started in the same second into one directory, each fed its own
+/// stream. `verify DIR` summed both into one ledger (the second stream's numbers counted as
+/// duplicates of the first's); each run is now reported on its own, with its exact counts.
+/// Sidecars written before runs had ids still verify, read together as before, and it is said.
+#[test]
+fn two_runs_in_one_directory_are_reported_each_on_its_own() {
+    let d = TempDir::new("tv-two-runs");
+    let args =
+        ["--size", "1024", "-o", d.path(), "--once", "--json", "--buffer", "8M", "--block", "1M", "--duration", "60"];
+    let _t = traffic();
+    let a = spawn_cmd_with(&[], "record", "127.0.0.1:0", &args);
+    let b = spawn_cmd_with(&[], "record", "127.0.0.1:0", &args);
+    send(a.port, &["--size", "1024", "--count", "5000", "--rate", "20kpps"]);
+    send(b.port, &["--size", "1024", "--count", "7000", "--rate", "20kpps"]);
+    let mut files = Vec::new();
+    for r in [a, b] {
+        let (code, stdout, stderr) = finish(r, Duration::from_secs(60));
+        assert_eq!(code, Some(0), "{stderr}");
+        let rep = json(&stdout);
+        let f = &rep["writer"]["files"][0];
+        files.push((f["path"].as_str().unwrap().to_string(), f["sidecar"].as_str().unwrap().to_string()));
+    }
+    drop(_t);
+    let ids: Vec<String> = files
+        .iter()
+        .map(|(_, s)| json(&std::fs::read_to_string(s).unwrap())["run"]["id"].as_str().expect("a run id").to_string())
+        .collect();
+    assert_ne!(ids[0], ids[1], "two recorders, two runs");
+
+    let (code, v) = verify_json(&[d.path()]);
+    assert_eq!(code, Some(0), "{v:#}");
+    let runs = v["runs"].as_array().expect("runs");
+    assert_eq!(runs.len(), 2, "{v:#}");
+    for ((path, _), (id, n)) in files.iter().zip(ids.iter().zip([5000u64, 7000])) {
+        let r = runs.iter().find(|r| r["id"] == id.as_str()).unwrap_or_else(|| panic!("run {id} in {v:#}"));
+        assert_eq!(r["files"], serde_json::json!([path]), "{r:#}");
+        assert_eq!(u(&r["total"], "received"), n, "{r:#}");
+        assert_eq!(u(&r["total"], "lost"), 0, "{r:#}");
+        assert_eq!(u(&r["total"], "duplicate"), 0, "{r:#}");
+        assert_eq!(r["streams"].as_array().unwrap().len(), 1, "{r:#}");
+    }
+    assert_eq!(u(&v["total"], "received"), 12_000);
+    assert_eq!(u(&v["total"], "duplicate"), 0, "{v:#}");
+    assert_eq!(v["problems"], 0, "{v:#}");
+    let (code, text, err) = run_limited(&["verify", d.path()], Duration::from_secs(60));
+    assert_eq!(code, Some(0), "{err}");
+    assert!(text.contains("12,000 records in 2 file(s) re-checked, 2 recording runs each on its own"), "{text}");
+    for id in &ids {
+        assert!(text.contains(&format!("run {id} (pid ")), "{text}");
+    }
+
+    // The same files with sidecars of before run ids: read together as one recording, as
+    // before, and said.
+    for (_, side) in &files {
+        let mut j = json(&std::fs::read_to_string(side).unwrap());
+        j.as_object_mut().unwrap().remove("run");
+        std::fs::write(side, serde_json::to_string_pretty(&j).unwrap()).unwrap();
+    }
+    let (code, v) = verify_json(&[d.path()]);
+    assert_eq!(code, Some(0), "{v:#}");
+    assert_eq!(v["runs"].as_array().unwrap().len(), 1, "{v:#}");
+    assert!(v["runs"][0]["id"].is_null(), "{v:#}");
+    assert_eq!(v["matching"], 2, "old sidecars still match their files: {v:#}");
+    assert!(v["notes"].to_string().contains("have no run id in a sidecar"), "{v:#}");
+}
+
 /// `disk-test` stopped by SIGTERM part-way removes its test file (wirespeed leaves nothing of
 /// its own behind) and says in one line that no figure was measured.
 #[test]

@@ -539,6 +539,8 @@ pub fn run(
     let mut sinks = Vec::with_capacity(n);
     let mut handles = Vec::with_capacity(n);
     let mut prefixes = Vec::with_capacity(n);
+    // One identity for the run, in every sidecar of every thread's files.
+    let run = crate::spool::RunIdentity::new();
     let t0 = sys::monotonic_ns();
     for (i, (prod, cons)) in rings.into_iter().enumerate() {
         let shared = Arc::new(Shared::default());
@@ -560,6 +562,7 @@ pub fn run(
             layout: layout.clone(),
             format_spec: fmt.spec(),
             window: rcfg.ledger.window,
+            run: run.clone(),
         };
         let writer = Writer::new(cons, shared.clone(), wcfg);
         let writer_cpu = cfg.writer_cpu;

@@ -23,7 +23,11 @@ pub const DOCTOR_HELP: &str = "Inspect this host for a UDP stream at a given rat
     read (a veth has no rings; not root) is said, never guessed.\n\n\
     Nothing is changed without --apply. --apply makes only the safe, reversible changes \
     (sysctls, IRQ affinity, ethtool settings), prints each, and writes an undo script first; \
-    --persist DIR writes them as sysctl.d and udev files instead of changing the live system.\n\n\
+    --persist DIR writes them as sysctl.d and udev files instead of changing the live system. \
+    Only changes that can be made here are marked [--apply] (the driver is asked without \
+    changing anything; a read-only sysctl is not offered); a finding whose fix cannot be made \
+    says why on a \"no --apply:\" line. --apply makes all or none: when the kernel refuses one, \
+    what was made before it is put back.\n\n\
     Try:  wirespeed doctor --for 4G --size 1080 --cpu 1\n      \
     wirespeed doctor --for 2G --size 8800 --port 7148 --disk /data/rec --json\n      \
     sudo wirespeed doctor --for 4G --size 1080 --apply\n\n\
@@ -44,8 +48,9 @@ pub struct DoctorArgs {
     /// The CPU the capture thread will run on (recv/record --cpu).
     #[arg(long, value_name = "N")]
     cpu: Option<usize>,
-    /// The UDP port the stream arrives at: firewall and conntrack findings look for it.
-    #[arg(long)]
+    /// The UDP port the stream arrives at (1..65535): firewall and conntrack findings look
+    /// for it.
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..))]
     port: Option<u16>,
     /// The directory `record` will write to: its write rate is measured (512 MiB, O_DIRECT)
     /// and set against the stream's.
@@ -114,6 +119,48 @@ fn target(a: &DoctorArgs) -> Result<Target, Error> {
     Ok(Target { iface: a.iface.clone(), rate_bps, size: a.size, cpu: a.cpu, port: a.port, disk: a.disk.clone() })
 }
 
+/// The options that name things on the host (an interface, a CPU) or files to write, checked
+/// against the system the inspection reads before anything is inspected: a name that is not
+/// there is a mistake to say in one line, not a report about nothing.
+fn check_against(a: &DoctorArgs, root: &Root) -> Result<(), Error> {
+    let place =
+        if root.is_live() { "on this host".to_string() } else { format!("in the snapshot {}", root.dir().display()) };
+    if let Some(i) = &a.iface {
+        if root.read_line(&format!("/sys/class/net/{i}/mtu")).is_none() {
+            return Err(Error::Usage(format!(
+                "--iface {i}: there is no interface {i} {place} (`ip -br link` lists them)"
+            )));
+        }
+    }
+    if let Some(c) = a.cpu {
+        if let Ok(t) = wirespeed::testbed::topology::Topology::read_from(&root.path("/sys/devices/system")) {
+            if !t.online.contains(&c) {
+                return Err(Error::Usage(format!(
+                    "--cpu {c}: CPU {c} is not online {place} (online: {}): give the CPU the capture will run on",
+                    wirespeed::testbed::topology::format_cpu_list(&t.online)
+                )));
+            }
+        }
+    }
+    if let Some(d) = &a.persist {
+        if !d.is_dir() {
+            return Err(Error::Usage(format!(
+                "--persist {}: not a directory: give the directory to write 90-wirespeed.conf and .rules into (e.g. /etc/sysctl.d)",
+                d.display()
+            )));
+        }
+    }
+    if let Some(u) = &a.undo {
+        if std::fs::symlink_metadata(u).is_ok() {
+            return Err(Error::Usage(format!(
+                "--undo {}: the file exists: the undo script is written new, never over another file; name another",
+                u.display()
+            )));
+        }
+    }
+    Ok(())
+}
+
 pub fn cmd_doctor(a: DoctorArgs) -> Result<u8, Error> {
     let t = target(&a)?;
     let root = match &a.root {
@@ -127,6 +174,7 @@ pub fn cmd_doctor(a: DoctorArgs) -> Result<u8, Error> {
         Some(d) => Root::at(d.clone()),
         None => Root::live(),
     };
+    check_against(&a, &root)?;
     let stop = sys::install_stop_handler();
     if t.disk.is_some() && root.is_live() && !a.json {
         eprintln!("wirespeed doctor: measuring the disk (512 MiB with record's own writes)...");

@@ -336,6 +336,93 @@ fn read_before(change: &Change, root: &Root) -> io::Result<Before> {
     Ok(Before { restore, changeable: true })
 }
 
+/// Why `change` cannot be made here, found without changing anything; `None` when nothing
+/// says it cannot (the kernel may still refuse it: [`apply`] then puts back what it made).
+///
+/// - a sysctl or interrupt file without write permission bits is read-only for everyone here,
+///   root included (host-wide `net.core` keys inside another network namespace);
+/// - a NIC setting is asked of the driver by writing back the values in force
+///   ([`crate::sys::ethtool::probe_coalesce`] and its siblings): a driver without the setter
+///   refuses; without the privilege to ask, nothing is concluded;
+/// - virtio_net takes interrupt coalescing in microseconds, or more than one frame per
+///   interrupt, only when the host offers notification coalescing (VIRTIO_NET_F_NOTF_COAL,
+///   feature bit 53 in `/sys/class/net/IF/device/features`): without it the driver refuses
+///   both, whatever the no-op write says.
+///
+/// Under a snapshot root, NIC settings are judged by what the snapshot's `ethtool/IF.json`
+/// records in `refuses` (part name -> why).
+pub fn cannot_make(
+    change: &Change,
+    root: &Root,
+    refuses: &std::collections::BTreeMap<String, String>,
+) -> Option<String> {
+    use crate::sys::ethtool;
+    use std::os::unix::fs::PermissionsExt;
+    if let Some(why) = invalid(change) {
+        return Some(why);
+    }
+    let read_only = |path: &str, what: &str| -> Option<String> {
+        match std::fs::metadata(root.path(path)) {
+            Err(_) => Some(format!("{path} does not exist here: this kernel has no {what}")),
+            Ok(m) if m.permissions().mode() & 0o222 == 0 => {
+                Some(if root.is_live() && crate::sys::netns::is_init() == Some(false) {
+                    "read-only here: this process is in a network namespace other than the host's, where host-wide keys are read-only; set it on the host".to_string()
+                } else {
+                    format!("{path} is read-only for everyone here (the kernel allows no change to {what})")
+                })
+            }
+            Ok(_) => None,
+        }
+    };
+    let driver_says = |part: &str, probe: &dyn Fn() -> io::Result<()>| -> Option<String> {
+        if !root.is_live() {
+            return refuses.get(part).cloned();
+        }
+        match probe() {
+            Ok(()) => None,
+            Err(e) if e.kind() == io::ErrorKind::PermissionDenied => None,
+            Err(e) => Some(format!("the driver refuses any change ({}): nothing to set on this NIC", err_text(&e))),
+        }
+    };
+    match change {
+        Change::Sysctl { key, .. } => read_only(&sysctl_path(key).ok()?, key),
+        Change::IrqAffinity { irq, .. } => {
+            read_only(&format!("/proc/irq/{irq}/smp_affinity_list"), &format!("interrupt {irq}'s placement"))
+        }
+        Change::Rings { iface, .. } => driver_says("rings", &|| ethtool::probe_rings(iface)),
+        Change::Channels { iface, .. } => driver_says("channels", &|| ethtool::probe_channels(iface)),
+        Change::Coalesce { iface, rx_usecs, rx_frames } => {
+            if let Some(w) = driver_says("coalesce", &|| ethtool::probe_coalesce(iface)) {
+                return Some(w);
+            }
+            virtio_coalesce(root, iface, *rx_usecs, *rx_frames)
+        }
+        Change::Feature { .. } => None,
+    }
+}
+
+/// VIRTIO_NET_F_NOTF_COAL: the host coalesces notifications, so virtio_net takes rx-usecs and
+/// rx-frames (linux/virtio_net.h).
+const VIRTIO_NET_F_NOTF_COAL: usize = 53;
+
+/// What virtio_net refuses of a coalescing change, by its rule (see [`cannot_make`]): read from
+/// the device's negotiated feature bits, which sysfs prints as a string of 0s and 1s, bit 0
+/// first.
+fn virtio_coalesce(root: &Root, iface: &str, rx_usecs: u32, rx_frames: u32) -> Option<String> {
+    let driver = std::fs::read_link(root.path(&format!("/sys/class/net/{iface}/device/driver"))).ok()?;
+    if driver.file_name()? != "virtio_net" {
+        return None;
+    }
+    let bits = root.read_line(&format!("/sys/class/net/{iface}/device/features"))?;
+    let has = bits.as_bytes().get(VIRTIO_NET_F_NOTF_COAL) == Some(&b'1');
+    if has || (rx_usecs == 0 && rx_frames <= 1) {
+        return None;
+    }
+    Some(format!(
+        "the virtio_net driver takes rx-usecs or rx-frames only when the hypervisor offers notification coalescing (virtio feature {VIRTIO_NET_F_NOTF_COAL}), and {iface}'s does not: interrupt moderation is the hypervisor's here, nothing to set in this guest"
+    ))
+}
+
 /// Whether what `change` touches is already as it asks.
 fn at_value(change: &Change, before: &Change) -> bool {
     same_value(change, before)
@@ -431,6 +518,10 @@ pub struct Applied {
     /// Not made (refused by the kernel, or the value before could not be read so it could not
     /// be undone): the system is as it was for these.
     pub failed: Vec<Failed>,
+    /// Made, then put back because a later change was refused (all or none): the system is as
+    /// it was for these too. Newest first.
+    #[serde(default)]
+    pub rolled_back: Vec<Done>,
     /// The undo script, holding exactly the changes in `changed`; `None` when there was nothing
     /// to apply.
     pub undo: Option<PathBuf>,
@@ -444,13 +535,19 @@ impl Applied {
         }
         let n = self.failed.len();
         let of = n + self.changed.len() + self.unchanged.len();
+        let of = of + self.rolled_back.len();
         let undo = match &self.undo {
             Some(u) if !self.changed.is_empty() => {
                 format!("; `sh {}` puts back the {} that were", u.display(), self.changed.len())
             }
             _ => String::new(),
         };
-        Some(Error::Runtime(format!("{n} of {of} changes were not applied (said above){undo}")))
+        let back = if self.rolled_back.is_empty() {
+            String::new()
+        } else {
+            format!(", so the {} made before were put back", self.rolled_back.len())
+        };
+        Some(Error::Runtime(format!("{n} of {of} changes were not applied (said above){back}{undo}")))
     }
 }
 
@@ -536,10 +633,19 @@ pub fn apply_as(
     let all: Vec<Change> = todo.iter().map(|(_, r)| r.clone()).collect();
     write_undo(undo, &undo_script_text(&all, &stamp), true)?;
     out.undo = Some(undo.to_path_buf());
-    // 3. The changes, each said; one refused does not stop the others.
+    // 3. The changes, each said. One refused stops the run and puts back what was made before
+    // it, newest first: --apply makes the whole set or nothing, never half of it. (What the
+    // inspection could tell cannot be made was already left out of the set.)
     let init_netns = crate::sys::netns::is_init();
-    let mut made = Vec::new();
+    let mut made: Vec<Change> = Vec::new();
+    let mut stopped = false;
     for (c, restore) in todo {
+        if stopped {
+            let reason = "not attempted: an earlier change was refused, and --apply makes all or none".to_string();
+            say(&format!("not applied: {}: {reason}", subject(c)));
+            out.failed.push(Failed { change: c.clone(), before: Some(wanted(&restore)), reason });
+            continue;
+        }
         let before = wanted(&restore);
         // A change made whose read-back fails is still made (and so in the undo script).
         let result =
@@ -559,8 +665,33 @@ pub fn apply_as(
                 let reason = refusal(c, root, &e, init_netns);
                 say(&format!("not applied: {}: {reason}", subject(c)));
                 out.failed.push(Failed { change: c.clone(), before: Some(before), reason });
+                stopped = true;
             }
         }
+    }
+    if stopped && !made.is_empty() {
+        // Put back, newest first; what cannot be put back stays in the undo script.
+        let mut kept = Vec::new();
+        for restore in made.drain(..).rev() {
+            let done = out.changed.pop();
+            match make(&restore, root) {
+                Ok(()) => {
+                    say(&format!("put back {} = {}", subject(&restore), wanted(&restore)));
+                    if let Some(d) = done {
+                        out.rolled_back.push(d);
+                    }
+                }
+                Err(e) => {
+                    say(&format!("could not put back {}: {}", subject(&restore), err_text(&e)));
+                    if let Some(d) = done {
+                        out.changed.insert(0, d);
+                    }
+                    kept.push(restore);
+                }
+            }
+        }
+        kept.reverse();
+        made = kept;
     }
     // 4. The undo script again, holding only what was changed.
     write_undo(undo, &undo_script_text(&made, &stamp), false)?;
@@ -941,6 +1072,7 @@ mod tests {
             fix: vec![],
             changes,
             effect: 1.0,
+            no_apply: None,
         }
     }
     fn report(findings: Vec<Finding>) -> Report {
@@ -1270,6 +1402,7 @@ mod tests {
                 after: "8192".into(),
             }],
             unchanged: vec![],
+            rolled_back: vec![],
             failed: vec![Failed { change: irq(3, "1"), before: Some("0".into()), reason: "no".into() }],
             undo: Some(PathBuf::from("/tmp/u.sh")),
         };

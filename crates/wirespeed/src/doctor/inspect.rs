@@ -67,6 +67,7 @@ impl F {
                 fix: Vec::new(),
                 changes: Vec::new(),
                 effect: 0.0,
+                no_apply: None,
             },
         }
     }
@@ -229,6 +230,9 @@ pub fn inspect(root: &Root, target: &Target, stop: &AtomicBool) -> Report {
     let privileged = cx.privileged;
     let iface = cx.iface.clone();
     let mut findings = cx.findings;
+    for f in &mut findings {
+        only_what_can_be_made(f, root, &nic);
+    }
     sort(&mut findings);
     Report {
         schema: SCHEMA.into(),
@@ -239,6 +243,30 @@ pub fn inspect(root: &Root, target: &Target, stop: &AtomicBool) -> Report {
         findings,
         applied: None,
         persisted: None,
+    }
+}
+
+/// Keep in a finding only the changes that can be made here, found without changing anything
+/// ([`apply::cannot_make`]): the others are taken out of `changes` (so `--apply` never starts
+/// what it cannot finish, and `--persist` never writes it), and `no_apply` says why. A NIC
+/// setting the driver refuses is taken out of `fix` too (typing it would fail the same way); a
+/// key read-only only here (another network namespace) keeps its command, for the host.
+pub fn only_what_can_be_made(f: &mut Finding, root: &Root, nic: &nic::NicView) {
+    let mut why = Vec::new();
+    let mut drop_fix = Vec::new();
+    f.changes.retain(|c| match super::apply::cannot_make(c, root, &nic.refuses) {
+        None => true,
+        Some(w) => {
+            why.push(format!("{}: {w}", super::apply::subject(c)));
+            if !matches!(c, Change::Sysctl { .. } | Change::IrqAffinity { .. }) {
+                drop_fix.push(c.command());
+            }
+            false
+        }
+    });
+    f.fix.retain(|c| !drop_fix.contains(c));
+    if !why.is_empty() {
+        f.no_apply = Some(why.join("; "));
     }
 }
 

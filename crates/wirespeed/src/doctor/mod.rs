@@ -236,6 +236,12 @@ pub struct Finding {
     /// Expected effect, 0..1: the order findings are printed in (largest first, problems
     /// before advice).
     pub effect: f64,
+    /// Why `--apply` does not make this finding's fix, when a change was wanted but cannot be
+    /// made here (the driver refuses the setting, the kernel makes the key read-only in this
+    /// network namespace): so nobody is promised a change that would fail half-way. `None` when
+    /// the changes listed are all that was wanted.
+    #[serde(default)]
+    pub no_apply: Option<String>,
 }
 
 /// The doctor's whole answer.
@@ -350,6 +356,9 @@ impl Report {
             for (k, c) in f.fix.iter().enumerate() {
                 let mark = if f.changes.iter().any(|ch| &ch.command() == c) { "   [--apply]" } else { "" };
                 let _ = writeln!(o, "{:<9}{} {c}{mark}", "", if k == 0 { "fix:" } else { "    " });
+            }
+            if let Some(n) = &f.no_apply {
+                wrap(&mut o, "no --apply: ", n);
             }
         }
         let _ = writeln!(o);

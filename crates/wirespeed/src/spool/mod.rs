@@ -512,6 +512,46 @@ impl RecordWalker {
     }
 }
 
+/// Which recording run a file belongs to: made once when `record` starts and written into every
+/// sidecar of the run, so that `verify` can tell apart two recorders that wrote into the same
+/// directory at the same second (their file names interleave; their sequence numbers would
+/// otherwise read as duplicates of each other).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunIdentity {
+    /// 128 random bits in hex: unique to the run, whatever the host, process or clock.
+    pub id: String,
+    /// The recorder's process id, for a person matching a run to a log.
+    pub pid: u32,
+    /// When the run started, UTC (ISO 8601).
+    pub started_utc: String,
+}
+
+impl RunIdentity {
+    /// A new run's identity: its id from the kernel's random source (`/dev/urandom`), or, where
+    /// that cannot be read, from the process id and the clock to the nanosecond.
+    pub fn new() -> RunIdentity {
+        use std::io::Read;
+        let now = crate::sys::realtime_ns();
+        let mut b = [0u8; 16];
+        let random = std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut b)).is_ok();
+        if !random {
+            b[..8].copy_from_slice(&now.to_le_bytes());
+            b[8..12].copy_from_slice(&std::process::id().to_le_bytes());
+        }
+        RunIdentity {
+            id: b.iter().map(|x| format!("{x:02x}")).collect(),
+            pid: std::process::id(),
+            started_utc: crate::calendar::utc_iso(now),
+        }
+    }
+}
+
+impl Default for RunIdentity {
+    fn default() -> Self {
+        RunIdentity::new()
+    }
+}
+
 /// Everything about one recorded file, written beside it as `NAME.json`.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Sidecar {
@@ -572,6 +612,10 @@ pub struct Sidecar {
     pub direct_io: bool,
     /// The wirespeed version that wrote it.
     pub writer: String,
+    /// The recording run the file belongs to; absent in sidecars written before runs were
+    /// identified (`verify` then reads such files as one recording, and says so).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run: Option<RunIdentity>,
 }
 
 /// Count a record's invalid reasons as the sidecar shows them.

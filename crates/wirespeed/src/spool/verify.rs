@@ -125,6 +125,29 @@ pub struct Skipped {
     pub reason: String,
 }
 
+/// One recording run among the files: the files one `record` wrote (told apart by the run
+/// identity in their sidecars), read as one recording.
+#[derive(Clone, Debug, Serialize)]
+pub struct RunVerdict {
+    /// The run's id from its sidecars; `None` for files whose sidecars carry none (written by
+    /// a wirespeed before run ids, or files without a sidecar), which are read as one recording.
+    pub id: Option<String>,
+    /// The recorder's process id, when the sidecars say.
+    pub pid: Option<u32>,
+    /// When the run started, UTC, when the sidecars say.
+    pub started_utc: Option<String>,
+    /// Its data files, in recording order.
+    pub files: Vec<String>,
+    /// Its per-stream ledgers across its file boundaries.
+    pub streams: Vec<FileStream>,
+    /// Its totals.
+    pub total: LedgerCounts,
+    /// Lost per million expected, this run.
+    pub drops_per_million: f64,
+    /// Whole data records read and checked, this run.
+    pub records: u64,
+}
+
 /// The verdict on all files given.
 #[derive(Clone, Debug, Serialize)]
 pub struct VerifyReport {
@@ -134,9 +157,13 @@ pub struct VerifyReport {
     pub files: Vec<FileVerdict>,
     /// Files of the directories given that are not recordings, not read.
     pub skipped: Vec<Skipped>,
-    /// The files read as one recording: per-stream ledgers across file boundaries.
+    /// Each recording run on its own (one, unless several recorders wrote into the same
+    /// directory), in the order their first files come.
+    pub runs: Vec<RunVerdict>,
+    /// With one run, its files read as one recording: per-stream ledgers across file
+    /// boundaries. Empty with several runs (each has its own in `runs`).
     pub streams: Vec<FileStream>,
-    /// Totals across all files.
+    /// Totals across all files (with several runs: the sum of theirs).
     pub total: LedgerCounts,
     /// Lost per million expected, all files.
     pub drops_per_million: f64,
@@ -474,6 +501,17 @@ fn incomplete_by_recorder(s: &Sidecar) -> String {
     }
 }
 
+/// A run while its files are read: its key (the run id, `None` for files without one), its
+/// identity, its recording-wide ledger (with the layout it was made for), whether every file
+/// fed it, and its files as indexes into the verdicts.
+struct RunAcc {
+    key: Option<String>,
+    ident: Option<super::RunIdentity>,
+    whole: Option<(String, FileLedger)>,
+    ok: bool,
+    files: Vec<usize>,
+}
+
 /// Verify the files `collect` found.
 pub fn verify(found: &Collected, opts: &VerifyOptions) -> Result<VerifyReport> {
     let files = &found.files;
@@ -483,11 +521,24 @@ pub fn verify(found: &Collected, opts: &VerifyOptions) -> Result<VerifyReport> {
     let window = if opts.window == 0 { 65536 } else { opts.window };
     let mut verdicts = Vec::new();
     let mut notes = Vec::new();
-    // The recording-wide ledger, while every file is read the same way.
-    let mut whole: Option<(String, FileLedger)> = None;
-    let mut whole_ok = files.len() > 1;
+    // The runs, each with its recording-wide ledger while every file of it is read the same way.
+    let mut runs: Vec<RunAcc> = Vec::new();
     let mut buf = vec![0u8; 8 << 20];
     for (path, side) in files.iter().zip(sides) {
+        let ident = match &side {
+            Some((_, Ok(s))) => s.run.clone(),
+            _ => None,
+        };
+        let key = ident.as_ref().map(|r| r.id.clone());
+        let g = match runs.iter().position(|r| r.key == key) {
+            Some(g) => g,
+            None => {
+                runs.push(RunAcc { key, ident, whole: None, ok: true, files: Vec::new() });
+                runs.len() - 1
+            }
+        };
+        runs[g].files.push(verdicts.len());
+        let run = &mut runs[g];
         let mut problems = Vec::new();
         let (side_path, side, side_err) = match side {
             Some((p, Ok(s))) => (Some(p), Some(s), None),
@@ -533,17 +584,17 @@ pub fn verify(found: &Collected, opts: &VerifyOptions) -> Result<VerifyReport> {
             v.complete = false;
             v.incomplete = Some("not read".into());
             v.problems = problems;
-            whole_ok = false;
+            run.ok = false;
             verdicts.push(v);
             continue;
         }
         let mut walker = RecordWalker::new(layout.clone());
         let mut ledger = FileLedger::new(layout.reader.clone(), window);
         let key = format!("{:?} {}", layout.file_format, layout.reader.spec());
-        match &whole {
-            Some((k, _)) if *k != key => whole_ok = false,
+        match &run.whole {
+            Some((k, _)) if *k != key => run.ok = false,
             Some(_) => {}
-            None => whole = Some((key, FileLedger::new(layout.reader.clone(), window))),
+            None => run.whole = Some((key, FileLedger::new(layout.reader.clone(), window))),
         }
         let mut ww = RecordWalker::new(layout.clone());
         let mut bytes = 0u64;
@@ -556,8 +607,8 @@ pub fn verify(found: &Collected, opts: &VerifyOptions) -> Result<VerifyReport> {
             }
             bytes += n as u64;
             walker.feed(&buf[..n], &mut ledger);
-            if whole_ok {
-                if let Some((_, wl)) = whole.as_mut() {
+            if run.ok {
+                if let Some((_, wl)) = run.whole.as_mut() {
                     ww.feed(&buf[..n], wl);
                 }
             }
@@ -725,26 +776,64 @@ pub fn verify(found: &Collected, opts: &VerifyOptions) -> Result<VerifyReport> {
         )];
         verdicts.push(v);
     }
-    let (streams, total) = match whole {
-        Some((_, mut l)) if whole_ok && files.len() > 1 => l.finish(),
-        _ => {
-            if files.len() > 1 {
-                notes.push(
-                    "the files are not all of one format: no recording-wide ledger; the totals add up each file's"
-                        .into(),
-                );
-                let mut t = LedgerCounts::default();
-                for v in &verdicts {
-                    t.merge(&v.total);
+    let several = runs.len() > 1;
+    let mut run_verdicts = Vec::new();
+    for r in runs {
+        let (streams, total) = match r.whole {
+            Some((_, mut l)) if r.ok && r.files.len() > 1 => l.finish(),
+            _ => {
+                if r.files.len() > 1 {
+                    notes.push(match &r.key {
+                        Some(id) if several => format!("the files of run {id} are not all of one format: no ledger across them; its totals add up each file's"),
+                        _ => "the files are not all of one format: no recording-wide ledger; the totals add up each file's".into(),
+                    });
+                    let mut t = LedgerCounts::default();
+                    for &i in &r.files {
+                        t.merge(&verdicts[i].total);
+                    }
+                    (Vec::new(), t)
+                } else {
+                    r.files.first().map(|&i| (verdicts[i].streams.clone(), verdicts[i].total)).unwrap_or_default()
                 }
-                (Vec::new(), t)
-            } else {
-                verdicts.first().map(|v| (v.streams.clone(), v.total)).unwrap_or_default()
             }
+        };
+        let old_sidecars = r.files.iter().filter(|&&i| verdicts[i].sidecar.is_some()).count();
+        if r.key.is_none() && (several || old_sidecars > 0) {
+            notes.push(format!(
+                "{} file(s) have no run id in a sidecar (recorded by a wirespeed before runs were told apart, or without a sidecar): they are read together as one recording, as before",
+                r.files.len()
+            ));
+        }
+        run_verdicts.push(RunVerdict {
+            id: r.key,
+            pid: r.ident.as_ref().map(|i| i.pid),
+            started_utc: r.ident.as_ref().map(|i| i.started_utc.clone()),
+            files: r.files.iter().map(|&i| verdicts[i].path.clone()).collect(),
+            drops_per_million: total.drops_per_million(),
+            records: r.files.iter().map(|&i| &verdicts[i]).map(|v| v.records - v.unreadable - v.control).sum(),
+            streams,
+            total,
+        });
+    }
+    let (streams, total) = match run_verdicts.as_slice() {
+        [one] => (one.streams.clone(), one.total),
+        many => {
+            let mut t = LedgerCounts::default();
+            for r in many {
+                t.merge(&r.total);
+            }
+            if many.len() > 1 {
+                notes.push(format!(
+                    "these files hold {} recording runs (told apart by the run id in their sidecars): each is reported on its own; the totals add them up",
+                    many.len()
+                ));
+            }
+            (Vec::new(), t)
         }
     };
     let problems = verdicts.iter().map(|v| v.problems.len()).sum();
     Ok(VerifyReport {
+        runs: run_verdicts,
         schema: VERIFY_SCHEMA,
         records: verdicts.iter().map(|v| v.records - v.unreadable - v.control).sum(),
         matching: verdicts.iter().filter(|v| v.content == "matches").count(),
@@ -759,6 +848,15 @@ pub fn verify(found: &Collected, opts: &VerifyOptions) -> Result<VerifyReport> {
         notes,
         problems,
     })
+}
+
+/// A stream's name in a ledger table: its source, with the stream number when not 0.
+fn stream_name(s: &FileStream) -> String {
+    match &s.source {
+        Some(src) if s.stream == 0 => src.clone(),
+        Some(src) => format!("{src}#{}", s.stream),
+        None => format!("stream {}", s.stream),
+    }
 }
 
 impl VerifyReport {
@@ -798,24 +896,35 @@ impl VerifyReport {
         for s in &self.skipped {
             let _ = writeln!(o, "{}  skipped: {}", s.path, s.reason);
         }
-        let rows: Vec<(String, &LedgerCounts, &[crate::ledger::GapRange])> = self
-            .streams
-            .iter()
-            .map(|s| {
-                let name = match &s.source {
-                    Some(src) if s.stream == 0 => src.clone(),
-                    Some(src) => format!("{src}#{}", s.stream),
-                    None => format!("stream {}", s.stream),
-                };
-                (name, &s.counts, s.gaps.as_slice())
-            })
-            .collect();
-        crate::rx::ledger_table(&mut o, &rows, &self.total, show_gaps);
+        let rows: Vec<(String, &LedgerCounts, &[crate::ledger::GapRange])> =
+            self.streams.iter().map(|s| (stream_name(s), &s.counts, s.gaps.as_slice())).collect();
+        if self.runs.len() > 1 {
+            for r in &self.runs {
+                let _ = writeln!(
+                    o,
+                    "run {}: {} file(s)",
+                    match (&r.id, r.pid, &r.started_utc) {
+                        (Some(id), Some(pid), Some(t)) => format!("{id} (pid {pid}, started {t})"),
+                        (Some(id), _, _) => id.clone(),
+                        _ => "without a run id".to_string(),
+                    },
+                    r.files.len()
+                );
+                let rows: Vec<(String, &LedgerCounts, &[crate::ledger::GapRange])> =
+                    r.streams.iter().map(|s| (stream_name(s), &s.counts, s.gaps.as_slice())).collect();
+                crate::rx::ledger_table(&mut o, &rows, &r.total, show_gaps);
+            }
+        } else {
+            crate::rx::ledger_table(&mut o, &rows, &self.total, show_gaps);
+        }
         for n in &self.notes {
             let _ = writeln!(o, "  note: {n}");
         }
         let n = self.files.len();
         let mut checked = format!("{} records in {n} file(s) re-checked", units::thousands(self.records));
+        if self.runs.len() > 1 {
+            checked = format!("{checked}, {} recording runs each on its own", self.runs.len());
+        }
         let mut parts = Vec::new();
         if self.matching > 0 {
             parts.push(format!("{} matching their sidecar", self.matching));

@@ -56,6 +56,8 @@ pub struct WriterConfig {
     pub format_spec: String,
     /// Reorder window of the per-file ledgers.
     pub window: u64,
+    /// The recording run, written into every sidecar (one per run, shared by its writers).
+    pub run: super::RunIdentity,
 }
 
 /// One finished file, as the recorder reports it.
@@ -330,6 +332,7 @@ impl Writer {
             max_write_ms: 0.0,
             direct_io: self.report.direct_io,
             writer: format!("wirespeed {}", env!("CARGO_PKG_VERSION")),
+            run: Some(self.cfg.run.clone()),
         }
     }
 
@@ -790,6 +793,7 @@ pub fn drain_once(dir: &Path, bytes: usize, engine: &str, depth: usize) -> crate
         layout,
         format_spec: fmt.spec(),
         window: 1024,
+        run: super::RunIdentity::new(),
     };
     let mut w = Writer::new(cons, shared, cfg);
     w.depth = depth.max(1);
@@ -842,6 +846,7 @@ mod tests {
             layout,
             format_spec: fmt.spec(),
             window: 1024,
+            run: crate::spool::RunIdentity::new(),
         };
         let mut w = Writer::new(cons, Arc::new(Shared::default()), cfg);
         let zero = Break { end: 0, next_start: 0, cut: 0, unix_ns: 0, ring_full: 0, not_written: 0, socket_drops: 0 };

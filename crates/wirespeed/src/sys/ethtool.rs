@@ -573,6 +573,37 @@ pub fn set_rx_coalesce(iface: &str, rx_usecs: u32, rx_frames: u32) -> io::Result
     ctl.set("setting interrupt coalescing", &mut c)
 }
 
+/// Whether the driver has a setter for interrupt coalescing at all, found without changing
+/// anything: the values in force are read and written back unchanged (ETHTOOL_GCOALESCE, then
+/// ETHTOOL_SCOALESCE of the same structure). A driver without one refuses with `Unsupported`;
+/// without CAP_NET_ADMIN the answer is `PermissionDenied` (not known). A driver that takes
+/// only some values (virtio_net without notification coalescing refuses any rx-usecs) passes
+/// this: the doctor checks those rules itself.
+pub fn probe_coalesce(iface: &str) -> io::Result<()> {
+    let ctl = Ctl::open(iface)?;
+    let mut c = get_coalesce(&ctl)?;
+    c.cmd = ETHTOOL_SCOALESCE;
+    ctl.set("setting interrupt coalescing", &mut c)
+}
+
+/// Whether the driver lets its ring sizes be set, found without changing them: the sizes in
+/// force are written back unchanged (ETHTOOL_SRINGPARAM). `Unsupported` when it does not.
+pub fn probe_rings(iface: &str) -> io::Result<()> {
+    let ctl = Ctl::open(iface)?;
+    let mut r = get_rings(&ctl)?;
+    r.cmd = ETHTOOL_SRINGPARAM;
+    ctl.set("setting ring sizes", &mut r)
+}
+
+/// Whether the driver lets its channel counts be set, found without changing them: the counts
+/// in force are written back unchanged (ETHTOOL_SCHANNELS). `Unsupported` when it does not.
+pub fn probe_channels(iface: &str) -> io::Result<()> {
+    let ctl = Ctl::open(iface)?;
+    let mut c = get_channels(&ctl)?;
+    c.cmd = ETHTOOL_SCHANNELS;
+    ctl.set("setting channels", &mut c)
+}
+
 /// Channel counts (ETHTOOL_GCHANNELS).
 pub fn channels(iface: &str) -> io::Result<Channels> {
     let ctl = Ctl::open(iface)?;

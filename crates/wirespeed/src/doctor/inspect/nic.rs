@@ -81,6 +81,11 @@ pub struct NicView {
     /// Part name (`rings`, `coalesce`...) -> why it could not be read.
     #[serde(default)]
     pub unreadable: BTreeMap<String, String>,
+    /// Part name (`rings`, `coalesce`, `channels`) -> why the driver would refuse a change to
+    /// it, as a snapshot records it (on the live system the driver is asked instead, by
+    /// writing back the values in force: [`crate::doctor::apply::cannot_make`]).
+    #[serde(default)]
+    pub refuses: BTreeMap<String, String>,
 }
 
 fn why_not(e: &std::io::Error, what: &str, driver: &str) -> String {
