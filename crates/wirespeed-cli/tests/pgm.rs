@@ -470,7 +470,10 @@ fn test_receiver(extra: &[&str]) -> common::Receiver {
 fn assert_verdicts_agree(rep: &Value) {
     let p = pgm_of(rep);
     let lost = u(&rep["total"], "lost");
-    assert!(lost >= u(p, "unrecoverable_at_end"), "the ledger's lost holds the PGM loss after the last datagram: {rep}");
+    assert!(
+        lost >= u(p, "unrecoverable_at_end"),
+        "the ledger's lost holds the PGM loss after the last datagram: {rep}"
+    );
     if u(p, "unrecoverable") > 0 {
         assert!(lost > 0, "PGM gave sequence numbers up, so the ledger lost some: {rep}");
     }
