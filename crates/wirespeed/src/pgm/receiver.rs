@@ -120,6 +120,8 @@ struct EarlySpm {
     tsi: Tsi,
     from: SocketAddr,
     nla: IpAddr,
+    /// The lead it announced: data starts after it.
+    lead: u32,
 }
 
 /// How many early SPMs (distinct TSI and sender) are remembered.
@@ -192,7 +194,7 @@ impl Receiver {
                     self.stats.ignored += 1;
                     return;
                 }
-                let found = if repair { self.control(tsi, from, false) } else { self.data_session(tsi, from) };
+                let found = if repair { self.control(tsi, from, false) } else { self.data_session(tsi, from, sqn) };
                 let Some(i) = found else { return };
                 let s = &mut self.sessions[i];
                 let (src, w) = (s.src, &mut s.window);
@@ -218,7 +220,7 @@ impl Receiver {
                 let port = self.port;
                 let Some(i) = self.control(tsi, from, true) else {
                     if !self.sessions.iter().any(|s| s.tsi == tsi) {
-                        self.remember_early(tsi, from, nla);
+                        self.remember_early(tsi, from, nla, lead);
                     }
                     return;
                 };
@@ -336,18 +338,19 @@ impl Receiver {
 
     /// Remembers an SPM for a session not yet started (OpenPGM announces a session with SPMs
     /// before its data), so the session can take its control port and NAK address.
-    fn remember_early(&mut self, tsi: Tsi, from: SocketAddr, nla: IpAddr) {
+    fn remember_early(&mut self, tsi: Tsi, from: SocketAddr, nla: IpAddr, lead: u32) {
         self.stats.spms += 1;
         if let Some(e) = self.early.iter_mut().find(|e| e.tsi == tsi && e.from == from) {
             e.nla = nla;
+            e.lead = lead;
         } else if self.early.len() < EARLY_SPMS {
-            self.early.push(EarlySpm { tsi, from, nla });
+            self.early.push(EarlySpm { tsi, from, nla, lead });
         }
     }
 
     /// The session of an ODATA packet from `src`, made on its first one; None (counted) for
     /// ODATA claiming a known session from another address or port, or one session too many.
-    fn data_session(&mut self, tsi: Tsi, src: SocketAddr) -> Option<usize> {
+    fn data_session(&mut self, tsi: Tsi, src: SocketAddr, sqn: u32) -> Option<usize> {
         if let Some(i) = self.sessions.iter().position(|s| s.tsi == tsi) {
             if self.sessions[i].src == src {
                 return Some(i);
@@ -370,7 +373,12 @@ impl Receiver {
         };
         self.early.retain(|e| e.tsi != tsi);
         self.seed = self.seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-        let window = RxWindow::new(self.cfg.rx(self.max_tsdu), self.seed ^ u64::from(tsi.sport));
+        let mut window = RxWindow::new(self.cfg.rx(self.max_tsdu), self.seed ^ u64::from(tsi.sport));
+        // The opening SPMs said where the data starts: ODATA lost before this one is a gap
+        // to repair (as far as the data confirms it).
+        if let Some(e) = early {
+            window.start_at(e.lead.wrapping_add(1), sqn);
+        }
         // The NAK names the group the data came to; unicast, our own address, which the
         // source sent to (found from the route back to it when we listen on every address).
         let from = src.ip();

@@ -474,6 +474,20 @@ impl RxWindow {
         beyond
     }
 
+    /// The session's source announced, before its first ODATA `first_data` arrived, that its
+    /// data starts at `start` (an SPM's lead + 1, as OpenPGM's opening SPMs say): the window
+    /// begins there, so ODATA lost before the first one that arrived is NAKed. Only when the
+    /// data confirms it: `start` at or before `first_data` and at most [`ANNOUNCE_AHEAD`]
+    /// before it (else the window begins at the first ODATA as usual). Returns whether it did.
+    pub fn start_at(&mut self, start: u32, first_data: u32) -> bool {
+        let before = first_data.wrapping_sub(start);
+        if self.defined || before > ANNOUNCE_AHEAD {
+            return false;
+        }
+        self.define(start);
+        true
+    }
+
     /// An NCF for these sqns: each in BACK_OFF or WAIT_NCF goes to WAIT_DATA (timer
     /// NAK_RDATA_IVL); one already in WAIT_DATA has its timer restarted, as OpenPGM's
     /// `_pgm_rxw_recovery_update` does. An NCF beyond the lead extends the window as
@@ -1317,6 +1331,22 @@ mod tests {
         assert_eq!(data(&mut w, 5, 0), DataVerdict::New);
         assert_eq!(w.pending(), 1);
         assert_eq!(drain(&mut w), vec![D(3, false)]);
+    }
+
+    #[test]
+    fn an_opening_spm_starts_the_window_only_where_the_data_confirms_it() {
+        // The source said its data starts at 10; 12 is the first ODATA to arrive: 10, 11 are
+        // gaps to NAK.
+        let mut w = RxWindow::new(cfg(64), 4);
+        assert!(w.start_at(10, 12));
+        assert_eq!(data(&mut w, 12, 0), DataVerdict::New);
+        assert_eq!(w.pending(), 2);
+        // A start after the first data, or far before it, is not believed.
+        let mut w = RxWindow::new(cfg(64), 4);
+        assert!(!w.start_at(13, 12));
+        assert!(!w.start_at(12u32.wrapping_sub(ANNOUNCE_AHEAD + 1), 12));
+        assert_eq!(data(&mut w, 12, 0), DataVerdict::New);
+        assert_eq!((w.pending(), w.edges()), (0, Some((12, 12))));
     }
 
     #[test]
