@@ -384,3 +384,211 @@ fn ping_over_pgm_repairs_lost_probes_and_replies() {
     assert!(u(&run0["pgm"]["receiver"], "repaired") >= 200, "replies repaired at the pinger: {run0}");
     assert_eq!(u(&refl["pgm"]["receiver"], "unrecoverable") + u(&run0["pgm"]["receiver"], "unrecoverable"), 0);
 }
+
+/// The test as a PGM source: ODATA of `size`-byte counter payloads (every 64-bit word of
+/// message k is k * words + w, big-endian, as `--format counter` makes them) and the
+/// end-of-stream message, from one socket on 127.0.0.1, to a receiver at `to`.
+struct TestSource {
+    sock: UdpSocket,
+    to: std::net::SocketAddr,
+    tsi: Tsi,
+    size: usize,
+    buf: Vec<u8>,
+    spm_sqn: u32,
+}
+
+impl TestSource {
+    fn new(to: &str, size: usize) -> TestSource {
+        let sock = UdpSocket::bind("127.0.0.1:0").expect("bind source");
+        let tsi = Tsi { gsi: [9, 8, 7, 6, 5, 4], sport: 4321 };
+        TestSource { sock, to: to.parse().unwrap(), tsi, size, buf: vec![0u8; 2048], spm_sqn: 0 }
+    }
+
+    fn send(&self, p: &[u8]) {
+        self.sock.send_to(p, self.to).expect("send");
+    }
+
+    fn odata(&mut self, sqn: u32) {
+        let words = self.size / 8;
+        let off = packet::DATA_HEADER_LEN;
+        for w in 0..words {
+            let v = u64::from(sqn) * words as u64 + w as u64;
+            self.buf[off + 8 * w..off + 8 * w + 8].copy_from_slice(&v.to_be_bytes());
+        }
+        let n = packet::write_data(&mut self.buf, self.tsi, wirespeed::pgm::DEFAULT_DPORT, false, sqn, 0, self.size);
+        packet::finish_checksum(&mut self.buf[..n]);
+        let (s, t) = (&self.sock, self.to);
+        s.send_to(&self.buf[..n], t).expect("send");
+    }
+
+    /// The end-of-stream message for data 0..count, as ODATA sqn `count`.
+    fn end(&mut self, count: u32) {
+        let end = wirespeed::control::EndOfStream {
+            session: 0x5eed,
+            stream_index: 0,
+            stream_count: 1,
+            format_stream: 0,
+            first_seq: 0,
+            last_seq: u64::from(count) - 1,
+            sent: u64::from(count),
+            skipped: 0,
+        }
+        .encode();
+        let off = packet::DATA_HEADER_LEN;
+        self.buf[off..off + end.len()].copy_from_slice(&end);
+        let n = packet::write_data(&mut self.buf, self.tsi, wirespeed::pgm::DEFAULT_DPORT, false, count, 0, end.len());
+        packet::finish_checksum(&mut self.buf[..n]);
+        let (s, t) = (&self.sock, self.to);
+        s.send_to(&self.buf[..n], t).expect("send");
+    }
+
+    /// An SPM with these edges naming 127.0.0.1 for NAKs, built here; sent by `by`.
+    fn spm(&mut self, trail: u32, lead: u32) -> Vec<u8> {
+        let n = packet::write_spm(
+            &mut self.buf,
+            self.tsi,
+            wirespeed::pgm::DEFAULT_DPORT,
+            self.spm_sqn,
+            trail,
+            lead,
+            "127.0.0.1".parse().unwrap(),
+            false,
+        );
+        self.spm_sqn += 1;
+        self.buf[..n].to_vec()
+    }
+}
+
+/// A receiver for the test source: `--once`, with `--duration` only as a guard.
+fn test_receiver(extra: &[&str]) -> common::Receiver {
+    let mut args = vec!["--transport", "pgm", "--once", "--json", "--duration", "60", "--size", "256"];
+    args.extend_from_slice(extra);
+    spawn_cmd_with(&[], "recv", "127.0.0.2:0", &args)
+}
+
+/// The verdicts of one report agree: the pgm lines, the ledger and the `=>` line.
+fn assert_verdicts_agree(rep: &Value) {
+    let p = pgm_of(rep);
+    let lost = u(&rep["total"], "lost");
+    assert!(
+        lost >= u(p, "unrecoverable_at_end"),
+        "the ledger's lost holds the PGM loss after the last datagram: {rep}"
+    );
+    if u(p, "unrecoverable") > 0 {
+        assert!(lost > 0, "PGM gave sequence numbers up, so the ledger lost some: {rep}");
+    }
+    let no_loss = rep["diagnosis"].as_array().unwrap().iter().any(|d| d.as_str().unwrap().starts_with("no loss"));
+    assert_eq!(no_loss, lost == 0 && u(p, "unrecoverable") == 0, "the verdict line matches the counts: {rep}");
+}
+
+/// Datagrams of this size, this many of them: well under the smallest socket buffer, so a
+/// receiver the scheduler starts late still loses none on loopback.
+const FORGE_SIZE: usize = 256;
+const FORGE_COUNT: u32 = 2_000;
+
+#[test]
+fn a_forged_spm_from_another_port_of_the_source_moves_nothing() {
+    // The repro: an attacker on the source's host who saw one ODATA sends 20 SPMs
+    // with the session's TSI and a trail/lead 30,000/40,000 ahead, from 127.0.0.1 (the
+    // source's address) but another UDP port. On 424e14b the receiver threw the rest of the
+    // stream away as "duplicates", the ledger said no loss, and --once never ended.
+    let _t = traffic();
+    let r = test_receiver(&[]);
+    let to = format!("127.0.0.2:{}", r.port);
+    let mut src = TestSource::new(&to, FORGE_SIZE);
+    let attacker = forger("127.0.0.1", &to);
+    let hello = src.spm(0, u32::MAX);
+    src.send(&hello);
+    for sqn in 0..FORGE_COUNT {
+        src.odata(sqn);
+        if sqn == 100 {
+            for _ in 0..20 {
+                let f = src.spm(sqn + 30_000, sqn + 40_000);
+                attacker(&f);
+            }
+        }
+        if sqn % 200 == 199 {
+            std::thread::sleep(Duration::from_millis(2)); // pacing only: no count depends on it
+        }
+    }
+    src.end(FORGE_COUNT);
+    let (code, stdout, stderr) = finish(r, Duration::from_secs(90));
+    assert_eq!(code, Some(0), "{stderr}");
+    let rep = json(&stdout);
+    assert_eq!(u(&rep, "datagrams"), u64::from(FORGE_COUNT), "{rep}");
+    assert_eq!(u(&rep["total"], "lost"), 0, "{rep}");
+    let p = pgm_of(&rep);
+    assert_eq!((u(p, "foreign"), u(p, "unrecoverable"), u(p, "duplicates")), (20, 0, 0), "{p}");
+    assert_eq!(u(p, "naks_sent"), 0, "the forged lead made the receiver ask for nothing: {p}");
+    assert_eq!(rep["stopped_by"], "end of stream", "--once ended on the source's end message");
+    assert_verdicts_agree(&rep);
+}
+
+#[test]
+fn a_forged_spm_from_the_sources_own_port_discards_nothing() {
+    // The same forged edges from the source's own address and port (an attacker able to
+    // spoof it, or a confused source): the SPM is a claim bounded by the data seen, so the
+    // stream is still delivered whole, and the NAKs it causes are bounded.
+    let _t = traffic();
+    let r = test_receiver(&[]);
+    let to = format!("127.0.0.2:{}", r.port);
+    let mut src = TestSource::new(&to, FORGE_SIZE);
+    let hello = src.spm(0, u32::MAX);
+    src.send(&hello);
+    for sqn in 0..FORGE_COUNT {
+        src.odata(sqn);
+        if sqn == 100 {
+            for _ in 0..20 {
+                let f = src.spm(sqn + 30_000, sqn + 40_000);
+                src.send(&f);
+            }
+        }
+        if sqn % 200 == 199 {
+            std::thread::sleep(Duration::from_millis(2)); // pacing only: no count depends on it
+        }
+    }
+    src.end(FORGE_COUNT);
+    let (code, stdout, stderr) = finish(r, Duration::from_secs(90));
+    assert_eq!(code, Some(0), "{stderr}");
+    let rep = json(&stdout);
+    assert_eq!(u(&rep, "datagrams"), u64::from(FORGE_COUNT), "{rep}");
+    assert_eq!(u(&rep["total"], "lost"), 0, "{rep}");
+    let p = pgm_of(&rep);
+    assert_eq!((u(p, "foreign"), u(p, "unrecoverable"), u(p, "duplicates")), (0, 0, 0), "{p}");
+    assert!(u(p, "beyond_data") >= 20, "{p}");
+    // At most ANNOUNCE_AHEAD sqns past the data were asked for, each at most --nak-retries
+    // (20) times.
+    let bound = u64::from(wirespeed::pgm::rxw::ANNOUNCE_AHEAD) * 20;
+    assert!(u(p, "naks_sent") <= bound, "{} NAKs: {p}", u(p, "naks_sent"));
+    assert_verdicts_agree(&rep);
+}
+
+#[test]
+fn a_lost_tail_is_in_the_ledger_and_once_ends_on_silence() {
+    // The source announces 100 more datagrams than the receiver ever gets, then the end
+    // message is lost with them and nobody answers the NAKs: the receiver gives the 100 and
+    // the end message up, the ledger counts them lost, no line says "no loss", and --once
+    // ends on silence. On 424e14b the ledger said "no loss" and --once never ended.
+    let _t = traffic();
+    let r = test_receiver(&["--nak-retries", "2", "--nak-repeat", "20ms", "--nak-rdata", "20ms"]);
+    let to = format!("127.0.0.2:{}", r.port);
+    let mut src = TestSource::new(&to, FORGE_SIZE);
+    let hello = src.spm(0, u32::MAX);
+    src.send(&hello);
+    let sent = 500u32;
+    for sqn in 0..sent {
+        src.odata(sqn);
+    }
+    // The source's SPM: it sent up to 599 and the end message at 600; 500..=600 never arrive.
+    let spm = src.spm(0, 600);
+    src.send(&spm);
+    let (code, stdout, stderr) = finish(r, Duration::from_secs(50));
+    assert_eq!(code, Some(0), "{stderr}");
+    let rep = json(&stdout);
+    assert_eq!(u(&rep, "datagrams"), u64::from(sent), "{rep}");
+    let p = pgm_of(&rep);
+    assert_eq!((u(p, "unrecoverable"), u(p, "unrecoverable_at_end")), (101, 101), "{p}");
+    assert_eq!(u(&rep["total"], "lost"), 101, "{rep}");
+    assert!(rep["stopped_by"].as_str().unwrap().starts_with("silence"), "{}", rep["stopped_by"]);
+    assert_verdicts_agree(&rep);
+}

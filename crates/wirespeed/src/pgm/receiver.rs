@@ -6,10 +6,18 @@
 //! out in order ([`Receiver::deliver`]). A session's window is allocated once, when its first
 //! packet arrives; after that nothing is allocated per packet.
 //!
-//! Trust: a session is bound to the UDP source address its first packet came from. A packet
-//! that claims the session's TSI from any other address (a forged SPM redirecting NAKs, forged
-//! data) is counted and ignored, as is every packet that does not parse (checksum, lengths,
-//! options) and every packet for another data-destination port.
+//! Trust: a session is bound to the TSI and the UDP source address *and port* of its first
+//! ODATA (the source's data socket), and to at most one more port of that address for its
+//! control packets (OpenPGM sends SPMs, NCFs and RDATA from a second, router-alert socket):
+//! the port its SPMs came from before its first ODATA, or else the first one after; a source
+//! seen sending SPMs from its data socket (as wirespeed's does) has no second port. A packet
+//! that claims the session's TSI from anywhere else (a forged SPM moving the window or
+//! redirecting NAKs, forged data or repairs, an ODATA from another port with the same TSI) is
+//! counted in `foreign` and ignored, as is every packet that does not parse (checksum,
+//! lengths, options) and every packet for another data-destination port. Even from the
+//! source's own ports, control packets are claims bounded by the data seen
+//! ([`RxWindow::on_spm`]): none can make the receiver discard data or give up a sqn the
+//! source has not been seen to send. Only ODATA starts a session.
 
 use super::packet::{self, NakKind, Packet};
 use super::rxw::{DataVerdict, Delivery, RxStats, RxWindow};
@@ -41,20 +49,29 @@ pub struct ReceiverStats {
     pub naks_sent: u64,
     /// NAK packets sent.
     pub nak_packets: u64,
-    /// NCFs heard.
+    /// Sequence numbers named by the NCFs heard (an NCF packet may name up to 63).
     pub ncfs: u64,
+    /// NCF packets heard from the session's source.
+    pub ncf_packets: u64,
     /// NAKs not sent because the source confirmed, or another receiver asked first.
     pub suppressed: u64,
     /// Sequence numbers given up after the retries or after the source's window moved past
     /// them: lost for good (the ledger counts them lost as well).
     pub unrecoverable: u64,
+    /// Of those, the ones after the last datagram a session handed on: no later datagram
+    /// shows the ledger their gap, so the report adds them to its lost.
+    pub unrecoverable_at_end: u64,
+    /// Control packets (SPM, NCF, RDATA, another receiver's NAK) from the session's source
+    /// that named sequence numbers beyond what its data has shown: the excess was ignored.
+    pub beyond_data: u64,
     /// Data that came twice.
     pub duplicates: u64,
     /// SPMs taken.
     pub spms: u64,
     /// Packets that did not parse (bad checksum, lengths, options, unknown type).
     pub malformed: u64,
-    /// Packets for a known session from another source address: forged or misrouted, ignored.
+    /// Packets for a known session from another source address or port than the source's:
+    /// forged or misrouted, ignored.
     pub foreign: u64,
     /// Packets for another data-destination port, or sessions beyond [`MAX_SESSIONS`].
     pub ignored: u64,
@@ -73,16 +90,21 @@ impl ReceiverStats {
         self.suppressed += w.suppressed;
         self.unrecoverable += w.unrecoverable;
         self.duplicates += w.duplicates;
+        self.beyond_data += w.beyond_data;
     }
 }
 
 struct Session {
     tsi: Tsi,
-    /// The UDP source address of its first packet: later packets must come from its IP
-    /// (OpenPGM may send NCFs from a second socket, so the port is not compared).
-    from: IpAddr,
-    /// That address with its port: the stream's name in the ledger.
+    /// The UDP source address and port of its first ODATA (the source's data socket): all
+    /// ODATA must come from it; the stream's name in the ledger.
     src: SocketAddr,
+    /// The second port of `src`'s address that control packets (SPM, NCF, RDATA) may come
+    /// from (OpenPGM's router-alert socket); `src`'s own port when the source sends them from
+    /// its data socket; None until the first SPM.
+    ctrl_port: Option<u16>,
+    /// Unrecoverable sqns handed on after the last datagram.
+    tail_lost: u64,
     /// Where NAKs go: the SPM's NLA with the session's UDP port.
     nla: Option<SocketAddr>,
     /// The group (or, unicast, our own address) the NAK names.
@@ -90,6 +112,20 @@ struct Session {
     window: RxWindow,
     spm_sqn: Option<u32>,
 }
+
+/// An SPM for a session whose first ODATA has not come yet: where it came from and the NLA
+/// it named, so that the session can take its control port and NAK address from it.
+#[derive(Clone, Copy)]
+struct EarlySpm {
+    tsi: Tsi,
+    from: SocketAddr,
+    nla: IpAddr,
+    /// The lead it announced: data starts after it.
+    lead: u32,
+}
+
+/// How many early SPMs (distinct TSI and sender) are remembered.
+const EARLY_SPMS: usize = 2 * MAX_SESSIONS;
 
 /// The receiving side of every session arriving at one socket.
 pub struct Receiver {
@@ -99,6 +135,7 @@ pub struct Receiver {
     group: IpAddr,
     max_tsdu: usize,
     sessions: Vec<Session>,
+    early: Vec<EarlySpm>,
     stats: ReceiverStats,
     due: [u32; packet::MAX_NAK_LIST],
     nak: Vec<u8>,
@@ -115,6 +152,7 @@ impl Receiver {
             group,
             max_tsdu,
             sessions: Vec::with_capacity(MAX_SESSIONS),
+            early: Vec::with_capacity(EARLY_SPMS),
             stats: ReceiverStats::default(),
             due: [0; packet::MAX_NAK_LIST],
             nak: vec![0u8; 1024],
@@ -127,6 +165,7 @@ impl Receiver {
         let mut s = self.stats;
         for sess in &self.sessions {
             s.add_window(sess.window.stats());
+            s.unrecoverable_at_end += sess.tail_lost;
         }
         s
     }
@@ -155,11 +194,15 @@ impl Receiver {
                     self.stats.ignored += 1;
                     return;
                 }
-                let Some(i) = self.session(tsi, from, now_ns) else { return };
-                let src = self.sessions[i].src;
-                let w = &mut self.sessions[i].window;
-                while w.must_give_way(sqn) {
-                    hand_on(w, src, f);
+                let found = if repair { self.control(tsi, from, false) } else { self.data_session(tsi, from, sqn) };
+                let Some(i) = found else { return };
+                let s = &mut self.sessions[i];
+                let (src, w) = (s.src, &mut s.window);
+                // Only the source's original data may push held data along (a backlog larger
+                // than the window); a repair never needs room made (the window refuses one
+                // beyond its free room).
+                while !repair && w.must_give_way(sqn) {
+                    hand_on(w, src, &mut s.tail_lost, f);
                     if w.must_give_way(sqn) && w.give_way() == 0 {
                         break; // nothing missing in front: the window itself makes room
                     }
@@ -175,7 +218,12 @@ impl Receiver {
                     return;
                 }
                 let port = self.port;
-                let Some(i) = self.session(tsi, from, now_ns) else { return };
+                let Some(i) = self.control(tsi, from, true) else {
+                    if !self.sessions.iter().any(|s| s.tsi == tsi) {
+                        self.remember_early(tsi, from, nla, lead);
+                    }
+                    return;
+                };
                 let s = &mut self.sessions[i];
                 // Only an advancing SPM counts (OpenPGM's pgm_on_spm): a replayed old one
                 // moves nothing.
@@ -188,12 +236,14 @@ impl Receiver {
                 self.stats.spms += 1;
             }
             Packet::Nak { kind: NakKind::Ncf, sqns, .. } => {
-                if let Some(i) = self.find(tsi, from.ip()) {
+                if let Some(i) = self.control(tsi, from, false) {
+                    self.stats.ncf_packets += 1;
                     self.sessions[i].window.on_ncf(sqns.as_slice(), now_ns);
                 }
             }
             Packet::Nak { kind: NakKind::Nak, sqns, .. } => {
-                // Another receiver's NAK on the group: ours for the same packets can wait.
+                // Another receiver's NAK on the group, from any address: ours for the same
+                // packets can wait (the window never lets it move anything).
                 if let Some(i) = self.sessions.iter().position(|s| s.tsi == tsi) {
                     self.sessions[i].window.on_foreign_nak(sqns.as_slice(), now_ns);
                 }
@@ -246,7 +296,7 @@ impl Receiver {
     /// address); returns how many. Unrecoverable runs are skipped here: they are counted in
     /// the stats, and the ledger sees the gap in the payloads' own sequence numbers.
     pub fn deliver<F: FnMut(&[u8], SocketAddr)>(&mut self, f: &mut F) -> usize {
-        self.sessions.iter_mut().map(|s| hand_on(&mut s.window, s.src, f)).sum()
+        self.sessions.iter_mut().map(|s| hand_on(&mut s.window, s.src, &mut s.tail_lost, f)).sum()
     }
 
     /// The run is over: what is still missing is given up (counted unrecoverable) and every
@@ -258,16 +308,51 @@ impl Receiver {
         self.deliver(f)
     }
 
-    fn find(&self, tsi: Tsi, from: IpAddr) -> Option<usize> {
-        self.sessions.iter().position(|s| s.tsi == tsi && s.from == from)
+    /// The session a control packet from `from` belongs to: one whose source sent it from its
+    /// data port or its control port. An SPM (`learn`) from the source's address makes its
+    /// port the control port when none is known yet, and one from the data port makes the
+    /// data port the only one (the source sends control from its data socket). None (counted
+    /// foreign when the TSI is known) for anything else.
+    fn control(&mut self, tsi: Tsi, from: SocketAddr, learn: bool) -> Option<usize> {
+        let i = self.sessions.iter().position(|s| s.tsi == tsi)?;
+        let s = &mut self.sessions[i];
+        if from == s.src {
+            if learn {
+                s.ctrl_port = Some(from.port());
+            }
+            return Some(i);
+        }
+        if from.ip() == s.src.ip() {
+            match s.ctrl_port {
+                Some(p) if p == from.port() => return Some(i),
+                None if learn => {
+                    s.ctrl_port = Some(from.port());
+                    return Some(i);
+                }
+                _ => {}
+            }
+        }
+        self.stats.foreign += 1;
+        None
     }
 
-    /// The session `tsi` from `from`, made on its first packet; None (counted) for a packet
-    /// claiming a known session from another address, or one session too many.
-    fn session(&mut self, tsi: Tsi, src: SocketAddr, _now_ns: u64) -> Option<usize> {
-        let from = src.ip();
+    /// Remembers an SPM for a session not yet started (OpenPGM announces a session with SPMs
+    /// before its data), so the session can take its control port and NAK address.
+    fn remember_early(&mut self, tsi: Tsi, from: SocketAddr, nla: IpAddr, lead: u32) {
+        self.stats.spms += 1;
+        if let Some(e) = self.early.iter_mut().find(|e| e.tsi == tsi && e.from == from) {
+            e.nla = nla;
+            e.lead = lead;
+        } else if self.early.len() < EARLY_SPMS {
+            self.early.push(EarlySpm { tsi, from, nla, lead });
+        }
+    }
+
+    /// The session of an ODATA packet from `src`, made on its first one; None (counted) for
+    /// ODATA claiming a known session from another address or port, or one session too many.
+    fn data_session(&mut self, tsi: Tsi, src: SocketAddr, sqn: u32) -> Option<usize> {
         if let Some(i) = self.sessions.iter().position(|s| s.tsi == tsi) {
-            if self.sessions[i].from == from {
+            if self.sessions[i].src == src {
                 return Some(i);
             }
             self.stats.foreign += 1;
@@ -277,12 +362,37 @@ impl Receiver {
             self.stats.ignored += 1;
             return None;
         }
+        // The control port: the data port if SPMs came from it before, else the one other
+        // port of the source's address that sent SPMs (none if several did: then the first
+        // SPM after this ODATA names it).
+        let same = |e: &&EarlySpm| e.tsi == tsi && e.from.ip() == src.ip();
+        let early = match self.early.iter().find(|e| e.tsi == tsi && e.from == src) {
+            Some(e) => Some(*e),
+            None if self.early.iter().filter(same).count() == 1 => self.early.iter().find(same).copied(),
+            None => None,
+        };
+        self.early.retain(|e| e.tsi != tsi);
         self.seed = self.seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-        let window = RxWindow::new(self.cfg.rx(self.max_tsdu), self.seed ^ u64::from(tsi.sport));
+        let mut window = RxWindow::new(self.cfg.rx(self.max_tsdu), self.seed ^ u64::from(tsi.sport));
+        // The opening SPMs said where the data starts: ODATA lost before this one is a gap
+        // to repair (as far as the data confirms it).
+        if let Some(e) = early {
+            window.start_at(e.lead.wrapping_add(1), sqn);
+        }
         // The NAK names the group the data came to; unicast, our own address, which the
         // source sent to (found from the route back to it when we listen on every address).
+        let from = src.ip();
         let group = if self.group.is_unspecified() { local_towards(from).unwrap_or(self.group) } else { self.group };
-        self.sessions.push(Session { tsi, from, src, nla: None, group, window, spm_sqn: None });
+        self.sessions.push(Session {
+            tsi,
+            src,
+            ctrl_port: early.map(|e| e.from.port()),
+            tail_lost: 0,
+            nla: early.map(|e| SocketAddr::new(e.nla, self.port)),
+            group,
+            window,
+            spm_sqn: None,
+        });
         self.stats.sessions += 1;
         Some(self.sessions.len() - 1)
     }
@@ -298,13 +408,18 @@ pub fn local_towards(peer: IpAddr) -> Option<IpAddr> {
 }
 
 /// Hand every datagram now in order in `w` to `f` (unrecoverable runs are skipped: counted in
-/// the window's stats, seen by the ledger as a gap); returns how many.
-fn hand_on<F: FnMut(&[u8], SocketAddr)>(w: &mut RxWindow, src: SocketAddr, f: &mut F) -> usize {
+/// the window's stats, seen by the ledger as a gap, or, after the last datagram, in
+/// `tail_lost`); returns how many.
+fn hand_on<F: FnMut(&[u8], SocketAddr)>(w: &mut RxWindow, src: SocketAddr, tail_lost: &mut u64, f: &mut F) -> usize {
     let mut n = 0;
     while let Some(d) = w.pop() {
-        if let Delivery::Data { payload, .. } = d {
-            f(payload, src);
-            n += 1;
+        match d {
+            Delivery::Data { payload, .. } => {
+                f(payload, src);
+                *tail_lost = 0;
+                n += 1;
+            }
+            Delivery::Lost { count, .. } => *tail_lost += u64::from(count),
         }
     }
     n

@@ -57,6 +57,16 @@ const TRAIL_SANITY: u32 = (u32::MAX / 2) - 1;
 /// inside half the sequence space so "ahead" and "behind" never meet.
 pub const MAX_SQNS_LIMIT: u32 = 1 << 30;
 
+/// How far beyond the highest sqn received as data a control packet (an SPM's lead, an NCF,
+/// RDATA) may make the window reach. Control packets cannot be authenticated and may come from
+/// a second socket of the source (OpenPGM sends SPMs, NCFs and RDATA from its router-alert
+/// socket), so nothing but the source's own data is trusted to say how far the stream has
+/// gone: an SPM naming a lead 40,000 ahead opens at most this many gaps (NAKs), and more open
+/// as data (ODATA or the repairs of those gaps) arrives. Small enough that a forged lead
+/// costs a few NAK packets; large enough that the tail of a stream lost in one burst is
+/// recovered in a few round trips.
+pub const ANNOUNCE_AHEAD: u32 = 128;
+
 /// Receive-window size and the receiver's NAK timers (RFC 3208 §5.3, names as in the RFC).
 #[derive(Clone, Copy, Debug)]
 pub struct RxConfig {
@@ -159,6 +169,10 @@ pub struct RxStats {
     /// Missing sqns given up early so that held data behind them could be handed on instead
     /// of dropped ([`RxWindow::give_way`]); also counted in `unrecoverable` once popped.
     pub given_way: u64,
+    /// Control packets (an SPM's trail or lead, an NCF, RDATA, another receiver's NAK) that
+    /// named sqns beyond what the source's data has shown ([`ANNOUNCE_AHEAD`]): the part
+    /// beyond was ignored, so no such packet can discard or give up data.
+    pub beyond_data: u64,
 }
 
 /// What [`RxWindow::on_data`] did with a data packet.
@@ -236,6 +250,9 @@ struct Slot {
     repaired: bool,
     ncf_retries: u32,
     data_retries: u32,
+    /// In WAIT_NCF because another receiver's NAK was heard, not ours: its expiry is no
+    /// retry of ours (a peer's NAK, which anyone can forge, never uses up our retries).
+    peer: bool,
     /// When the gap was noticed (for `Repaired::waited_ns`).
     noticed_ns: u64,
     /// The running timer of BACK_OFF, WAIT_NCF or WAIT_DATA.
@@ -252,6 +269,7 @@ const FREE_SLOT: Slot = Slot {
     repaired: false,
     ncf_retries: 0,
     data_retries: 0,
+    peer: false,
     noticed_ns: 0,
     expiry_ns: 0,
     prev: NIL,
@@ -285,6 +303,11 @@ pub struct RxWindow {
     trail_idx: u32,
     /// The source's transmit-window trail, the highest advertised (OpenPGM `rxw_trail`).
     rxw_trail: u32,
+    /// The highest sqn received as data: what the source has proven it sent.
+    seen_lead: u32,
+    /// The highest lead SPMs announced, at most [`ANNOUNCE_AHEAD`] beyond `seen_lead` when
+    /// announced; gaps are opened up to it as room allows.
+    announced: u32,
     lost_first: u32,
     lost_count: u64,
     /// Sqns handed to the application since the window began (to tell duplicates from
@@ -318,6 +341,8 @@ impl RxWindow {
             lead: u32::MAX,
             trail_idx: 0,
             rxw_trail: 0,
+            seen_lead: u32::MAX,
+            announced: u32::MAX,
             lost_first: 0,
             lost_count: 0,
             popped: 0,
@@ -356,15 +381,34 @@ impl RxWindow {
             return DataVerdict::OutOfWindow;
         }
         if !self.defined {
+            if repair {
+                // Only original data starts a window: a repair names no stream position a
+                // receiver can trust before it has seen the source's own data.
+                self.stats.out_of_window += 1;
+                return DataVerdict::OutOfWindow;
+            }
             // OpenPGM _pgm_rxw_define(window, sqn - 1): the window starts at this packet and
             // the source trail it carries is not used for the first packet.
             self.define(sqn);
+        } else if repair {
+            // A repair reaches at most ANNOUNCE_AHEAD beyond the data seen, and never needs
+            // room made by pushing anything out of the window.
+            if !self.within_reach(sqn) {
+                self.stats.beyond_data += 1;
+                self.stats.out_of_window += 1;
+                return DataVerdict::OutOfWindow;
+            }
+            let t = self.trail_bound(trail);
+            self.update_trail(t);
         } else {
             self.update_trail(trail);
         }
         let ahead = sqn.wrapping_sub(self.trail);
         if ahead >= HALF {
             return self.behind(sqn);
+        }
+        if sqn_lt(self.seen_lead, sqn) {
+            self.seen_lead = sqn;
         }
         if ahead < self.len() {
             let i = self.idx(sqn);
@@ -379,6 +423,7 @@ impl RxWindow {
                     let waited_ns = now_ns.saturating_sub(self.slots[i as usize].noticed_ns);
                     self.store(i, payload, true);
                     self.stats.repaired += 1;
+                    self.open_announced(now_ns);
                     DataVerdict::Repaired { waited_ns }
                 }
                 St::Free => unreachable!("every slot inside the window is in use"),
@@ -389,31 +434,66 @@ impl RxWindow {
         self.open_gaps(sqn.wrapping_sub(1), now_ns);
         let i = self.admit(sqn, now_ns);
         self.store(i, payload, false);
+        self.open_announced(now_ns);
         DataVerdict::New
     }
 
     /// An SPM: lead beyond what we have opens gaps (sqns after the last received up to lead
     /// enter back-off); trail moving past sqns not yet received makes them unrecoverable.
-    /// Before any data, an SPM defines the window to start at its lead + 1, as OpenPGM's
-    /// `pgm_rxw_update` does (`_pgm_rxw_define(window, txw_lead)`): data at or before that
-    /// lead is then out of window, and nothing is NAKed for it.
-    pub fn on_spm(&mut self, trail: u32, lead: u32, now_ns: u64) {
+    ///
+    /// An SPM is a claim, not data, so it is bounded by what the source's data has shown:
+    /// its trail counts at most up to the highest sqn received + 1 (sqns the source has not
+    /// been seen to send are never given up on its word), and its lead opens gaps at most
+    /// [`ANNOUNCE_AHEAD`] beyond that sqn and only into free room (it never pushes held or
+    /// missing sqns out of the window); the rest of the lead is remembered and opened as data
+    /// arrives. Before any data an SPM defines nothing (OpenPGM defines the window at the
+    /// SPM's lead + 1, which lets a forged lead make every later packet "old"): the window
+    /// begins at the first ODATA. Returns true when the SPM claimed more than that (counted in
+    /// `beyond_data`).
+    pub fn on_spm(&mut self, trail: u32, lead: u32, now_ns: u64) -> bool {
         if !self.defined {
-            self.define(lead.wrapping_add(1));
-            return;
+            return false;
         }
-        self.update_trail(trail);
-        if sqn_lt(self.lead, lead) && lead.wrapping_sub(self.trail) < HALF {
-            self.make_room(lead);
-            self.open_gaps(lead, now_ns);
+        let t = self.trail_bound(trail);
+        let mut beyond = t != trail;
+        self.update_trail(t);
+        let cap = self.seen_lead.wrapping_add(ANNOUNCE_AHEAD);
+        let l = if sqn_lt(cap, lead) && lead.wrapping_sub(cap) < HALF {
+            beyond = true;
+            cap
+        } else {
+            lead
+        };
+        if sqn_lt(self.announced, l) && l.wrapping_sub(self.trail) < HALF {
+            self.announced = l;
         }
+        self.open_announced(now_ns);
+        if beyond {
+            self.stats.beyond_data += 1;
+        }
+        beyond
+    }
+
+    /// The session's source announced, before its first ODATA `first_data` arrived, that its
+    /// data starts at `start` (an SPM's lead + 1, as OpenPGM's opening SPMs say): the window
+    /// begins there, so ODATA lost before the first one that arrived is NAKed. Only when the
+    /// data confirms it: `start` at or before `first_data` and at most [`ANNOUNCE_AHEAD`]
+    /// before it (else the window begins at the first ODATA as usual). Returns whether it did.
+    pub fn start_at(&mut self, start: u32, first_data: u32) -> bool {
+        let before = first_data.wrapping_sub(start);
+        if self.defined || before > ANNOUNCE_AHEAD {
+            return false;
+        }
+        self.define(start);
+        true
     }
 
     /// An NCF for these sqns: each in BACK_OFF or WAIT_NCF goes to WAIT_DATA (timer
     /// NAK_RDATA_IVL); one already in WAIT_DATA has its timer restarted, as OpenPGM's
     /// `_pgm_rxw_recovery_update` does. An NCF beyond the lead extends the window as
-    /// OpenPGM's `pgm_rxw_confirm` does: the sqns skipped enter back-off, the NCF'd one waits
-    /// for its data. Ignored before the window is defined.
+    /// OpenPGM's `pgm_rxw_confirm` does (the sqns skipped enter back-off, the NCF'd one waits
+    /// for its data), but only into free room and at most [`ANNOUNCE_AHEAD`] beyond the data
+    /// seen. Ignored before the window is defined.
     pub fn on_ncf(&mut self, sqns: &[u32], now_ns: u64) {
         self.stats.ncfs += sqns.len() as u64;
         if !self.defined {
@@ -423,6 +503,7 @@ impl RxWindow {
         for &sqn in sqns {
             let Some(i) = self.locate_or_extend(sqn, now_ns) else { continue };
             let slot = &mut self.slots[i as usize];
+            slot.peer = false;
             match slot.st {
                 St::Free | St::BackOff => {
                     // Free: just admitted beyond the lead; either way we never NAKed it.
@@ -440,18 +521,30 @@ impl RxWindow {
     /// BACK_OFF go to WAIT_NCF as if we had sent the NAK (counted in `suppressed`); if no NCF
     /// follows within NAK_RPT_IVL we NAK ourselves. OpenPGM's `pgm_on_peer_nak` instead treats
     /// such a NAK as an NCF (straight to WAIT_DATA); WAIT_NCF is used here because hearing a
-    /// peer's NAK does not prove the source heard it. Beyond the lead it extends the window as
-    /// an NCF does.
+    /// peer's NAK does not prove the source heard it. A peer's NAK can come from any address,
+    /// so it never extends the window, and the wait it causes is not one of our retries: a
+    /// sqn whose wait a peer's NAK began goes back to back-off on expiry with no retry used,
+    /// and the next wait is ours (a peer can delay our NAK by one NAK_RPT_IVL at a time, never
+    /// make us give the sqn up without asking).
     pub fn on_foreign_nak(&mut self, sqns: &[u32], now_ns: u64) {
         if !self.defined {
             return;
         }
         let expiry = now_ns.saturating_add(self.cfg.nak_rpt_ivl_ns);
         for &sqn in sqns {
-            let Some(i) = self.locate_or_extend(sqn, now_ns) else { continue };
-            if matches!(self.slots[i as usize].st, St::Free | St::BackOff) {
+            let ahead = sqn.wrapping_sub(self.trail);
+            if ahead >= self.len() {
+                if ahead < HALF {
+                    self.stats.beyond_data += 1;
+                }
+                continue;
+            }
+            let i = self.idx(sqn);
+            let slot = &mut self.slots[i as usize];
+            if slot.st == St::BackOff && !slot.peer {
                 self.stats.suppressed += 1;
-                self.slots[i as usize].expiry_ns = expiry;
+                slot.expiry_ns = expiry;
+                slot.peer = true;
                 self.set_state(i, St::WaitNcf);
             }
         }
@@ -475,6 +568,7 @@ impl RxWindow {
             out[sent] = self.slots[i as usize].sqn;
             sent += 1;
             self.slots[i as usize].expiry_ns = now_ns.saturating_add(self.cfg.nak_rpt_ivl_ns);
+            self.slots[i as usize].peer = false;
             self.set_state(i, St::WaitNcf);
         }
         self.stats.naks_sent += sent as u64;
@@ -485,7 +579,9 @@ impl RxWindow {
                 break;
             }
             let slot = &mut self.slots[i as usize];
-            slot.ncf_retries = slot.ncf_retries.saturating_add(1);
+            if !slot.peer {
+                slot.ncf_retries = slot.ncf_retries.saturating_add(1);
+            }
             if slot.ncf_retries >= self.cfg.nak_ncf_retries {
                 self.set_state(i, St::Lost);
             } else {
@@ -645,7 +741,54 @@ impl RxWindow {
         self.trail = first;
         self.lead = first.wrapping_sub(1);
         self.rxw_trail = first;
+        self.seen_lead = first.wrapping_sub(1);
+        self.announced = first.wrapping_sub(1);
         self.trail_idx = 0;
+    }
+
+    /// A control packet's trail, bounded by the data seen: the source cannot have moved its
+    /// trail past a sqn it has not sent, so a claim beyond the highest sqn received + 1 counts
+    /// only up to there.
+    fn trail_bound(&self, trail: u32) -> u32 {
+        let bound = self.seen_lead.wrapping_add(1);
+        if sqn_lt(bound, trail) && trail.wrapping_sub(bound) < HALF {
+            bound
+        } else {
+            trail
+        }
+    }
+
+    /// `sqn` is in the window, or beyond it by no more than free room and [`ANNOUNCE_AHEAD`]
+    /// past the data seen: where a control packet may reach.
+    fn within_reach(&self, sqn: u32) -> bool {
+        let ahead = sqn.wrapping_sub(self.trail);
+        if ahead >= HALF {
+            return true; // behind the trail: duplicate or out of window, nothing moves
+        }
+        if ahead < self.len() {
+            return true;
+        }
+        ahead < self.n && sqn_le(sqn, self.seen_lead.wrapping_add(ANNOUNCE_AHEAD))
+    }
+
+    /// Opens gaps up to the lead SPMs announced, as far as free room allows (never pushing
+    /// anything out) and no more than [`ANNOUNCE_AHEAD`] beyond the data seen.
+    fn open_announced(&mut self, now_ns: u64) {
+        if !sqn_lt(self.lead, self.announced) {
+            return;
+        }
+        let room_end = self.trail.wrapping_add(self.n - 1);
+        let reach = self.seen_lead.wrapping_add(ANNOUNCE_AHEAD);
+        let mut to = self.announced;
+        if sqn_lt(room_end, to) {
+            to = room_end;
+        }
+        if sqn_lt(reach, to) {
+            to = reach;
+        }
+        if sqn_lt(self.lead, to) && to.wrapping_sub(self.trail) < HALF {
+            self.open_gaps(to, now_ns);
+        }
     }
 
     /// Data for a sqn behind the delivery edge.
@@ -660,9 +803,10 @@ impl RxWindow {
         }
     }
 
-    /// The slot of `sqn` if it is in the window; if it is beyond the lead (and less than
-    /// 2^31 ahead), extends the window to it, gaps behind it in back-off, and returns its
-    /// slot in state Free for the caller to set. None for sqns behind the trail.
+    /// The slot of `sqn` if it is in the window; if it is beyond the lead but within reach of
+    /// a control packet (free room, [`ANNOUNCE_AHEAD`] past the data seen), extends the window
+    /// to it, gaps behind it in back-off, and returns its slot in state Free for the caller to
+    /// set. None for sqns behind the trail or out of reach.
     fn locate_or_extend(&mut self, sqn: u32, now_ns: u64) -> Option<u32> {
         let ahead = sqn.wrapping_sub(self.trail);
         if ahead >= HALF {
@@ -671,7 +815,10 @@ impl RxWindow {
         if ahead < self.len() {
             return Some(self.idx(sqn));
         }
-        self.make_room(sqn);
+        if !self.within_reach(sqn) {
+            self.stats.beyond_data += 1;
+            return None;
+        }
         self.open_gaps(sqn.wrapping_sub(1), now_ns);
         Some(self.admit(sqn, now_ns))
     }
@@ -1071,7 +1218,7 @@ mod tests {
     }
 
     #[test]
-    fn ncf_and_foreign_nak_beyond_the_lead_extend_the_window() {
+    fn an_ncf_beyond_the_lead_extends_the_window_a_peers_nak_never_does() {
         let mut w = RxWindow::new(cfg(64), 5);
         data(&mut w, 0, 0);
         w.on_ncf(&[3], MS);
@@ -1081,14 +1228,19 @@ mod tests {
         let due = w.next_deadline().unwrap();
         assert!(due <= MS + BO);
         assert_eq!(poll(&mut w, due), vec![1, 2], "3 waits for data, not NAKed");
+        // A NAK from anyone on the group: it may suppress ours, never move the window.
         w.on_foreign_nak(&[5], due);
-        assert_eq!(w.pending(), 5);
-        assert_eq!(w.stats().suppressed, 2);
-        assert_eq!(poll(&mut w, due + BO), vec![4]);
-        for s in 1..=5 {
+        assert_eq!(w.pending(), 3);
+        assert_eq!(w.edges(), Some((0, 3)));
+        assert_eq!((w.stats().suppressed, w.stats().beyond_data), (1, 1));
+        for s in 1..=3 {
             rdata(&mut w, s, due + BO);
         }
-        assert_eq!(drain(&mut w), vec![D(0, false), D(1, true), D(2, true), D(3, true), D(4, true), D(5, true)]);
+        assert_eq!(drain(&mut w), vec![D(0, false), D(1, true), D(2, true), D(3, true)]);
+        // An NCF further ahead than ANNOUNCE_AHEAD past the data seen reaches nothing.
+        w.on_ncf(&[3 + ANNOUNCE_AHEAD + 1], 2 * MS);
+        assert_eq!((w.pending(), w.edges()), (0, Some((4, 3))));
+        assert_eq!(w.stats().beyond_data, 2);
     }
 
     #[test]
@@ -1123,12 +1275,13 @@ mod tests {
         assert_eq!(w.pending(), 0);
         assert_eq!(w.next_deadline(), None);
         assert_eq!(drain(&mut w), vec![L(4, 1), D(5, false), D(6, false)]);
-        // a trail beyond the lead: the skipped sqns enter the window already lost
-        w.on_spm(10, 12, 3 * MS);
-        assert_eq!(w.pending(), 3);
-        assert_eq!(drain(&mut w), vec![L(7, 3)]);
+        // a trail beyond the data seen counts only up to it: 7..=12 were never seen sent,
+        // so they are NAKed, not given up on the SPM's word
+        assert!(w.on_spm(10, 12, 3 * MS));
+        assert_eq!(w.pending(), 6);
+        assert_eq!(drain(&mut w), vec![]);
         let st = *w.stats();
-        assert_eq!((st.unrecoverable, st.received), (6, 4));
+        assert_eq!((st.unrecoverable, st.received, st.beyond_data), (3, 4, 1));
 
         // data for a sqn declared lost but not yet popped is still taken (OpenPGM does)
         let mut w = RxWindow::new(cfg(64), 2);
@@ -1164,18 +1317,117 @@ mod tests {
     }
 
     #[test]
-    fn spm_before_any_data_starts_the_window_after_its_lead() {
+    fn only_original_data_starts_the_window() {
         let mut w = RxWindow::new(cfg(64), 4);
         w.on_ncf(&[50], 0); // NCFs do not define the window
         assert_eq!(w.edges(), None);
-        w.on_spm(0, 99, 0);
-        assert_eq!(w.edges(), Some((100, 99)));
-        assert_eq!(w.pending(), 0);
-        assert_eq!(data(&mut w, 99, 0), DataVerdict::OutOfWindow);
-        assert_eq!(data(&mut w, 100, 0), DataVerdict::New);
-        assert_eq!(data(&mut w, 102, 0), DataVerdict::New);
+        // Nor does an SPM (OpenPGM starts after its lead, so a forged lead made every later
+        // packet "old"), nor a repair.
+        assert!(!w.on_spm(0, 99, 0));
+        assert_eq!(w.edges(), None);
+        assert_eq!(rdata(&mut w, 7, 0), DataVerdict::OutOfWindow);
+        assert_eq!(w.edges(), None);
+        assert_eq!(data(&mut w, 3, 0), DataVerdict::New);
+        assert_eq!(data(&mut w, 5, 0), DataVerdict::New);
         assert_eq!(w.pending(), 1);
-        assert_eq!(drain(&mut w), vec![D(100, false)]);
+        assert_eq!(drain(&mut w), vec![D(3, false)]);
+    }
+
+    #[test]
+    fn an_opening_spm_starts_the_window_only_where_the_data_confirms_it() {
+        // The source said its data starts at 10; 12 is the first ODATA to arrive: 10, 11 are
+        // gaps to NAK.
+        let mut w = RxWindow::new(cfg(64), 4);
+        assert!(w.start_at(10, 12));
+        assert_eq!(data(&mut w, 12, 0), DataVerdict::New);
+        assert_eq!(w.pending(), 2);
+        // A start after the first data, or far before it, is not believed.
+        let mut w = RxWindow::new(cfg(64), 4);
+        assert!(!w.start_at(13, 12));
+        assert!(!w.start_at(12u32.wrapping_sub(ANNOUNCE_AHEAD + 1), 12));
+        assert_eq!(data(&mut w, 12, 0), DataVerdict::New);
+        assert_eq!((w.pending(), w.edges()), (0, Some((12, 12))));
+    }
+
+    #[test]
+    fn a_forged_spm_far_ahead_discards_nothing_and_costs_few_naks() {
+        // The repro in the window: data flows in order, an SPM claims the source's
+        // trail 30,000 and lead 40,000 ahead; the real data that follows is all delivered.
+        let mut w = RxWindow::new(cfg(8192), 3);
+        let mut out = Vec::new();
+        for s in 0..100 {
+            assert_eq!(data(&mut w, s, 0), DataVerdict::New);
+        }
+        out.extend(drain(&mut w));
+        assert!(w.on_spm(30_099, 40_099, MS));
+        assert_eq!(w.stats().beyond_data, 1);
+        assert_eq!(w.pending(), ANNOUNCE_AHEAD, "gaps opened only ANNOUNCE_AHEAD past the data");
+        // Twenty more forged SPMs change nothing further.
+        for _ in 0..20 {
+            w.on_spm(30_099, 40_099, MS);
+        }
+        assert_eq!(w.pending(), ANNOUNCE_AHEAD);
+        let mut naks = 0;
+        let mut now = MS;
+        for s in 100..20_000u32 {
+            now += 10_000;
+            let v = data(&mut w, s, now);
+            assert!(matches!(v, DataVerdict::New | DataVerdict::Repaired { .. }), "{s}: {v:?}");
+            naks += poll(&mut w, now).len();
+            out.extend(drain(&mut w));
+            if s % 1000 == 0 {
+                w.on_spm(30_099 + s, 40_099 + s, now);
+            }
+        }
+        assert_eq!(out.len(), 20_000, "{:?}", &out[out.len() - 3..]);
+        // The last SPM (at 19,000) reached 128 past its data; real data has filled all of it.
+        assert_eq!(w.pending(), 0);
+        assert!(out.iter().enumerate().all(|(i, o)| matches!(o, D(s, _) if *s == i as u32)), "all data, in order");
+        let st = *w.stats();
+        assert_eq!((st.unrecoverable, st.overrun, st.given_way, st.duplicates), (0, 0, 0, 0), "{st:?}");
+        // What the forger can make us NAK: at most ANNOUNCE_AHEAD sqns beyond the data at any
+        // time, each at most NAK_NCF_RETRIES times (here 3).
+        assert!(naks as u32 <= 3 * ANNOUNCE_AHEAD * 21, "{naks} NAKs");
+    }
+
+    #[test]
+    fn a_forged_trail_gives_up_nothing_the_source_was_not_seen_to_send() {
+        let mut w = RxWindow::new(cfg(64), 3);
+        data(&mut w, 0, 0);
+        data(&mut w, 3, 0); // 1, 2 missing
+        data(&mut w, 4, 0);
+        w.on_spm(1_000, 1_001, MS);
+        // 1, 2 were sent (3 and 4 came) and the source says it no longer has them: lost;
+        // everything after 4 was never seen and is not given up.
+        assert_eq!(drain(&mut w), vec![D(0, false), L(1, 2), D(3, false), D(4, false)]);
+        assert_eq!(w.pending(), 59, "5..=63: the free room of the 64-sqn window when the SPM came");
+        // A repair's trail is bounded the same way, and a repair far ahead is refused.
+        assert_eq!(w.on_data(6, 6, &pl(6), true, MS), DataVerdict::Repaired { waited_ns: 0 });
+        assert_eq!(w.pending(), 63, "5 was not given up by the repair's trail; 64..=68 opened into the room");
+        assert_eq!(rdata(&mut w, 4 + ANNOUNCE_AHEAD + 1, MS), DataVerdict::OutOfWindow);
+        assert_eq!(w.on_data(500, 0, &pl(500), true, MS), DataVerdict::OutOfWindow);
+        let st = *w.stats();
+        assert_eq!((st.unrecoverable, st.overrun, st.beyond_data), (2, 0, 3), "{st:?}");
+    }
+
+    #[test]
+    fn peers_naks_never_use_up_our_retries() {
+        // Someone repeats a NAK for our missing sqn just before each of our waits would end:
+        // we still NAK it ourselves every other round, and give it up only after our own
+        // NAK_NCF_RETRIES (3) NAKs went unanswered.
+        let mut w = RxWindow::new(cfg(64), 5);
+        data(&mut w, 0, 0);
+        data(&mut w, 2, 0); // 1 in back-off
+        let mut ours = 0;
+        let mut now = 0;
+        for _ in 0..40 {
+            w.on_foreign_nak(&[1], now);
+            let Some(t) = w.next_deadline() else { break };
+            now = t;
+            ours += poll(&mut w, now).len();
+        }
+        assert_eq!(ours, 3, "our own NAKs, all of them sent");
+        assert_eq!(drain(&mut w), vec![D(0, false), L(1, 1), D(2, false)]);
     }
 
     #[test]
@@ -1419,7 +1671,9 @@ mod tests {
                             _ => {}
                         }
                     }
-                    Pkt::Spm { trail, lead } => w.on_spm(trail, lead, now),
+                    Pkt::Spm { trail, lead } => {
+                        w.on_spm(trail, lead, now);
+                    }
                     Pkt::Ncf(sqn) => w.on_ncf(&[sqn], now),
                     Pkt::PeerNak(sqn) => w.on_foreign_nak(&[sqn], now),
                 }

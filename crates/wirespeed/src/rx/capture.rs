@@ -496,6 +496,13 @@ fn capture_loop<'a, B: Backend, S: Sink>(
                 ended_once = true;
             } else {
                 ended_once = false;
+                if cap.datagrams > 0 && backend.end_unproven() && now.saturating_sub(cap.last_ns) >= ONCE_QUIET_NS {
+                    stopped_by = format!(
+                        "silence: {} s without data after the transport gave up data that may have held the end-of-stream message",
+                        ONCE_QUIET_NS / 1_000_000_000
+                    );
+                    break;
+                }
                 if cap.distrust_ns != 0
                     && cap.datagrams > 0
                     && now.saturating_sub(cap.distrust_ns.max(cap.last_ns)) >= ONCE_QUIET_NS
@@ -509,6 +516,7 @@ fn capture_loop<'a, B: Backend, S: Sink>(
             }
         }
     }
+    backend.drain(|d, src| cap.handle_at(d, src, None));
     cap.sink.finish();
     let drops = backend.final_drops();
     cap.publish(live, drops);

@@ -493,6 +493,15 @@ pub fn capture_group<S: Sink>(
     let mut report = merge_reports(parts, threads, listener.steering_text(multicast), first_ns, last_ns);
     report.listen = tcfg.listen.to_string();
     report.pgm = listener.pgm_report();
+    if let Some(p) = &report.pgm {
+        // PGM sequence numbers given up after a session's last datagram: no later datagram
+        // shows the ledger their gap, yet they are lost; the verdict must say so.
+        let at_end = p.stats.unrecoverable_at_end;
+        if at_end > 0 {
+            report.total.lost += at_end;
+            report.diagnosis = super::report::diagnose(&report);
+        }
+    }
     Ok((report, sinks_back))
 }
 

@@ -68,6 +68,16 @@ pub trait Backend: Sized {
     fn final_drops(&mut self) -> Option<u64> {
         self.kernel_drops()
     }
+    /// The transport has given up data it will never deliver (PGM's unrecoverable sequence
+    /// numbers): the end-of-stream message may have been among them, so `--once` ends after
+    /// [`ONCE_QUIET_NS`](crate::rx::capture::ONCE_QUIET_NS) of silence instead of waiting for it.
+    fn end_unproven(&self) -> bool {
+        false
+    }
+    /// The run is over: hand on what the backend still holds (PGM's received data behind a
+    /// sequence number still missing), giving up what is missing, so that the ledger sees
+    /// every gap. Nothing by default.
+    fn drain<F: FnMut(&[u8], Option<SocketAddr>)>(&mut self, _f: F) {}
 }
 
 /// What a backend hands the capture from [`Backend::recv_into`].

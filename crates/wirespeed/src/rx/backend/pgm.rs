@@ -19,7 +19,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// The fields of [`ReceiverStats`] the backend publishes, in declaration order.
-const FIELDS: usize = 17;
+const FIELDS: usize = 20;
 
 /// The receiver's counters where the report (after the run) and the live progress lines can
 /// read them: relaxed stores after each receive call, no lock.
@@ -67,6 +67,9 @@ fn to_array(s: &ReceiverStats) -> [u64; FIELDS] {
         s.foreign,
         s.ignored,
         s.nak_unsent,
+        s.ncf_packets,
+        s.unrecoverable_at_end,
+        s.beyond_data,
     ]
 }
 
@@ -89,6 +92,9 @@ fn from_array(a: [u64; FIELDS]) -> ReceiverStats {
         foreign: a[14],
         ignored: a[15],
         nak_unsent: a[16],
+        ncf_packets: a[17],
+        unrecoverable_at_end: a[18],
+        beyond_data: a[19],
     }
 }
 
@@ -113,7 +119,7 @@ impl PgmRecvReport {
         let s = &self.stats;
         let _ = writeln!(
             o,
-            "  pgm: {} session(s), {} ODATA + {} RDATA; repaired {} (wait mean {}, max {}) with {} NAK(s) in {} packet(s), {} NCF(s) heard, {} NAK(s) suppressed",
+            "  pgm: {} session(s), {} ODATA + {} RDATA; repaired {} (wait mean {}, max {}) with {} NAK(s) in {} packet(s), {} NCF packet(s) heard naming {} sequence number(s), {} NAK(s) suppressed",
             s.sessions,
             thousands(s.odata),
             thousands(s.rdata),
@@ -122,23 +128,30 @@ impl PgmRecvReport {
             nanos(s.repair_max_ns as f64),
             thousands(s.naks_sent),
             thousands(s.nak_packets),
+            thousands(s.ncf_packets),
             thousands(s.ncfs),
             thousands(s.suppressed),
         );
         let _ = writeln!(
             o,
-            "  pgm: unrecoverable {} (given up after the retries or behind the source's window; in the ledger's lost), still pending at the end {}",
+            "  pgm: unrecoverable {} (given up after the retries or behind the source's window; in the ledger's lost{}), still pending at the end {}",
             thousands(s.unrecoverable),
+            if s.unrecoverable_at_end > 0 {
+                format!(", {} of them after the last datagram", thousands(s.unrecoverable_at_end))
+            } else {
+                String::new()
+            },
             thousands(self.pending_at_end)
         );
-        if s.malformed + s.foreign + s.ignored + s.nak_unsent + s.duplicates > 0 {
+        if s.malformed + s.foreign + s.ignored + s.nak_unsent + s.duplicates + s.beyond_data > 0 {
             let _ = writeln!(
                 o,
-                "  pgm: ignored {} malformed packet(s), {} for a known session from another address (forged or misrouted), {} for another port or session, {} duplicate(s); {} NAK(s) could not be sent (no SPM named the source yet)",
+                "  pgm: ignored {} malformed packet(s), {} for a known session from another address or port than its source's (forged or misrouted), {} for another data-destination port or session, {} duplicate(s), {} control packet(s) claiming more than the source's data showed (the excess); {} NAK(s) could not be sent (no SPM named the source yet)",
                 thousands(s.malformed),
                 thousands(s.foreign),
                 thousands(s.ignored),
                 thousands(s.duplicates),
+                thousands(s.beyond_data),
                 thousands(s.nak_unsent)
             );
         }
@@ -176,6 +189,8 @@ pub struct PgmBackend {
     live: Arc<PgmLive>,
     rxq_ovfl: Option<u64>,
     truncated: u64,
+    /// Some sequence number was given up (as last published).
+    gave_up: bool,
 }
 
 impl Backend for PgmBackend {
@@ -225,6 +240,7 @@ impl Backend for PgmBackend {
             live: endpoint.live.clone(),
             rxq_ovfl: endpoint.udp.rxq_ovfl().then_some(0),
             truncated: 0,
+            gave_up: false,
         }
     }
 
@@ -262,12 +278,27 @@ impl Backend for PgmBackend {
             None => Err(io::ErrorKind::NotConnected.into()),
         });
         self.rx.deliver(&mut |d: &[u8], src: SocketAddr| f(d, Some(src)));
-        self.live.store(&self.rx.stats(), self.rx.pending());
+        let st = self.rx.stats();
+        self.gave_up = st.unrecoverable > 0;
+        self.live.store(&st, self.rx.pending());
         Ok(n)
     }
 
     fn kernel_drops(&self) -> Option<u64> {
         self.rxq_ovfl
+    }
+
+    fn end_unproven(&self) -> bool {
+        // A sqn given up may have been the end-of-stream message: `--once` then ends on
+        // silence rather than wait for an end that can no longer come.
+        self.gave_up
+    }
+
+    fn drain<F: FnMut(&[u8], Option<SocketAddr>)>(&mut self, mut f: F) {
+        // The run is over: what is still missing is given up, and the data held behind it is
+        // handed on, so the ledger sees every gap rather than stopping at the first one.
+        self.rx.abandon(&mut |d: &[u8], src: SocketAddr| f(d, Some(src)));
+        self.live.store(&self.rx.stats(), self.rx.pending());
     }
 
     fn truncated(&self) -> u64 {
