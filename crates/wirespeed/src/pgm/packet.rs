@@ -1096,7 +1096,7 @@ mod tests {
         let v4 = [ip("198.18.0.1"), ip("239.192.0.1")];
         let v6 = [ip("2001:2::1"), ip("ff15::1")];
         let mut buf = [0u8; MAX_NAK_LEN];
-        let all: Vec<u32> = (0..70).map(|i| u32::MAX - 10 + i).collect();
+        let all: Vec<u32> = (0..70).map(|i| (u32::MAX - 10).wrapping_add(i)).collect();
         for kind in [NakKind::Nak, NakKind::Nnak, NakKind::Ncf] {
             for (src, grp) in [(v4[0], v4[1]), (v6[0], v6[1]), (v4[0], v6[1]), (v6[0], v4[1])] {
                 for count in [1usize, 2, 62, 63, 70] {
