@@ -8,12 +8,164 @@
 //! `unsafe`. Byte copies race with nothing by protocol: the owner writes a region before it
 //! publishes it with a release store, and never again until the reader's acquire-loaded
 //! counter says it is done with it.
+//!
+//! A shared file can shrink under its mappings: its owner, or any process of the same user
+//! (another partition: possibly hostile), may truncate it, and the next access to a page past
+//! its new end raises SIGBUS, which would kill this process. XPC's files are plain files in the
+//! XPC directory (so that what a dead peer published stays readable), which cannot be sealed as
+//! a memfd can; instead every [`SharedMem`] is registered with a SIGBUS handler (installed once,
+//! before the first mapping) that, for a fault inside a registered mapping, replaces the whole
+//! mapping with zero-filled anonymous memory and marks it [`SharedMem::shrunk`]: the access is
+//! retried, reads zeros, and the XPC code above turns the mark into one clear line closing the
+//! channel. A SIGBUS anywhere else goes to the handler that was installed before (the default
+//! action if none), so this process still dies of its own genuine bus errors. The handler costs
+//! nothing until a file shrinks: no check on any access.
 
 use super::cvt;
 use std::fs::File;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering};
+use std::sync::OnceLock;
+
+/// How many shared mappings one process may hold at once (pages and channel halves): the
+/// SIGBUS handler's registry is a fixed array, since a signal handler may not lock or allocate.
+pub const MAX_MAPPINGS: usize = 4096;
+
+const GUARD_FREE: u8 = 0;
+const GUARD_CLAIMED: u8 = 1;
+const GUARD_LIVE: u8 = 2;
+
+/// One registered mapping, as the SIGBUS handler sees it.
+struct Guard {
+    state: AtomicU8,
+    start: AtomicUsize,
+    len: AtomicUsize,
+    writable: AtomicBool,
+    shrunk: AtomicBool,
+}
+
+#[allow(clippy::declare_interior_mutable_const)]
+const GUARD_INIT: Guard = Guard {
+    state: AtomicU8::new(GUARD_FREE),
+    start: AtomicUsize::new(0),
+    len: AtomicUsize::new(0),
+    writable: AtomicBool::new(false),
+    shrunk: AtomicBool::new(false),
+};
+
+static GUARDS: [Guard; MAX_MAPPINGS] = [GUARD_INIT; MAX_MAPPINGS];
+/// One past the highest slot ever claimed: the handler looks no further.
+static GUARDS_HIGH: AtomicUsize = AtomicUsize::new(0);
+/// The SIGBUS disposition found when the handler was installed (chained to for other faults).
+static PREVIOUS: OnceLock<libc::sigaction> = OnceLock::new();
+/// Whether installing the handler succeeded (installed once per process).
+static INSTALLED: OnceLock<io::Result<()>> = OnceLock::new();
+
+/// Install [`on_sigbus`] once; every later call returns the first one's outcome.
+fn install_handler() -> io::Result<()> {
+    let r = INSTALLED.get_or_init(|| {
+        // SAFETY: zeroed sigaction structs are valid (empty mask, no flags); sigaction reads
+        // `new` and writes `old`, both live locals; the handler is an extern "C" fn taking
+        // (int, siginfo_t *, void *), as SA_SIGINFO requires.
+        unsafe {
+            let mut new: libc::sigaction = std::mem::zeroed();
+            let mut old: libc::sigaction = std::mem::zeroed();
+            new.sa_sigaction = on_sigbus as *const () as libc::sighandler_t;
+            new.sa_flags = libc::SA_SIGINFO | libc::SA_ONSTACK;
+            libc::sigemptyset(&mut new.sa_mask);
+            if libc::sigaction(libc::SIGBUS, &new, &mut old) != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            let _ = PREVIOUS.set(old);
+        }
+        Ok(())
+    });
+    match r {
+        Ok(()) => Ok(()),
+        Err(e) => Err(io::Error::new(e.kind(), format!("cannot install the SIGBUS guard of shared mappings: {e}"))),
+    }
+}
+
+/// The SIGBUS handler: a fault inside a registered mapping (its file shrank) replaces that
+/// mapping with zeros and marks it shrunk, then returns so the access is retried; any other
+/// fault goes to the previous disposition. Async-signal-safe: atomics and system calls only.
+extern "C" fn on_sigbus(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
+    // SAFETY: with SA_SIGINFO the kernel passes a valid siginfo_t; si_addr is the faulting
+    // address for SIGBUS.
+    let addr = unsafe { (*info).si_addr() } as usize;
+    let high = GUARDS_HIGH.load(Ordering::Acquire).min(MAX_MAPPINGS);
+    for g in &GUARDS[..high] {
+        if g.state.load(Ordering::Acquire) != GUARD_LIVE {
+            continue;
+        }
+        let (start, len) = (g.start.load(Ordering::Relaxed), g.len.load(Ordering::Relaxed));
+        if addr < start || addr - start >= len {
+            continue;
+        }
+        let prot =
+            if g.writable.load(Ordering::Relaxed) { libc::PROT_READ | libc::PROT_WRITE } else { libc::PROT_READ };
+        // SAFETY: [start, start + len) is a live mapping this module made (the slot is live
+        // only between its mmap and its munmap, and the owning SharedMem, which is the only
+        // code touching that range, is inside this access); MAP_FIXED replaces exactly it with
+        // fresh zero pages of the same protection. Nothing else of the process is touched.
+        let p = unsafe {
+            libc::mmap(
+                start as *mut libc::c_void,
+                len,
+                prot,
+                libc::MAP_FIXED | libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        if p != libc::MAP_FAILED {
+            g.shrunk.store(true, Ordering::Release);
+            return;
+        }
+        break;
+    }
+    match PREVIOUS.get() {
+        Some(old) if old.sa_sigaction != libc::SIG_DFL && old.sa_sigaction != libc::SIG_IGN => {
+            if old.sa_flags & libc::SA_SIGINFO != 0 {
+                // SAFETY: the previous handler was installed with SA_SIGINFO, so it has this
+                // signature; it gets the very arguments the kernel gave us.
+                let f: extern "C" fn(libc::c_int, *mut libc::siginfo_t, *mut libc::c_void) =
+                    unsafe { std::mem::transmute(old.sa_sigaction) };
+                f(sig, info, ctx)
+            } else {
+                // SAFETY: a plain handler (no SA_SIGINFO) takes the signal number only.
+                let f: extern "C" fn(libc::c_int) = unsafe { std::mem::transmute(old.sa_sigaction) };
+                f(sig)
+            }
+        }
+        _ => {
+            // Not ours and nobody else's: restore the default action and return; the access
+            // faults again and the process dies of SIGBUS as it would have without us.
+            // SAFETY: a zeroed sigaction is SIG_DFL with an empty mask; sigaction reads it.
+            unsafe {
+                let dfl: libc::sigaction = std::mem::zeroed();
+                libc::sigaction(libc::SIGBUS, &dfl, std::ptr::null_mut());
+            }
+        }
+    }
+}
+
+/// Register the mapping [ptr, ptr + len) with the SIGBUS handler: its slot index.
+fn register(ptr: *mut u8, len: usize, writable: bool) -> Option<usize> {
+    for (i, g) in GUARDS.iter().enumerate() {
+        if g.state.compare_exchange(GUARD_FREE, GUARD_CLAIMED, Ordering::AcqRel, Ordering::Relaxed).is_ok() {
+            g.start.store(ptr as usize, Ordering::Relaxed);
+            g.len.store(len, Ordering::Relaxed);
+            g.writable.store(writable, Ordering::Relaxed);
+            g.shrunk.store(false, Ordering::Relaxed);
+            GUARDS_HIGH.fetch_max(i + 1, Ordering::AcqRel);
+            g.state.store(GUARD_LIVE, Ordering::Release);
+            return Some(i);
+        }
+    }
+    None
+}
 
 /// A file mapped shared into this process: read-write when this process owns it, read-only
 /// when it is a peer's (a write through it would fault: there is no way to write a peer's half).
@@ -21,6 +173,8 @@ pub struct SharedMem {
     ptr: *mut u8,
     len: usize,
     writable: bool,
+    /// This mapping's slot in the SIGBUS handler's registry.
+    guard: usize,
 }
 
 // SAFETY: the mapping is plain shared memory; every access goes through atomics or bounds-checked
@@ -30,11 +184,14 @@ unsafe impl Send for SharedMem {}
 unsafe impl Sync for SharedMem {}
 
 impl SharedMem {
-    /// Map `len` bytes of `file` shared; `writable` needs the file open read-write.
+    /// Map `len` bytes of `file` shared; `writable` needs the file open read-write. The mapping
+    /// is guarded: if the file shrinks under it, the access that would have raised SIGBUS reads
+    /// zeros instead and [`SharedMem::shrunk`] turns true (see the module docs).
     pub fn map(file: &File, len: usize, writable: bool) -> io::Result<SharedMem> {
         if len == 0 {
             return Err(io::Error::new(io::ErrorKind::InvalidInput, "cannot map 0 bytes"));
         }
+        install_handler()?;
         let prot = if writable { libc::PROT_READ | libc::PROT_WRITE } else { libc::PROT_READ };
         // SAFETY: a fresh mapping chosen by the kernel (addr NULL) of a valid open fd; nothing
         // existing is replaced. The result is checked for MAP_FAILED.
@@ -42,7 +199,20 @@ impl SharedMem {
         if p == libc::MAP_FAILED {
             return Err(io::Error::last_os_error());
         }
-        Ok(SharedMem { ptr: p as *mut u8, len, writable })
+        let Some(guard) = register(p as *mut u8, len, writable) else {
+            // SAFETY: exactly the mapping just made, referenced by nothing yet.
+            unsafe { libc::munmap(p, len) };
+            return Err(io::Error::other(format!(
+                "more than {MAX_MAPPINGS} XPC mappings in one process: close channels or nodes first"
+            )));
+        };
+        Ok(SharedMem { ptr: p as *mut u8, len, writable, guard })
+    }
+
+    /// Whether the file behind this mapping shrank under it (someone truncated it): the
+    /// mapping now holds zeros, and nothing read through it since then means anything.
+    pub fn shrunk(&self) -> bool {
+        GUARDS[self.guard].shrunk.load(Ordering::Acquire)
     }
 
     /// Bytes mapped.
@@ -131,9 +301,13 @@ impl SharedMem {
 
 impl Drop for SharedMem {
     fn drop(&mut self) {
-        // SAFETY: unmaps exactly the region this value mapped; no reference into it outlives
-        // &self (all accessors borrow self).
+        let g = &GUARDS[self.guard];
+        // The handler stops considering the range before it is unmapped (and perhaps reused).
+        g.state.store(GUARD_CLAIMED, Ordering::Release);
+        // SAFETY: unmaps exactly the region this value mapped (or the zero pages the SIGBUS
+        // handler put in its place); no reference into it outlives &self.
         unsafe { libc::munmap(self.ptr as *mut libc::c_void, self.len) };
+        g.state.store(GUARD_FREE, Ordering::Release);
     }
 }
 

@@ -466,6 +466,9 @@ impl Channel {
     /// asks the kernel about the process now; otherwise at most every millisecond.
     fn closed_reason(&mut self, fresh: bool) -> Option<String> {
         let (r, c) = (self.core.remote, self.core.chan);
+        if let Some(why) = self.shrank() {
+            return Some(why);
+        }
         if self.closed_here {
             return Some(format!("xpc: channel {c} to partition {r} was closed here"));
         }
@@ -486,6 +489,35 @@ impl Channel {
         None
     }
 
+    /// Why this channel cannot go on because one of its two files shrank under this process
+    /// (truncated by another: the mapping now reads zeros, see `sys::xpc`), if one did.
+    fn shrank(&self) -> Option<String> {
+        let (l, r, c) = (self.node.local(), self.core.remote, self.core.chan);
+        if self.core.peer.get().is_some_and(|p| p.mem.shrunk()) {
+            return Some(format!(
+                "xpc: partition {r} truncated its half of channel {c} ({}) under this reader: nothing more is read from it, channel closed",
+                half_name(r, l, c)
+            ));
+        }
+        if self.core.own.shrunk() {
+            return Some(format!(
+                "xpc: this partition's half of channel {c} to partition {r} ({}) was truncated by another process: nothing sent on it can arrive, channel closed",
+                half_name(l, r, c)
+            ));
+        }
+        None
+    }
+
+    /// Close the channel for good if one of its files shrank: the error to return.
+    fn fail_if_shrunk(&mut self) -> Result<()> {
+        let Some(why) = self.shrank() else { return Ok(()) };
+        self.state = ChanState::Closed(why.clone());
+        self.closed_here = true;
+        // Harmless if the own half is the one that shrank: its mapping is zeros of our own now.
+        self.core.own.store_u32(H_STATE, STATE_CLOSED, Ordering::Release);
+        Err(Error::Runtime(why))
+    }
+
     /// The connected peer half, or why there is none yet (`Ok(None)`: still connecting).
     fn connected(&mut self) -> Result<bool> {
         if self.core.peer.get().is_some() {
@@ -500,6 +532,7 @@ impl Channel {
     }
 
     fn send_check(&mut self) -> Result<bool> {
+        self.fail_if_shrunk()?;
         if self.closed_here {
             return Err(Error::Runtime(format!(
                 "xpc: channel {} to partition {} is closed here: nothing more can be sent",
@@ -557,7 +590,8 @@ impl Channel {
     }
 
     /// Write a message of `head` plus `imm` immediate bytes into the own slots, then publish.
-    fn post(&mut self, head: SlotHead, imm: &[u8]) {
+    /// An error when the own half shrank meanwhile (the message went nowhere).
+    fn post(&mut self, head: SlotHead, imm: &[u8]) -> Result<()> {
         let n = slots_for(imm.len());
         let mut s = [0u8; SLOT];
         let mut h = head;
@@ -572,7 +606,9 @@ impl Channel {
         }
         self.tx_tail += n;
         self.core.own.store_u64(H_TAIL, self.tx_tail, Ordering::Release);
+        self.fail_if_shrunk()?;
         self.notify();
+        Ok(())
     }
 
     fn notify(&mut self) {
@@ -595,7 +631,10 @@ impl Channel {
             if !self.has_room(1, 0)? {
                 return Ok(false);
             }
-            self.post(SlotHead { len: msg.len() as u32, kind: K_IMM, nslots: 1, imm: 0, pos: 0, body: 0, pid: 0 }, msg);
+            self.post(
+                SlotHead { len: msg.len() as u32, kind: K_IMM, nslots: 1, imm: 0, pos: 0, body: 0, pid: 0 },
+                msg,
+            )?;
             self.stats.sent_immediate += 1;
             return Ok(true);
         }
@@ -619,7 +658,7 @@ impl Channel {
         self.post(
             SlotHead { len: msg.len() as u32, kind: K_OOL, nslots: 1, imm: 0, pos, body: msg.len() as u32, pid: 0 },
             &[],
-        );
+        )?;
         self.stats.sent_out_of_line += 1;
         Ok(true)
     }
@@ -629,7 +668,7 @@ impl Channel {
         if !self.send_check()? || !self.has_room(1, 0)? {
             return Ok(false);
         }
-        self.post(SlotHead { len: 0, kind: K_EOF, nslots: 1, imm: 0, pos: 0, body: 0, pid: 0 }, &[]);
+        self.post(SlotHead { len: 0, kind: K_EOF, nslots: 1, imm: 0, pos: 0, body: 0, pid: 0 }, &[])?;
         Ok(true)
     }
 
@@ -726,7 +765,7 @@ impl Channel {
             body: body as u32,
             pid: std::process::id(),
         };
-        self.post(head, tail);
+        self.post(head, tail)?;
         let done = idx + n;
         loop {
             let p = self.core.peer.get().expect("connected");
@@ -819,7 +858,16 @@ impl Channel {
         Error::Runtime(why)
     }
 
-    fn take(&mut self, mut out: Out<'_>) -> Result<Option<Received>> {
+    /// [`Channel::take_unchecked`], then the check that nothing it read came from a file that
+    /// shrank meanwhile (such a message is zeros, not what was sent: refused with the reason).
+    fn take(&mut self, out: Out<'_>) -> Result<Option<Received>> {
+        self.fail_if_shrunk()?;
+        let r = self.take_unchecked(out);
+        self.fail_if_shrunk()?;
+        r
+    }
+
+    fn take_unchecked(&mut self, mut out: Out<'_>) -> Result<Option<Received>> {
         if !self.connected()? {
             let seen = self.node.inner.snapshot();
             if !self.connected()? {

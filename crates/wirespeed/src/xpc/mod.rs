@@ -52,7 +52,13 @@
 //! What is Linux, not the Origin: the "firewall" is the page protection of a shared file
 //! mapping (the peer maps it `PROT_READ`), so a peer cannot *write* another's memory, but it can
 //! read it, and root can do anything; the BTE pull needs ptrace rights over the sender (same
-//! user, or root), which is what `process_vm_readv` checks.
+//! user, or root), which is what `process_vm_readv` checks. A peer can also *truncate* a file
+//! (its own, or ours: same user), which would kill the process mapping it with SIGBUS on its
+//! next access. The files stay plain files (a dead peer's messages must stay readable, and a
+//! memfd dies with its process), so instead every mapping is guarded by `crate::sys::xpc`: a
+//! fault in a shrunk one reads zeros and marks it, and the channel or page reading it then
+//! reports which file shrank and closes ([`Channel`]'s calls return that line, a
+//! [`RemotePage`] reads as no page), the same line on every later call, never a signal.
 
 use std::path::PathBuf;
 

@@ -138,7 +138,8 @@ impl RemotePage {
         self.id
     }
 
-    /// What the page says now; `None` if it is not a partition page.
+    /// What the page says now; `None` if it is not a partition page (or no longer one: its file
+    /// shrank).
     pub fn read(&self) -> Option<PageView> {
         read_page(&self.mem)
     }
@@ -154,6 +155,12 @@ impl RemotePage {
         self.mem.addr()
     }
 
+    /// Whether the page's file was truncated under this mapping (by its owner or anyone else):
+    /// it then reads as no page at all ([`RemotePage::read`] is `None`), never as a crash.
+    pub fn shrunk(&self) -> bool {
+        self.mem.shrunk()
+    }
+
     pub(crate) fn sleeping(&self) -> bool {
         self.mem.load_u32(P_SLEEPING, Ordering::SeqCst) != 0
     }
@@ -163,14 +170,20 @@ fn read_page(m: &SharedMem) -> Option<PageView> {
     if m.load_u64(P_MAGIC, Ordering::Acquire) != PAGE_MAGIC {
         return None;
     }
-    Some(PageView {
+    let v = page_fields(m);
+    // Read while the file was being truncated: zeros, not the page.
+    (!m.shrunk()).then_some(v)
+}
+
+fn page_fields(m: &SharedMem) -> PageView {
+    PageView {
         version: (m.load_u32(P_PVER, Ordering::Relaxed), m.load_u32(P_PVER + 4, Ordering::Relaxed)),
         xpc_version: (m.load_u32(P_XVER, Ordering::Relaxed), m.load_u32(P_XVER + 4, Ordering::Relaxed)),
         xpc: m.load_u32(P_XPC, Ordering::Relaxed) != 0,
         pid: m.load_u32(P_PID, Ordering::Relaxed),
         counter: m.load_u64(P_COUNTER, Ordering::Acquire),
         generation: m.load_u64(P_GEN, Ordering::Relaxed),
-    })
+    }
 }
 
 /// A connected remote: its page, its pidfd (readable once it exits) and a copy of its doorbell.
@@ -334,9 +347,10 @@ impl Node {
         self.inner.page.add_u64(P_COUNTER, 1, Ordering::Release);
     }
 
-    /// This node's own page as a peer would read it.
+    /// This node's own page as a peer would read it (all zeros if another process truncated
+    /// its file: see [`RemotePage::shrunk`]).
     pub fn view(&self) -> PageView {
-        read_page(&self.inner.page).expect("own page has its magic")
+        page_fields(&self.inner.page)
     }
 
     /// Accept pending messages only from these remotes (`None`: from all), as the Origin's
@@ -514,7 +528,7 @@ impl NodeInner {
     pub(crate) fn peer(&self, id: u32) -> Result<Option<Arc<Peer>>> {
         let mut peers = self.peers.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(p) = peers.get(&id) {
-            if !p.gone() && !p.page.replaced() {
+            if !p.gone() && !p.page.replaced() && !p.page.shrunk() {
                 return Ok(Some(p.clone()));
             }
         }

@@ -516,3 +516,120 @@ fn the_node_fd_is_pollable_while_armed_and_a_busy_receiver_costs_no_rings() {
     assert!(a.wait(Duration::ZERO), "the ring is taken by a zero wait");
     assert_eq!(a.pending(), [(2, 0)]);
 }
+
+/// Set in a child process started by the shrinking-file tests: "DIR SCENARIO".
+const SHRINK_ENV: &str = "WIRESPEED_XPC_TEST_SHRINK";
+
+/// Truncate `path` to nothing, as a hostile peer (or anyone of the same user) could.
+fn truncate(path: &Path) {
+    std::fs::OpenOptions::new().write(true).open(path).expect("open to truncate").set_len(0).expect("truncate");
+}
+
+/// Not a test of its own: the process whose shared file shrinks under it in the tests below
+/// (a SIGBUS there would kill only this child, which the parent then reports). Does nothing
+/// when run normally. Prints each line the scenario produced as "LINE: ...".
+#[test]
+fn shrink_process() {
+    let Ok(v) = std::env::var(SHRINK_ENV) else { return };
+    let (dir, scenario) = v.split_once(' ').expect("DIR SCENARIO");
+    let dir = Path::new(dir);
+    let (a, b) = (node(dir, 1), node(dir, 2));
+    let (mut x, mut y) = pair(&a, &b, 0, ChannelOptions::default());
+    let mut buf = Vec::new();
+    match scenario {
+        "peer-half" => {
+            y.send(b"before", LONG).expect("send");
+            y.send(b"lost", LONG).expect("send");
+            assert_eq!(x.try_recv(&mut buf).expect("recv"), Some(6), "the channel works before the truncation");
+            truncate(&dir.join("ch-2-1-0"));
+            let e = x.try_recv(&mut buf).expect_err("the peer's half shrank");
+            println!("LINE: {e}");
+            let again = x.try_send(b"x").expect_err("closed for good");
+            assert_eq!(again.to_string(), e.to_string(), "one reason, every time");
+        }
+        "own-half" => {
+            truncate(&dir.join("ch-1-2-0"));
+            let e = x.try_send(b"into the void").expect_err("the own half shrank");
+            println!("LINE: {e}");
+            // The peer (here in the same process) reads that half too: it is refused there too.
+            let e = y.try_recv(&mut buf).expect_err("the reader of that half sees it shrank");
+            println!("LINE: {e}");
+        }
+        "page" => {
+            let page = RemotePage::open(dir, 2).expect("page");
+            assert!(page.read().is_some() && !page.shrunk());
+            truncate(&dir.join("part-2"));
+            assert_eq!(page.read(), None, "a shrunk page is no page");
+            assert!(page.shrunk());
+            // Its owner reads zeros through its own mapping, and its heartbeat does not crash it.
+            b.beat();
+            assert_eq!(b.view().counter, 1, "the zero page counts from zero again");
+            println!("LINE: page shrunk");
+        }
+        "foreign" => {
+            // A file mapped by anything but XPC: its SIGBUS is not XPC's to swallow.
+            let f = dir.join("other");
+            std::fs::write(&f, vec![7u8; 8192]).expect("write");
+            let m = crate::sys::ring::share::ReadOnlyMap::open(&f, 8192).expect("map");
+            truncate(&f);
+            let mut out = [0u8; 8];
+            m.copy_out(4096, &mut out);
+            println!("LINE: survived a foreign SIGBUS");
+        }
+        s => panic!("unknown scenario {s}"),
+    }
+}
+
+/// Run [`shrink_process`] with `scenario` in a child: its status and its "LINE: " lines.
+fn run_shrink(scenario: &str) -> (std::process::ExitStatus, Vec<String>) {
+    let t = Tmp::new(&format!("shrink-{scenario}"));
+    let mut cmd = std::process::Command::new(std::env::current_exe().expect("test binary"));
+    cmd.args(["--exact", "xpc::tests::shrink_process", "--nocapture", "--test-threads=1"])
+        .env(SHRINK_ENV, format!("{} {scenario}", t.path().display()));
+    let out = crate::sys::die_with_parent(&mut cmd).output().expect("run the child");
+    let text = String::from_utf8_lossy(&out.stdout);
+    // The harness prints "test NAME ... " before the first line: look for the mark anywhere.
+    let lines = text.lines().filter_map(|l| l.split_once("LINE: ")).map(|(_, l)| l.to_string()).collect();
+    if !out.status.success() {
+        eprintln!("child {scenario}: {:?}\n{text}\n{}", out.status, String::from_utf8_lossy(&out.stderr));
+    }
+    (out.status, lines)
+}
+
+#[test]
+fn a_peer_that_truncates_its_half_closes_the_channel_with_one_line_not_a_sigbus() {
+    let (status, lines) = run_shrink("peer-half");
+    assert!(status.success(), "the reader died ({status:?}) instead of refusing the shrunk half");
+    assert_eq!(
+        lines,
+        ["xpc: partition 2 truncated its half of channel 0 (ch-2-1-0) under this reader: nothing more is read from it, channel closed"]
+    );
+}
+
+#[test]
+fn a_truncated_own_half_fails_the_send_with_one_line_not_a_sigbus() {
+    let (status, lines) = run_shrink("own-half");
+    assert!(status.success(), "the sender died ({status:?}) instead of reporting its shrunk half");
+    assert_eq!(
+        lines,
+        [
+            "xpc: this partition's half of channel 0 to partition 2 (ch-1-2-0) was truncated by another process: nothing sent on it can arrive, channel closed",
+            "xpc: partition 1 truncated its half of channel 0 (ch-1-2-0) under this reader: nothing more is read from it, channel closed"
+        ]
+    );
+}
+
+#[test]
+fn a_truncated_partition_page_reads_as_no_page_not_a_sigbus() {
+    let (status, lines) = run_shrink("page");
+    assert!(status.success(), "the reader of a shrunk page died ({status:?})");
+    assert_eq!(lines, ["page shrunk"]);
+}
+
+#[test]
+fn a_sigbus_outside_xpc_mappings_still_kills_as_before() {
+    use std::os::unix::process::ExitStatusExt;
+    let (status, lines) = run_shrink("foreign");
+    assert_eq!(status.signal(), Some(libc::SIGBUS), "a genuine bus error is not swallowed: {status:?}");
+    assert!(lines.is_empty(), "{lines:?}");
+}
