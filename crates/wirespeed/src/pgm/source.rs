@@ -121,6 +121,8 @@ pub struct Source {
     repairs: TokenBucket,
     /// The RDATA budget earned by the data sent (`PgmConfig::repair_share`).
     budget: RepairBudget,
+    /// The default budget's burst, for judging a source that runs without a budget.
+    default_cap: u64,
     /// Where receivers send NAKs (the NLA at the session's port): nothing the source sends
     /// comes from there, so a NAK claiming to is forged.
     own_nak_addr: SocketAddr,
@@ -154,6 +156,7 @@ impl Source {
                 Some(p) => RepairBudget::new(p, u64::from(cfg.repair_burst_sqns()) * (slot + IP_UDP_HEADERS) as u64),
                 None => RepairBudget::unlimited(),
             },
+            default_cap: u64::from(cfg.repair_burst_sqns()) * (slot + IP_UDP_HEADERS) as u64,
             own_nak_addr: SocketAddr::new(nla, dest.port()),
         }
     }
@@ -203,6 +206,25 @@ impl Source {
     /// The RDATA bytes sent so far as the budget counts them (IP and UDP headers included).
     pub fn repair_wire_bytes(&self) -> u64 {
         self.stats.rdata_bytes + self.stats.rdata * IP_UDP_HEADERS as u64
+    }
+
+    /// Why the NAKs asked for more than the receivers can have lost ([`SourceStats::implausible_naks`]),
+    /// and, for a source without a budget, whether its repairs went beyond what the default
+    /// budget would have allowed: a quarter of the data plus the burst.
+    pub fn implausible_naks(&self) -> Vec<String> {
+        let mut why = self.stats.implausible_naks();
+        if !self.budget.is_limited() {
+            let reference = RepairBudget::new(super::DEFAULT_REPAIR_SHARE, self.default_cap);
+            let wire = self.repair_wire_bytes();
+            let bound = reference.bound(self.stats.odata_bytes + self.stats.odata * IP_UDP_HEADERS as u64);
+            if wire > bound {
+                why.push(format!(
+                    "repairs of {wire} bytes, beyond the default budget's {bound} ({} % of the data plus the burst)",
+                    super::DEFAULT_REPAIR_SHARE
+                ));
+            }
+        }
+        why
     }
 
     /// The re-repair hold-off, ns.
@@ -601,5 +623,8 @@ mod tests {
         }
         assert_eq!(sent, 8192);
         assert_eq!(s.repair_bound_bytes(), u64::MAX);
+        // 8192 repairs of 8192 sent: beyond a quarter plus the 2048 burst, so flagged.
+        let why = s.implausible_naks();
+        assert!(why.len() == 1 && why[0].contains("beyond the default budget"), "{why:?}");
     }
 }

@@ -174,7 +174,7 @@ impl PgmTx {
         self.source.finish(&mut send);
         let stats = *self.source.stats();
         let budget = *self.source.budget();
-        let nak_warnings = stats.implausible_naks();
+        let nak_warnings = self.source.implausible_naks();
         let nak_address = self.naks.local_addr().map(|a| a.to_string()).unwrap_or_default();
         PgmSent {
             tsi: self.source.tsi().to_string(),

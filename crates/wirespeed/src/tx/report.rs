@@ -362,7 +362,7 @@ impl SendReport {
                 );
             }
             let pace = match p.repair_budget_bytes_per_s {
-                0 => "repairs unpaced".to_string(),
+                0 => "repair rate not capped (--pgm-repair-rate)".to_string(),
                 b => format!("repairs paced to {} on the wire", units::bits(b as f64 * 8.0)),
             };
             let _ = writeln!(
