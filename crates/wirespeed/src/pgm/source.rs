@@ -123,6 +123,11 @@ pub struct Source {
     budget: RepairBudget,
     /// The default budget's burst, for judging a source that runs without a budget.
     default_cap: u64,
+    /// When the first and the last ODATA went (monotonic ns): the session's mean data rate.
+    first_odata_ns: u64,
+    last_odata_ns: u64,
+    /// After [`Source::end_of_data`]: until when the budget was paid for the time since.
+    paid_after_data_ns: Option<u64>,
     /// Where receivers send NAKs (the NLA at the session's port): nothing the source sends
     /// comes from there, so a NAK claiming to is forged.
     own_nak_addr: SocketAddr,
@@ -157,6 +162,9 @@ impl Source {
                 None => RepairBudget::unlimited(),
             },
             default_cap: u64::from(cfg.repair_burst_sqns()) * (slot + IP_UDP_HEADERS) as u64,
+            first_odata_ns: 0,
+            last_odata_ns: 0,
+            paid_after_data_ns: None,
             own_nak_addr: SocketAddr::new(nla, dest.port()),
         }
     }
@@ -198,9 +206,31 @@ impl Source {
     }
 
     /// The most RDATA bytes on the wire (IP and UDP headers counted) the budget can have let
-    /// out so far: its cap plus its share of the ODATA sent. `u64::MAX` when unlimited.
+    /// out so far: its burst plus its share of the ODATA sent (and of the mean data rate over
+    /// the time since [`Source::end_of_data`]). `u64::MAX` when unlimited.
     pub fn repair_bound_bytes(&self) -> u64 {
-        self.budget.bound(self.stats.odata_bytes + self.stats.odata * IP_UDP_HEADERS as u64)
+        self.budget.bound()
+    }
+
+    /// The data has ended (the sender lingers for NAKs now): from here the budget goes on
+    /// earning as if the data went on at the session's mean rate, so that the last datagrams,
+    /// NAKed after the data ended, are repaired too once the burst is spent (with nothing
+    /// earning they could never be).
+    pub fn end_of_data(&mut self, now_ns: u64) {
+        self.paid_after_data_ns = Some(now_ns.max(self.last_odata_ns));
+    }
+
+    /// Pay the budget for the time since the data ended (see [`Source::end_of_data`]).
+    fn earn_after_data(&mut self, now_ns: u64) {
+        let Some(paid) = self.paid_after_data_ns else { return };
+        let span = self.last_odata_ns.saturating_sub(self.first_odata_ns);
+        if now_ns <= paid || span == 0 {
+            return;
+        }
+        let wire = self.stats.odata_bytes + self.stats.odata * IP_UDP_HEADERS as u64;
+        let bytes = (wire as u128 * (now_ns - paid) as u128 / span as u128).min(u64::MAX as u128) as u64;
+        self.budget.earn(bytes);
+        self.paid_after_data_ns = Some(now_ns);
     }
 
     /// The RDATA bytes sent so far as the budget counts them (IP and UDP headers included).
@@ -214,9 +244,10 @@ impl Source {
     pub fn implausible_naks(&self) -> Vec<String> {
         let mut why = self.stats.implausible_naks();
         if !self.budget.is_limited() {
-            let reference = RepairBudget::new(super::DEFAULT_REPAIR_SHARE, self.default_cap);
+            let mut reference = RepairBudget::new(super::DEFAULT_REPAIR_SHARE, self.default_cap);
             let wire = self.repair_wire_bytes();
-            let bound = reference.bound(self.stats.odata_bytes + self.stats.odata * IP_UDP_HEADERS as u64);
+            reference.earn(self.stats.odata_bytes + self.stats.odata * IP_UDP_HEADERS as u64);
+            let bound = reference.bound();
             if wire > bound {
                 why.push(format!(
                     "repairs of {wire} bytes, beyond the default budget's {bound} ({} % of the data plus the burst)",
@@ -249,6 +280,10 @@ impl Source {
         self.txw.commit(len);
         self.budget.earn((len + IP_UDP_HEADERS) as u64);
         self.spm.on_data(now_ns);
+        if self.stats.odata == 0 {
+            self.first_odata_ns = now_ns;
+        }
+        self.last_odata_ns = now_ns;
         self.stats.odata += 1;
         self.stats.odata_bytes += len as u64;
         len
@@ -292,6 +327,7 @@ impl Source {
                 self.stats.nak_packets += 1;
                 self.stats.nak_sqns += list.len() as u64;
                 self.last_nak_ns = now_ns;
+                self.earn_after_data(now_ns);
                 let budget = &mut self.budget;
                 let mut admit = |len: usize| budget.take((len + IP_UDP_HEADERS) as u64);
                 let out = self.txw.on_nak(list, now_ns, self.holdoff_ns, &mut admit);
@@ -324,6 +360,7 @@ impl Source {
 
     /// Send what is due: every queued repair as RDATA, and an SPM when the schedule says so.
     pub fn service<S: FnMut(&[u8]) -> io::Result<()>>(&mut self, now_ns: u64, send: &mut S) {
+        self.earn_after_data(now_ns);
         while let Some(sqn) = self.txw.peek_repair() {
             let len = self.txw.get(sqn).map_or(0, <[u8]>::len);
             if !self.repairs.take((len + IP_UDP_HEADERS) as u64, now_ns) {
@@ -626,5 +663,35 @@ mod tests {
         // 8192 repairs of 8192 sent: beyond a quarter plus the 2048 burst, so flagged.
         let why = s.implausible_naks();
         assert!(why.len() == 1 && why[0].contains("beyond the default budget"), "{why:?}");
+    }
+
+    #[test]
+    fn after_the_data_the_budget_earns_at_the_mean_data_rate() {
+        // 1000 datagrams over 999 ms (1 kpps, 1052 B on the wire each), then the data ends.
+        let nla = IpAddr::V4(Ipv4Addr::new(198, 18, 0, 1));
+        let dest = SocketAddr::new(IpAddr::V4(Ipv4Addr::new(239, 192, 0, 1)), 7600);
+        let cfg = PgmConfig { repair_burst: Some(10), ..PgmConfig::default() };
+        let mut s = Source::new(&cfg, Tsi { gsi: [3; 6], sport: 2 }, nla, dest, 1000, 0);
+        let mut pkt = vec![0u8; packet::DATA_HEADER_LEN + 1000];
+        for k in 0..1000 {
+            s.seal(&mut pkt, 1000, k * MS);
+        }
+        let wire = 1052u64;
+        assert_eq!(s.repair_bound_bytes(), 10 * wire + 1000 * wire / 4);
+        // Spend the burst: 10 repairs, the 11th refused.
+        let ask: Vec<u32> = (900..911).collect();
+        let n = nak(&s, &ask);
+        assert_eq!(sent_kinds(&on_nak(&mut s, &n, 999 * MS)).0, 10);
+        assert_eq!(s.stats().nak_over_budget, 1);
+        // Without end_of_data nothing more is earned, however long.
+        let n = nak(&s, &[910]);
+        assert_eq!(sent_kinds(&on_nak(&mut s, &n, 5_000 * MS)).0, 0);
+        // After it, 25 % of 1000 x 1052 B per 999 ms: 4 ms pay for one repair (1052 B).
+        s.end_of_data(5_000 * MS);
+        assert_eq!(sent_kinds(&on_nak(&mut s, &n, 5_003 * MS)).0, 0, "3 ms earn 789 bytes");
+        assert_eq!(sent_kinds(&on_nak(&mut s, &n, 5_005 * MS)).0, 1);
+        let bound = s.repair_bound_bytes();
+        assert!(s.repair_wire_bytes() <= bound);
+        assert!(bound <= 10 * wire + 1000 * wire / 4 + 5 * wire / 4 + 2, "{bound}");
     }
 }

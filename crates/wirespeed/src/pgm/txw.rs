@@ -589,13 +589,21 @@ pub struct RepairBudget {
     cap: u64,
     /// Hundredths of a byte held now.
     credit: u64,
+    /// Hundredths of a byte earned in all (before the cap): with `cap`, what the budget can
+    /// ever have admitted.
+    earned: u64,
 }
 
 impl RepairBudget {
     /// A budget earning `share_percent` of the data (0: unlimited) holding at most
     /// `cap_bytes`, full from the start (a session's first losses are repaired at once).
     pub fn new(share_percent: u32, cap_bytes: u64) -> Self {
-        RepairBudget { share: u64::from(share_percent), cap: cap_bytes, credit: cap_bytes.saturating_mul(100) }
+        RepairBudget {
+            share: u64::from(share_percent),
+            cap: cap_bytes,
+            credit: cap_bytes.saturating_mul(100),
+            earned: 0,
+        }
     }
 
     /// No budget: every repair admitted.
@@ -612,8 +620,9 @@ impl RepairBudget {
     #[inline]
     pub fn earn(&mut self, bytes: u64) {
         if self.share > 0 {
-            self.credit =
-                self.credit.saturating_add(bytes.saturating_mul(self.share)).min(self.cap.saturating_mul(100));
+            let e = bytes.saturating_mul(self.share);
+            self.earned = self.earned.saturating_add(e);
+            self.credit = self.credit.saturating_add(e).min(self.cap.saturating_mul(100));
         }
     }
 
@@ -637,13 +646,14 @@ impl RepairBudget {
         self.credit / 100
     }
 
-    /// The most repair bytes the budget can have admitted after `data_bytes` of data were
-    /// earned: `cap + share % of data_bytes`; `u64::MAX` when unlimited.
-    pub fn bound(&self, data_bytes: u64) -> u64 {
+    /// The most repair bytes the budget can have admitted so far: `cap` plus everything
+    /// earned (`share` % of the bytes passed to [`RepairBudget::earn`]); `u64::MAX` when
+    /// unlimited.
+    pub fn bound(&self) -> u64 {
         if self.share == 0 {
             return u64::MAX;
         }
-        self.cap.saturating_add(data_bytes.saturating_mul(self.share) / 100)
+        self.cap.saturating_add(self.earned / 100)
     }
 
     /// The most bytes held ([`RepairBudget::new`]'s `cap_bytes`).
@@ -1031,16 +1041,17 @@ mod tests {
         b.earn(2);
         assert!(b.take(1), "0.5 + 0.5");
         assert!(!b.take(1));
-        // Never more than the cap, however much data.
+        // The bound: cap + 25 % of the 12 bytes of data so far.
+        assert_eq!(b.bound(), 1003);
+        // Never more than the cap held, however much data; the bound counts all of it.
         b.earn(1 << 40);
         assert_eq!(b.held(), 1000);
         assert!(!b.take(1001));
-        // The bound: cap + 25 % of the data.
-        assert_eq!(b.bound(4000), 2000);
+        assert_eq!(b.bound(), 1003 + (1 << 38));
         let mut u = RepairBudget::unlimited();
         assert!(!u.is_limited());
         assert!(u.take(u64::MAX));
-        assert_eq!(u.bound(0), u64::MAX);
+        assert_eq!(u.bound(), u64::MAX);
     }
 
     #[test]

@@ -152,6 +152,7 @@ impl PgmTx {
     /// until `stop`; then the closing SPM. Returns the report's PGM part.
     pub(super) fn finish(mut self, data_fd: RawFd, stop: &AtomicBool) -> PgmSent {
         let t0 = sys::monotonic_ns();
+        self.source.end_of_data(t0);
         let quiet = self.quiet.as_nanos() as u64;
         let end = t0 + self.linger.as_nanos() as u64;
         let why = loop {
