@@ -58,6 +58,9 @@ pub struct SourceStats {
     /// NAKs (and SPM requests) from an address no receiver can have: unspecified, multicast,
     /// broadcast, port 0, or the source's own NAK address. Ignored.
     pub nak_bad_source: u64,
+    /// SPM requests not answered because one was answered less than the hold-off ago (that
+    /// SPM, multicast, answers them too).
+    pub spmr_held_off: u64,
     /// Packets that were not PGM at all, or broken (checksum, lengths, options).
     pub malformed: u64,
 }
@@ -128,6 +131,8 @@ pub struct Source {
     last_odata_ns: u64,
     /// After [`Source::end_of_data`]: until when the budget was paid for the time since.
     paid_after_data_ns: Option<u64>,
+    /// When an SPMR was last answered.
+    last_spmr_answer_ns: Option<u64>,
     /// Where receivers send NAKs (the NLA at the session's port): nothing the source sends
     /// comes from there, so a NAK claiming to is forged.
     own_nak_addr: SocketAddr,
@@ -165,6 +170,7 @@ impl Source {
             first_odata_ns: 0,
             last_odata_ns: 0,
             paid_after_data_ns: None,
+            last_spmr_answer_ns: None,
             own_nak_addr: SocketAddr::new(nla, dest.port()),
         }
     }
@@ -350,7 +356,14 @@ impl Source {
                 }
             }
             Packet::Spmr { hdr } if hdr.gsi == self.tsi.gsi && hdr.dport == self.tsi.sport => {
-                self.send_spm(false, send);
+                // One SPM per hold-off answers every receiver that asked (it is multicast); more
+                // would let anyone make the source multicast an SPM per forged SPMR.
+                if self.last_spmr_answer_ns.is_some_and(|t| now_ns.saturating_sub(t) < self.holdoff_ns) {
+                    self.stats.spmr_held_off += 1;
+                } else {
+                    self.last_spmr_answer_ns = Some(now_ns);
+                    self.send_spm(false, send);
+                }
             }
             Packet::Nak { .. } | Packet::Spmr { .. } => self.stats.nak_refused += 1,
             // Our own multicast coming back, or another source's session: not ours to answer.
@@ -693,5 +706,25 @@ mod tests {
         let bound = s.repair_bound_bytes();
         assert!(s.repair_wire_bytes() <= bound);
         assert!(bound <= 10 * wire + 1000 * wire / 4 + 5 * wire / 4 + 2, "{bound}");
+    }
+
+    #[test]
+    fn spm_requests_are_answered_once_per_hold_off() {
+        let mut s = source_with(10);
+        let mut buf = [0u8; 64];
+        let n = packet::write_spmr(&mut buf, s.tsi(), s.dport());
+        let mut spms = 0;
+        for k in 0..100u64 {
+            let out = on_nak(&mut s, &buf[..n], 10 * MS + k * MS / 10);
+            spms += out.iter().filter(|p| p[4] == packet::kind::SPM).count();
+        }
+        // 100 SPMRs within 10 ms: one answered; the other two SPMs are the heartbeats after
+        // the data at t = 0 (the 8 ms one, checked late at 10 ms, and the 16 ms one).
+        assert_eq!(s.stats().spmr_held_off, 99);
+        assert_eq!(spms, 3);
+        // 26 ms after the answer, the next SPMR is answered.
+        let out = on_nak(&mut s, &buf[..n], 36 * MS);
+        assert!(out.iter().any(|p| p[4] == packet::kind::SPM));
+        assert_eq!(s.stats().spmr_held_off, 99);
     }
 }
