@@ -297,6 +297,14 @@ fn refusals_are_one_line() {
     expect_fail(&["send", "[::1]:7000", "--transport", "pgm"], 2, "IPv4");
     expect_fail(&["send", "127.0.0.2:7000", "--transport", "pgm", "--pgm-window", "3"], 2, "--pgm-window");
     expect_fail(&["recv", "127.0.0.2:7000", "--transport", "pgm", "--nak-retries", "0"], 2, "--nak-retries");
+    expect_fail(&["send", "127.0.0.2:7000", "--transport", "pgm", "--pgm-repair-share", "0"], 2, "1 to 10000");
+    expect_fail(&["send", "127.0.0.2:7000", "--transport", "pgm", "--pgm-repair-share", "lots"], 2, "not a percentage");
+    expect_fail(&["send", "127.0.0.2:7000", "--transport", "pgm", "--pgm-repair-burst", "0"], 2, "--pgm-repair-burst");
+    expect_fail(
+        &["send", "127.0.0.2:7000", "--transport", "pgm", "--pgm-repair-holdoff", "2s"],
+        2,
+        "--pgm-repair-holdoff",
+    );
 }
 
 #[test]
