@@ -484,6 +484,41 @@ pub struct TransportArgs {
     /// waits longer and NAKs again meanwhile (BENCHMARKS.md 14e measures both).
     #[arg(long, value_name = "RATE", value_parser = Rate::parse)]
     pub pgm_repair_rate: Option<Rate>,
+    /// Sender: the repair budget, in percent of the data sent: each ODATA byte earns this share
+    /// of a byte of RDATA (IP/UDP headers counted), on top of --pgm-repair-burst. NAKs cannot be
+    /// authenticated, so this bounds what forged NAKs can make the source multicast: at most
+    /// this share of the data rate (plus the burst), instead of the whole window per NAK.
+    /// Honest loss up to this share is repaired at once; NAKs beyond it wait for the budget
+    /// and are reported (BENCHMARKS.md 14f). 1-10000, or off (no budget, as OpenPGM).
+    #[arg(long, default_value = "25", value_name = "PERCENT|off", value_parser = repair_share)]
+    pub pgm_repair_share: RepairShare,
+    /// Sender: the most the repair budget holds, in datagrams of the largest size: a burst of
+    /// loss up to this is repaired at once. Default: a quarter of --pgm-window.
+    #[arg(long, value_name = "DATAGRAMS")]
+    pub pgm_repair_burst: Option<u32>,
+    /// Sender: a datagram repaired less than this ago is not repaired again (its RDATA is
+    /// still on the way; replayed NAKs get it once per hold-off). Default: half of
+    /// --nak-rdata, so a receiver asking again after its own --nak-rdata is never held off.
+    #[arg(long, value_name = "DURATION", value_parser = units::parse_duration)]
+    pub pgm_repair_holdoff: Option<Duration>,
+}
+
+/// `--pgm-repair-share`: a percentage, or no budget.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RepairShare(pub Option<u32>);
+
+fn repair_share(s: &str) -> Result<RepairShare, String> {
+    if s.eq_ignore_ascii_case("off") {
+        return Ok(RepairShare(None));
+    }
+    let p: u32 = s
+        .trim_end_matches('%')
+        .parse()
+        .map_err(|_| format!("{s:?} is not a percentage: give 1 to 10000, or off for no repair budget"))?;
+    if !(1..=10_000).contains(&p) {
+        return Err(format!("{p} is out of range: give 1 to 10000 (percent of the data sent), or off"));
+    }
+    Ok(RepairShare(Some(p)))
 }
 
 impl TransportArgs {
@@ -503,6 +538,9 @@ impl TransportArgs {
             quiet: self.pgm_quiet,
             nla: self.pgm_nla,
             repair_rate: self.pgm_repair_rate,
+            repair_share: self.pgm_repair_share.0,
+            repair_burst: self.pgm_repair_burst,
+            repair_holdoff: self.pgm_repair_holdoff,
         };
         c.validate().map_err(Error::Usage)?;
         Ok(Some(c))

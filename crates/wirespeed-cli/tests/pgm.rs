@@ -297,6 +297,14 @@ fn refusals_are_one_line() {
     expect_fail(&["send", "[::1]:7000", "--transport", "pgm"], 2, "IPv4");
     expect_fail(&["send", "127.0.0.2:7000", "--transport", "pgm", "--pgm-window", "3"], 2, "--pgm-window");
     expect_fail(&["recv", "127.0.0.2:7000", "--transport", "pgm", "--nak-retries", "0"], 2, "--nak-retries");
+    expect_fail(&["send", "127.0.0.2:7000", "--transport", "pgm", "--pgm-repair-share", "0"], 2, "1 to 10000");
+    expect_fail(&["send", "127.0.0.2:7000", "--transport", "pgm", "--pgm-repair-share", "lots"], 2, "not a percentage");
+    expect_fail(&["send", "127.0.0.2:7000", "--transport", "pgm", "--pgm-repair-burst", "0"], 2, "--pgm-repair-burst");
+    expect_fail(
+        &["send", "127.0.0.2:7000", "--transport", "pgm", "--pgm-repair-holdoff", "2s"],
+        2,
+        "--pgm-repair-holdoff",
+    );
 }
 
 #[test]
@@ -591,4 +599,255 @@ fn a_lost_tail_is_in_the_ledger_and_once_ends_on_silence() {
     assert_eq!(u(&rep["total"], "lost"), 101, "{rep}");
     assert!(rep["stopped_by"].as_str().unwrap().starts_with("silence"), "{}", rep["stopped_by"]);
     assert_verdicts_agree(&rep);
+}
+
+/// A UDP socket on 127.0.0.2 standing in for a session's only receiver: it reads what the
+/// source sends, learning the TSI and the NAK address from the packets as anyone who sees
+/// them can, and sends NAKs by hand (honest ones, or forged ones).
+struct HandReceiver {
+    sock: UdpSocket,
+    naks: UdpSocket,
+    tsi: Option<Tsi>,
+    dport: u16,
+    nla: Option<std::net::IpAddr>,
+    lead: Option<u32>,
+    /// RDATA received, by sqn.
+    rdata: std::collections::HashMap<u32, u32>,
+    buf: Vec<u8>,
+}
+
+impl HandReceiver {
+    fn new() -> HandReceiver {
+        let sock = UdpSocket::bind("127.0.0.2:0").expect("bind the hand receiver");
+        sock.set_read_timeout(Some(Duration::from_millis(5))).unwrap();
+        let naks = UdpSocket::bind("127.0.0.2:0").expect("bind the NAK socket");
+        HandReceiver {
+            sock,
+            naks,
+            tsi: None,
+            dport: 0,
+            nla: None,
+            lead: None,
+            rdata: Default::default(),
+            buf: vec![0u8; 65536],
+        }
+    }
+
+    fn port(&self) -> u16 {
+        self.sock.local_addr().unwrap().port()
+    }
+
+    /// Read what came, for at most `d` (returns sooner when nothing is waiting for 5 ms).
+    fn read(&mut self, d: Duration) {
+        let t = std::time::Instant::now();
+        while t.elapsed() < d {
+            let Ok(n) = self.sock.recv(&mut self.buf) else { return };
+            match packet::parse(&self.buf[..n]) {
+                Ok(packet::Packet::Spm { nla, .. }) => self.nla = Some(nla),
+                Ok(packet::Packet::Data { hdr, repair: false, sqn, .. }) => {
+                    self.tsi = Some(Tsi { gsi: hdr.gsi, sport: hdr.sport });
+                    self.dport = hdr.dport;
+                    if self.lead.map_or(true, |l| wirespeed::pgm::sqn_lt(l, sqn)) {
+                        self.lead = Some(sqn);
+                    }
+                }
+                Ok(packet::Packet::Data { repair: true, sqn, .. }) => *self.rdata.entry(sqn).or_default() += 1,
+                _ => {}
+            }
+        }
+    }
+
+    /// Read until `done` holds (or fail after 60 s).
+    fn read_until(&mut self, what: &str, done: impl Fn(&HandReceiver) -> bool) {
+        let t = std::time::Instant::now();
+        while !done(self) {
+            assert!(t.elapsed() < Duration::from_secs(60), "no {what} in 60 s");
+            self.read(Duration::from_millis(20));
+        }
+    }
+
+    /// Send one NAK for `sqns` (up to 63) to the address the SPMs named, at the session's
+    /// port, as a receiver does; returns its length (the PGM packet; 28 more on the wire).
+    fn nak(&self, sqns: &[u32]) -> usize {
+        let mut b = [0u8; packet::MAX_NAK_LEN];
+        let tsi = self.tsi.expect("a session seen");
+        let nla = self.nla.unwrap_or("127.0.0.1".parse().unwrap());
+        let group = "127.0.0.2".parse().unwrap();
+        let n = packet::write_nak(&mut b, packet::NakKind::Nak, tsi, self.dport, sqns, nla, group);
+        let _ = self.naks.send_to(&b[..n], (nla, self.port()));
+        n
+    }
+}
+
+/// `wirespeed send 127.0.0.2:PORT --transport pgm --json ARGS`, running.
+fn spawn_pgm_send(port: u16, args: &[&str]) -> std::process::Child {
+    std::process::Command::new(bin())
+        .args(["send", &format!("127.0.0.2:{port}"), "--transport", "pgm", "--json"])
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start the sender")
+}
+
+/// Wait for the sender (reading what it still sends meanwhile) and return its JSON report.
+fn sender_report(mut child: std::process::Child, hand: &mut HandReceiver) -> Value {
+    let t = std::time::Instant::now();
+    while child.try_wait().expect("wait for the sender").is_none() {
+        if t.elapsed() > Duration::from_secs(120) {
+            let _ = child.kill();
+            panic!("the sender did not end within 120 s");
+        }
+        hand.read(Duration::from_millis(20));
+    }
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "send: {}", stderr_of(&out));
+    json(&stdout_of(&out))
+}
+
+/// The repair budget's bound computed from the report's own counters, independently of the
+/// report's budget fields: a burst of a quarter of the window (8192 / 4 = 2048 datagrams of
+/// 1000 + 24 header bytes, 28 more for IP and UDP), plus 25 % of the ODATA on the wire, plus
+/// 25 % of the mean data rate over the linger after the data (the budget earns on then, so the
+/// last datagrams can still be repaired); one byte of rounding.
+fn default_budget_bound(sent: &Value) -> u64 {
+    let st = &sent["pgm"]["stats"];
+    let data = u(st, "odata_bytes") + 28 * u(st, "odata");
+    let linger = sent["pgm"]["linger_s"].as_f64().unwrap();
+    // The data's span is one datagram gap shorter than elapsed_s: 1 % covers it.
+    let span = sent["elapsed_s"].as_f64().unwrap() * 0.99;
+    2048 * (1024 + 28) + data / 4 + (data as f64 / 4.0 * linger / span) as u64 + 1
+}
+
+#[test]
+fn forged_naks_get_no_more_than_the_repair_budget_and_are_reported() {
+    // The attack: a 10 kpps source of 1000-byte datagrams, and a forger who saw one
+    // ODATA sending NAKs of 63 in-window sequence numbers, 2,000 of them over about 2 s. Before
+    // the budget every one was repaired (63 RDATA per NAK, 70 % of the data bytes).
+    let _t = traffic();
+    let mut hand = HandReceiver::new();
+    let child = spawn_pgm_send(hand.port(), &["--rate", "10kpps", "--size", "1000", "--duration", "4"]);
+    // Once the window holds 7,100 datagrams, so that every forged sqn is one it still holds.
+    hand.read_until("ODATA", |h| h.tsi.is_some() && h.lead.is_some_and(|l| l >= 7100));
+    let mut forged = 0u64;
+    for i in 0..2000u32 {
+        hand.read(Duration::from_micros(500));
+        // 63 sqns somewhere in the last 7,000 sent (all inside the 8,192 window), sweeping.
+        let lead = hand.lead.unwrap();
+        let base = lead.saturating_sub(7000) + (i * 63) % 6900;
+        let sqns: Vec<u32> = (base..base + 63).collect();
+        forged += hand.nak(&sqns) as u64 + 28;
+        std::thread::sleep(Duration::from_micros(500));
+    }
+    let sent = sender_report(child, &mut hand);
+    let p = &sent["pgm"];
+    let st = &p["stats"];
+    let rdata_wire = u(st, "rdata_bytes") + 28 * u(st, "rdata");
+    eprintln!(
+        "forged {} bytes of NAKs; source sent {} RDATA = {} bytes on the wire ({:.1}x), {} ODATA; accepted {} NAKs",
+        forged,
+        u(st, "rdata"),
+        rdata_wire,
+        rdata_wire as f64 / forged as f64,
+        u(st, "odata"),
+        u(st, "nak_packets")
+    );
+    assert!(u(st, "nak_packets") > 0, "the forged NAKs were taken as NAKs: {p}");
+    // The bound: the burst plus a quarter of the data, whatever the NAKs asked for.
+    assert!(rdata_wire <= default_budget_bound(&sent), "RDATA {rdata_wire} bytes beyond the budget: {p}");
+    assert_eq!(u(p, "repair_wire_bytes"), rdata_wire, "{p}");
+    assert!(rdata_wire <= u(p, "repair_budget_bound_bytes"), "{p}");
+    assert!(u(p, "repair_budget_bound_bytes") <= default_budget_bound(&sent), "{p}");
+    assert_eq!((u(p, "repair_budget_share_percent"), u(p, "repair_budget_burst_bytes")), (25, 2048 * 1052), "{p}");
+    // Far more was asked than the budget holds, and the report says so.
+    assert!(u(st, "nak_over_budget") > 0, "{p}");
+    assert_eq!(p["naks_plausible"], false, "{p}");
+    let warnings = p["nak_warnings"].as_array().unwrap();
+    assert!(warnings.iter().any(|w| w.as_str().unwrap().contains("beyond the repair budget")), "{p}");
+    // Every sqn asked for is accounted for once.
+    let accounted = u(st, "rdata") + u(st, "nak_eliminated") + u(st, "nak_over_budget") + u(st, "nak_out_of_window");
+    assert!(accounted + u(st, "nak_not_sent") >= u(st, "nak_sqns"), "{st}");
+}
+
+#[test]
+fn an_honest_burst_of_loss_is_repaired_exactly_within_the_budget() {
+    // A receiver that lost 2,000 datagrams in a row (a stall) NAKs them 63 at a time and asks
+    // again for any repair not come within 50 ms (NAK_RDATA_IVL), as receivers do: every one
+    // is repaired, none is refused or held off, and the source finds the NAKs plausible.
+    let _t = traffic();
+    let mut hand = HandReceiver::new();
+    let child = spawn_pgm_send(
+        hand.port(),
+        &["--rate", "10kpps", "--size", "1000", "--count", "20000", "--pgm-quiet", "2s", "--pgm-linger", "60s"],
+    );
+    let lost: Vec<u32> = (5000..7000).collect();
+    hand.read_until("the lost stretch to pass", |h| h.lead.is_some_and(|l| l >= 7100));
+    let mut asked = 0u64;
+    for chunk in lost.chunks(63) {
+        // Ask until every sqn of the chunk came back (a repair the socket dropped is asked
+        // for again, after 50 ms, as NAK_RDATA_IVL says).
+        let mut tries = 0;
+        loop {
+            let missing: Vec<u32> = chunk.iter().copied().filter(|s| !hand.rdata.contains_key(s)).collect();
+            if missing.is_empty() {
+                break;
+            }
+            tries += 1;
+            assert!(tries <= 20, "sqns {missing:?} not repaired after 20 NAKs");
+            hand.nak(&missing);
+            asked += missing.len() as u64;
+            let t = std::time::Instant::now();
+            while t.elapsed() < Duration::from_millis(50) && chunk.iter().any(|s| !hand.rdata.contains_key(s)) {
+                hand.read(Duration::from_millis(5));
+            }
+        }
+    }
+    let sent = sender_report(child, &mut hand);
+    let p = &sent["pgm"];
+    let st = &p["stats"];
+    assert!(lost.iter().all(|s| hand.rdata.contains_key(s)), "every lost datagram repaired");
+    // Each NAKed sqn got exactly one RDATA: nothing over budget, held off or eliminated.
+    assert_eq!(u(st, "nak_sqns"), asked, "{st}");
+    assert_eq!(u(st, "rdata"), asked, "{st}");
+    assert_eq!((u(st, "nak_over_budget"), u(st, "nak_eliminated"), u(st, "nak_held_off")), (0, 0, 0), "{st}");
+    assert_eq!(p["naks_plausible"], true, "{p}");
+    assert!(u(p, "repair_wire_bytes") <= u(p, "repair_budget_bound_bytes"), "{p}");
+}
+
+#[test]
+fn a_replayed_nak_is_repaired_at_most_once_per_hold_off() {
+    // One NAK of 63 sqns sent 1,000 times over about a second: each sqn is repaired again
+    // only after the hold-off (25 ms by default, half of --nak-rdata), so the RDATA is bounded
+    // by the time the replay lasted, not by the NAKs (before: 63 RDATA for every copy).
+    let _t = traffic();
+    let mut hand = HandReceiver::new();
+    // A window holding the whole run, so the sqns stay repairable throughout.
+    let child = spawn_pgm_send(
+        hand.port(),
+        &["--rate", "10kpps", "--size", "1000", "--duration", "3", "--pgm-window", "65536"],
+    );
+    hand.read_until("ODATA", |h| h.lead.is_some_and(|l| l >= 1000));
+    let sqns: Vec<u32> = (500..563).collect();
+    let t0 = std::time::Instant::now();
+    for _ in 0..1000 {
+        hand.nak(&sqns);
+        hand.read(Duration::from_micros(500));
+        std::thread::sleep(Duration::from_micros(500));
+    }
+    let sent = sender_report(child, &mut hand);
+    // Every NAK was taken by the source between the first send and the sender's exit, so
+    // no sqn can have been repaired more than once per 25 ms of that.
+    let span_ms = t0.elapsed().as_millis() as u64;
+    let p = &sent["pgm"];
+    let st = &p["stats"];
+    assert!(u(st, "nak_packets") > 0, "{p}");
+    let most = 63 * (1 + span_ms / 25);
+    assert!(
+        u(st, "rdata") <= most,
+        "{} RDATA for one NAK replayed over {span_ms} ms (at most {most}): {p}",
+        u(st, "rdata")
+    );
+    assert!(u(st, "nak_held_off") > 0, "{st}");
+    assert_eq!(u(st, "nak_sqns"), 63 * u(st, "nak_packets"), "{st}");
+    assert_eq!(u(st, "rdata") + u(st, "nak_eliminated"), u(st, "nak_sqns"), "each ask repaired or eliminated: {st}");
 }

@@ -40,8 +40,14 @@ pub struct PgmLink {
 impl PgmLink {
     /// One line for the human summaries.
     pub fn line(&self) -> String {
+        let why = self.source.implausible_naks();
+        let warn = if why.is_empty() {
+            String::new()
+        } else {
+            format!("; WARNING: the NAKs asked for more than receivers can have lost ({})", why.join("; "))
+        };
         format!(
-            "pgm: sent {} ODATA + {} RDATA ({} NAK(s) answered); received {} ODATA + {} RDATA, repaired {}, unrecoverable {}, {} NAK(s) sent",
+            "pgm: sent {} ODATA + {} RDATA ({} NAK(s) answered); received {} ODATA + {} RDATA, repaired {}, unrecoverable {}, {} NAK(s) sent{warn}",
             self.source.odata,
             self.source.rdata,
             self.source.nak_packets,

@@ -35,7 +35,7 @@ impl Slot {
 }
 
 /// What one NAK (or NAK list) did to the repair queue; every requested sqn lands in exactly one
-/// of the four counts.
+/// of the six counts.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct NakOutcome {
     /// Newly queued for RDATA.
@@ -43,12 +43,19 @@ pub struct NakOutcome {
     /// Already waiting in the repair queue: the one RDATA to come answers this NAK too
     /// (OpenPGM counts these as `nak_elimination_count`).
     pub already_queued: u32,
-    /// Repaired less than `elim_ns` ago: the RDATA already multicast is still on its way to
-    /// (or just reached) the receivers, so repeating it would only duplicate.
-    pub eliminated: u32,
-    /// Not in the transmit window (never sent, or already left it): cannot be repaired. The
-    /// receiver learns this from the next SPM's trail and declares the data unrecoverable.
+    /// Repaired less than the hold-off ago: the RDATA already multicast is still on its way to
+    /// (or just reached) the receivers, so repeating it would only duplicate, and a NAK that
+    /// repeats a fresh repair is what a forger replaying NAKs sends.
+    pub held_off: u32,
+    /// In the window, but the repair budget had no room for it: not queued (the receiver
+    /// asks again after its NAK_RDATA_IVL, by when the budget may have room).
+    pub over_budget: u32,
+    /// Behind the window's trail (already left it): cannot be repaired. The receiver learns
+    /// this from the next SPM's trail and declares the data unrecoverable.
     pub out_of_window: u32,
+    /// Ahead of the window's lead: never sent, so no receiver can have lost it. Only a forged
+    /// (or broken) NAK names one.
+    pub not_sent: u32,
 }
 
 /// The transmit window (RFC 3208 TXW): the last `sqns` ODATA packets, whole, kept so that any
@@ -271,27 +278,43 @@ impl TxWindow {
     }
 
     /// A NAK (or a NAK with OPT_NAK_LIST) arrived for `sqns`: each one in the window, not
-    /// already queued, and not repaired within `elim_ns` before `now_ns`, is queued for RDATA
+    /// already queued, not repaired within `holdoff_ns` before `now_ns`, and admitted by
+    /// `admit` (called with the stored packet's length: the repair budget) is queued for RDATA
     /// in arrival order. Returns how many of each kind there were (the caller still sends one
     /// NCF for the whole NAK, whatever the outcome, as OpenPGM's `pgm_on_nak` does).
     ///
     /// NAK elimination: OpenPGM's source only folds a NAK into a repair still waiting in the
-    /// queue (`pgm_txw_retransmit_push_selective`); `elim_ns = 0` reproduces exactly that.
-    /// A positive `elim_ns` also ignores NAKs for a sqn whose RDATA went out less than
-    /// `elim_ns` ago (the reasoning of RFC 3208's NAK elimination in network elements: NAKs crossing a
-    /// repair in flight ask for what is already coming). Use about one round trip.
-    pub fn on_nak(&mut self, sqns: &[u32], now_ns: u64, elim_ns: u64) -> NakOutcome {
+    /// queue (`pgm_txw_retransmit_push_selective`); `holdoff_ns = 0` reproduces exactly that.
+    /// A positive `holdoff_ns` also ignores NAKs for a sqn whose RDATA went out less than
+    /// `holdoff_ns` ago (the reasoning of RFC 3208's NAK elimination in network elements: NAKs
+    /// crossing a repair in flight ask for what is already coming). It also bounds what
+    /// replaying one NAK can make the source send: each sqn at most once per hold-off.
+    pub fn on_nak<A: FnMut(usize) -> bool>(
+        &mut self,
+        sqns: &[u32],
+        now_ns: u64,
+        holdoff_ns: u64,
+        admit: &mut A,
+    ) -> NakOutcome {
         let mut out = NakOutcome::default();
         for &sqn in sqns {
             let Some(i) = self.find(sqn) else {
-                out.out_of_window += 1;
+                // Serial order from the trail: less than 2^31 ahead is after the lead (the
+                // window spans less than that), the rest is behind the trail.
+                if (sqn.wrapping_sub(self.trail) as i32) >= 0 {
+                    out.not_sent += 1;
+                } else {
+                    out.out_of_window += 1;
+                }
                 continue;
             };
             let s = self.slots[i];
             if s.queued {
                 out.already_queued += 1;
-            } else if s.repaired && now_ns.saturating_sub(s.repaired_at) < elim_ns {
-                out.eliminated += 1;
+            } else if s.repaired && now_ns.saturating_sub(s.repaired_at) < holdoff_ns {
+                out.held_off += 1;
+            } else if !admit(s.len as usize) {
+                out.over_budget += 1;
             } else {
                 self.push_back(i);
                 out.queued += 1;
@@ -552,10 +575,107 @@ impl TokenBucket {
     }
 }
 
+/// The source's repair budget: repairs are paid for by the data the source sends. Every byte
+/// of ODATA earns `share` percent of a byte of RDATA, up to `cap` bytes held; a repair is
+/// admitted only if the budget holds its bytes. So whatever NAKs arrive (forged ones included:
+/// RFC 3208 NAKs carry no authentication), the RDATA bytes sent over a session never exceed
+/// `cap + share % of the ODATA bytes` ([`RepairBudget::bound`]), while an honest burst of loss
+/// up to `cap` is repaired at once. Integer arithmetic (hundredths of a byte): exact.
+#[derive(Clone, Copy, Debug)]
+pub struct RepairBudget {
+    /// Percent of each data byte earned; 0 = unlimited.
+    share: u64,
+    /// Most bytes held.
+    cap: u64,
+    /// Hundredths of a byte held now.
+    credit: u64,
+    /// Hundredths of a byte earned in all (before the cap): with `cap`, what the budget can
+    /// ever have admitted.
+    earned: u64,
+}
+
+impl RepairBudget {
+    /// A budget earning `share_percent` of the data (0: unlimited) holding at most
+    /// `cap_bytes`, full from the start (a session's first losses are repaired at once).
+    pub fn new(share_percent: u32, cap_bytes: u64) -> Self {
+        RepairBudget {
+            share: u64::from(share_percent),
+            cap: cap_bytes,
+            credit: cap_bytes.saturating_mul(100),
+            earned: 0,
+        }
+    }
+
+    /// No budget: every repair admitted.
+    pub fn unlimited() -> Self {
+        RepairBudget::new(0, 0)
+    }
+
+    /// Whether it limits anything.
+    pub fn is_limited(&self) -> bool {
+        self.share > 0
+    }
+
+    /// `bytes` of data were sent.
+    #[inline]
+    pub fn earn(&mut self, bytes: u64) {
+        if self.share > 0 {
+            let e = bytes.saturating_mul(self.share);
+            self.earned = self.earned.saturating_add(e);
+            self.credit = self.credit.saturating_add(e).min(self.cap.saturating_mul(100));
+        }
+    }
+
+    /// Spend `bytes` on a repair if the budget holds them (true), else spend nothing (false).
+    #[inline]
+    pub fn take(&mut self, bytes: u64) -> bool {
+        if self.share == 0 {
+            return true;
+        }
+        let need = bytes.saturating_mul(100);
+        if self.credit >= need {
+            self.credit -= need;
+            true
+        } else {
+            false
+        }
+    }
+
+    /// Bytes held now (whole bytes, rounded down).
+    pub fn held(&self) -> u64 {
+        self.credit / 100
+    }
+
+    /// The most repair bytes the budget can have admitted so far: `cap` plus everything
+    /// earned (`share` % of the bytes passed to [`RepairBudget::earn`]); `u64::MAX` when
+    /// unlimited.
+    pub fn bound(&self) -> u64 {
+        if self.share == 0 {
+            return u64::MAX;
+        }
+        self.cap.saturating_add(self.earned / 100)
+    }
+
+    /// The most bytes held ([`RepairBudget::new`]'s `cap_bytes`).
+    pub fn cap(&self) -> u64 {
+        self.cap
+    }
+
+    /// The share of data earned, percent (0: unlimited).
+    pub fn share_percent(&self) -> u32 {
+        self.share as u32
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::pgm::sqn_le;
+
+    /// A repair budget that admits everything.
+    fn yes(_: usize) -> bool {
+        true
+    }
 
     /// Write a recognisable packet for `sqn` of a length that varies with it.
     fn fill(w: &mut TxWindow) -> u32 {
@@ -656,12 +776,15 @@ mod tests {
             fill(&mut w);
         }
         assert_eq!((w.trail(), w.lead()), (102, Some(109)));
-        let out = w.on_nak(&[101, 102, 105, 102, 110, 109, 4_000_000_000], 1000, 0);
-        assert_eq!(out, NakOutcome { queued: 3, already_queued: 1, eliminated: 0, out_of_window: 3 });
+        let out = w.on_nak(&[101, 102, 105, 102, 110, 109, 4_000_000_000], 1000, 0, &mut yes);
+        assert_eq!(
+            out,
+            NakOutcome { queued: 3, already_queued: 1, out_of_window: 2, not_sent: 1, ..Default::default() }
+        );
         assert_eq!(w.repairs_queued(), 3);
         assert_eq!(w.peek_repair(), Some(102));
         // Still queued: a second NAK folds into it.
-        let out = w.on_nak(&[105], 1001, 0);
+        let out = w.on_nak(&[105], 1001, 0, &mut yes);
         assert_eq!(out.already_queued, 1);
         assert_eq!(w.repairs_queued(), 3);
         assert_eq!(w.next_repair(2000), Some(102));
@@ -672,13 +795,13 @@ mod tests {
         assert_eq!(w.repairs_queued(), 0);
 
         // Elimination: 105 repaired at 2000, window 500 ns.
-        let out = w.on_nak(&[105, 109], 2499, 500);
-        assert_eq!(out, NakOutcome { eliminated: 2, ..Default::default() });
-        let out = w.on_nak(&[105, 109], 2500, 500);
-        assert_eq!(out, NakOutcome { queued: 1, eliminated: 1, ..Default::default() });
+        let out = w.on_nak(&[105, 109], 2499, 500, &mut yes);
+        assert_eq!(out, NakOutcome { held_off: 2, ..Default::default() });
+        let out = w.on_nak(&[105, 109], 2500, 500, &mut yes);
+        assert_eq!(out, NakOutcome { queued: 1, held_off: 1, ..Default::default() });
         assert_eq!(w.next_repair(2600), Some(105));
         // elim 0 = OpenPGM: only a pending repair eliminates.
-        let out = w.on_nak(&[105, 109, 102], 2600, 0);
+        let out = w.on_nak(&[105, 109, 102], 2600, 0, &mut yes);
         assert_eq!(out.queued, 3);
         assert_eq!(w.repairs_queued(), 3);
         assert_eq!(w.repairs_expired(), 0);
@@ -687,8 +810,9 @@ mod tests {
     #[test]
     fn nak_before_any_data_is_out_of_window() {
         let mut w = TxWindow::new(4, 16, 0);
-        let out = w.on_nak(&[0, u32::MAX, 1], 0, 0);
-        assert_eq!(out.out_of_window, 3);
+        let out = w.on_nak(&[0, u32::MAX, 1], 0, 0, &mut yes);
+        // 0 and 1 are the first sqns to come (not sent yet), u32::MAX is before the start.
+        assert_eq!(out, NakOutcome { not_sent: 2, out_of_window: 1, ..Default::default() });
         assert_eq!(w.next_repair(0), None);
     }
 
@@ -700,7 +824,7 @@ mod tests {
             fill(&mut w);
         }
         // Window: MAX-3 ..= MAX. Queue newest first, then oldest.
-        let out = w.on_nak(&[u32::MAX, first, first + 1, first + 2], 0, 0);
+        let out = w.on_nak(&[u32::MAX, first, first + 1, first + 2], 0, 0, &mut yes);
         assert_eq!(out.queued, 4);
         // Two more packets: first and first+1 leave the window.
         fill(&mut w);
@@ -713,9 +837,9 @@ mod tests {
         assert_eq!(w.next_repair(10), Some(first + 2));
         assert_eq!(w.next_repair(10), None);
         // The reused slots carry no stale state: new sqns queue fresh.
-        let out = w.on_nak(&[0, 1, first], 20, 1_000);
+        let out = w.on_nak(&[0, 1, first], 20, 1_000, &mut yes);
         assert_eq!(out, NakOutcome { queued: 2, out_of_window: 1, ..Default::default() });
-        // A repaired sqn whose slot is reused is not eliminated by the old repair time.
+        // A repaired sqn whose slot is reused is not held_off by the old repair time.
         for _ in 0..4 {
             fill(&mut w);
         }
@@ -723,7 +847,7 @@ mod tests {
         assert_eq!(w.repairs_queued(), 0);
         let lead = w.lead().unwrap();
         assert_eq!(lead, 5);
-        let out = w.on_nak(&[2, 3, 4, 5], 30, 1_000_000);
+        let out = w.on_nak(&[2, 3, 4, 5], 30, 1_000_000, &mut yes);
         assert_eq!(out.queued, 4);
         assert_eq!(w.next_repair(31), Some(2));
     }
@@ -736,9 +860,9 @@ mod tests {
             fill(&mut w);
         }
         let s = |k: u32| first.wrapping_add(k);
-        assert_eq!(w.on_nak(&[s(5), s(1), s(9)], 0, 0).queued, 3);
+        assert_eq!(w.on_nak(&[s(5), s(1), s(9)], 0, 0, &mut yes).queued, 3);
         assert_eq!(w.next_repair(1), Some(s(5)));
-        assert_eq!(w.on_nak(&[s(3), s(5), s(1)], 2, 0).queued, 2);
+        assert_eq!(w.on_nak(&[s(3), s(5), s(1)], 2, 0, &mut yes).queued, 2);
         let got: Vec<u32> = std::iter::from_fn(|| w.next_repair(3)).collect();
         assert_eq!(got, vec![s(1), s(9), s(3), s(5)]);
     }
@@ -874,5 +998,76 @@ mod tests {
         assert_eq!(sent, 13);
         // 8000 bytes left; 1000 more take 8 µs.
         assert_eq!(b.next_ok(9_000), 1_000 + 8_000);
+    }
+
+    #[test]
+    fn a_repaired_sqn_is_held_off_then_repaired_again() {
+        let mut w = TxWindow::new(8, 16, 0);
+        for _ in 0..8 {
+            fill(&mut w);
+        }
+        let hold = 25_000_000;
+        assert_eq!(w.on_nak(&[3], 0, hold, &mut yes).queued, 1);
+        assert_eq!(w.next_repair(1_000), Some(3));
+        // Every NAK for 3 within 25 ms of its repair (at 1 us) is held off, however many.
+        for t in [1_000, 2_000_000, 25_000_999] {
+            assert_eq!(w.on_nak(&[3, 3, 3], t, hold, &mut yes), NakOutcome { held_off: 3, ..Default::default() });
+        }
+        assert_eq!(w.repairs_queued(), 0);
+        // From 25 ms after the repair it is repaired again (once; the rest fold into it).
+        assert_eq!(
+            w.on_nak(&[3, 3], 25_001_000, hold, &mut yes),
+            NakOutcome { queued: 1, already_queued: 1, ..Default::default() }
+        );
+        assert_eq!(w.next_repair(25_002_000), Some(3));
+        assert_eq!(w.on_nak(&[3], 25_003_000, hold, &mut yes).held_off, 1);
+        // Other sqns are not held off by 3's repair.
+        assert_eq!(w.on_nak(&[2, 4], 25_003_000, hold, &mut yes).queued, 2);
+    }
+
+    #[test]
+    fn the_budget_admits_what_the_data_earned_and_no_more() {
+        // 25 % of the data, holding at most 1000 bytes: full at the start.
+        let mut b = RepairBudget::new(25, 1000);
+        assert!(b.is_limited());
+        assert!(b.take(600));
+        assert!(!b.take(401), "400 left");
+        assert!(b.take(400));
+        assert!(!b.take(1));
+        // 10 bytes of data earn 2.5 bytes: 2 pass, the half byte is kept.
+        b.earn(10);
+        assert!(!b.take(3));
+        assert!(b.take(2));
+        b.earn(2);
+        assert!(b.take(1), "0.5 + 0.5");
+        assert!(!b.take(1));
+        // The bound: cap + 25 % of the 12 bytes of data so far.
+        assert_eq!(b.bound(), 1003);
+        // Never more than the cap held, however much data; the bound counts all of it.
+        b.earn(1 << 40);
+        assert_eq!(b.held(), 1000);
+        assert!(!b.take(1001));
+        assert_eq!(b.bound(), 1003 + (1 << 38));
+        let mut u = RepairBudget::unlimited();
+        assert!(!u.is_limited());
+        assert!(u.take(u64::MAX));
+        assert_eq!(u.bound(), u64::MAX);
+    }
+
+    #[test]
+    fn naks_over_budget_are_counted_and_not_queued() {
+        let mut w = TxWindow::new(8, 16, 0);
+        for _ in 0..8 {
+            fill(&mut w);
+        }
+        // Packets of 4..8 bytes (fill): a budget of 10 bytes admits sqn 0 (4 bytes) and 1 (5).
+        let mut b = RepairBudget::new(50, 10);
+        let out = w.on_nak(&[0, 1, 2, 3, 9], 0, 0, &mut |len| b.take(len as u64));
+        assert_eq!(out, NakOutcome { queued: 2, over_budget: 2, not_sent: 1, ..Default::default() });
+        assert_eq!(w.repairs_queued(), 2);
+        // 12 bytes of data earn 6: sqn 2 (6 bytes) now fits.
+        b.earn(12);
+        let out = w.on_nak(&[2, 3], 0, 0, &mut |len| b.take(len as u64));
+        assert_eq!(out, NakOutcome { queued: 1, over_budget: 1, ..Default::default() });
     }
 }

@@ -41,6 +41,25 @@ pub struct PgmSent {
     pub linger_end: String,
     /// The most repair traffic sent per second, IP and UDP headers counted (0 = unlimited).
     pub repair_budget_bytes_per_s: u64,
+    /// The repair budget's share of the data sent, percent (`--pgm-repair-share`; 0 = no
+    /// budget).
+    pub repair_budget_share_percent: u32,
+    /// The most repair bytes the budget holds at once (`--pgm-repair-burst` datagrams of the
+    /// largest size, IP and UDP headers counted; 0 = no budget).
+    pub repair_budget_burst_bytes: u64,
+    /// The most RDATA bytes (IP and UDP headers counted) the budget could have let out over
+    /// the run: the burst plus the share of the ODATA sent (null: no budget). Whatever NAKs
+    /// came, `repair_wire_bytes` is at most this.
+    pub repair_budget_bound_bytes: Option<u64>,
+    /// The RDATA bytes sent, IP and UDP headers counted (what the budget counts).
+    pub repair_wire_bytes: u64,
+    /// The re-repair hold-off, seconds (`--pgm-repair-holdoff`).
+    pub repair_holdoff_s: f64,
+    /// False when the NAKs asked for more than the receivers can have lost (forged NAKs, or
+    /// a receiver far beyond the loss the budget allows for): see `nak_warnings`.
+    pub naks_plausible: bool,
+    /// Why the NAKs were not plausible, one reason each (empty when they were).
+    pub nak_warnings: Vec<String>,
 }
 
 /// The PGM side of one stream.
@@ -133,6 +152,7 @@ impl PgmTx {
     /// until `stop`; then the closing SPM. Returns the report's PGM part.
     pub(super) fn finish(mut self, data_fd: RawFd, stop: &AtomicBool) -> PgmSent {
         let t0 = sys::monotonic_ns();
+        self.source.end_of_data(t0);
         let quiet = self.quiet.as_nanos() as u64;
         let end = t0 + self.linger.as_nanos() as u64;
         let why = loop {
@@ -154,6 +174,8 @@ impl PgmTx {
         let mut send = |p: &[u8]| sys::send_one(data_fd, p).map(|_| ());
         self.source.finish(&mut send);
         let stats = *self.source.stats();
+        let budget = *self.source.budget();
+        let nak_warnings = self.source.implausible_naks();
         let nak_address = self.naks.local_addr().map(|a| a.to_string()).unwrap_or_default();
         PgmSent {
             tsi: self.source.tsi().to_string(),
@@ -164,6 +186,13 @@ impl PgmTx {
             linger_s,
             linger_end: why.into(),
             repair_budget_bytes_per_s: self.repair_budget,
+            repair_budget_share_percent: budget.share_percent(),
+            repair_budget_burst_bytes: budget.cap(),
+            repair_budget_bound_bytes: budget.is_limited().then(|| self.source.repair_bound_bytes()),
+            repair_wire_bytes: self.source.repair_wire_bytes(),
+            repair_holdoff_s: self.source.holdoff_ns() as f64 / 1e9,
+            naks_plausible: nak_warnings.is_empty(),
+            nak_warnings,
         }
     }
 

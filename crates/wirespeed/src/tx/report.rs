@@ -323,15 +323,46 @@ impl SendReport {
                 units::bytes(st.rdata_bytes),
                 p.repair_share_percent
             );
-            if st.nak_out_of_window + st.nak_eliminated + st.nak_refused + st.malformed > 0 {
+            if st.nak_out_of_window + st.nak_eliminated + st.nak_refused + st.nak_bad_source + st.malformed > 0 {
                 let _ = writeln!(
                     o,
-                    "  pgm: {} asked after leaving the window (unrecoverable; a larger --pgm-window reaches further back), {} asked again while already repaired, {} NAK(s) refused (another session or address), {} malformed",
-                    st.nak_out_of_window, st.nak_eliminated, st.nak_refused, st.malformed
+                    "  pgm: {} asked after leaving the window (unrecoverable; a larger --pgm-window reaches further back), {} asked again while queued or within the hold-off of their repair ({} within the hold-off), {} NAK(s) refused (another session or address), {} from an address no receiver has, {} malformed",
+                    st.nak_out_of_window, st.nak_eliminated, st.nak_held_off, st.nak_refused, st.nak_bad_source, st.malformed
+                );
+            }
+            match p.repair_budget_bound_bytes {
+                Some(bound) => {
+                    let _ = writeln!(
+                        o,
+                        "  pgm: repair budget {} % of the data + a burst of {}, re-repair hold-off {}: {} of repairs sent, at most {} allowed; {} NAKed sequence number(s) over budget, {} not sent yet",
+                        p.repair_budget_share_percent,
+                        units::bytes(p.repair_budget_burst_bytes),
+                        units::nanos(p.repair_holdoff_s * 1e9),
+                        units::bytes(p.repair_wire_bytes),
+                        units::bytes(bound),
+                        st.nak_over_budget,
+                        st.nak_not_sent
+                    );
+                }
+                None => {
+                    let _ = writeln!(
+                        o,
+                        "  pgm: no repair budget (--pgm-repair-share off): every NAK is repaired; re-repair hold-off {}",
+                        units::nanos(p.repair_holdoff_s * 1e9)
+                    );
+                }
+            }
+            if !p.naks_plausible {
+                let _ = writeln!(
+                    o,
+                    "  pgm: WARNING: the NAKs asked for more than receivers can have lost ({}): forged NAKs, or a receiver far behind; repairs were {:.3} % of data bytes{}",
+                    p.nak_warnings.join("; "),
+                    p.repair_share_percent,
+                    if p.repair_budget_bound_bytes.is_some() { ", held to the budget" } else { " (no budget: --pgm-repair-share off)" }
                 );
             }
             let pace = match p.repair_budget_bytes_per_s {
-                0 => "repairs unpaced".to_string(),
+                0 => "repair rate not capped (--pgm-repair-rate)".to_string(),
                 b => format!("repairs paced to {} on the wire", units::bits(b as f64 * 8.0)),
             };
             let _ = writeln!(
