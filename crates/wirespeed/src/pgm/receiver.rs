@@ -140,12 +140,19 @@ pub struct Receiver {
     due: [u32; packet::MAX_NAK_LIST],
     nak: Vec<u8>,
     seed: u64,
+    /// The first session's window, made (and faulted in) with the receiver, before it is said
+    /// to listen: that session's first datagrams meet no allocation and no page fault.
+    spare: Option<RxWindow>,
 }
 
 impl Receiver {
     /// A receiver for sessions sent to `group` (a multicast group, or this host's unicast
     /// address) at UDP port `port`, with datagrams of at most `max_tsdu` bytes.
     pub fn new(cfg: &PgmConfig, group: IpAddr, port: u16, max_tsdu: usize, seed: u64) -> Self {
+        Receiver { spare: Some(Self::window_for(cfg, max_tsdu)), ..Self::new_bare(cfg, group, port, max_tsdu, seed) }
+    }
+
+    fn new_bare(cfg: &PgmConfig, group: IpAddr, port: u16, max_tsdu: usize, seed: u64) -> Self {
         Receiver {
             cfg: cfg.clone(),
             port,
@@ -157,7 +164,21 @@ impl Receiver {
             due: [0; packet::MAX_NAK_LIST],
             nak: vec![0u8; 1024],
             seed,
+            spare: None,
         }
+    }
+
+    /// As [`new`](Self::new), with the first session's window made beforehand by
+    /// [`window_for`](Self::window_for) (where the receiver itself is built only once the
+    /// socket is said to listen, its window is made before).
+    pub fn with_window(cfg: &PgmConfig, group: IpAddr, port: u16, max_tsdu: usize, seed: u64, w: RxWindow) -> Self {
+        Receiver { spare: Some(w), ..Receiver::new_bare(cfg, group, port, max_tsdu, seed) }
+    }
+
+    /// The window a receiver's first session will use, every page faulted in (it is
+    /// `--pgm-window` datagrams of `max_tsdu` bytes: tens or hundreds of MiB).
+    pub fn window_for(cfg: &PgmConfig, max_tsdu: usize) -> RxWindow {
+        RxWindow::new(cfg.rx(max_tsdu), 0)
     }
 
     /// The counters, the sessions' windows included.
@@ -373,7 +394,14 @@ impl Receiver {
         };
         self.early.retain(|e| e.tsi != tsi);
         self.seed = self.seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-        let mut window = RxWindow::new(self.cfg.rx(self.max_tsdu), self.seed ^ u64::from(tsi.sport));
+        let seed = self.seed ^ u64::from(tsi.sport);
+        let mut window = match self.spare.take() {
+            Some(mut w) => {
+                w.reseed(seed);
+                w
+            }
+            None => RxWindow::new(self.cfg.rx(self.max_tsdu), seed),
+        };
         // The opening SPMs said where the data starts: ODATA lost before this one is a gap
         // to repair (as far as the data confirms it).
         if let Some(e) = early {

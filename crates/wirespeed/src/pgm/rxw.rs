@@ -317,6 +317,13 @@ pub struct RxWindow {
     stats: RxStats,
 }
 
+impl std::fmt::Debug for RxWindow {
+    /// Its size and place, not its slots (a window holds up to hundreds of MiB).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RxWindow").field("sqns", &self.n).field("trail", &self.trail).finish_non_exhaustive()
+    }
+}
+
 impl RxWindow {
     /// A window for `cfg` (out-of-range values are clamped: `max_sqns` to
     /// 1..=[`MAX_SQNS_LIMIT`], `max_tsdu` and intervals to at least 1; check with
@@ -330,7 +337,7 @@ impl RxWindow {
         cfg.nak_rpt_ivl_ns = cfg.nak_rpt_ivl_ns.max(1);
         cfg.nak_rdata_ivl_ns = cfg.nak_rdata_ivl_ns.max(1);
         let n = cfg.max_sqns;
-        RxWindow {
+        let mut w = RxWindow {
             cfg,
             n,
             buf: vec![0u8; n as usize * cfg.max_tsdu],
@@ -349,7 +356,17 @@ impl RxWindow {
             // xorshift must not start at 0; mix the seed so nearby seeds differ at once.
             rng: (seed ^ 0x9E37_79B9_7F4A_7C15) | 1,
             stats: RxStats::default(),
-        }
+        };
+        // Every slot's page now: data landing in the window must not fault it in.
+        crate::sys::prefault(&mut w.buf);
+        w
+    }
+
+    /// Seed the NAK back-off anew: a window made ahead of its session (so that the session's
+    /// first datagrams meet memory already faulted in) takes the session's own seed.
+    pub fn reseed(&mut self, seed: u64) {
+        // xorshift must not start at 0; mix the seed so nearby seeds differ at once.
+        self.rng = (seed ^ 0x9E37_79B9_7F4A_7C15) | 1;
     }
 
     /// The configuration in use (after clamping).

@@ -109,7 +109,7 @@ impl TxWindow {
             "transmit window slot of {slot_bytes} bytes: must be 1..=u32::MAX"
         );
         let total = (sqns as usize).checked_mul(slot_bytes).expect("transmit window size overflows usize");
-        TxWindow {
+        let mut w = TxWindow {
             buf: vec![0; total],
             slots: vec![Slot::EMPTY; sqns as usize],
             slot_bytes,
@@ -121,7 +121,10 @@ impl TxWindow {
             rq_tail: NIL,
             rq_len: 0,
             expired: 0,
-        }
+        };
+        // Every slot's page now, not as the first datagrams are kept.
+        crate::sys::prefault(&mut w.buf);
+        w
     }
 
     /// Size of the window in sequence numbers (TXW_SQNS).

@@ -176,6 +176,8 @@ pub struct PgmEndpoint {
     /// The receiver's counters.
     pub live: Arc<PgmLive>,
     max_tsdu: usize,
+    /// The first session's window, made with the endpoint and taken by the capture thread.
+    window: std::sync::Mutex<Option<crate::pgm::rxw::RxWindow>>,
     /// The port bound (the kernel's choice when port 0 was asked): NAKs go to it at sources.
     port: u16,
 }
@@ -224,12 +226,20 @@ impl Backend for PgmBackend {
             "PGM: data-destination port {}, receive window {} sequence numbers, NAK back-off {:?}, repeat {:?}, repair wait {:?}, {} retries",
             cfg.pgm.dport, cfg.pgm.window, cfg.pgm.nak_backoff, cfg.pgm.nak_repeat, cfg.pgm.nak_rdata, cfg.pgm.nak_retries
         ));
-        Ok((PgmEndpoint { udp, naks, live: Arc::new(PgmLive::default()), max_tsdu: cfg.pgm_max_tsdu, port }, bound))
+        // The first session's window, faulted in now, before the socket is said to listen.
+        let window = std::sync::Mutex::new(Some(Receiver::window_for(&cfg.pgm, cfg.pgm_max_tsdu)));
+        let live = Arc::new(PgmLive::default());
+        Ok((PgmEndpoint { udp, naks, live, max_tsdu: cfg.pgm_max_tsdu, port, window }, bound))
     }
 
     fn start(endpoint: &PgmEndpoint, cfg: &RecvConfig) -> Self {
         let seed = sys::monotonic_ns() ^ u64::from(std::process::id());
-        let rx = Receiver::new(&cfg.pgm, cfg.listen.ip(), endpoint.port, endpoint.max_tsdu, seed);
+        let (group, port, max) = (cfg.listen.ip(), endpoint.port, endpoint.max_tsdu);
+        let made = endpoint.window.lock().ok().and_then(|mut w| w.take());
+        let rx = match made {
+            Some(w) => Receiver::with_window(&cfg.pgm, group, port, max, seed, w),
+            None => Receiver::new(&cfg.pgm, group, port, max, seed),
+        };
         PgmBackend {
             fd: endpoint.udp.fd(),
             // try_clone fails only when the process is out of descriptors: then every NAK
