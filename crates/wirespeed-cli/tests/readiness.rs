@@ -106,7 +106,7 @@ fn a_cold_recorder_records_a_full_rate_stream_whole_from_listening() {
 fn a_recorder_stopped_before_it_is_ready_says_so_and_leaves_nothing() {
     let d = TempDir::new("ready-stop");
     drop_caches();
-    let mut child = Command::new(bin())
+    let child = Command::new(bin())
         .args(["record", "127.0.0.1:0", "--size", "8800", "--buffer", "8G", "-o", d.path()])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
