@@ -52,6 +52,7 @@ fn pinned(cpu: usize) -> Vec<String> {
 #[test]
 #[ignore = "needs root"]
 fn a_cold_recorder_records_a_full_rate_stream_whole_from_listening() {
+    let _turn = traffic();
     let d = TempDir::new("ready-cold");
     drop_caches();
     let rec_cpu = pinned(1);
@@ -104,6 +105,7 @@ fn a_cold_recorder_records_a_full_rate_stream_whole_from_listening() {
 #[test]
 #[ignore = "needs root"]
 fn a_recorder_stopped_before_it_is_ready_says_so_and_leaves_nothing() {
+    let _turn = traffic();
     let d = TempDir::new("ready-stop");
     drop_caches();
     let child = Command::new(bin())
