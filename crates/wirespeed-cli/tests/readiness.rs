@@ -66,10 +66,12 @@ fn a_cold_recorder_records_a_full_rate_stream_whole_from_listening() {
     // The recorder said "listening": the kernel, not the recorder, says the whole ring is in
     // RAM already (taskset execs the recorder in its own process).
     let resident = rss(r.child.id());
-    assert!(
-        resident >= RING,
-        "at 'listening' the recorder has {resident} bytes resident, less than its {RING}-byte ring"
-    );
+    if resident < RING {
+        let mut r = r;
+        let _ = r.child.kill();
+        let _ = r.child.wait();
+        panic!("at 'listening' the recorder has {resident} bytes resident, less than its {RING}-byte ring");
+    }
     // The stream starts now, at full rate.
     let send_cpu = pinned(0);
     let target = format!("127.0.0.1:{}", r.port);
