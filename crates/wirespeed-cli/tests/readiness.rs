@@ -8,11 +8,12 @@ use common::*;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-/// The stream: 8800-byte datagrams at 150 kpps (10.6 Gb/s of payload, 1.3 GB/s), 1.3 s. All of
-/// it fits in the 2 GiB ring, so nothing the disk does can lose any of it: only a recorder that
-/// was not ready when it said so can.
-const PPS: &str = "150kpps";
-const COUNT: u64 = 200_000;
+/// The stream: 8800-byte datagrams at 100 kpps (7 Gb/s of payload, 880 MB/s), 1.5 s. All of it
+/// fits in the 2 GiB ring, so nothing the disk does can lose any of it: only a recorder that
+/// was not ready when it said so can (a 424e14b recorder is caught before the stream starts:
+/// a 64 MiB head resident at "listening").
+const PPS: &str = "100kpps";
+const COUNT: u64 = 150_000;
 const RING: u64 = 2 << 30;
 
 /// Resident memory of a process, bytes (VmRSS in /proc/PID/status).
@@ -110,20 +111,33 @@ fn a_recorder_stopped_before_it_is_ready_says_so_and_leaves_nothing() {
     let _turn = traffic();
     let d = TempDir::new("ready-stop");
     drop_caches();
-    let child = Command::new(bin())
-        .args(["record", "127.0.0.1:0", "--size", "8800", "--buffer", "8G", "-o", d.path()])
+    let mut child = Command::new(bin())
+        .args(["record", "127.0.0.1:0", "--size", "8800", "--buffer", "4G", "-o", d.path()])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .expect("start the recorder");
-    // Ctrl-C as soon as it is under way (a cold 8 GiB ring takes seconds to make ready; if it
-    // was quicker than that here, it is listening and Ctrl-C ends it cleanly instead).
-    std::thread::sleep(Duration::from_millis(300));
-    let _ = Command::new("kill").args(["-INT", &child.id().to_string()]).status();
+    // Ctrl-C at its first progress line (a cold 4 GiB ring takes seconds to make ready, and the
+    // line comes after one); if it was ready sooner than that, it says it listens instead, and
+    // Ctrl-C then ends a recording of nothing.
+    let mut err = std::io::BufReader::new(child.stderr.take().expect("stderr piped"));
+    let mut said = String::new();
+    loop {
+        let mut line = String::new();
+        if std::io::BufRead::read_line(&mut err, &mut line).expect("read the recorder") == 0 {
+            break;
+        }
+        said.push_str(&line);
+        if line.contains("making the") || line.contains("listening on") {
+            let _ = Command::new("kill").args(["-INT", &child.id().to_string()]).status();
+            break;
+        }
+    }
+    let _ = std::io::Read::read_to_string(&mut err, &mut said);
     let out = child.wait_with_output().expect("wait for the recorder");
-    let err = String::from_utf8_lossy(&out.stderr);
+    let err = said;
     if err.contains("listening on") {
-        eprintln!("the 8 GiB ring was ready within 300 ms here: the stop came after listening");
+        eprintln!("the 4 GiB ring was ready within a second here: the stop came after listening");
         assert_eq!(out.status.code(), Some(0), "{err}");
     } else {
         assert_eq!(out.status.code(), Some(1), "{err}");

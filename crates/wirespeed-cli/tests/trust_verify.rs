@@ -586,6 +586,32 @@ fn two_runs_in_one_directory_are_reported_each_on_its_own() {
     assert!(v["notes"].to_string().contains("have no run id in a sidecar"), "{v:#}");
 }
 
+/// A file whose sidecar is gone (the last file of a recording that crashed has none) belongs to
+/// the one run its sibling files name: verify reports one run, never a second one made of the
+/// file without a sidecar.
+#[test]
+fn a_file_without_its_sidecar_stays_in_its_run() {
+    let d = TempDir::new("tv-lone-file");
+    let args =
+        ["--size", "1024", "-o", d.path(), "--once", "--json", "--buffer", "8M", "--block", "1M", "--file-size", "2M"];
+    let _t = traffic();
+    let r = spawn_cmd_with(&[], "record", "127.0.0.1:0", &args);
+    send(r.port, &["--size", "1024", "--count", "5000", "--rate", "20kpps"]);
+    let (code, stdout, stderr) = finish(r, Duration::from_secs(60));
+    drop(_t);
+    assert_eq!(code, Some(0), "{stderr}");
+    let rep = json(&stdout);
+    let files = rep["writer"]["files"].as_array().expect("files");
+    assert!(files.len() >= 2, "2 MiB files of 5,000 x 1 KiB: {rep:#}");
+    let last = files.last().unwrap();
+    std::fs::remove_file(last["sidecar"].as_str().unwrap()).unwrap();
+    let (_, v) = verify_json(&[d.path()]);
+    let runs = v["runs"].as_array().expect("runs");
+    assert_eq!(runs.len(), 1, "one recording, one run: {v:#}");
+    assert!(runs[0]["id"].is_string(), "{v:#}");
+    assert_eq!(runs[0]["files"].as_array().unwrap().len(), files.len(), "{v:#}");
+}
+
 /// `disk-test` stopped by SIGTERM part-way removes its test file (wirespeed leaves nothing of
 /// its own behind) and says in one line that no figure was measured.
 #[test]

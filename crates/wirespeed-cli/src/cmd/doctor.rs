@@ -24,8 +24,9 @@ pub const DOCTOR_HELP: &str = "Inspect this host for a UDP stream at a given rat
     Nothing is changed without --apply. --apply makes only the safe, reversible changes \
     (sysctls, IRQ affinity, ethtool settings), prints each, and writes an undo script first; \
     --persist DIR writes them as sysctl.d and udev files instead of changing the live system. \
-    Only changes that can be made here are marked [--apply] (the driver is asked without \
-    changing anything; a read-only sysctl is not offered); a finding whose fix cannot be made \
+    Only changes that can be made here are marked [--apply] (a read-only sysctl is not offered; \
+    with --apply or --persist the NIC's driver is asked first, by writing back the values in \
+    force; a plain inspection writes nothing to the NIC); a finding whose fix cannot be made \
     says why on a \"no --apply:\" line. --apply makes all or none: when the kernel refuses one, \
     what was made before it is put back.\n\n\
     Try:  wirespeed doctor --for 4G --size 1080 --cpu 1\n      \
@@ -116,7 +117,15 @@ fn target(a: &DoctorArgs) -> Result<Target, Error> {
             )));
         }
     }
-    Ok(Target { iface: a.iface.clone(), rate_bps, size: a.size, cpu: a.cpu, port: a.port, disk: a.disk.clone() })
+    Ok(Target {
+        iface: a.iface.clone(),
+        rate_bps,
+        size: a.size,
+        cpu: a.cpu,
+        port: a.port,
+        disk: a.disk.clone(),
+        ask_driver: a.apply || a.persist.is_some(),
+    })
 }
 
 /// The options that name things on the host (an interface, a CPU) or files to write, checked

@@ -341,9 +341,10 @@ fn read_before(change: &Change, root: &Root) -> io::Result<Before> {
 ///
 /// - a sysctl or interrupt file without write permission bits is read-only for everyone here,
 ///   root included (host-wide `net.core` keys inside another network namespace);
-/// - a NIC setting is asked of the driver by writing back the values in force
-///   ([`crate::sys::ethtool::probe_coalesce`] and its siblings): a driver without the setter
-///   refuses; without the privilege to ask, nothing is concluded;
+/// - with `ask_driver` (only for `--apply` and `--persist`), a NIC setting is asked of the
+///   driver by writing back the values in force ([`crate::sys::ethtool::probe_coalesce`] and
+///   its siblings): a driver without the setter refuses; without the privilege to ask, nothing
+///   is concluded. A plain inspection writes nothing to the NIC;
 /// - virtio_net takes interrupt coalescing in microseconds, or more than one frame per
 ///   interrupt, only when the host offers notification coalescing (VIRTIO_NET_F_NOTF_COAL,
 ///   feature bit 53 in `/sys/class/net/IF/device/features`): without it the driver refuses
@@ -355,6 +356,7 @@ pub fn cannot_make(
     change: &Change,
     root: &Root,
     refuses: &std::collections::BTreeMap<String, String>,
+    ask_driver: bool,
 ) -> Option<String> {
     use crate::sys::ethtool;
     use std::os::unix::fs::PermissionsExt;
@@ -377,6 +379,9 @@ pub fn cannot_make(
     let driver_says = |part: &str, probe: &dyn Fn() -> io::Result<()>| -> Option<String> {
         if !root.is_live() {
             return refuses.get(part).cloned();
+        }
+        if !ask_driver {
+            return None;
         }
         match probe() {
             Ok(()) => None,

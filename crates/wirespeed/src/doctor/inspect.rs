@@ -231,7 +231,7 @@ pub fn inspect(root: &Root, target: &Target, stop: &AtomicBool) -> Report {
     let iface = cx.iface.clone();
     let mut findings = cx.findings;
     for f in &mut findings {
-        only_what_can_be_made(f, root, &nic);
+        only_what_can_be_made(f, root, &nic, target.ask_driver);
     }
     sort(&mut findings);
     Report {
@@ -251,10 +251,10 @@ pub fn inspect(root: &Root, target: &Target, stop: &AtomicBool) -> Report {
 /// what it cannot finish, and `--persist` never writes it), and `no_apply` says why. A NIC
 /// setting the driver refuses is taken out of `fix` too (typing it would fail the same way); a
 /// key read-only only here (another network namespace) keeps its command, for the host.
-pub fn only_what_can_be_made(f: &mut Finding, root: &Root, nic: &nic::NicView) {
+pub fn only_what_can_be_made(f: &mut Finding, root: &Root, nic: &nic::NicView, ask_driver: bool) {
     let mut why = Vec::new();
     let mut drop_fix = Vec::new();
-    f.changes.retain(|c| match super::apply::cannot_make(c, root, &nic.refuses) {
+    f.changes.retain(|c| match super::apply::cannot_make(c, root, &nic.refuses, ask_driver) {
         None => true,
         Some(w) => {
             why.push(format!("{}: {w}", super::apply::subject(c)));

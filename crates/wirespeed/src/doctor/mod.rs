@@ -96,6 +96,11 @@ pub struct Target {
     /// The directory `record` would write to (`--disk DIR`): its measured rate is set against the
     /// stream's.
     pub disk: Option<PathBuf>,
+    /// Ask the NIC's driver whether it takes a setting, by writing back the values in force
+    /// (`--apply`, `--persist`). A plain inspection never writes to the NIC: some drivers
+    /// reset their queues on any set call, which would cost a running capture its packets.
+    #[serde(skip)]
+    pub ask_driver: bool,
 }
 
 impl Target {

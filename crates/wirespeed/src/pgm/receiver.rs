@@ -107,6 +107,9 @@ struct Session {
     tail_lost: u64,
     /// Where NAKs go: the SPM's NLA with the session's UDP port.
     nla: Option<SocketAddr>,
+    /// Two ports of the source's address have sent SPMs as its control socket: only the data
+    /// port is believed from then on (see `control`).
+    ctrl_contested: bool,
     /// The group (or, unicast, our own address) the NAK names.
     group: IpAddr,
     window: RxWindow,
@@ -178,7 +181,9 @@ impl Receiver {
     /// The window a receiver's first session will use, every page faulted in (it is
     /// `--pgm-window` datagrams of `max_tsdu` bytes: tens or hundreds of MiB).
     pub fn window_for(cfg: &PgmConfig, max_tsdu: usize) -> RxWindow {
-        RxWindow::new(cfg.rx(max_tsdu), 0)
+        let mut w = RxWindow::new(cfg.rx(max_tsdu), 0);
+        w.prefault();
+        w
     }
 
     /// The counters, the sessions' windows included.
@@ -343,12 +348,23 @@ impl Receiver {
             }
             return Some(i);
         }
-        if from.ip() == s.src.ip() {
+        if from.ip() == s.src.ip() && !s.ctrl_contested {
             match s.ctrl_port {
                 Some(p) if p == from.port() => return Some(i),
                 None if learn => {
                     s.ctrl_port = Some(from.port());
                     return Some(i);
+                }
+                // A second port of the source's address claims to be its control socket:
+                // one of the two is not the source (a process beside it, or a forger), and
+                // nothing says which. Neither is believed from now on: the session listens to
+                // its data port alone (repairs from a second socket stop; what they would
+                // have repaired is counted lost, never given up on a stranger's word), and
+                // NAKs go to the data's own address.
+                Some(p) if learn && p != s.src.port() => {
+                    s.ctrl_contested = true;
+                    s.ctrl_port = None;
+                    s.nla = Some(SocketAddr::new(s.src.ip(), self.port));
                 }
                 _ => {}
             }
@@ -417,6 +433,7 @@ impl Receiver {
             ctrl_port: early.map(|e| e.from.port()),
             tail_lost: 0,
             nla: early.map(|e| SocketAddr::new(e.nla, self.port)),
+            ctrl_contested: false,
             group,
             window,
             spm_sqn: None,
@@ -451,4 +468,65 @@ fn hand_on<F: FnMut(&[u8], SocketAddr)>(w: &mut RxWindow, src: SocketAddr, tail_
         }
     }
     n
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TSI: Tsi = Tsi { gsi: [1, 2, 3, 4, 5, 6], sport: 4000 };
+
+    fn odata(sqn: u32) -> Vec<u8> {
+        let mut b = vec![0u8; packet::DATA_HEADER_LEN + 64];
+        b[packet::DATA_HEADER_LEN..].fill(sqn as u8);
+        let n = packet::write_data(&mut b, TSI, PgmConfig::default().dport, false, sqn, 0, 64);
+        packet::finish_checksum(&mut b[..n]);
+        b.truncate(n);
+        b
+    }
+
+    fn spm(sqn: u32, trail: u32, lead: u32, nla: IpAddr) -> Vec<u8> {
+        let mut b = vec![0u8; packet::MAX_SPM_LEN];
+        let n = packet::write_spm(&mut b, TSI, PgmConfig::default().dport, sqn, trail, lead, nla, false);
+        b.truncate(n);
+        b
+    }
+
+    /// OpenPGM sends SPMs from a second socket; a process beside the source (or a forger)
+    /// claiming another port of the same address as that socket must not take the session
+    /// over: once two ports claim it, neither moves the window, NAKs go to the data's own
+    /// address, and everything the source sent is delivered.
+    #[test]
+    fn a_second_port_claiming_the_control_socket_moves_nothing() {
+        let cfg = PgmConfig::default();
+        let ip: IpAddr = "127.0.0.1".parse().unwrap();
+        let (data, ctrl, forger) = (SocketAddr::new(ip, 5000), SocketAddr::new(ip, 5001), SocketAddr::new(ip, 5002));
+        let mut rx = Receiver::new(&cfg, "127.0.0.2".parse().unwrap(), 7500, 9000, 1);
+        let mut got = Vec::new();
+        let mut take = |p: &[u8], _: SocketAddr| got.push(p[0]);
+        let mut now = 1_000_000;
+        for sqn in 0..10 {
+            rx.on_packet(&odata(sqn), data, now, &mut take);
+            now += 1_000;
+        }
+        // The real control socket first, then a forger's SPMs from a third port, far ahead.
+        rx.on_packet(&spm(1, 0, 9, ip), ctrl, now, &mut take);
+        let evil: IpAddr = "198.18.0.66".parse().unwrap();
+        for k in 0..20 {
+            rx.on_packet(&spm(100 + k, 30_000, 40_000, evil), forger, now, &mut take);
+        }
+        // Neither is believed now, not even the real second socket.
+        rx.on_packet(&spm(200, 50_000, 60_000, ip), ctrl, now, &mut take);
+        for sqn in 10..20 {
+            rx.on_packet(&odata(sqn), data, now, &mut take);
+            now += 1_000;
+        }
+        rx.deliver(&mut take);
+        assert_eq!(got, (0..20).collect::<Vec<u8>>(), "every datagram delivered, in order");
+        let st = rx.stats();
+        assert_eq!((st.unrecoverable, st.duplicates), (0, 0), "{st:?}");
+        assert_eq!(st.foreign, 21, "the forger's 20 SPMs and the contested socket's last one: {st:?}");
+        assert_eq!(rx.sessions[0].nla, Some(SocketAddr::new(ip, 7500)), "NAKs go to the data's own address");
+        assert!(rx.sessions[0].ctrl_contested);
+    }
 }

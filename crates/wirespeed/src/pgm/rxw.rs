@@ -337,7 +337,7 @@ impl RxWindow {
         cfg.nak_rpt_ivl_ns = cfg.nak_rpt_ivl_ns.max(1);
         cfg.nak_rdata_ivl_ns = cfg.nak_rdata_ivl_ns.max(1);
         let n = cfg.max_sqns;
-        let mut w = RxWindow {
+        RxWindow {
             cfg,
             n,
             buf: vec![0u8; n as usize * cfg.max_tsdu],
@@ -356,10 +356,16 @@ impl RxWindow {
             // xorshift must not start at 0; mix the seed so nearby seeds differ at once.
             rng: (seed ^ 0x9E37_79B9_7F4A_7C15) | 1,
             stats: RxStats::default(),
-        };
-        // Every slot's page now: data landing in the window must not fault it in.
-        crate::sys::prefault(&mut w.buf);
-        w
+        }
+    }
+
+    /// Fault every slot's page in now, so data landing in the window meets no page fault: for
+    /// a window made before its receiver is said to listen. (Not in [`new`](Self::new): a
+    /// window made for a further session is made on the capture thread, where faulting in
+    /// tens of MiB at once, for a session anyone can start with one datagram, would stall
+    /// the capture; its pages come lazily, as before.)
+    pub fn prefault(&mut self) {
+        crate::sys::prefault(&mut self.buf);
     }
 
     /// Seed the NAK back-off anew: a window made ahead of its session (so that the session's

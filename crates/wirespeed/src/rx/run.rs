@@ -499,6 +499,13 @@ pub fn capture_group<S: Sink>(
         let at_end = p.stats.unrecoverable_at_end;
         if at_end > 0 {
             report.total.lost += at_end;
+            report.drops_per_million = report.total.drops_per_million();
+            // One session, one stream row: it is that stream's loss too, so the rows still add
+            // up to the total (with several sessions only the total carries it; the pgm line says how many).
+            if let [s] = report.streams.as_mut_slice() {
+                s.counts.lost += at_end;
+                s.drops_per_million = s.counts.drops_per_million();
+            }
             report.diagnosis = super::report::diagnose(&report);
         }
     }

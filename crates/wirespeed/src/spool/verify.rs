@@ -523,20 +523,27 @@ pub fn verify(found: &Collected, opts: &VerifyOptions) -> Result<VerifyReport> {
     let mut notes = Vec::new();
     // The runs, each with its recording-wide ledger while every file of it is read the same way.
     let mut runs: Vec<RunAcc> = Vec::new();
+    // A file whose sidecar is missing or unreadable (the last file of a recording that
+    // crashed has none) belongs to the one run the other files name, when they name one.
+    let ids: std::collections::BTreeSet<&str> =
+        sides.iter().flatten().filter_map(|(_, r)| r.as_ref().ok()?.run.as_ref().map(|r| r.id.as_str())).collect();
+    let lone: Option<String> = if ids.len() == 1 { ids.first().map(|s| s.to_string()) } else { None };
     let mut buf = vec![0u8; 8 << 20];
     for (path, side) in files.iter().zip(sides) {
-        let ident = match &side {
-            Some((_, Ok(s))) => s.run.clone(),
-            _ => None,
+        let (ident, key) = match &side {
+            Some((_, Ok(s))) => (s.run.clone(), s.run.as_ref().map(|r| r.id.clone())),
+            _ => (None, lone.clone()),
         };
-        let key = ident.as_ref().map(|r| r.id.clone());
         let g = match runs.iter().position(|r| r.key == key) {
             Some(g) => g,
             None => {
-                runs.push(RunAcc { key, ident, whole: None, ok: true, files: Vec::new() });
+                runs.push(RunAcc { key, ident: None, whole: None, ok: true, files: Vec::new() });
                 runs.len() - 1
             }
         };
+        if runs[g].ident.is_none() {
+            runs[g].ident = ident;
+        }
         runs[g].files.push(verdicts.len());
         let run = &mut runs[g];
         let mut problems = Vec::new();

@@ -24,7 +24,8 @@ pub const RING_HELP: &str = "Time to zero-loss readiness of wirespeed record, pe
     from main) is measured beside this one, run by run: before and after.\n\n\
     Each recording goes to a new directory inside --dir (default: the system's temporary \
     directory), removed after the run: the disk must take --rate (see wirespeed disk-test).\n\n\
-    Try:  sudo wirespeed bench ring                           (1, 2 and 8 GiB, cold and warm, 3 runs)\n      \
+    Try:  sudo wirespeed bench ring                           (1, 2 and 8 GiB, cold and warm, 3 runs, 100 kpps for 1 s)\n      \
+    sudo wirespeed bench ring --rate 150kpps --stream 3s      (a stream longer than the ring: the disk too)\n      \
     sudo wirespeed bench ring --sizes 2G --repeat 1 --other-build /tmp/main/wirespeed -o results/ring\n      \
     wirespeed bench ring --sizes 256M --states warm --repeat 1 --json\n\n\
     Exit codes: 0 done, 1 runtime failure or stopped by a signal, 2 bad usage.";
@@ -40,15 +41,16 @@ pub struct RingArgs {
     /// Runs per build, size and state; the table shows medians.
     #[arg(long, default_value = "3", value_parser = args::repeat)]
     repeat: u32,
-    /// The stream started at 'listening': datagrams per second (150kpps) or payload bits per
-    /// second (10G). Pick what this host's disk takes.
-    #[arg(long, default_value = "150kpps", value_parser = Rate::parse)]
+    /// The stream started at 'listening': datagrams per second (100kpps) or payload bits per
+    /// second (7G). With --stream, the default (880 MB) fits in the smallest ring, so the run
+    /// measures readiness alone; a stream longer than the ring also measures the disk.
+    #[arg(long, default_value = "100kpps", value_parser = Rate::parse)]
     rate: Rate,
     /// The stream's datagram size, bytes (8..65507, a multiple of 8: counter datagrams).
     #[arg(long, default_value = "8800", value_parser = args::udp_size)]
     size: u64,
     /// How long the stream lasts (1s..1m).
-    #[arg(long, default_value = "3s", value_parser = stream_len)]
+    #[arg(long, default_value = "1s", value_parser = stream_len)]
     stream: Duration,
     /// Another wirespeed binary measured beside this one (before/after).
     #[arg(long, value_name = "PATH")]
@@ -124,7 +126,7 @@ pub fn cmd_ring(a: RingArgs) -> Result<u8, Error> {
         Rate::Packets(p) => p,
         Rate::Bits(b) => b / 8.0 / a.size.max(1) as f64,
         Rate::Max => {
-            return Err(usage("--rate max has no rate to hold: give datagrams/s (150kpps) or bits/s (10G)".to_string()))
+            return Err(usage("--rate max has no rate to hold: give datagrams/s (100kpps) or bits/s (7G)".to_string()))
         }
     };
     if pps < 1.0 || pps > 10e6 {
