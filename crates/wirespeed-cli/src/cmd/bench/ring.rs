@@ -129,7 +129,7 @@ pub fn cmd_ring(a: RingArgs) -> Result<u8, Error> {
             return Err(usage("--rate max has no rate to hold: give datagrams/s (100kpps) or bits/s (7G)".to_string()))
         }
     };
-    if pps < 1.0 || pps > 10e6 {
+    if !(1.0..=10e6).contains(&pps) {
         return Err(usage(format!("--rate gives {pps:.0} datagrams/s: give 1..10,000,000")));
     }
     let cfg = RingConfig {

@@ -177,7 +177,7 @@ pub struct PgmEndpoint {
     pub live: Arc<PgmLive>,
     max_tsdu: usize,
     /// The first session's window, made with the endpoint and taken by the capture thread.
-    window: std::sync::Mutex<Option<crate::pgm::rxw::RxWindow>>,
+    window: std::sync::Mutex<Option<Box<crate::pgm::rxw::RxWindow>>>,
     /// The port bound (the kernel's choice when port 0 was asked): NAKs go to it at sources.
     port: u16,
 }
@@ -227,7 +227,7 @@ impl Backend for PgmBackend {
             cfg.pgm.dport, cfg.pgm.window, cfg.pgm.nak_backoff, cfg.pgm.nak_repeat, cfg.pgm.nak_rdata, cfg.pgm.nak_retries
         ));
         // The first session's window, faulted in now, before the socket is said to listen.
-        let window = std::sync::Mutex::new(Some(Receiver::window_for(&cfg.pgm, cfg.pgm_max_tsdu)));
+        let window = std::sync::Mutex::new(Some(Box::new(Receiver::window_for(&cfg.pgm, cfg.pgm_max_tsdu))));
         let live = Arc::new(PgmLive::default());
         Ok((PgmEndpoint { udp, naks, live, max_tsdu: cfg.pgm_max_tsdu, port, window }, bound))
     }
@@ -237,7 +237,7 @@ impl Backend for PgmBackend {
         let (group, port, max) = (cfg.listen.ip(), endpoint.port, endpoint.max_tsdu);
         let made = endpoint.window.lock().ok().and_then(|mut w| w.take());
         let rx = match made {
-            Some(w) => Receiver::with_window(&cfg.pgm, group, port, max, seed, w),
+            Some(w) => Receiver::with_window(&cfg.pgm, group, port, max, seed, *w),
             None => Receiver::new(&cfg.pgm, group, port, max, seed),
         };
         PgmBackend {
