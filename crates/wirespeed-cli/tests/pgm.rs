@@ -772,20 +772,35 @@ fn forged_naks_get_no_more_than_the_repair_budget_and_are_reported() {
 #[test]
 fn an_honest_burst_of_loss_is_repaired_exactly_within_the_budget() {
     // A receiver that lost 2,000 datagrams in a row (a stall) NAKs them 63 at a time and asks
-    // again for any repair not come within 50 ms (NAK_RDATA_IVL), as receivers do: every one
-    // is repaired, none is refused or held off, and the source finds the NAKs plausible.
+    // again for any repair not come within 500 ms (a patient NAK_RDATA_IVL, so a source the
+    // scheduler runs late is never asked twice for a repair it has queued): every one is
+    // repaired, none is refused or held off, and the source finds the NAKs plausible. The
+    // source's window holds the whole stream, so a slow run never sees the stretch expire.
     let _t = traffic();
     let mut hand = HandReceiver::new();
     let child = spawn_pgm_send(
         hand.port(),
-        &["--rate", "10kpps", "--size", "1000", "--count", "20000", "--pgm-quiet", "2s", "--pgm-linger", "60s"],
+        &[
+            "--rate",
+            "10kpps",
+            "--size",
+            "1000",
+            "--count",
+            "20000",
+            "--pgm-quiet",
+            "2s",
+            "--pgm-linger",
+            "60s",
+            "--pgm-window",
+            "65536",
+        ],
     );
     let lost: Vec<u32> = (5000..7000).collect();
     hand.read_until("the lost stretch to pass", |h| h.lead.is_some_and(|l| l >= 7100));
     let mut asked = 0u64;
     for chunk in lost.chunks(63) {
         // Ask until every sqn of the chunk came back (a repair the socket dropped is asked
-        // for again, after 50 ms, as NAK_RDATA_IVL says).
+        // for again, after 500 ms).
         let mut tries = 0;
         loop {
             let missing: Vec<u32> = chunk.iter().copied().filter(|s| !hand.rdata.contains_key(s)).collect();
@@ -797,7 +812,7 @@ fn an_honest_burst_of_loss_is_repaired_exactly_within_the_budget() {
             hand.nak(&missing);
             asked += missing.len() as u64;
             let t = std::time::Instant::now();
-            while t.elapsed() < Duration::from_millis(50) && chunk.iter().any(|s| !hand.rdata.contains_key(s)) {
+            while t.elapsed() < Duration::from_millis(500) && chunk.iter().any(|s| !hand.rdata.contains_key(s)) {
                 hand.read(Duration::from_millis(5));
             }
         }

@@ -117,32 +117,57 @@ fn apply_then_undo_in_a_namespace_restores_every_value() {
     }
 
     let ns_file = std::fs::File::open(format!("/run/netns/{}", ns.name)).unwrap();
-    let (undo_path, todo) = (undo.0.clone(), changes.clone());
-    let (applied, said, ethtool_works): (Applied, Vec<String>, bool) = std::thread::spawn(move || {
-        wirespeed::sys::netns::enter_thread(&ns_file).expect("setns");
-        let ethtool_works = wirespeed::sys::ethtool::features("wsa0").is_ok();
-        let mut said = vec![];
-        let a = apply_report(&todo, &Root::live(), &undo_path, &mut |l| said.push(l.to_string())).expect("apply");
-        (a, said, ethtool_works)
-    })
-    .join()
-    .expect("the applying thread");
-    eprintln!("{}", said.join("\n"));
+    let apply_in_ns = |todo: Vec<Change>| -> (Applied, Vec<String>, bool) {
+        let (ns_file, undo_path) = (ns_file.try_clone().unwrap(), undo.0.clone());
+        std::thread::spawn(move || {
+            wirespeed::sys::netns::enter_thread(&ns_file).expect("setns");
+            let ethtool_works = wirespeed::sys::ethtool::features("wsa0").is_ok();
+            let mut said = vec![];
+            let a = apply_report(&todo, &Root::live(), &undo_path, &mut |l| said.push(l.to_string())).expect("apply");
+            (a, said, ethtool_works)
+        })
+        .join()
+        .expect("the applying thread")
+    };
 
-    // The per-namespace sysctls changed, each said with before and after.
+    // All or none: the host-wide key is refused in a namespace, so what was made before it is
+    // put back and what comes after it is not attempted.
+    let (applied, said, _) = apply_in_ns(changes.clone());
+    eprintln!("{}", said.join("\n"));
     for (i, k) in keys.iter().enumerate() {
-        assert_eq!(ns.sysctl(k), new[i], "{k} inside");
         assert!(said.contains(&format!("changed {k} {} -> {}", before[i], new[i])), "{k}: {said:?}");
+        assert!(said.contains(&format!("put back {k} = {}", before[i])), "{k}: {said:?}");
+        assert_eq!(ns.sysctl(k), before[i], "{k} put back inside");
     }
-    // The host-wide key failed in one line, and the host kept its value.
+    assert_eq!(applied.rolled_back.len(), keys.len(), "{applied:?}");
+    assert!(applied.changed.is_empty(), "{applied:?}");
     let rmem = applied.failed.iter().find(|f| f.change == changes[4]).expect("rmem_max must fail in a namespace");
     assert!(rmem.reason.contains("network namespace other than the host's"), "{}", rmem.reason);
     assert!(said.iter().any(|l| l.starts_with("not applied: net.core.rmem_max: ") && !l.contains('\n')), "{said:?}");
+    for (i, f) in feats.iter().enumerate() {
+        assert!(applied.failed.iter().any(|x| x.change == changes[5 + i]), "{f} not attempted: {applied:?}");
+        assert_eq!(ns.feature("wsa0", f), feat_before[i], "{f} left alone");
+    }
+    assert!(applied.failure().is_some());
+    assert_eq!(host("/proc/sys/net/core/rmem_max"), host_rmem);
+    assert_eq!(host("/proc/sys/net/core/somaxconn"), host_somaxconn);
+    let _ = std::fs::remove_file(&undo.0);
+
+    // Without the refused key, every change is made, each said with before and after.
+    let changes: Vec<Change> = changes.iter().enumerate().filter(|(i, _)| *i != 4).map(|(_, c)| c.clone()).collect();
+    let (applied, said, ethtool_works) = apply_in_ns(changes.clone());
+    eprintln!("{}", said.join("\n"));
+    for (i, k) in keys.iter().enumerate() {
+        // (Were the offloads refused, the sysctls would have been put back: all or none.)
+        let want = if ethtool_works { &new[i] } else { &before[i] };
+        assert_eq!(&ns.sysctl(k), want, "{k} inside");
+        assert!(said.contains(&format!("changed {k} {} -> {}", before[i], new[i])), "{k}: {said:?}");
+    }
     assert_eq!(host("/proc/sys/net/core/rmem_max"), host_rmem);
     assert_eq!(host("/proc/sys/net/core/somaxconn"), host_somaxconn);
     // Offloads: set through sys::ethtool, checked with the ethtool program.
     for (i, f) in feats.iter().enumerate() {
-        let change = &changes[5 + i];
+        let change = &changes[4 + i];
         if ethtool_works {
             assert!(applied.changed.iter().any(|d| &d.change == change), "{f}: {applied:?}");
             assert_eq!(ns.feature("wsa0", f), !feat_before[i], "{f} inside");
@@ -153,7 +178,7 @@ fn apply_then_undo_in_a_namespace_restores_every_value() {
             assert_eq!(ns.feature("wsa0", f), feat_before[i], "{f} inside");
         }
     }
-    assert!(applied.failure().is_some());
+    assert_eq!(applied.failure().is_some(), !ethtool_works, "{applied:?}");
 
     // The undo script holds exactly the changes made.
     let text = std::fs::read_to_string(&undo.0).unwrap();

@@ -574,6 +574,8 @@ fn shrink_process() {
             truncate(&f);
             let mut out = [0u8; 8];
             m.copy_out(4096, &mut out);
+            // The copy must happen: an optimised build would drop a copy nobody reads.
+            std::hint::black_box(&mut out);
             println!("LINE: survived a foreign SIGBUS");
         }
         s => panic!("unknown scenario {s}"),
