@@ -62,7 +62,11 @@ fn a_cold_recorder_records_a_full_rate_stream_whole_from_listening() {
         &prefix,
         "record",
         "127.0.0.1:0",
-        &["--size", "8800", "--buffer", "2G", "--once", "--json", "-o", d.path()],
+        // A socket buffer of 1 GiB (0.6 s of the stream) so that what is tested is the ring,
+        // not whether the scheduler lets the capture thread run within 40 ms on a shared
+        // 2-core host (with the default buffer, one CI run lost 3,203 as socket drops with the
+        // whole ring resident and 2 % full).
+        &["--size", "8800", "--buffer", "2G", "--rcvbuf", "512M", "--once", "--json", "-o", d.path()],
     );
     // The recorder said "listening": the kernel, not the recorder, says the whole ring is in
     // RAM already (taskset execs the recorder in its own process).
