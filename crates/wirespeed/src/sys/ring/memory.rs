@@ -433,6 +433,12 @@ fn meminfo_bytes(key: &str) -> Option<u64> {
 /// Huge-page bytes of the mapping that contains `addr`, from /proc/self/smaps (AnonHugePages
 /// for anonymous memory, ShmemPmdMapped for a shared ring).
 fn huge_bytes_of(addr: usize) -> Option<u64> {
+    smaps_kib(addr, &["AnonHugePages:", "ShmemPmdMapped:"]).map(|kib| kib * 1024)
+}
+
+/// The first non-zero of `keys` (in the order the kernel lists them) of the mapping that
+/// contains `addr` in /proc/self/smaps, KiB; None when no such mapping or no such field.
+pub(super) fn smaps_kib(addr: usize, keys: &[&str]) -> Option<u64> {
     let text = std::fs::read_to_string("/proc/self/smaps").ok()?;
     let mut inside = false;
     for line in text.lines() {
@@ -440,10 +446,10 @@ fn huge_bytes_of(addr: usize) -> Option<u64> {
         if let Some((a, b)) = first.split_once('-').filter(|_| !first.ends_with(':')) {
             let (Ok(a), Ok(b)) = (usize::from_str_radix(a, 16), usize::from_str_radix(b, 16)) else { continue };
             inside = a <= addr && addr < b;
-        } else if inside && (first == "AnonHugePages:" || first == "ShmemPmdMapped:") {
+        } else if inside && keys.contains(&first) {
             let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
             if kib > 0 {
-                return Some(kib * 1024);
+                return Some(kib);
             }
         }
     }

@@ -318,18 +318,7 @@ mod tests {
     /// Resident bytes of our mapping at `addr` (/proc/self/smaps `Rss`: pages with a page-table
     /// entry, which a read takes no fault for).
     fn rss_of(addr: usize) -> u64 {
-        let text = std::fs::read_to_string("/proc/self/smaps").unwrap();
-        let mut inside = false;
-        for line in text.lines() {
-            let first = line.split_whitespace().next().unwrap_or("");
-            if let Some((a, b)) = first.split_once('-').filter(|_| !first.ends_with(':')) {
-                let (Ok(a), Ok(b)) = (usize::from_str_radix(a, 16), usize::from_str_radix(b, 16)) else { continue };
-                inside = a <= addr && addr < b;
-            } else if inside && first == "Rss:" {
-                return line.split_whitespace().nth(1).unwrap().parse::<u64>().unwrap() * 1024;
-            }
-        }
-        panic!("no mapping at {addr:#x}")
+        super::super::memory::smaps_kib(addr, &["Rss:"]).unwrap_or(0) * 1024
     }
 
     /// A tap's view is populated when it is opened: every page is mapped before the tap reads
