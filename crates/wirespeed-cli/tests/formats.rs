@@ -135,3 +135,71 @@ fn presets_send_what_they_say() {
         assert!(err.contains(says), "{args:?}: {err}");
     }
 }
+
+/// A stream laid out otherwise than `--format` says is named as not matching, with its first
+/// differing field; no line speaks of loss, and `--expect-zero-loss` fails (before, both runs
+/// ended in "=> no loss: every sequence number was received" and exit 0).
+#[test]
+fn a_stream_that_does_not_match_the_format_is_named_and_proves_nothing() {
+    let cases = [
+        // An instrument's VDIF (2 threads, 1 channel, station Xx, 1000 frames/s) against the
+        // defaults of `--format vdif`.
+        ("vdif,threads=2,station=Xx,chans=1,fps=1000", "vdif", "2", "channels: the stream has 1, --format has chans=4"),
+        // SPEAD-64-40 against the default SPEAD-64-48.
+        (
+            "spead,addr=40,heap=8192,payload=1024",
+            "spead,heap=8192,payload=1024",
+            "1",
+            "heap address bits (SPEAD-64-N): the stream has 40, --format has addr=48",
+        ),
+    ];
+    let _t = traffic();
+    for (sent, told, streams, why) in cases {
+        let r = spawn_recv(&["--format", told, "--once", "--duration", "30", "--expect-zero-loss"]);
+        let target = format!("127.0.0.1:{}", r.port);
+        let out = run(&["send", &target, "--format", sent, "--streams", streams, "--count", "500", "--rate", "5kpps"]);
+        assert!(out.status.success(), "{sent}: {}", String::from_utf8_lossy(&out.stderr));
+        let (code, stdout, stderr) = finish(r, Duration::from_secs(60));
+        assert_eq!(code, Some(3), "{sent} as {told}: exit 3 (zero loss not proven)\n{stdout}\n{stderr}");
+        assert!(stdout.contains("the stream does not match --format"), "{sent}: {stdout}");
+        assert!(stdout.contains(why), "{sent}: the first difference named: {stdout}");
+        assert!(!stdout.contains("no loss"), "{sent}: no verdict of no loss: {stdout}");
+        assert!(!stdout.contains("wirespeed doctor"), "{sent}: no doctor hint about loss: {stdout}");
+        assert!(stderr.contains("zero loss is not proven: the stream does not match"), "{sent}: {stderr}");
+    }
+    // The JSON says the same, for scripts.
+    let r = spawn_recv(&["--format", "vdif", "--once", "--duration", "30", "--json"]);
+    let target = format!("127.0.0.1:{}", r.port);
+    let out = run(&["send", &target, "--format", cases[0].0, "--streams", "2", "--count", "200", "--rate", "5kpps"]);
+    assert!(out.status.success());
+    let (code, stdout, _) = finish(r, Duration::from_secs(60));
+    assert_eq!(code, Some(0), "without --expect-zero-loss the run itself succeeds");
+    let rep = json(&stdout);
+    assert_eq!(rep["first_invalid"]["why"], cases[0].3);
+    assert_eq!(rep["first_invalid"]["reason"], "header");
+    assert_eq!(u(&rep["total"], "received"), 0);
+    assert!(rep["diagnosis"][0].as_str().unwrap().starts_with("the stream does not match --format vdif/8032"), "{rep}");
+}
+
+/// A few strays among a matching stream do not make it a mismatch: the ledger stays exact, the
+/// verdict names the refused datagrams and the first one's reason, and zero loss holds.
+#[test]
+fn a_few_refused_datagrams_beside_a_matching_stream_are_named_not_blamed() {
+    let _t = traffic();
+    let r = spawn_recv(&["--format", "counter,size=1024", "--once", "--duration", "30", "--expect-zero-loss"]);
+    let target = format!("127.0.0.1:{}", r.port);
+    let junk = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    for _ in 0..3 {
+        junk.send_to(b"not a counter", &target).unwrap();
+    }
+    let out = run(&["send", &target, "--format", "counter,size=1024", "--count", "3000", "--rate", "20kpps"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let (code, stdout, stderr) = finish(r, Duration::from_secs(60));
+    assert_eq!(code, Some(0), "{stdout}\n{stderr}");
+    assert!(
+        stdout.contains("3 datagram(s) were refused by the format and are in no sequence (the first, from 127.0.0.1:"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("datagram length (bytes): the stream has 13, the format expects 1024"), "{stdout}");
+    assert!(!stdout.contains("does not match"), "{stdout}");
+}

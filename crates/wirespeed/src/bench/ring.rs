@@ -137,6 +137,14 @@ pub struct Run {
     pub capacity: Option<u64>,
     /// Whether the ring was locked in RAM (`ring.locked`).
     pub locked: Option<bool>,
+    /// The recorder's capture thread, CPU nanoseconds per datagram (`capture.cpu_ns_per_packet`):
+    /// a lossy run with a ring already resident is a capture thread that fell behind.
+    pub capture_ns_per_datagram: Option<f64>,
+    /// The fullest the ring got, as a fraction (`ring.high_water_fraction`).
+    pub ring_high_water: Option<f64>,
+    /// Time the hypervisor took the recorder's CPU away while the stream ran (the steal column
+    /// of /proc/stat for that CPU), milliseconds; `None` without a pinned CPU.
+    pub recorder_cpu_steal_ms: Option<u64>,
     /// The pages the ring got, as reported (`ring.pages`).
     pub pages: Option<String>,
 }
@@ -221,6 +229,9 @@ pub fn read_run(at: RunAt<'_>, listening_s: f64, sent: u64, report: &serde_json:
         socket_drops,
         ring_full,
         zero_loss: sent > 0 && received == sent && lost == 0 && socket_drops == 0 && ring_full == 0,
+        capture_ns_per_datagram: cap["cpu_ns_per_packet"].as_f64(),
+        ring_high_water: ring["high_water_fraction"].as_f64(),
+        recorder_cpu_steal_ms: None,
         capacity: ring["capacity"].as_u64(),
         locked: ring["locked"].as_bool(),
         pages: ring["pages"].as_str().map(String::from),
@@ -324,8 +335,10 @@ fn run_once(cfg: &RingConfig, exe: &Path, at: RunAt<'_>, stop: &AtomicBool) -> R
     send.args(["send", &addr, "--size", &cfg.size.to_string(), "--rate", &format!("{}pps", cfg.pps)]);
     send.args(["--count", &cfg.count().to_string(), "--json"]);
     crate::sys::die_with_parent(&mut send);
+    let steal0 = rec_cpu.and_then(steal_ticks);
     let sender = Proc::spawn(send, "the sender")?;
     let sender = sender.wait(Wait::new().stop(stop).limit(RUN_LIMIT).kill_at_limit())?;
+    let steal = rec_cpu.and_then(steal_ticks).zip(steal0).map(|(b, a)| b.saturating_sub(a) * 10);
     let exit = recorder.wait(Wait::new().stop(stop).limit(RUN_LIMIT).kill_at_limit())?;
     if stop.load(Ordering::Relaxed) {
         return Ok(None);
@@ -346,7 +359,16 @@ fn run_once(cfg: &RingConfig, exe: &Path, at: RunAt<'_>, stop: &AtomicBool) -> R
             crate::testbed::proc::last_line(&exit.stderr).unwrap_or("it said nothing")
         ))
     })?;
-    Ok(Some(read_run(at, listening_s, sent, &report)))
+    Ok(Some(Run { recorder_cpu_steal_ms: steal, ..read_run(at, listening_s, sent, &report) }))
+}
+
+/// The steal column of /proc/stat for `cpu` (USER_HZ ticks, 10 ms each): time a hypervisor ran
+/// something else on that virtual CPU.
+fn steal_ticks(cpu: usize) -> Option<u64> {
+    let stat = std::fs::read_to_string("/proc/stat").ok()?;
+    let name = format!("cpu{cpu}");
+    let line = stat.lines().find(|l| l.split_whitespace().next() == Some(name.as_str()))?;
+    line.split_whitespace().nth(8)?.parse().ok()
 }
 
 /// Run every (size, build, state) `repeat` times: within a round, each size and build has its
@@ -432,7 +454,7 @@ fn secs(v: Option<f64>) -> String {
 /// One run on one line.
 pub fn run_line(r: &Run) -> String {
     format!(
-        "round {:>2} build {:<5} ring {:>10} {}: listening after {:.3} s; stream from then: {} of {} lost{}{}; ring ready {} s, whole {} s{}{}",
+        "round {:>2} build {:<5} ring {:>10} {}: listening after {:.3} s; stream from then: {} of {} lost{}{}; ring ready {} s, whole {} s{}{}{}",
         r.round + 1,
         r.build,
         crate::units::bytes(r.size),
@@ -445,8 +467,29 @@ pub fn run_line(r: &Run) -> String {
         secs(r.ready_s),
         secs(r.populated_s),
         r.locked.map_or(String::new(), |l| if l { ", locked".into() } else { ", NOT locked".into() }),
-        r.pages.as_ref().map_or(String::new(), |p| format!(", {p} pages"))
+        r.pages.as_ref().map_or(String::new(), |p| format!(", {p} pages")),
+        capture_words(r)
     )
+}
+
+/// "; capture 2.41 us/datagram, ring 1.2 % full at most, 0 ms stolen": what a lossy run with a
+/// resident ring needs to be explained.
+fn capture_words(r: &Run) -> String {
+    let mut w = Vec::new();
+    if let Some(ns) = r.capture_ns_per_datagram.filter(|n| *n > 0.0) {
+        w.push(format!("capture {:.2} us/datagram", ns / 1e3));
+    }
+    if let Some(h) = r.ring_high_water {
+        w.push(format!("ring {:.1} % full at most", h * 100.0));
+    }
+    if let Some(ms) = r.recorder_cpu_steal_ms {
+        w.push(format!("{ms} ms of its CPU stolen by the hypervisor"));
+    }
+    if w.is_empty() {
+        String::new()
+    } else {
+        format!("; {}", w.join(", "))
+    }
 }
 
 /// The table of medians.
@@ -557,6 +600,9 @@ mod tests {
             socket_drops: lost,
             ring_full: 0,
             zero_loss: lost == 0,
+            capture_ns_per_datagram: None,
+            ring_high_water: None,
+            recorder_cpu_steal_ms: None,
             capacity: None,
             locked: None,
             pages: None,

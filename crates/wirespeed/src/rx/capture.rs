@@ -22,7 +22,7 @@ use crate::control::{EndOfStream, END_LEN};
 use crate::error::{Error, Result};
 use crate::ledger::{LedgerConfig, LedgerCounts, Locked, Outcome, StreamLedger};
 use crate::sys;
-use crate::wire::{Format, Invalid, LengthLock, PacketInfo, UNSEQUENCED};
+use crate::wire::{Format, Invalid, LengthLock, Mismatch, PacketInfo, UNSEQUENCED};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -104,6 +104,17 @@ pub(super) struct Capture<'a, S: Sink> {
     /// thread's index in it, so that `--once` ends when the run's streams, wherever they
     /// were steered, have all ended.
     pub(super) once_group: Option<(&'a super::run::OnceGroup, usize)>,
+    /// The first datagram the format refused: where from, how long, and why, field by field
+    /// (so the report can say "the stream does not match --format" and how).
+    pub(super) first_invalid: Option<FirstInvalid>,
+}
+
+/// The first refused datagram of a capture thread (plain values: kept without allocating).
+#[derive(Clone, Copy, Debug)]
+pub(super) struct FirstInvalid {
+    pub(super) src: Option<SocketAddr>,
+    pub(super) len: usize,
+    pub(super) why: Mismatch,
 }
 
 impl<'a, S: Sink> Capture<'a, S> {
@@ -149,6 +160,17 @@ impl<'a, S: Sink> Capture<'a, S> {
             stray_ends: Vec::with_capacity(STRAY_ENDS_LISTED),
             distrust_ns: 0,
             once_group: None,
+            first_invalid: None,
+        }
+    }
+
+    /// Keep the first refused datagram's explanation (once per capture: the format re-checks
+    /// it field by field, which the per-datagram check does not).
+    #[cold]
+    fn note_invalid(&mut self, data: &[u8], src: Option<SocketAddr>, kind: Invalid) {
+        if self.first_invalid.is_none() {
+            let why = self.fmt.explain(data).unwrap_or(Mismatch::of(kind));
+            self.first_invalid = Some(FirstInvalid { src, len: data.len(), why });
         }
     }
 
@@ -262,6 +284,10 @@ impl<'a, S: Sink> Capture<'a, S> {
                 Locked::Wrong => {
                     s.invalid_kinds[Invalid::Length as usize] += 1;
                     self.sink.reject(Reject::Invalid);
+                    if self.first_invalid.is_none() {
+                        let why = Mismatch::length(data.len(), s.len_lock.known_len());
+                        self.first_invalid = Some(FirstInvalid { src, len: data.len(), why });
+                    }
                     return;
                 }
                 // The earlier, held datagram was the invalid one (already kept); this one is held.
@@ -274,6 +300,9 @@ impl<'a, S: Sink> Capture<'a, S> {
                 s.ledger.invalid();
                 s.invalid_kinds[kind as usize] += 1;
                 self.sink.reject(Reject::Invalid);
+                if self.first_invalid.is_none() {
+                    self.note_invalid(data, src, kind);
+                }
                 return;
             }
         };
@@ -557,6 +586,19 @@ mod tests {
             fmt.emit(0, s, &mut b);
             cap.handle(&b, addr(src));
         }
+    }
+
+    #[test]
+    fn the_first_refused_datagram_is_kept_with_its_reason() {
+        let fmt = Counter::new(64, ByteOrder::Be).unwrap();
+        let mut cap = Capture::new(&fmt, NullSink, &LedgerConfig::default(), 8, 1);
+        feed(&mut cap, &fmt, 5000, 0..10);
+        assert!(cap.first_invalid.is_none(), "valid datagrams leave nothing to explain");
+        cap.handle(&[0u8; 40], addr(5001));
+        cap.handle(&[0u8; 24], addr(5002));
+        let f = cap.first_invalid.expect("kept");
+        assert_eq!((f.src, f.len, f.why.kind), (addr(5001), 40, Invalid::Length));
+        assert_eq!(f.why.to_string(), "datagram length (bytes): the stream has 40, the format expects 64");
     }
 
     #[test]

@@ -197,7 +197,31 @@ pub struct RecvReport {
     /// not be repaired.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pgm: Option<super::backend::pgm::PgmRecvReport>,
+    /// The first datagram the format refused, and why (the first field that differs): what a
+    /// user needs to see when their stream is not laid out as `--format` says.
+    pub first_invalid: Option<FirstInvalidReport>,
 }
+
+/// The first refused datagram of a run.
+#[derive(Clone, Debug, Serialize)]
+pub struct FirstInvalidReport {
+    /// Its source address and port.
+    pub source: String,
+    /// Its length, bytes.
+    pub bytes: usize,
+    /// Why it was refused, by reason (length, header, payload).
+    pub reason: Invalid,
+    /// The first field that differs, in words ("channels: the stream has 1, --format has
+    /// chans=4").
+    pub why: String,
+}
+
+/// Share of a run's datagrams that may be refused by the format before the run is said not to
+/// match it: one in a hundred. Below it, refused datagrams are strays among a matching stream
+/// (a port scan, a corrupted frame, whose number then shows as lost); at or above it, the
+/// stream is not what `--format` says, and its ledger counts only the datagrams that happen to
+/// parse, so its loss figures are no evidence either way.
+pub const MISMATCH_SHARE: f64 = 0.01;
 
 /// The report of a finished capture: every slot's ledger settled against its end-of-stream
 /// message, the totals, the kernel's view and the diagnosis.
@@ -300,6 +324,12 @@ pub(super) fn build_report<S: Sink>(
         threads: Vec::new(),
         split_streams: Vec::new(),
         pgm: None,
+        first_invalid: cap.first_invalid.map(|f| FirstInvalidReport {
+            source: f.src.map(|a| a.to_string()).unwrap_or_else(|| "?".into()),
+            bytes: f.len,
+            reason: f.why.kind,
+            why: f.why.to_string(),
+        }),
     };
     r.diagnosis = diagnose(&r);
     r
@@ -336,6 +366,9 @@ pub(super) fn merge_reports(
         r.ring_full += p.ring_full;
         r.unsequenced += p.unsequenced;
         r.streams.extend(p.streams);
+        if r.first_invalid.is_none() {
+            r.first_invalid = p.first_invalid;
+        }
         let sum = |a: Option<u64>, b: Option<u64>| match (a, b) {
             (None, None) => None,
             (a, b) => Some(a.unwrap_or(0) + b.unwrap_or(0)),
@@ -402,8 +435,21 @@ pub fn diagnose(r: &RecvReport) -> Vec<String> {
         d.extend(control_diagnosis(r));
         return d;
     }
+    if let Some(m) = r.format_mismatch() {
+        // The ledger counted only what parsed: its loss says nothing about this stream, so no
+        // line speaks of loss (or sends the user to the NIC) until the format is right; nor of
+        // end-of-stream messages "whose data never arrived" (it arrived, and did not fit).
+        d.push(m);
+        return d;
+    }
     let distrusted = r.stray_control + r.invalid_control;
-    if lost == 0 && sock == 0 && distrusted == 0 {
+    if lost == 0 && sock == 0 && distrusted == 0 && r.total.invalid > 0 {
+        d.push(format!(
+            "no sequence number missing, and the kernel reports no drops at this socket; {} datagram(s) were refused by the format and are in no sequence ({})",
+            units::thousands(r.total.invalid),
+            r.first_invalid.as_ref().map(|f| format!("the first, from {}: {}", f.source, f.why)).unwrap_or_default()
+        ));
+    } else if lost == 0 && sock == 0 && distrusted == 0 {
         d.push("no loss: every sequence number was received, and the kernel reports no drops at this socket".into());
     } else if lost == 0 && sock == 0 {
         d.push(format!(
@@ -605,12 +651,48 @@ pub fn ledger_table(
 }
 
 impl RecvReport {
+    /// The line saying the stream does not match `--format`, when nothing valid arrived or at
+    /// least [`MISMATCH_SHARE`] of the datagrams were refused; `None` when the format fits.
+    pub fn format_mismatch(&self) -> Option<String> {
+        let refused = self.total.invalid;
+        if refused == 0 || self.datagrams == 0 {
+            return None;
+        }
+        let valid = self.total.received + self.unsequenced;
+        if valid > 0 && (refused as f64) < MISMATCH_SHARE * self.datagrams as f64 {
+            return None;
+        }
+        let first = self
+            .first_invalid
+            .as_ref()
+            .map(|f| format!("; the first, {} bytes from {}: {}", units::thousands(f.bytes as u64), f.source, f.why))
+            .unwrap_or_default();
+        let share = if valid == 0 {
+            format!("none of the {} datagram(s) that arrived", units::thousands(self.datagrams))
+        } else {
+            format!(
+                "{} of {} datagrams ({:.1} %)",
+                units::thousands(refused),
+                units::thousands(self.datagrams),
+                100.0 * refused as f64 / self.datagrams as f64
+            )
+        };
+        let verb = if valid == 0 { "fits" } else { "did not fit" };
+        Some(format!(
+            "the stream does not match --format {}: {share} {verb} it{first}. The ledger counts only datagrams the format accepts, so it proves nothing about loss here: give the stream's own layout (`wirespeed formats` lists the keys)",
+            self.format
+        ))
+    }
+
     /// Why this run cannot prove zero loss even though its ledger counted none, if it cannot.
     ///
     /// An end-of-stream message that settled nothing is either a sender whose data was all
     /// lost or a forgery, and the receiver cannot tell which; a disputed one leaves a stream's
     /// tail unknown. `--expect-zero-loss` must not pass on either.
     pub fn zero_loss_unproven(&self) -> Option<String> {
+        if let Some(m) = self.format_mismatch() {
+            return Some(format!("zero loss is not proven: {m}"));
+        }
         if self.stray_control == 0 && self.invalid_control == 0 {
             return None;
         }

@@ -28,7 +28,7 @@ use super::crc::crc16;
 use super::fill::{tvg_find_phase, At, Fill, TVG_PERIOD};
 use super::stream::UNSEQUENCED;
 use super::view::{check_len, Psn, Truncated};
-use super::{Format, Invalid, PacketInfo};
+use super::{Format, Invalid, Mismatch, PacketInfo, Shown};
 
 /// Mark5B sync word (bytes `ED DE AD AB` on the wire).
 pub const SYNC: u32 = 0xABAD_DEED;
@@ -508,6 +508,49 @@ impl Format for Mark5b {
             }
             (None, None) => PacketInfo { stream: UNSEQUENCED, seq: 0 },
         })
+    }
+
+    fn explain(&self, buf: &[u8]) -> Option<Mismatch> {
+        use Shown::{Hex, Num, Word};
+        let kind = self.check(buf).err()?;
+        if kind == Invalid::Length {
+            return Some(Mismatch::length(buf.len(), Some(self.packet_len())));
+        }
+        let body = &buf[self.prefix()..];
+        let h = Header::new_unchecked(body);
+        let bad = |field, got, key, want| Some(Mismatch::field(Invalid::Header, field, got, key, want));
+        if !h.sync_ok() {
+            if self.cfg.halves {
+                // A half without the sync word is a second half: its payload did not fit.
+                return Some(Mismatch::of(kind));
+            }
+            return bad(
+                "first word (the sync word)",
+                Hex(u64::from(u32::from_le_bytes(body.get(..4)?.try_into().ok()?))),
+                "",
+                Hex(u64::from(SYNC)),
+            );
+        }
+        if !h.crc_ok() {
+            return bad("header CRC", Word("wrong"), "", Word("the CRC-16 of words 2 and 3"));
+        }
+        if kind == Invalid::Header && h.frame() >= self.cfg.fps {
+            return bad(
+                "frame number within the second",
+                Num(u64::from(h.frame())),
+                "fps",
+                Num(u64::from(self.cfg.fps)),
+            );
+        }
+        if kind == Invalid::Header && (self.cfg.fill == Fill::Tvg) != h.tvg() && self.cfg.fill != Fill::Any {
+            return bad(
+                "T bit (test vector data)",
+                Num(u64::from(h.tvg())),
+                "fill",
+                Word(if h.tvg() { "a fill other than tvg" } else { "tvg" }),
+            );
+        }
+        Some(Mismatch::of(kind))
     }
 }
 

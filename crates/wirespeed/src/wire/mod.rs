@@ -117,6 +117,100 @@ impl fmt::Display for Invalid {
     }
 }
 
+/// What one field of a datagram showed, and what the format was told to expect, for the line
+/// that says why a stream does not match `--format` ("channels: the stream has 1, --format has
+/// chans=4"). Plain numbers and static words, so a capture thread can keep the first one it
+/// meets without allocating; it is put in words only when the report is written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Mismatch {
+    /// The reason the datagram was counted as invalid.
+    pub kind: Invalid,
+    /// What differs, in the user's words (`"channels"`, `"datagram length"`).
+    pub field: &'static str,
+    /// What the datagram had.
+    pub got: Shown,
+    /// The `--format` key that set the expectation (`"chans"`), empty when none did.
+    pub key: &'static str,
+    /// What the format expected.
+    pub want: Shown,
+}
+
+/// A value in a [`Mismatch`] line.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Shown {
+    /// Nothing to show (the field's name says it all).
+    Nothing,
+    /// A number.
+    Num(u64),
+    /// A number shown in hexadecimal (magic numbers, sync words).
+    Hex(u64),
+    /// A VDIF station id: two ASCII characters when it reads as such.
+    Station(u16),
+    /// A fixed word.
+    Word(&'static str),
+}
+
+impl fmt::Display for Shown {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            Shown::Nothing => Ok(()),
+            Shown::Num(n) => write!(f, "{n}"),
+            Shown::Hex(n) => write!(f, "{n:#x}"),
+            Shown::Station(s) => {
+                let [a, b] = s.to_be_bytes();
+                if a.is_ascii_graphic() && b.is_ascii_graphic() {
+                    write!(f, "{}{}", a as char, b as char)
+                } else {
+                    write!(f, "{s}")
+                }
+            }
+            Shown::Word(w) => f.write_str(w),
+        }
+    }
+}
+
+impl Mismatch {
+    /// A mismatch that only the reason can describe.
+    pub fn of(kind: Invalid) -> Self {
+        let field = match kind {
+            Invalid::Length => "datagram length",
+            Invalid::Header => "header",
+            Invalid::Payload => "payload",
+        };
+        Mismatch { kind, field, got: Shown::Nothing, key: "", want: Shown::Nothing }
+    }
+
+    /// A field that differs from what the format expects.
+    pub fn field(kind: Invalid, field: &'static str, got: Shown, key: &'static str, want: Shown) -> Self {
+        Mismatch { kind, field, got, key, want }
+    }
+
+    /// A datagram whose length the format does not take.
+    pub fn length(got: usize, want: Option<usize>) -> Self {
+        let want = want.map(|w| Shown::Num(w as u64)).unwrap_or(Shown::Nothing);
+        Mismatch::field(Invalid::Length, "datagram length (bytes)", Shown::Num(got as u64), "", want)
+    }
+}
+
+impl fmt::Display for Mismatch {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match (self.got, self.want) {
+            (Shown::Nothing, _) => match self.kind {
+                Invalid::Length => write!(f, "{}: not what the format takes", self.field),
+                Invalid::Header => write!(f, "{}: a field the format does not take", self.field),
+                Invalid::Payload => write!(
+                    f,
+                    "{}: it does not continue the fill pattern the format names (an instrument's own data needs fill=any)",
+                    self.field
+                ),
+            },
+            (got, Shown::Nothing) => write!(f, "{}: the stream has {got}, which the format does not take", self.field),
+            (got, want) if self.key.is_empty() => write!(f, "{}: the stream has {got}, the format expects {want}", self.field),
+            (got, want) => write!(f, "{}: the stream has {got}, --format has {}={want}", self.field, self.key),
+        }
+    }
+}
+
 /// A payload format: how packets are built (sender) and checked (receiver).
 ///
 /// Implementations hold only configuration, never per-packet state, so one instance can be
@@ -163,6 +257,17 @@ pub trait Format: Send + Sync + fmt::Debug {
     /// halves without a PSN or counter fill number only their header halves, by frame.
     fn checked_range(&self, first: u64, last: u64) -> (u64, u64) {
         (first, last)
+    }
+    /// Why `check` refused `buf`, field by field where the format can say (the first field
+    /// that differs), for the line that tells a user their stream does not match `--format`.
+    /// `None` when `check` accepts it. Called once per run, never per datagram: formats may
+    /// re-check slowly here. The default names only the reason.
+    fn explain(&self, buf: &[u8]) -> Option<Mismatch> {
+        match self.check(buf) {
+            Ok(_) => None,
+            Err(Invalid::Length) => Some(Mismatch::length(buf.len(), self.fixed_len())),
+            Err(kind) => Some(Mismatch::of(kind)),
+        }
     }
     /// A string that [`spec::parse`] turns back into an equal format. Recordings store it in
     /// their sidecar so that `verify` needs no arguments.

@@ -23,7 +23,7 @@
 use super::fill::{At, Fill};
 use super::stream::UNSEQUENCED;
 use super::view::{be_u16, be_u64, check_len, set_be_u16, set_be_u64, Truncated};
-use super::{Format, Invalid, PacketInfo};
+use super::{Format, Invalid, Mismatch, PacketInfo, Shown};
 
 /// SPEAD magic number (byte 0).
 pub const MAGIC: u8 = 0x53;
@@ -381,6 +381,42 @@ impl Format for Spead {
             }
         }
         Ok(PacketInfo { stream: 0, seq })
+    }
+
+    fn explain(&self, buf: &[u8]) -> Option<Mismatch> {
+        use Shown::{Hex, Num};
+        let kind = self.check(buf).err()?;
+        if buf.len() < HEADER_LEN {
+            return Some(Mismatch::length(buf.len(), None));
+        }
+        let view = Packet::new_unchecked(buf);
+        let bad = |field, got, key, want| Some(Mismatch::field(Invalid::Header, field, got, key, want));
+        if view.magic() != MAGIC {
+            return bad("first byte (SPEAD magic)", Hex(u64::from(view.magic())), "", Hex(u64::from(MAGIC)));
+        }
+        if view.version() != VERSION {
+            return bad("SPEAD version", Num(u64::from(view.version())), "", Num(u64::from(VERSION)));
+        }
+        let a = u64::from(view.heap_addr_width()) * 8;
+        if a != u64::from(self.cfg.addr_bits) || view.item_id_width() != 8 - view.heap_addr_width() {
+            return bad("heap address bits (SPEAD-64-N)", Num(a), "addr", Num(u64::from(self.cfg.addr_bits)));
+        }
+        let hdr = view.header_len();
+        if buf.len() >= hdr {
+            let item = |want: u64| {
+                (0..view.num_items())
+                    .map(|i| ItemPointer::decode(view.item(i), self.cfg.addr_bits))
+                    .find(|p| p.immediate && p.id == want)
+                    .map(|p| p.value)
+            };
+            if let Some(size) = item(HEAP_SIZE).filter(|&v| v != self.cfg.heap) {
+                return bad("heap size (bytes)", Num(size), "heap", Num(self.cfg.heap));
+            }
+            if let Some(plen) = item(PAYLOAD_LENGTH).filter(|&v| v > self.cfg.payload as u64) {
+                return bad("payload bytes per packet", Num(plen), "payload", Num(self.cfg.payload as u64));
+            }
+        }
+        Some(Mismatch::of(kind))
     }
 }
 

@@ -38,6 +38,16 @@ pub enum LengthLock {
     Locked(usize),
 }
 
+impl LengthLock {
+    /// The stream's length once known (locked, or held awaiting confirmation).
+    pub fn known_len(&self) -> Option<usize> {
+        match *self {
+            LengthLock::Open => None,
+            LengthLock::Held { len, .. } | LengthLock::Locked(len) => Some(len),
+        }
+    }
+}
+
 /// What to do with a valid datagram, by [`LengthLock::admit`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Admit {

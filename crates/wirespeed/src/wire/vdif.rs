@@ -18,7 +18,7 @@
 
 use super::fill::{At, Fill};
 use super::view::{check_len, Psn, Truncated};
-use super::{Format, Invalid, PacketInfo};
+use super::{Format, Invalid, Mismatch, PacketInfo, Shown};
 use crate::calendar::{days_from_civil, DAY_SECS, UNIX_2000};
 
 /// Bytes in a VDIF header (the legacy header has only its first 16).
@@ -421,23 +421,47 @@ impl Vdif {
     }
 
     /// Check one frame (the whole of `buf`).
+    #[inline]
     pub(crate) fn check_frame(&self, buf: &[u8]) -> Result<PacketInfo, Invalid> {
+        self.check_detail(buf).map_err(|m| m.kind)
+    }
+
+    /// Check one frame, saying which field differs first when it is refused.
+    pub(crate) fn check_detail(&self, buf: &[u8]) -> Result<PacketInfo, Mismatch> {
+        use Shown::{Num, Station};
         if buf.len() != self.cfg.frame_len {
-            return Err(Invalid::Length);
+            let (got, want) = (Num(buf.len() as u64), Num(self.cfg.frame_len as u64));
+            return Err(Mismatch::field(Invalid::Length, "frame length (bytes)", got, "frame", want));
         }
-        let h = Header::new_checked(buf).map_err(|_| Invalid::Length)?;
+        let h = Header::new_checked(buf).map_err(|_| Mismatch::length(buf.len(), Some(self.cfg.frame_len)))?;
         let (c, frame, thread) = (&self.cfg, h.frame(), h.thread());
-        if h.frame_len() != buf.len()
-            || h.version() > 1
-            || h.log2_chans() != c.log2_chans
-            || h.complex() != c.complex
-            || h.bits_per_sample() != c.bits
-            || h.station() != c.station
-            || h.unassigned() != 0
-            || frame >= c.fps
-            || thread >= c.threads
-        {
-            return Err(Invalid::Header);
+        let bad = |field, got, key, want| Err(Mismatch::field(Invalid::Header, field, got, key, want));
+        if h.frame_len() != buf.len() {
+            return bad("frame length in the header (bytes)", Num(h.frame_len() as u64), "", Num(buf.len() as u64));
+        }
+        if h.version() > 1 {
+            return bad("VDIF version", Num(u64::from(h.version())), "", Shown::Word("0 or 1"));
+        }
+        if h.log2_chans() != c.log2_chans {
+            return bad("channels", Num(1 << h.log2_chans()), "chans", Num(1 << c.log2_chans));
+        }
+        if h.complex() != c.complex {
+            return bad("complex samples", Num(u64::from(h.complex())), "complex", Num(u64::from(c.complex)));
+        }
+        if h.bits_per_sample() != c.bits {
+            return bad("bits per sample", Num(u64::from(h.bits_per_sample())), "bits", Num(u64::from(c.bits)));
+        }
+        if h.station() != c.station {
+            return bad("station", Station(h.station()), "station", Station(c.station));
+        }
+        if h.unassigned() != 0 {
+            return bad("word 1's unassigned bits", Num(u64::from(h.unassigned())), "", Num(0));
+        }
+        if frame >= c.fps {
+            return bad("frame number within the second", Num(u64::from(frame)), "fps", Num(u64::from(c.fps)));
+        }
+        if thread >= c.threads {
+            return bad("thread id", Num(u64::from(thread)), "threads", Num(u64::from(c.threads)));
         }
         let t = (epoch_start(h.epoch()) + u64::from(h.seconds())).wrapping_sub(self.base);
         let seq = t.wrapping_mul(u64::from(c.fps)).wrapping_add(u64::from(frame));
@@ -446,7 +470,7 @@ impl Vdif {
             let p = payload.len() as u64;
             let at = At { stream: thread, seq, offset: seq.wrapping_mul(p), offset_in_second: u64::from(frame) * p };
             if !c.fill.check(payload, &at) {
-                return Err(Invalid::Payload);
+                return Err(Mismatch::of(Invalid::Payload));
             }
         }
         Ok(PacketInfo { stream: thread, seq })
@@ -477,6 +501,9 @@ impl Format for Vdif {
     }
     fn check(&self, buf: &[u8]) -> Result<PacketInfo, Invalid> {
         self.check_frame(buf)
+    }
+    fn explain(&self, buf: &[u8]) -> Option<Mismatch> {
+        self.check_detail(buf).err()
     }
 }
 
@@ -552,6 +579,12 @@ impl Format for Vtp {
         let info = self.vdif.check_frame(p.frame())?;
         Ok(PacketInfo { stream: info.stream, seq: psn })
     }
+    fn explain(&self, buf: &[u8]) -> Option<Mismatch> {
+        if buf.len() != self.packet_len() {
+            return Some(Mismatch::length(buf.len(), Some(self.packet_len())));
+        }
+        self.vdif.check_detail(Psn::new_checked(buf).ok()?.frame()).err()
+    }
 }
 
 #[cfg(test)]
@@ -564,6 +597,43 @@ mod tests {
 
     fn words(b: &[u8]) -> Vec<u32> {
         b[..32].chunks(4).map(|c| u32::from_le_bytes(c.try_into().unwrap())).collect()
+    }
+
+    #[test]
+    fn explain_names_the_first_field_that_differs() {
+        // An instrument's stream (baseband's test: 2 threads, 1 channel, station Xx, 1000 fps)
+        // against `--format vdif` with its defaults (4 channels, station WS, one thread).
+        let theirs = Vdif::new(VdifConfig {
+            threads: 2,
+            log2_chans: 0,
+            station: u16::from_be_bytes(*b"Xx"),
+            fps: 1000,
+            ..VdifConfig::default()
+        })
+        .unwrap();
+        let mut f = vec![0u8; 8032];
+        theirs.emit(1, 5, &mut f);
+        let ours = Vdif::new(VdifConfig::default()).unwrap();
+        let m = ours.explain(&f).unwrap();
+        assert_eq!(m.kind, Invalid::Header);
+        assert_eq!(m.to_string(), "channels: the stream has 1, --format has chans=4");
+        let chans = Vdif::new(VdifConfig { log2_chans: 0, ..VdifConfig::default() }).unwrap();
+        assert_eq!(chans.explain(&f).unwrap().to_string(), "station: the stream has Xx, --format has station=WS");
+        let station =
+            Vdif::new(VdifConfig { log2_chans: 0, station: theirs.cfg.station, ..VdifConfig::default() }).unwrap();
+        assert_eq!(station.explain(&f).unwrap().to_string(), "thread id: the stream has 1, --format has threads=1");
+        assert_eq!(theirs.explain(&f), None, "a frame the format accepts has nothing to explain");
+        assert_eq!(
+            ours.explain(&f[..1032]).unwrap().to_string(),
+            "frame length (bytes): the stream has 1032, --format has frame=8032"
+        );
+        // VTP explains the frame inside its PSN.
+        let vtp = Vtp::new(ours.clone(), false);
+        let mut d = vec![0u8; 8 + 8032];
+        Vtp::new(theirs, false).emit(1, 5, &mut d);
+        assert_eq!(vtp.explain(&d).unwrap().to_string(), "channels: the stream has 1, --format has chans=4");
+        // The check and its explanation agree on every refusal.
+        assert_eq!(ours.check(&f), Err(Invalid::Header));
     }
 
     #[test]
