@@ -634,10 +634,12 @@ pub struct RecvArgs {
     /// Expected payload bytes per datagram; others count as invalid. Default: any multiple of 8.
     #[arg(long, value_parser = udp_size)]
     pub size: Option<u64>,
-    /// Socket receive buffer to ask for (e.g. 16M). The granted size is printed; when
-    /// net.core.rmem_max caps it, so is the sysctl that raises the cap. At most 1G.
-    #[arg(long, default_value = "32M", value_parser = sockbuf)]
-    pub rcvbuf: u64,
+    /// Socket receive buffer to ask for (e.g. 16M). Default: 32M for recv, 256M for record
+    /// (it covers the capture thread being kept off its CPU for about 200 ms at 1.3 GB/s; 32M
+    /// covers 27 ms; the kernel uses it only while datagrams wait). The granted size is
+    /// printed; when net.core.rmem_max caps it, so is the sysctl that raises the cap. At most 1G.
+    #[arg(long, value_parser = sockbuf)]
+    pub rcvbuf: Option<u64>,
     /// Ask for UDP GRO: the kernel hands over coalesced datagrams, split here by segment size.
     #[arg(long)]
     pub gro: bool,
@@ -791,7 +793,7 @@ pub fn counter_format(size: u64, f: &FormatArgs) -> Result<Arc<dyn Format>, Erro
 
 pub fn recv_config(a: &RecvArgs) -> Result<RecvConfig, Error> {
     let mut c = RecvConfig::new(parse_listen(&a.listen)?);
-    c.rcvbuf = usize::try_from(a.rcvbuf).unwrap_or(usize::MAX);
+    c.rcvbuf = a.rcvbuf.map_or(wirespeed::rx::DEFAULT_RCVBUF, |b| usize::try_from(b).unwrap_or(usize::MAX));
     c.gro = a.gro;
     c.cpu = a.cpu;
     c.threads = a.threads;

@@ -85,6 +85,9 @@ pub fn cmd_record(a: RecordArgs) -> Result<u8, Error> {
     // Before anything is created: the prefix names files inside -o and nowhere else.
     wirespeed::spool::validate_prefix(&a.prefix).map_err(Error::Usage)?;
     let mut rcfg = recv_config(&a.recv)?;
+    if a.recv.rcvbuf.is_none() {
+        rcfg.rcvbuf = wirespeed::rx::RECORD_DEFAULT_RCVBUF;
+    }
     let fmt = recv_format(&a.recv)?;
     let null_sink = a.sink.is_some();
     let dir = a.out.clone().unwrap_or_else(|| PathBuf::from("."));

@@ -12,6 +12,14 @@ use std::time::Duration;
 /// Receive buffer asked for by default: enough for tens of milliseconds at 10 Gb/s.
 pub const DEFAULT_RCVBUF: usize = 32 << 20;
 
+/// Receive buffer `record` asks for by default. A recorder promises zero loss, and its socket
+/// buffer is all that covers the time its capture thread is kept off its CPU: at 1.32 GB/s of
+/// 8800-byte datagrams the default 32 MiB (granted as 64 MiB, each datagram counted as 16.6 KB)
+/// holds 4,032 datagrams, 27 ms, and a hypervisor here took 150 ms of the recorder's CPU in 3 s,
+/// dropping 2,908 datagrams with the ring resident and 4.5 % full (BENCHMARKS 15a). 256 MiB
+/// holds about 215 ms. The kernel takes the memory only while datagrams wait.
+pub const RECORD_DEFAULT_RCVBUF: usize = 256 << 20;
+
 /// Default nap after a partial batch: turns one wake-up per datagram into one per batch at
 /// moderate rates (on a VM, where a wake-up from idle costs tens of microseconds, this cuts
 /// receive CPU per datagram about fourfold). Capped by [`nap_cap_ns`](super::nap_cap_ns) for

@@ -28,7 +28,7 @@ pub use backend::{Backend, BackendKind, MmsgBackend};
 pub use capture::{nap_cap_ns, ONCE_QUIET_NS};
 pub use config::{
     check_ledger_budget, RecvConfig, DEFAULT_COALESCE, DEFAULT_RCVBUF, LEDGER_BUDGET, MAX_BATCH, MAX_THREADS,
-    MAX_TRACKED_STREAMS, MAX_WINDOW,
+    MAX_TRACKED_STREAMS, MAX_WINDOW, RECORD_DEFAULT_RCVBUF,
 };
 pub use report::{
     diagnose, ledger_table, InvalidReasons, KernelView, RecvReport, StrayEnd, StreamReport, ThreadReport,
