@@ -121,6 +121,9 @@ enum Cmd {
     Bench(bench::BenchArgs),
     /// List the payload formats, their spec keys, and the instrument presets.
     Formats,
+    /// Listen to a stream and say what it is, from its headers, and the --format that counts it.
+    #[command(long_about = probe::PROBE_HELP)]
+    Probe(probe::ProbeArgs),
     /// Sender and receiver on loopback for a few seconds, then the ledger: a first look.
     Demo(demo::DemoArgs),
     /// Divide this host into isolated partitions (namespaces + CPU sets + veth mesh), like mkpart.
@@ -196,6 +199,7 @@ fn main() -> ExitCode {
         Cmd::Ttcp(a) => ttcp::cmd_ttcp(a),
         Cmd::Bench(a) => bench::cmd_bench(a),
         Cmd::Formats => formats::cmd_formats(),
+        Cmd::Probe(a) => probe::cmd_probe(a),
         Cmd::Demo(a) => demo::cmd_demo(a),
         Cmd::Partition(a) => partition::cmd_partition(a),
         Cmd::Tap(a) => tap::cmd_tap(a),

@@ -12,6 +12,7 @@ pub mod linerate;
 pub mod man;
 pub mod partition;
 pub mod ping;
+pub mod probe;
 pub mod record;
 pub mod recv;
 pub mod reflect;

@@ -16,6 +16,7 @@ pub mod counter;
 pub mod crc;
 pub mod fill;
 pub mod fuzz;
+pub mod learn;
 pub mod mark5b;
 pub mod net;
 pub mod seqfield;
