@@ -86,4 +86,6 @@ fn help_teaches() {
         assert!(text.contains(needle), "recv --help lacks {needle}");
     }
     expect_fail(&["frobnicate"], 2, "unrecognized subcommand");
+    expect_fail(&["probe", "nosuch"], 2, "cannot read listen address");
+    expect_fail(&["probe", "7148", "--for", "0"], 2, "no time at all");
 }

@@ -243,3 +243,88 @@ fn hdrhistogram_python_reads_the_ping_log() {
         assert_eq!(u(&v, theirs), u(rtt, ours), "{theirs}: hdrh {v} vs ping {rtt}");
     }
 }
+
+/// Streams written by `baseband` (an independent VDIF and Mark5B implementation), sent frame by
+/// frame: `wirespeed probe` learns each one's layout and rate from its headers alone, and the
+/// spec it gives makes `recv` count the stream exactly, with every Nth frame left out.
+#[test]
+fn probe_learns_baseband_streams_and_its_spec_counts_them_exactly() {
+    let py = python_with("baseband");
+    let cases: &[(&[&str], &str)] = &[
+        // The stream: 2 threads, 1 channel, 2 bits, station Xx, 1000 frames/s.
+        (
+            &["vdif", "--threads", "2", "--chans", "1", "--bits", "2", "--station", "Xx", "--fps", "1000"],
+            "vdif,frame=1032,threads=2,station=Xx,bits=2,chans=1,complex=0,fps=1000,",
+        ),
+        // EDV 3, one thread, four channels.
+        (
+            &["vdif", "--threads", "1", "--chans", "4", "--station", "Ab", "--fps", "500", "--edv", "3"],
+            "vdif,frame=1032,threads=1,station=Ab,bits=2,chans=4,complex=0,fps=500,",
+        ),
+        // Complex samples, four threads, 4 bits.
+        (
+            &[
+                "vdif",
+                "--threads",
+                "4",
+                "--chans",
+                "2",
+                "--bits",
+                "4",
+                "--fps",
+                "800",
+                "--payload",
+                "2000",
+                "--complex",
+            ],
+            "vdif,frame=2032,threads=4,station=Xx,bits=4,chans=2,complex=1,fps=800,",
+        ),
+        (&["mark5b", "--chans", "4", "--bits", "2", "--fps", "400"], "mark5b,fps=400,halves=0,psn=0,"),
+    ];
+    let _t = traffic();
+    let send = |args: &[&str], port: u16, skip: &str| -> Value {
+        let target = format!("127.0.0.1:{port}");
+        let (kind, rest) = args.split_first().unwrap();
+        let out = Command::new(py)
+            .arg(script("baseband_send.py"))
+            .args([kind, target.as_str()])
+            .args(rest)
+            .args(["--skip", skip])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "baseband_send {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        json(&String::from_utf8_lossy(&out.stdout))
+    };
+    for &(args, want) in cases {
+        let p = spawn_cmd_with(&[], "probe", "127.0.0.1:0", &["--for", "5s", "--json"]);
+        let sent = send(args, p.port, "0");
+        let (code, stdout, stderr) = finish(p, Duration::from_secs(30));
+        assert_eq!(code, Some(0), "{args:?}: a spec for the source\n{stdout}\n{stderr}");
+        let rep = json(&stdout);
+        let src = &rep["sources"][0];
+        let spec = src["spec"].as_str().unwrap_or_else(|| panic!("{args:?}: {rep}"));
+        assert!(spec.starts_with(want), "{args:?}: {spec}");
+        assert!(spec.contains("fill=any"), "baseband's samples are an instrument's data: {spec}");
+        assert_eq!(u(src, "datagrams"), u(&sent, "sent"), "{args:?}: every frame studied");
+
+        // The learned spec counts the stream exactly, loss included.
+        let total = u(&sent, "frames");
+        let skip = 97u64;
+        let skipped = (0..total.saturating_sub(16)).filter(|i| i % skip == skip - 1).count() as u64;
+        let r =
+            spawn_recv(&["--format", spec, "--json", "--duration", "30", "--count", &(total - skipped).to_string()]);
+        let out = send(args, r.port, &skip.to_string());
+        assert_eq!(u(&out, "skipped"), skipped);
+        let (code, stdout, stderr) = finish(r, Duration::from_secs(60));
+        assert_eq!(code, Some(0), "{stderr}");
+        let v = json(&stdout);
+        let drops = recv_kernel_drops(&v);
+        let (received, lost) = (u(&v["total"], "received"), u(&v["total"], "lost"));
+        assert_eq!(u(&v["total"], "invalid"), 0, "{spec}: {stdout}");
+        assert_eq!(received + lost, total, "{spec}: every frame received or lost");
+        assert!(
+            (skipped..=skipped + drops).contains(&lost),
+            "{spec}: lost {lost}, left out {skipped}, kernel drops {drops}"
+        );
+    }
+}

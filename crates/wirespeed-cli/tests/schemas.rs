@@ -319,6 +319,17 @@ fn send_recv_and_demo_documents_match_their_schemas() {
         ok(&["demo", "--loopback", "--json", "--duration", "1", "--rate", "20kpps", "--skip-every", "1000"])
     };
     d.add_text("demo --loopback --json", "wirespeed.demo/1", &demo);
+    let probe = {
+        let _g = traffic();
+        let p = spawn_cmd_with(&[], "probe", "127.0.0.1:0", &["--for", "2s", "--json"]);
+        let to = format!("127.0.0.1:{}", p.port);
+        let out = run(&["send", &to, "--format", "vdif,frame=1032,fps=1000", "--count", "1500", "--rate", "3kpps"]);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let (code, stdout, stderr) = finish(p, std::time::Duration::from_secs(30));
+        assert_eq!(code, Some(0), "a spec for the one source: {stdout}{stderr}");
+        stdout
+    };
+    d.add_text("probe --json", "wirespeed.probe/1", &probe);
     d.validate();
 }
 

@@ -679,7 +679,7 @@ impl RecvReport {
         };
         let verb = if valid == 0 { "fits" } else { "did not fit" };
         Some(format!(
-            "the stream does not match --format {}: {share} {verb} it{first}. The ledger counts only datagrams the format accepts, so it proves nothing about loss here: give the stream's own layout (`wirespeed formats` lists the keys)",
+            "the stream does not match --format {}: {share} {verb} it{first}. The ledger counts only datagrams the format accepts, so it proves nothing about loss here: give the stream's own layout (`wirespeed probe PORT` learns it from the stream; `wirespeed formats` lists the keys)",
             self.format
         ))
     }
