@@ -592,8 +592,9 @@ pub struct Sidecar {
     /// Records received while this file was being filled that are not in it, for any reason:
     /// `not_written_wrong_length` plus `unwritten`.
     pub not_written: u64,
-    /// Datagrams left out of a raw file because their length was wrong (counted invalid by the
-    /// capture ledger; raw files cannot hold them without losing the framing).
+    /// Datagrams received while this file was filled that the recorder left out of it:
+    /// duplicates, and datagrams the format refused (written only with `--keep-invalid`). The
+    /// name is historical: wrong lengths were the first such case.
     #[serde(default)]
     pub not_written_wrong_length: u64,
     /// Records received into RAM that never reached the disk because writing stopped (a full

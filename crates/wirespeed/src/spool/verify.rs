@@ -704,7 +704,7 @@ pub fn verify(found: &Collected, opts: &VerifyOptions) -> Result<VerifyReport> {
                 }
                 if s.not_written_wrong_length > 0 {
                     v.notes.push(format!(
-                        "{} datagrams of the wrong length were received but left out of this raw file (counted invalid while recording)",
+                        "{} datagrams were received while this file was filled but left out of it: duplicates, and datagrams the format refused (the recorder writes those only with --keep-invalid; its report says why they were refused)",
                         units::thousands(s.not_written_wrong_length)
                     ));
                 }
