@@ -203,3 +203,32 @@ fn a_few_refused_datagrams_beside_a_matching_stream_are_named_not_blamed() {
     assert!(stdout.contains("datagram length (bytes): the stream has 13, the format expects 1024"), "{stdout}");
     assert!(!stdout.contains("does not match"), "{stdout}");
 }
+
+/// The same for `record` and `verify`: a recorder fed a stream of another layout says it does not
+/// match and fails `--expect-zero-loss`; verify then says what the datagrams left out were,
+/// and cannot show zero loss.
+#[test]
+fn a_recording_of_a_stream_that_does_not_match_says_so_in_record_and_verify() {
+    let _t = traffic();
+    let d = TempDir::new("mismatch-rec");
+    let r = spawn_cmd_with(
+        &[],
+        "record",
+        "127.0.0.1:0",
+        &["--format", "vdif", "-o", d.path(), "--once", "--duration", "30", "--buffer", "32M", "--expect-zero-loss"],
+    );
+    let to = format!("127.0.0.1:{}", r.port);
+    let out = run(&["send", &to, "--format", "vdif,chans=1,fps=1000", "--count", "300", "--rate", "3kpps"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let (code, stdout, stderr) = finish(r, Duration::from_secs(60));
+    assert_eq!(code, Some(3), "{stdout}\n{stderr}");
+    assert!(stdout.contains("channels: the stream has 1, --format has chans=4"), "{stdout}");
+    let out = run(&["verify", d.path()]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("300 datagrams were received while this file was filled but left out of it: duplicates, and datagrams the format refused"),
+        "{text}"
+    );
+    let out = run(&["verify", d.path(), "--expect-zero-loss"]);
+    assert_eq!(out.status.code(), Some(3), "{}", String::from_utf8_lossy(&out.stderr));
+}
