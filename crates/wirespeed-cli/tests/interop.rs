@@ -328,3 +328,28 @@ fn probe_learns_baseband_streams_and_its_spec_counts_them_exactly() {
         );
     }
 }
+
+/// spead2 with a user's defaults (a timestamp item, a 64 KiB data item, descriptors, 8248-byte
+/// packets): probe names it SPEAD, says what it saw, and gives no spec, saying why (the first
+/// packet of each heap is shorter, which the SPEAD ledger cannot yet count exactly), exit 1.
+#[test]
+fn probe_names_spead2_defaults_and_says_why_it_gives_no_spec() {
+    let py = python_with("spead2");
+    let _t = traffic();
+    let p = spawn_cmd_with(&[], "probe", "127.0.0.1:0", &["--for", "3s", "--json"]);
+    let out = Command::new(py)
+        .args([script("spead2_peer.py").as_str(), "send-defaults", &p.port.to_string(), "200"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let (code, stdout, stderr) = finish(p, Duration::from_secs(30));
+    assert_eq!(code, Some(1), "no spec for this source: {stdout}{stderr}");
+    let src = &json(&stdout)["sources"][0];
+    assert_eq!(src["format"], "spead", "{src}");
+    assert!(src["spec"].is_null(), "{src}");
+    assert!(
+        src["missing"][0].as_str().unwrap().starts_with("packetization: heaps are not cut into equal packets"),
+        "{src}"
+    );
+    assert!(src["facts"].as_array().unwrap().iter().any(|f| f == "heap counters from 1, stepping by 1"), "{src}");
+}

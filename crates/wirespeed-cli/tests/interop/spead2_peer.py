@@ -4,6 +4,9 @@
 usage: spead2_peer.py send PORT HEAPS HEAP_BYTES PACKET_BYTES
          sends HEAPS heaps of HEAP_BYTES (one uint8 item, id 0x4300, value = heap index mod 256)
          to 127.0.0.1:PORT as SPEAD-64-48 in packets of at most PACKET_BYTES, then a stop heap.
+       spead2_peer.py send-defaults PORT HEAPS
+         sends HEAPS heaps the way a spead2 user's code does by default: a 48-bit immediate
+         timestamp item and a 64 KiB data item, descriptors sent, packets of at most 8248 bytes.
        spead2_peer.py recv PORT SECONDS
          receives until a stop heap or SECONDS without a heap; prints JSON: complete heaps,
          their counters, sizes, incomplete heaps.
@@ -28,6 +31,21 @@ def send(port, heaps, heap_bytes, packet_bytes):
     for i in range(heaps):
         item.value = np.full(heap_bytes, i % 256, np.uint8)
         stream.send_heap(ig.get_heap(descriptors="none", data="all"))
+    stream.send_heap(ig.get_end())
+    print(json.dumps({"sent_heaps": heaps}))
+
+
+def send_defaults(port, heaps):
+    pool = spead2.ThreadPool()
+    cfg = spead2.send.StreamConfig(max_packet_size=8248, rate=200e6)
+    stream = spead2.send.UdpStream(pool, [("127.0.0.1", port)], cfg)
+    ig = spead2.send.ItemGroup()
+    ts = ig.add_item(0x1600, "timestamp", "sample counter", shape=(), format=[("u", 48)])
+    data = ig.add_item(0x4300, "data", "payload", shape=(65536,), dtype=np.uint8)
+    for i in range(heaps):
+        ts.value = i * 65536
+        data.value = np.full(65536, i % 256, np.uint8)
+        stream.send_heap(ig.get_heap())
     stream.send_heap(ig.get_end())
     print(json.dumps({"sent_heaps": heaps}))
 
@@ -63,7 +81,9 @@ def recv(port, seconds):
 
 
 if __name__ == "__main__":
-    if sys.argv[1] == "send":
+    if sys.argv[1] == "send-defaults":
+        send_defaults(int(sys.argv[2]), int(sys.argv[3]))
+    elif sys.argv[1] == "send":
         send(int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]))
     else:
         recv(int(sys.argv[2]), float(sys.argv[3]))
