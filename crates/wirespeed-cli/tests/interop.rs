@@ -296,8 +296,14 @@ fn probe_learns_baseband_streams_and_its_spec_counts_them_exactly() {
         json(&String::from_utf8_lossy(&out.stdout))
     };
     for &(args, want) in cases {
-        let p = spawn_cmd_with(&[], "probe", "127.0.0.1:0", &["--for", "5s", "--json"]);
+        // Every datagram the sender will send (2.2 s of frames, per thread), so that the probe
+        // ends when it has them all, however slowly Python starts: never on a timer.
+        let arg = |k: &str, d: f64| args.iter().position(|a| *a == k).map_or(d, |i| args[i + 1].parse().unwrap());
+        let threads = if args[0] == "vdif" { arg("--threads", 1.0) as u64 } else { 1 };
+        let all = (2.2 * arg("--fps", 1000.0)) as u64 * threads;
+        let p = spawn_cmd_with(&[], "probe", "127.0.0.1:0", &["--for", "120s", "--count", &all.to_string(), "--json"]);
         let sent = send(args, p.port, "0");
+        assert_eq!(u(&sent, "sent"), all, "{args:?}: the count the probe waits for");
         let (code, stdout, stderr) = finish(p, Duration::from_secs(30));
         assert_eq!(code, Some(0), "{args:?}: a spec for the source\n{stdout}\n{stderr}");
         let rep = json(&stdout);
@@ -336,12 +342,14 @@ fn probe_learns_baseband_streams_and_its_spec_counts_them_exactly() {
 fn probe_names_spead2_defaults_and_says_why_it_gives_no_spec() {
     let py = python_with("spead2");
     let _t = traffic();
-    let p = spawn_cmd_with(&[], "probe", "127.0.0.1:0", &["--for", "3s", "--json"]);
+    let p = spawn_cmd_with(&[], "probe", "127.0.0.1:0", &["--for", "120s", "--json"]);
     let out = Command::new(py)
         .args([script("spead2_peer.py").as_str(), "send-defaults", &p.port.to_string(), "200"])
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    // Everything is sent: Ctrl-C, and the probe studies what had arrived (it drains the socket).
+    let _ = Command::new("kill").args(["-INT", &p.child.id().to_string()]).status();
     let (code, stdout, stderr) = finish(p, Duration::from_secs(30));
     assert_eq!(code, Some(1), "no spec for this source: {stdout}{stderr}");
     let src = &json(&stdout)["sources"][0];

@@ -321,7 +321,7 @@ fn send_recv_and_demo_documents_match_their_schemas() {
     d.add_text("demo --loopback --json", "wirespeed.demo/1", &demo);
     let probe = {
         let _g = traffic();
-        let p = spawn_cmd_with(&[], "probe", "127.0.0.1:0", &["--for", "2s", "--json"]);
+        let p = spawn_cmd_with(&[], "probe", "127.0.0.1:0", &["--for", "120s", "--count", "1500", "--json"]);
         let to = format!("127.0.0.1:{}", p.port);
         let out = run(&["send", &to, "--format", "vdif,frame=1032,fps=1000", "--count", "1500", "--rate", "3kpps"]);
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));

@@ -107,3 +107,33 @@ fn truncated_datagrams_are_never_numbers() {
         assert!(checked >= 4, "{}: only {checked} valid datagrams to cut", f.spec());
     }
 }
+
+/// The layout learner (`wirespeed probe`) is fed by the network too: mutated datagrams of every
+/// format, from a few sources, never make it panic, and any spec it gives parses.
+#[test]
+fn the_layout_learner_survives_mutated_input() {
+    use std::net::SocketAddr;
+    use wirespeed::wire::learn::Learner;
+    let mut rng = fuzz::Rng::new(0x1ea4);
+    for f in fuzz::formats() {
+        let mut learner = Learner::new();
+        let mut good = vec![0u8; f.packet_len()];
+        let mut other = vec![0u8; f.packet_len()];
+        for i in 0..20_000u64 {
+            f.emit((i % 4) as u32, i, &mut good);
+            f.emit(0, i / 2, &mut other);
+            let mut d = good.clone();
+            if i % 3 != 0 {
+                fuzz::mutate(&mut rng, &mut d, &other);
+            }
+            let src = SocketAddr::from(([127, 0, 0, 1], 5000 + (rng.below(4) as u16)));
+            learner.feed(src, &d);
+        }
+        for l in learner.learned() {
+            if let Some(spec) = &l.spec {
+                assert!(wirespeed::wire::spec::parse(spec).is_ok(), "{}: {spec}", f.spec());
+            }
+            assert!(l.spec.is_some() || !l.missing.is_empty(), "{}: no spec and no reason: {l:?}", f.spec());
+        }
+    }
+}

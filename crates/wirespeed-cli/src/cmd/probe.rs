@@ -31,6 +31,9 @@ pub struct ProbeArgs {
     /// 1.1 s.
     #[arg(long = "for", default_value = "3s", value_parser = run_duration)]
     pub duration: Duration,
+    /// Stop once this many datagrams have arrived (before --for is up).
+    #[arg(long, value_parser = crate::args::run_count)]
+    pub count: Option<u64>,
     /// Print the report as JSON (schema wirespeed.probe/1).
     #[arg(long)]
     pub json: bool,
@@ -61,7 +64,8 @@ pub fn cmd_probe(a: ProbeArgs) -> Result<u8, Error> {
     let mut learner = Learner::new();
     let mut buf = vec![0u8; 65536];
     let (t0, mut n) = (Instant::now(), 0u64);
-    while t0.elapsed() < a.duration && !stop.load(Ordering::Relaxed) {
+    let enough = |n: u64| a.count.is_some_and(|c| n >= c);
+    while t0.elapsed() < a.duration && !stop.load(Ordering::Relaxed) && !enough(n) {
         match sock.recv_from(&mut buf) {
             Ok((len, src)) => {
                 n += 1;
@@ -70,6 +74,13 @@ pub fn cmd_probe(a: ProbeArgs) -> Result<u8, Error> {
             Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {}
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
             Err(e) => return Err(Error::Runtime(format!("receive failed: {e}"))),
+        }
+    }
+    // Stopped by Ctrl-C: what had already arrived is studied too, not dropped with the socket.
+    if stop.load(Ordering::Relaxed) && sock.set_nonblocking(true).is_ok() {
+        while let (false, Ok((len, src))) = (enough(n), sock.recv_from(&mut buf)) {
+            n += 1;
+            learner.feed(src, &buf[..len]);
         }
     }
     let report = ProbeReport {

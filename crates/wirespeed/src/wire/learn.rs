@@ -124,6 +124,12 @@ impl Learner {
                         vec!["no VDIF, VTP, Mark5B or SPEAD header at its start: give --format (a counter, or --seq-offset/--seq-width for a header of its own)".into()],
                     ),
                 };
+                let mut missing = missing;
+                if spec.is_none() && missing.is_empty() {
+                    missing.push(
+                        "a spec: the layout learned does not accept the stream's first datagram (it differs from the rest, or a key is out of range): listen again, or give the keys".into(),
+                    );
+                }
                 Learned {
                     source: s.addr.to_string(),
                     datagrams: s.datagrams,
