@@ -421,21 +421,52 @@ impl Vdif {
     }
 
     /// Check one frame (the whole of `buf`).
-    #[inline]
     pub(crate) fn check_frame(&self, buf: &[u8]) -> Result<PacketInfo, Invalid> {
-        self.check_detail(buf).map_err(|m| m.kind)
+        if buf.len() != self.cfg.frame_len {
+            return Err(Invalid::Length);
+        }
+        let h = Header::new_checked(buf).map_err(|_| Invalid::Length)?;
+        let (c, frame, thread) = (&self.cfg, h.frame(), h.thread());
+        if h.frame_len() != buf.len()
+            || h.version() > 1
+            || h.log2_chans() != c.log2_chans
+            || h.complex() != c.complex
+            || h.bits_per_sample() != c.bits
+            || h.station() != c.station
+            || h.unassigned() != 0
+            || frame >= c.fps
+            || thread >= c.threads
+        {
+            return Err(Invalid::Header);
+        }
+        let t = (epoch_start(h.epoch()) + u64::from(h.seconds())).wrapping_sub(self.base);
+        let seq = t.wrapping_mul(u64::from(c.fps)).wrapping_add(u64::from(frame));
+        if c.fill != Fill::Any && !h.invalid() {
+            let payload = h.payload();
+            let p = payload.len() as u64;
+            let at = At { stream: thread, seq, offset: seq.wrapping_mul(p), offset_in_second: u64::from(frame) * p };
+            if !c.fill.check(payload, &at) {
+                return Err(Invalid::Payload);
+            }
+        }
+        Ok(PacketInfo { stream: thread, seq })
     }
 
-    /// Check one frame, saying which field differs first when it is refused.
-    pub(crate) fn check_detail(&self, buf: &[u8]) -> Result<PacketInfo, Mismatch> {
+    /// Why `check_frame` refused `buf`: the first field that differs, in the order it checks
+    /// them (`None` when it accepts the frame). A diagnostic, run once per capture, never on the
+    /// per-datagram path, as every format's `explain` is.
+    pub(crate) fn explain_frame(&self, buf: &[u8]) -> Option<Mismatch> {
         use Shown::{Num, Station};
+        let kind = self.check_frame(buf).err()?;
         if buf.len() != self.cfg.frame_len {
             let (got, want) = (Num(buf.len() as u64), Num(self.cfg.frame_len as u64));
-            return Err(Mismatch::field(Invalid::Length, "frame length (bytes)", got, "frame", want));
+            return Some(Mismatch::field(Invalid::Length, "frame length (bytes)", got, "frame", want));
         }
-        let h = Header::new_checked(buf).map_err(|_| Mismatch::length(buf.len(), Some(self.cfg.frame_len)))?;
-        let (c, frame, thread) = (&self.cfg, h.frame(), h.thread());
-        let bad = |field, got, key, want| Err(Mismatch::field(Invalid::Header, field, got, key, want));
+        let Ok(h) = Header::new_checked(buf) else {
+            return Some(Mismatch::length(buf.len(), Some(self.cfg.frame_len)));
+        };
+        let c = &self.cfg;
+        let bad = |field, got, key, want| Some(Mismatch::field(Invalid::Header, field, got, key, want));
         if h.frame_len() != buf.len() {
             return bad("frame length in the header (bytes)", Num(h.frame_len() as u64), "", Num(buf.len() as u64));
         }
@@ -457,23 +488,13 @@ impl Vdif {
         if h.unassigned() != 0 {
             return bad("word 1's unassigned bits", Num(u64::from(h.unassigned())), "", Num(0));
         }
-        if frame >= c.fps {
-            return bad("frame number within the second", Num(u64::from(frame)), "fps", Num(u64::from(c.fps)));
+        if h.frame() >= c.fps {
+            return bad("frame number within the second", Num(u64::from(h.frame())), "fps", Num(u64::from(c.fps)));
         }
-        if thread >= c.threads {
-            return bad("thread id", Num(u64::from(thread)), "threads", Num(u64::from(c.threads)));
+        if h.thread() >= c.threads {
+            return bad("thread id", Num(u64::from(h.thread())), "threads", Num(u64::from(c.threads)));
         }
-        let t = (epoch_start(h.epoch()) + u64::from(h.seconds())).wrapping_sub(self.base);
-        let seq = t.wrapping_mul(u64::from(c.fps)).wrapping_add(u64::from(frame));
-        if c.fill != Fill::Any && !h.invalid() {
-            let payload = h.payload();
-            let p = payload.len() as u64;
-            let at = At { stream: thread, seq, offset: seq.wrapping_mul(p), offset_in_second: u64::from(frame) * p };
-            if !c.fill.check(payload, &at) {
-                return Err(Mismatch::of(Invalid::Payload));
-            }
-        }
-        Ok(PacketInfo { stream: thread, seq })
+        Some(Mismatch::of(kind))
     }
 }
 
@@ -503,7 +524,7 @@ impl Format for Vdif {
         self.check_frame(buf)
     }
     fn explain(&self, buf: &[u8]) -> Option<Mismatch> {
-        self.check_detail(buf).err()
+        self.explain_frame(buf)
     }
 }
 
@@ -583,7 +604,7 @@ impl Format for Vtp {
         if buf.len() != self.packet_len() {
             return Some(Mismatch::length(buf.len(), Some(self.packet_len())));
         }
-        self.vdif.check_detail(Psn::new_checked(buf).ok()?.frame()).err()
+        self.vdif.explain_frame(Psn::new_checked(buf).ok()?.frame())
     }
 }
 
