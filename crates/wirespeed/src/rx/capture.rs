@@ -164,14 +164,13 @@ impl<'a, S: Sink> Capture<'a, S> {
         }
     }
 
-    /// Keep the first refused datagram's explanation (once per capture: the format re-checks
-    /// it field by field, which the per-datagram check does not).
+    /// Keep the first refused datagram and why: `known` when the caller knows it, else the
+    /// format re-checks it field by field (which the per-datagram check does not). Called only
+    /// while `first_invalid` is empty, so at most once per capture.
     #[cold]
-    fn note_invalid(&mut self, data: &[u8], src: Option<SocketAddr>, kind: Invalid) {
-        if self.first_invalid.is_none() {
-            let why = self.fmt.explain(data).unwrap_or(Mismatch::of(kind));
-            self.first_invalid = Some(FirstInvalid { src, len: data.len(), why });
-        }
+    fn note_invalid(&mut self, data: &[u8], src: Option<SocketAddr>, kind: Invalid, known: Option<Mismatch>) {
+        let why = known.or_else(|| self.fmt.explain(data)).unwrap_or(Mismatch::of(kind));
+        self.first_invalid = Some(FirstInvalid { src, len: data.len(), why });
     }
 
     #[inline]
@@ -286,7 +285,7 @@ impl<'a, S: Sink> Capture<'a, S> {
                     self.sink.reject(Reject::Invalid);
                     if self.first_invalid.is_none() {
                         let why = Mismatch::length(data.len(), s.len_lock.known_len());
-                        self.first_invalid = Some(FirstInvalid { src, len: data.len(), why });
+                        self.note_invalid(data, src, Invalid::Length, Some(why));
                     }
                     return;
                 }
@@ -301,7 +300,7 @@ impl<'a, S: Sink> Capture<'a, S> {
                 s.invalid_kinds[kind as usize] += 1;
                 self.sink.reject(Reject::Invalid);
                 if self.first_invalid.is_none() {
-                    self.note_invalid(data, src, kind);
+                    self.note_invalid(data, src, kind, None);
                 }
                 return;
             }
