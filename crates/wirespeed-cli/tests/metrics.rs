@@ -345,12 +345,17 @@ fn record_metrics_show_the_ring_the_files_and_the_writes() {
     let rcvbuf0 = udp_rcvbuf_errors();
     send_to_port(r.port.unwrap(), &["--size", "1024", "--count", "10000", "--rate", "20kpps"]);
     let lt = [("thread", "0")];
-    // Everything received is written within the flush time: 10,000 x 1024 bytes on disk.
-    let s = poll("10,000 received and all written", Duration::from_secs(30), || {
+    // Everything received is written within the flush time: 10,000 x 1024 bytes on disk. The
+    // ring's fill is the capture thread's to publish, at the end of each receive call (at most
+    // 100 ms after the writer's count when no data comes): wait for that too, not a guess.
+    let s = poll("10,000 received, all written and the ring empty", Duration::from_secs(30), || {
         let s = scrape(&m);
-        let got =
-            (sample(&s, "wirespeed_received_datagrams_total", &lt), sample(&s, "wirespeed_written_bytes_total", &lt));
-        if got == (Some(10000.0), Some(10_240_000.0)) || udp_rcvbuf_errors() > rcvbuf0 {
+        let got = (
+            sample(&s, "wirespeed_received_datagrams_total", &lt),
+            sample(&s, "wirespeed_written_bytes_total", &lt),
+            sample(&s, "wirespeed_ring_fill_bytes", &lt),
+        );
+        if got == (Some(10000.0), Some(10_240_000.0), Some(0.0)) || udp_rcvbuf_errors() > rcvbuf0 {
             Ok(s)
         } else {
             Err(format!("{got:?}"))
