@@ -64,7 +64,7 @@
 //! counted as `stale` (it arrived after the books were closed) and changes
 //! nothing else.
 
-use crate::wire::{Admit, LengthLock};
+use crate::wire::{Absent, Admit, LengthLock};
 use serde::{Deserialize, Serialize};
 
 /// Internal ("extended") position of a segment's first packet.
@@ -328,6 +328,9 @@ pub struct StreamLedger {
     pending: Option<Pending>,
     prev: Option<Previous>,
     finished: bool,
+    /// Numbers a datagram showed were never sent, set aside when the stream moves on (see
+    /// [`StreamLedger::record_with`]); count 0: none.
+    absent_pending: Absent,
 }
 
 /// Next piece of the position run starting at `p` (`n` long) that lies in one
@@ -427,6 +430,7 @@ impl StreamLedger {
             pending: None,
             prev: None,
             finished: false,
+            absent_pending: Absent::default(),
             cfg,
         }
     }
@@ -480,6 +484,61 @@ impl StreamLedger {
         }
     }
 
+    /// Accounts for a datagram that shows numbers never sent ([`crate::wire::PacketInfo::absent`],
+    /// the unused numbers of a short SPEAD heap). They are set aside, neither received nor lost,
+    /// when the datagram is its heap's last or when the stream moves on to another heap: not
+    /// before, so that the heap's own later packets are not read as late, and a lost last
+    /// packet is still counted lost. Plain [`record`](Self::record) (one branch more) when
+    /// nothing is absent.
+    #[inline]
+    pub fn record_with(&mut self, seq: u64, absent: Absent) -> Outcome {
+        if self.absent_pending.count == 0 && absent.count == 0 {
+            return self.record(seq);
+        }
+        self.record_beside_absent(seq, absent)
+    }
+
+    fn record_beside_absent(&mut self, seq: u64, absent: Absent) -> Outcome {
+        if self.absent_pending.count != 0 && self.absent_pending != absent {
+            self.set_aside_absent();
+        }
+        let out = self.record(seq);
+        if absent.count != 0 {
+            self.absent_pending = absent;
+            if seq.wrapping_add(1) & self.mask == absent.first & self.mask {
+                self.set_aside_absent();
+            }
+        }
+        out
+    }
+
+    /// Takes the pending absent numbers into the window: ahead of the highest they move it (the
+    /// real numbers jumped over are holes, as for any jump), behind it they fill their place.
+    /// Never counted as received, lost, late or duplicate.
+    fn set_aside_absent(&mut self) {
+        let a = std::mem::take(&mut self.absent_pending);
+        if !self.started || self.finished || self.pending.is_some() {
+            return;
+        }
+        for k in 0..a.count {
+            let seq = a.first.wrapping_add(k) & self.mask;
+            let fwd = seq.wrapping_sub(self.cur.highest) & self.mask;
+            if fwd != 0 && fwd <= self.cfg.max_gap {
+                self.advance(seq, fwd);
+                self.counts.received -= 1;
+                self.cur.seg.received -= 1;
+                continue;
+            }
+            let back = self.cur.highest.wrapping_sub(seq) & self.mask;
+            if back < self.cfg.window {
+                let p = self.cur.highest_ext - back;
+                if p >= self.cur.first_ext {
+                    self.set_bit(p);
+                }
+            }
+        }
+    }
+
     /// Counts a packet the caller rejected (bad length, magic, checksum), so
     /// the report accounts for every datagram. It does not affect a pending
     /// suspect: only sequenced packets can confirm a restart.
@@ -501,6 +560,7 @@ impl StreamLedger {
         if self.finished {
             return;
         }
+        self.set_aside_absent();
         self.finished = true;
         self.pending = None;
         let mask = self.mask;

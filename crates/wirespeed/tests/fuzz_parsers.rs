@@ -48,7 +48,7 @@ fn the_fuzzer_finds_a_planted_bug() {
                 return Err(Invalid::Length);
             }
             assert!(buf[9] != 0xFF, "planted bug");
-            Ok(PacketInfo { stream: 0, seq: u64::from_be_bytes(buf[..8].try_into().unwrap()) })
+            Ok(PacketInfo::new(0, u64::from_be_bytes(buf[..8].try_into().unwrap())))
         }
         fn spec(&self) -> String {
             "fragile".into()

@@ -14,7 +14,7 @@ use wirespeed::{sys, units, Error};
 pub const PROBE_HELP: &str = "Listen to a stream for a few seconds and say what it is: its format and \
 layout learned from its own headers (VDIF and VTP: frame length, threads, station, bits, channels, \
 complex, EDV, and the frame rate once a second rolls over; Mark5B: PSN or not, whole frames or \
-halves, T bit and frame rate; SPEAD: flavour, heap size, packet sizes, heap counter steps), and \
+halves, T bit and frame rate; SPEAD: flavour, heap size, full and first packet payloads, heap counter start and step), and \
 the --format spec that recv, record and verify count it with. Nothing is guessed: a spec is given \
 only when every key it needs was seen, checked against the stream's first datagram; otherwise the \
 report says what is missing and why. Each source is studied on its own.\n\n\

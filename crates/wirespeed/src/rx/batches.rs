@@ -416,7 +416,7 @@ mod tests {
     use crate::wire::{ByteOrder, Counter, Format};
 
     fn ok(seq: u64) -> Result<PacketInfo, Invalid> {
-        Ok(PacketInfo { stream: 0, seq })
+        Ok(PacketInfo::new(0, seq))
     }
 
     #[test]

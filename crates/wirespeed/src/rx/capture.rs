@@ -273,7 +273,8 @@ impl<'a, S: Sink> Capture<'a, S> {
         s.last_ns = now;
         match result {
             Ok(seq) if !lock_len => {
-                if s.ledger.record(seq) == Outcome::Duplicate {
+                let absent = checked.map_or(Default::default(), |i| i.absent);
+                if s.ledger.record_with(seq, absent) == Outcome::Duplicate {
                     self.sink.reject(Reject::Duplicate);
                 }
             }

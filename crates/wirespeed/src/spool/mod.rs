@@ -289,7 +289,7 @@ impl FileLedger {
             Ok(info) if info.stream == UNSEQUENCED => self.unsequenced += 1,
             Ok(info) if !self.lock_len => {
                 let i = self.slot(src, info.stream);
-                self.streams[i].2.record(info.seq);
+                self.streams[i].2.record_with(info.seq, info.absent);
             }
             Ok(info) => {
                 // A record whose length differs from the stream's is invalid, never a number:

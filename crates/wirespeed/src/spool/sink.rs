@@ -500,7 +500,7 @@ mod tests {
         let rot = Rotation { max_bytes: Some(4096), period: None };
         let mut sink = RingSink::new(prod, shared.clone(), &layout, &fmt, "127.0.0.1:9".parse().unwrap(), rot);
         let mut buf = [0u8; 1024];
-        let ok = Ok(PacketInfo { stream: 0, seq: 0 });
+        let ok = Ok(PacketInfo::new(0, 0));
         let mut kept = 0;
         for seq in 0..20u64 {
             fmt.emit(0, seq, &mut buf);
@@ -551,7 +551,7 @@ mod tests {
             tx.send(d).unwrap();
         }
         let mut batch = sys::RecvBatch::new(16, 65536);
-        let ok = Ok(PacketInfo { stream: 0, seq: 0 });
+        let ok = Ok(PacketInfo::new(0, 0));
         let mut lease = sink.lend(16).expect("an empty ring lends");
         assert_eq!((lease.count(), lease.body()), (16, 64));
         let mut n = 0;

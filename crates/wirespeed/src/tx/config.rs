@@ -105,6 +105,9 @@ impl SendConfig {
 
 /// Check a configuration before any socket is opened (usage errors, exit code 2).
 pub fn validate(cfg: &SendConfig, fmt: &dyn Format) -> Result<()> {
+    if let Some(why) = fmt.cannot_send() {
+        return Err(Error::Usage(why));
+    }
     let len = fmt.packet_len();
     if len == 0 || len > MAX_UDP_PAYLOAD {
         return Err(Error::Usage(format!(

@@ -118,7 +118,7 @@ impl Format for Counter {
         if diff != 0 {
             return Err(Invalid::Payload);
         }
-        Ok(PacketInfo { stream: 0, seq: first / words })
+        Ok(PacketInfo::new(0, first / words))
     }
 }
 
@@ -134,7 +134,7 @@ mod tests {
         // Packet 3 of a 4-word stream carries words 12, 13, 14, 15, big-endian.
         assert_eq!(&b[..8], &12u64.to_be_bytes());
         assert_eq!(&b[24..], &15u64.to_be_bytes());
-        assert_eq!(c.check(&b), Ok(PacketInfo { stream: 0, seq: 3 }));
+        assert_eq!(c.check(&b), Ok(PacketInfo::new(0, 3)));
         let l = Counter::new(32, ByteOrder::Le).unwrap();
         l.emit(0, 3, &mut b);
         assert_eq!(&b[..8], &12u64.to_le_bytes());

@@ -36,6 +36,7 @@ pub const SPECS: &[&str] = &[
     "spead,heap=4096,payload=1024,first=1,step=1,addr=48,fill=counter",
     "spead,heap=4096,payload=512,first=0,step=8,addr=40,fill=any",
     "spead,heap=65536,payload=8192,first=1,step=1,addr=48,fill=tvg",
+    "spead,heap=5000,payload=1024,lead=1000,first=3,step=2,addr=40,fill=any",
 ];
 
 /// xorshift64*: small, fast and reproducible.

@@ -454,19 +454,35 @@ impl Mark5bSeen {
     }
 }
 
+/// Most heap sizes a SPEAD learner tells apart (the rest are counted under the last).
+const HEAP_SIZES: usize = 8;
+
 struct SpeadSeen {
     addr_bits: u32,
     first_data: Option<Vec<u8>>,
-    heap_size: Option<u64>,
-    /// Payload bytes of every packet seen, smallest and largest (data packets).
-    payload: Option<(u64, u64)>,
-    /// Heap counters: the first, the last, and the smallest step between distinct ones.
+    /// Heap sizes seen, with the packets of each and the payload of a first packet of a heap of
+    /// that size (when one was seen and the heap has more packets).
+    heaps: Vec<HeapSize>,
+    /// Payload bytes of packets inside a heap (neither its first nor its last): smallest and
+    /// largest. Equal in every stream a conforming sender cuts into packets.
+    middle: Option<(u64, u64)>,
+    /// The largest payload of any packet.
+    largest: u64,
+    /// Heap counters: the first, the last, and the greatest common divisor of the steps between
+    /// distinct ones.
     first_cnt: Option<u64>,
     last_cnt: u64,
     step: Option<u64>,
     control: u64,
+    descriptors: u64,
     items: (usize, usize),
-    heap_sizes_differ: bool,
+}
+
+#[derive(Clone, Copy)]
+struct HeapSize {
+    size: u64,
+    packets: u64,
+    lead: Option<u64>,
 }
 
 impl SpeadSeen {
@@ -483,14 +499,15 @@ impl SpeadSeen {
         let mut s = SpeadSeen {
             addr_bits: u32::from(a) * 8,
             first_data: None,
-            heap_size: None,
-            payload: None,
+            heaps: Vec::with_capacity(HEAP_SIZES),
+            middle: None,
+            largest: 0,
             first_cnt: None,
             last_cnt: 0,
             step: None,
             control: 0,
+            descriptors: 0,
             items: (usize::MAX, 0),
-            heap_sizes_differ: false,
         };
         s.feed(d);
         Some(s)
@@ -502,18 +519,17 @@ impl SpeadSeen {
             return false;
         }
         let n = p.num_items();
-        if d.len() < p.header_len() {
-            return false;
-        }
         self.items = (self.items.0.min(n), self.items.1.max(n));
-        let (mut cnt, mut size, mut plen, mut control) = (None, None, None, false);
+        let (mut cnt, mut size, mut off, mut plen, mut control, mut desc) = (None, None, None, None, false, false);
         for i in 0..n {
             let ItemPointer { immediate, id, value } = ItemPointer::decode(p.item(i), self.addr_bits);
             match (immediate, id) {
                 (true, spead::HEAP_CNT) => cnt = Some(value),
                 (true, spead::HEAP_SIZE) => size = Some(value),
+                (true, spead::HEAP_OFFSET) => off = Some(value),
                 (true, spead::PAYLOAD_LENGTH) => plen = Some(value),
-                (_, spead::ITEM_DESCRIPTOR) | (_, spead::STREAM_CONTROL) => control = true,
+                (_, spead::STREAM_CONTROL) => control = true,
+                (_, spead::ITEM_DESCRIPTOR) => desc = true,
                 _ => {}
             }
         }
@@ -521,18 +537,32 @@ impl SpeadSeen {
             self.control += 1;
             return true;
         }
-        let (Some(cnt), Some(plen)) = (cnt, plen) else { return true };
-        if self.first_data.is_none() {
+        self.descriptors += u64::from(desc);
+        let (Some(cnt), Some(off), Some(plen)) = (cnt, off, plen) else { return true };
+        if self.first_data.is_none() && !desc {
             self.first_data = Some(d.to_vec());
         }
-        if let Some(s) = size {
-            if self.heap_size.is_some_and(|h| h != s) {
-                self.heap_sizes_differ = true;
+        self.largest = self.largest.max(plen);
+        if let Some(size) = size {
+            let last = off.saturating_add(plen) >= size;
+            if off != 0 && !last {
+                let (lo, hi) = self.middle.unwrap_or((u64::MAX, 0));
+                self.middle = Some((lo.min(plen), hi.max(plen)));
             }
-            self.heap_size = Some(self.heap_size.unwrap_or(0).max(s));
+            let at = match self.heaps.iter().position(|h| h.size == size) {
+                Some(i) => i,
+                None if self.heaps.len() < HEAP_SIZES => {
+                    self.heaps.push(HeapSize { size, packets: 0, lead: None });
+                    self.heaps.len() - 1
+                }
+                None => self.heaps.len() - 1,
+            };
+            let h = &mut self.heaps[at];
+            h.packets += 1;
+            if off == 0 && !last && h.size == size {
+                h.lead = Some(plen);
+            }
         }
-        let (lo, hi) = self.payload.unwrap_or((u64::MAX, 0));
-        self.payload = Some((lo.min(plen), hi.max(plen)));
         match self.first_cnt {
             None => self.first_cnt = Some(cnt),
             Some(_) if cnt != self.last_cnt => {
@@ -553,42 +583,52 @@ impl SpeadSeen {
             self.items.1
         )];
         if self.control > 0 {
-            facts.push(format!("{} descriptor or stream-control packet(s)", self.control));
+            facts.push(format!("{} stream-control packet(s) (start or stop)", self.control));
+        }
+        if self.descriptors > 0 {
+            facts.push(format!("{} packet(s) carrying item descriptors", self.descriptors));
         }
         let mut missing = Vec::new();
-        if let Some(h) = self.heap_size {
-            facts.push(format!(
-                "heaps of {h} bytes{}",
-                if self.heap_sizes_differ { " (sizes differ: the largest)" } else { "" }
-            ));
+        // The data heap: the size most packets belong to.
+        let data = self.heaps.iter().max_by_key(|h| h.packets).copied();
+        if let Some(h) = data {
+            facts.push(format!("heaps of {} bytes ({} packets seen)", h.size, h.packets));
+            for o in self.heaps.iter().filter(|o| o.size != h.size) {
+                facts.push(format!("also heaps of {} bytes ({} packets seen)", o.size, o.packets));
+            }
         } else {
             missing.push("heap size: no data packet carried it".into());
         }
-        if let Some((lo, hi)) = self.payload {
-            facts.push(format!("{lo}..{hi} payload bytes per packet"));
+        // A full packet's payload: what every packet inside a heap carries (or, when no heap
+        // had one, the largest payload seen).
+        let payload = match self.middle {
+            Some((lo, hi)) if lo != hi => {
+                missing.push(format!(
+                    "packetization: packets inside a heap carry {lo} to {hi} payload bytes, not one size, which the SPEAD ledger cannot number exactly"
+                ));
+                None
+            }
+            Some((p, _)) => Some(p),
+            None => (self.largest > 0).then_some(self.largest),
+        };
+        let lead = data.and_then(|h| h.lead).filter(|&l| Some(l) != payload);
+        if let Some(p) = payload {
+            match lead {
+                Some(l) => facts.push(format!("{p} payload bytes per packet, {l} in a heap's first")),
+                None => facts.push(format!("{p} payload bytes per packet")),
+            }
         }
         if let (Some(first), Some(step)) = (self.first_cnt, self.step) {
             facts.push(format!("heap counters from {first}, stepping by {step}"));
         }
-        // wirespeed's SPEAD ledger numbers packets as heap x packets per heap + offset/payload:
-        // exact only for heaps cut into equal packets at multiples of one payload size.
-        let uniform = match (self.heap_size, self.payload) {
-            (Some(h), Some((lo, hi))) => hi > 0 && h % hi == 0 && !self.heap_sizes_differ && (lo == hi || h < hi),
-            _ => false,
-        };
-        if !uniform && self.payload.is_some() {
-            missing.push(
-                "packetization: heaps are not cut into equal packets (descriptors or extra items make some packets shorter), which wirespeed's SPEAD ledger cannot yet count exactly".into(),
-            );
-        }
         let step = self.step.unwrap_or(1);
         let spec = (missing.is_empty()).then_some(()).and_then(|_| {
-            let (heap, (_, payload)) = (self.heap_size?, self.payload?);
-            let first = self.first_cnt? % step;
+            let (heap, payload) = (data?.size, payload?);
             let cfg = SpeadConfig {
                 heap,
                 payload: payload as usize,
-                first,
+                lead: lead.map(|l| l as usize),
+                first: self.first_cnt? % step,
                 step,
                 addr_bits: self.addr_bits,
                 fill: Fill::Any,

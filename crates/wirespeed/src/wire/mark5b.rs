@@ -498,15 +498,13 @@ impl Format for Mark5b {
             if !self.cfg.fill.check(&body[16..], &self.at(seq, frame_seq, f, 0)) {
                 return Err(Invalid::Payload);
             }
-            return Ok(PacketInfo { stream: 0, seq });
+            return Ok(PacketInfo::new(0, seq));
         }
         let numbered = self.check_second_half(body, psn.unwrap_or(0))?;
         Ok(match (psn, numbered) {
-            (Some(n), _) => PacketInfo { stream: 0, seq: n },
-            (None, Some(frame_seq)) => {
-                PacketInfo { stream: 0, seq: (frame_seq as u64).wrapping_mul(2).wrapping_add(1) }
-            }
-            (None, None) => PacketInfo { stream: UNSEQUENCED, seq: 0 },
+            (Some(n), _) => PacketInfo::new(0, n),
+            (None, Some(frame_seq)) => PacketInfo::new(0, (frame_seq as u64).wrapping_mul(2).wrapping_add(1)),
+            (None, None) => PacketInfo::new(UNSEQUENCED, 0),
         })
     }
 
@@ -613,7 +611,7 @@ mod tests {
         assert_eq!(w(3) & 0xFFFF, 0x975D);
         let mut frame = vec![0u8; FRAME_LEN];
         frame[..16].copy_from_slice(&VECTOR);
-        assert_eq!(m.check(&frame), Ok(PacketInfo { stream: 0, seq: 0 }));
+        assert_eq!(m.check(&frame), Ok(PacketInfo::new(0, 0)));
     }
 
     #[test]
@@ -686,12 +684,12 @@ mod tests {
                     let unnumbered = m.cfg.halves && !m.cfg.psn && m.cfg.fill != Fill::Counter;
                     if unnumbered {
                         if half == 0 {
-                            assert_eq!(got, PacketInfo { stream: 0, seq: frame_seq }, "{}", m.spec());
+                            assert_eq!(got, PacketInfo::new(0, frame_seq), "{}", m.spec());
                         } else {
-                            assert_eq!(got, PacketInfo { stream: UNSEQUENCED, seq: 0 }, "{}", m.spec());
+                            assert_eq!(got, PacketInfo::new(UNSEQUENCED, 0), "{}", m.spec());
                         }
                     } else {
-                        assert_eq!(got, PacketInfo { stream: 0, seq }, "{}", m.spec());
+                        assert_eq!(got, PacketInfo::new(0, seq), "{}", m.spec());
                     }
                 }
             }
@@ -733,7 +731,7 @@ mod tests {
         whole.extend_from_slice(&b[8..]);
         let r = m.raw_reader().unwrap();
         assert_eq!(r.fixed_len(), Some(FRAME_LEN));
-        assert_eq!(r.check(&whole), Ok(PacketInfo { stream: 0, seq: 77 }));
+        assert_eq!(r.check(&whole), Ok(PacketInfo::new(0, 77)));
         assert_eq!(r.file_extension(), "m5b");
         assert_eq!(m.raw_strip(), 8);
         // A whole-frame stream reads back as itself.
@@ -778,7 +776,7 @@ mod tests {
         let hm = Mark5b::new(Mark5bConfig { halves: true, fill: Fill::Tvg, fps: 1000, ..cfg() }).unwrap();
         let mut half = vec![0u8; HALF_LEN];
         hm.emit(0, 2 * 999 + 1, &mut half);
-        assert_eq!(hm.check(&half), Ok(PacketInfo { stream: UNSEQUENCED, seq: 0 }));
+        assert_eq!(hm.check(&half), Ok(PacketInfo::new(UNSEQUENCED, 0)));
         half[100] ^= 1;
         assert_eq!(hm.check(&half), Err(Invalid::Payload));
         let far = Mark5b::new(Mark5bConfig { halves: true, fill: Fill::Tvg, fps: 2000, ..cfg() }).unwrap();

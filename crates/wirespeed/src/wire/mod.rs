@@ -94,6 +94,28 @@ pub struct PacketInfo {
     pub stream: u32,
     /// The packet's position in its stream's sequence space.
     pub seq: u64,
+    /// Numbers of the stream that this datagram shows were never sent: a SPEAD heap smaller
+    /// than the heaps whose packet count sets the numbering leaves the rest of its numbers
+    /// unused, and every one of its packets says so, so that the ledger counts them neither
+    /// received nor lost. Empty for every other format.
+    pub absent: Absent,
+}
+
+/// A run of sequence numbers that were never sent (see [`PacketInfo::absent`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Absent {
+    /// The first unused number.
+    pub first: u64,
+    /// How many follow from it (0: none).
+    pub count: u64,
+}
+
+impl PacketInfo {
+    /// A datagram at `seq` of `stream`, with no unused numbers.
+    #[inline]
+    pub const fn new(stream: u32, seq: u64) -> Self {
+        PacketInfo { stream, seq, absent: Absent { first: 0, count: 0 } }
+    }
 }
 
 /// Why a datagram was counted as invalid.
@@ -269,6 +291,12 @@ pub trait Format: Send + Sync + fmt::Debug {
             Err(Invalid::Length) => Some(Mismatch::length(buf.len(), self.fixed_len())),
             Err(kind) => Some(Mismatch::of(kind)),
         }
+    }
+    /// Why wirespeed cannot send this format as configured (`None`: it can). Some settings
+    /// describe another sender's stream for a receiver (a SPEAD heap whose first packet is
+    /// shorter), which `emit` does not reproduce.
+    fn cannot_send(&self) -> Option<String> {
+        None
     }
     /// A string that [`spec::parse`] turns back into an equal format. Recordings store it in
     /// their sidecar so that `verify` needs no arguments.

@@ -114,7 +114,7 @@ impl Format for SeqField {
                 return Err(Invalid::Payload);
             }
         }
-        Ok(PacketInfo { stream: 0, seq })
+        Ok(PacketInfo::new(0, seq))
     }
 }
 
@@ -129,7 +129,7 @@ mod tests {
         let mut b = vec![0u8; 1024];
         f.emit(0, 0x0102_0304_0506_0708, &mut b);
         assert_eq!(&b[..8], &[1, 2, 3, 4, 5, 6, 7, 8]);
-        assert_eq!(f.check(&b), Ok(PacketInfo { stream: 0, seq: 0x0102_0304_0506_0708 }));
+        assert_eq!(f.check(&b), Ok(PacketInfo::new(0, 0x0102_0304_0506_0708)));
         assert_eq!(f.seq_bits(), 64);
         // Every width, offset and order, including the wrap of the field.
         for width in 1..=8usize {

@@ -157,7 +157,7 @@ pub fn formats_help() -> Vec<(&'static str, &'static str)> {
         ),
         (
             "spead",
-            "SPEAD-64-48/64-40 heaps over several packets (keys: heap, payload, first, step, addr=48|40, fill)",
+            "SPEAD-64-48/64-40 heaps over several packets (keys: heap, payload, lead = a heap's shorter first packet, first, step, addr=48|40, fill)",
         ),
     ]
 }
@@ -274,11 +274,12 @@ fn parse_spead(kv: &[(&str, &str)]) -> Result<Arc<dyn Format>, String> {
         match k {
             "heap" => c.heap = num(k, v)?,
             "payload" => c.payload = num(k, v)?,
+            "lead" => c.lead = Some(num(k, v)?),
             "first" => c.first = num(k, v)?,
             "step" => c.step = num(k, v)?,
             "addr" => c.addr_bits = num(k, v)?,
             "fill" => c.fill = Fill::parse(v)?,
-            _ => return Err(unknown("spead", k, "heap, payload, first, step, addr, fill")),
+            _ => return Err(unknown("spead", k, "heap, payload, lead, first, step, addr, fill")),
         }
     }
     Ok(Arc::new(Spead::new(c)?))
@@ -393,6 +394,7 @@ mod tests {
             "spead",
             "spead,heap=4096,payload=1024,first=0,step=8,addr=40,fill=tvg",
             "spead,fill=any",
+            "spead,heap=65542,payload=8208,lead=8192,first=0,step=1,addr=40,fill=any",
             "counter,size=64,order=le",
         ] {
             same(spec);
@@ -414,7 +416,8 @@ mod tests {
         assert!(parse("mark5b,rate=100").unwrap_err().contains("80000"));
         assert!(parse("mark5b,halves=2").unwrap_err().contains("1 or 0"));
         assert!(parse("mark5b,fill=sine").unwrap_err().contains("unknown fill"));
-        assert!(parse("spead,heap=1000").unwrap_err().contains("multiple"));
+        assert!(parse("spead,heap=0").unwrap_err().contains("heap size"));
+        assert!(parse("spead,lead=9000").unwrap_err().contains("lead"));
         assert!(parse("spead,heap=-1").unwrap_err().contains("not a number"));
         assert!(parse("seqfield,width=9").unwrap_err().contains("1 to 8"));
         assert!(parse("bogus").unwrap_err().contains("mark5c"));

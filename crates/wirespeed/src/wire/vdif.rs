@@ -449,7 +449,7 @@ impl Vdif {
                 return Err(Invalid::Payload);
             }
         }
-        Ok(PacketInfo { stream: thread, seq })
+        Ok(PacketInfo::new(thread, seq))
     }
 
     /// Why `check_frame` refused `buf`: the first field that differs, in the order it checks
@@ -598,7 +598,7 @@ impl Format for Vtp {
             psn &= 0xFFFF_FFFF;
         }
         let info = self.vdif.check_frame(p.frame())?;
-        Ok(PacketInfo { stream: info.stream, seq: psn })
+        Ok(PacketInfo::new(info.stream, psn))
     }
     fn explain(&self, buf: &[u8]) -> Option<Mismatch> {
         if buf.len() != self.packet_len() {
@@ -712,7 +712,7 @@ mod tests {
         assert_eq!(w[2], (3 << 24) | 129, "version 0, log2 chans, length in 8-byte units");
         assert_eq!(w[3], (1 << 31) | (3 << 26) | (5 << 16) | u32::from(u16::from_be_bytes(*b"WS")));
         assert_eq!(&w[4..], &[0, 0, 0, 0], "EDV 0");
-        assert_eq!(v.check(&b), Ok(PacketInfo { stream: 5, seq: 2017 }));
+        assert_eq!(v.check(&b), Ok(PacketInfo::new(5, 2017)));
     }
 
     #[test]
@@ -723,7 +723,7 @@ mod tests {
             for seq in [0u64, 1, 998, 999, 1000, 1001, 123_456_789] {
                 for thread in 0..4 {
                     v.emit(thread, seq, &mut b);
-                    assert_eq!(v.check(&b), Ok(PacketInfo { stream: thread, seq }), "{fill} seq {seq}");
+                    assert_eq!(v.check(&b), Ok(PacketInfo::new(thread, seq)), "{fill} seq {seq}");
                 }
             }
             // Frames before the start second are numbered backwards (modulo 2^64).
@@ -791,7 +791,7 @@ mod tests {
         let mut b = good.clone();
         b[3] |= 0x80;
         b[100] ^= 0xFF;
-        assert_eq!(v.check(&b), Ok(PacketInfo { stream: 1, seq: 4321 }));
+        assert_eq!(v.check(&b), Ok(PacketInfo::new(1, 4321)));
         // A legacy frame (16-byte header) of the same length, payload not checked (fill any).
         let a = Vdif::new(VdifConfig { threads: 2, fill: Fill::Any, ..cfg() }).unwrap();
         let mut l = good.clone();
@@ -824,11 +824,11 @@ mod tests {
             for seq in [0u64, 1, 0xFFFF_FFFF, 0x1_0000_0000, 0x1_0000_0001] {
                 t.emit(1, seq, &mut b);
                 let want = if psn32 { seq & 0xFFFF_FFFF } else { seq };
-                assert_eq!(t.check(&b), Ok(PacketInfo { stream: 1, seq: want }));
+                assert_eq!(t.check(&b), Ok(PacketInfo::new(1, want)));
                 assert_eq!(&b[..8], &want.to_le_bytes());
                 // The raw recording (PSN stripped) reads back as plain VDIF.
                 let r = t.raw_reader().unwrap();
-                assert_eq!(r.check(&b[t.raw_strip()..]), Ok(PacketInfo { stream: 1, seq }));
+                assert_eq!(r.check(&b[t.raw_strip()..]), Ok(PacketInfo::new(1, seq)));
             }
             assert_eq!(t.seq_bits(), if psn32 { 32 } else { 64 });
             assert_eq!(t.check(&b[..100]), Err(Invalid::Length));
