@@ -43,6 +43,11 @@ fn bad_addresses() {
 #[test]
 fn bad_options() {
     expect_fail(&["send", "127.0.0.1:9", "--skip", "9..3", "--count", "1"], 2, "smaller number first");
+    // A SPEAD layout that describes another sender's stream (a shortened first packet) is for
+    // receivers; raw files cannot hold its datagrams of differing lengths.
+    let spead2 = "spead,heap=65542,payload=8208,lead=8192,addr=40,fill=any";
+    expect_fail(&["send", "127.0.0.1:9", "--format", spead2, "--count", "1"], 2, "leave lead= out");
+    expect_fail(&["record", "7000", "--format", spead2, "-o", "/tmp"], 2, "record with --file-format pcap");
     expect_fail(&["send", "127.0.0.1:9", "--skip-every", "0", "--count", "1"], 2, "give at least 2");
     expect_fail(&["send", "127.0.0.1:9", "--streams", "0", "--count", "1"], 2, "give 1..1024");
     expect_fail(&["recv", "7000", "--window", "1000"], 2, "power of two");

@@ -146,6 +146,9 @@ pub fn cmd_send(a: SendArgs) -> Result<u8, Error> {
         _ => None,
     };
     let (fmt, preset) = resolve_format(&a.fmt, a.preset.as_deref(), size)?;
+    if let Some(why) = fmt.cannot_send() {
+        return Err(Error::Usage(why));
+    }
     if fmt.fixed_len().is_none() {
         return Err(Error::Usage(format!("{} needs a datagram size to send: give --size", fmt.name())));
     }
