@@ -227,6 +227,8 @@ pub struct Spead {
     cfg: SpeadConfig,
     per_heap: u64,
     mask: u64,
+    /// `cfg.lead` resolved (a data heap's first packet's payload).
+    lead: u64,
 }
 
 impl Spead {
@@ -272,7 +274,7 @@ impl Spead {
                 cfg.first, cfg.step, cfg.addr_bits
             ));
         }
-        Ok(Spead { cfg, per_heap, mask })
+        Ok(Spead { cfg, per_heap, mask, lead: lead as u64 })
     }
 
     /// The settings.
@@ -437,7 +439,8 @@ impl Format for Spead {
             return Err(Invalid::Header);
         }
         let rel = cnt.wrapping_sub(self.cfg.first) & self.mask;
-        if rel % self.cfg.step != 0 {
+        let step = self.cfg.step;
+        if step != 1 && rel % step != 0 {
             // A descriptor heap from another process may count on its own: valid, apart.
             return if descriptors { Ok(PacketInfo::new(UNSEQUENCED, 0)) } else { Err(Invalid::Header) };
         }
@@ -446,7 +449,7 @@ impl Format for Spead {
             // A heap with more packets than the numbering holds: valid, counted apart.
             return Ok(PacketInfo::new(UNSEQUENCED, 0));
         }
-        let idx = rel / self.cfg.step;
+        let idx = if step == 1 { rel } else { rel / step };
         let base = idx.wrapping_mul(self.per_heap);
         let seq = base.wrapping_add(pkt);
         if self.cfg.fill != Fill::Any {
@@ -459,18 +462,21 @@ impl Format for Spead {
             }
         }
         let mut info = PacketInfo::new(0, seq);
-        // This heap's first packet's payload: this one's, or what the offsets of the others
-        // leave; from it, the heap's own packet count.
-        let lead = if off == 0 {
-            plen
-        } else if off % p == 0 {
-            p
-        } else {
-            off % p
-        };
-        let packets = slots(heap, lead, p);
-        if packets < self.per_heap {
-            info.absent = Absent { first: base.wrapping_add(packets), count: self.per_heap - packets };
+        // A data heap cut as the format says takes all its numbers (checked without a
+        // division); any other heap works out its own packet count from its first packet's
+        // payload: this one's, or what the offsets of the others leave.
+        let as_data = heap == self.cfg.heap
+            && if pkt == 0 { plen == self.lead || last } else { off == self.lead + (pkt - 1) * p };
+        if !as_data {
+            let lead = match (off, off % p) {
+                (0, _) => plen,
+                (_, 0) => p,
+                (_, r) => r,
+            };
+            let packets = slots(heap, lead, p);
+            if packets < self.per_heap {
+                info.absent = Absent { first: base.wrapping_add(packets), count: self.per_heap - packets };
+            }
         }
         Ok(info)
     }
