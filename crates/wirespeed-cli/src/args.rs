@@ -405,7 +405,10 @@ pub struct FormatArgs {
     /// Payload format: `counter` (CASPER: each datagram W consecutive 64-bit words of one running
     /// counter), a preset (mark5b, mark5c, casper, vdif, vtp, spead, seq64), or a full spec such
     /// as `vdif,frame=8032,threads=4,fps=32000` or `mark5b,fps=25600,halves=1,psn=1`.
-    /// `wirespeed formats` lists them all with their keys.
+    /// `wirespeed formats` lists them all with their keys. On recv and record, `vdif`, `vtp`,
+    /// `mark5b` or `spead` alone learns the layout from the stream's own headers first (the
+    /// datagrams read meanwhile are counted too) and says what it learned and assumed; give any
+    /// key to count by that spec instead (`wirespeed probe` prints the full one).
     #[arg(long, default_value = "counter", value_name = "FORMAT|PRESET|SPEC")]
     pub format: String,
     /// Byte order of the counter words: be (FPGA default) or le.
@@ -849,6 +852,15 @@ pub fn recv_config(a: &RecvArgs) -> Result<RecvConfig, Error> {
         )));
     }
     Ok(c)
+}
+
+/// The format family whose layout `recv` and `record` learn from the stream: `--format`
+/// naming only `vdif`, `vtp`, `mark5b` or `spead`, with no keys and no `--seq-offset`.
+pub fn learn_family(a: &RecvArgs) -> Option<&'static str> {
+    if a.fmt.seq_offset.is_some() {
+        return None;
+    }
+    wirespeed::rx::learn::LEARNABLE.iter().copied().find(|f| *f == a.fmt.format)
 }
 
 pub fn recv_format(a: &RecvArgs) -> Result<Arc<dyn Format>, Error> {

@@ -99,6 +99,47 @@ fn every_format_is_sent_received_recorded_and_verified_exactly() {
     }
 }
 
+/// `--format vdif` alone learns the layout from the stream. A stream too short to show its
+/// frame rate (wirespeed's own VDIF preset, 2,000 frames in 62 ms, then its end message) is
+/// counted with the default rate, said to be assumed, not seen.
+#[test]
+fn a_bare_format_name_learns_the_layout_and_says_what_it_assumed() {
+    let _t = traffic();
+    let r = spawn_recv(&["--format", "vdif", "--once", "--json", "--duration", "60"]);
+    let target = format!("127.0.0.1:{}", r.port);
+    let out = run(&["send", &target, "--format", "vdif", "--count", "2000", "--skip-every", "100"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let (code, stdout, stderr) = finish(r, Duration::from_secs(60));
+    assert_eq!(code, Some(0), "{stderr}");
+    let rep = json(&stdout);
+    let learned = &rep["learned"];
+    assert!(
+        learned["spec"]
+            .as_str()
+            .unwrap()
+            .starts_with("vdif,frame=8032,threads=1,station=WS,bits=2,chans=4,complex=0,fps=32000,"),
+        "{learned}"
+    );
+    assert!(
+        learned["spec"].as_str().unwrap().ends_with("fill=counter"),
+        "wirespeed's own fill is recognised: {learned}"
+    );
+    assert!(learned["assumed"][0].as_str().unwrap().starts_with("fps=32000 (the default)"), "{learned}");
+    assert!(stderr.contains("assumed, not seen: fps=32000"), "{stderr}");
+    let (received, lost) = (u(&rep["total"], "received"), u(&rep["total"], "lost"));
+    assert_eq!((received + lost, u(&rep["total"], "invalid")), (2000, 0), "{stdout}");
+    assert!((20..=20 + recv_kernel_drops(&rep)).contains(&lost), "every 100th left out: {stdout}");
+    // Nothing that matches: a counter stream into `--format spead` is said not to be SPEAD.
+    let r = spawn_recv(&["--format", "spead", "--once", "--json", "--duration", "60"]);
+    let target = format!("127.0.0.1:{}", r.port);
+    let out = run(&["send", &target, "--format", "counter,size=1024", "--count", "300"]);
+    assert!(out.status.success());
+    let (_, stdout, _) = finish(r, Duration::from_secs(60));
+    let rep = json(&stdout);
+    assert!(rep["learned"]["assumed"][0].as_str().unwrap().contains("is unknown, not spead"), "{}", rep["learned"]);
+    assert!(rep["diagnosis"][0].as_str().unwrap().starts_with("the stream does not match --format"), "{rep}");
+}
+
 #[test]
 fn presets_send_what_they_say() {
     let out = run(&["formats"]);
@@ -142,9 +183,14 @@ fn presets_send_what_they_say() {
 #[test]
 fn a_stream_that_does_not_match_the_format_is_named_and_proves_nothing() {
     let cases = [
-        // An instrument's VDIF (2 threads, 1 channel, station Xx, 1000 frames/s) against the
-        // defaults of `--format vdif`.
-        ("vdif,threads=2,station=Xx,chans=1,fps=1000", "vdif", "2", "channels: the stream has 1, --format has chans=4"),
+        // An instrument's VDIF (2 threads, 1 channel, station Xx, 1000 frames/s) against a
+        // given key (`--format vdif` alone would learn the layout instead).
+        (
+            "vdif,threads=2,station=Xx,chans=1,fps=1000",
+            "vdif,chans=4",
+            "2",
+            "channels: the stream has 1, --format has chans=4",
+        ),
         // SPEAD-64-40 against the default SPEAD-64-48.
         (
             "spead,addr=40,heap=8192,payload=1024",
@@ -168,7 +214,7 @@ fn a_stream_that_does_not_match_the_format_is_named_and_proves_nothing() {
         assert!(stderr.contains("zero loss is not proven: the stream does not match"), "{sent}: {stderr}");
     }
     // The JSON says the same, for scripts.
-    let r = spawn_recv(&["--format", "vdif", "--once", "--duration", "30", "--json"]);
+    let r = spawn_recv(&["--format", "vdif,chans=4", "--once", "--duration", "30", "--json"]);
     let target = format!("127.0.0.1:{}", r.port);
     let out = run(&["send", &target, "--format", cases[0].0, "--streams", "2", "--count", "200", "--rate", "5kpps"]);
     assert!(out.status.success());
@@ -215,7 +261,18 @@ fn a_recording_of_a_stream_that_does_not_match_says_so_in_record_and_verify() {
         &[],
         "record",
         "127.0.0.1:0",
-        &["--format", "vdif", "-o", d.path(), "--once", "--duration", "30", "--buffer", "32M", "--expect-zero-loss"],
+        &[
+            "--format",
+            "vdif,chans=4",
+            "-o",
+            d.path(),
+            "--once",
+            "--duration",
+            "30",
+            "--buffer",
+            "32M",
+            "--expect-zero-loss",
+        ],
     );
     let to = format!("127.0.0.1:{}", r.port);
     let out = run(&["send", &to, "--format", "vdif,chans=1,fps=1000", "--count", "300", "--rate", "3kpps"]);

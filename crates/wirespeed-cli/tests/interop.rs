@@ -434,5 +434,49 @@ fn spead2_streams_are_learned_and_their_loss_counted_exactly() {
             Some(u64::from(heaps) - touched.len() as u64),
             "spead2 completes the heaps that lost nothing: {v}"
         );
+
+        // `--format spead` alone learns the same layout inline and counts the same loss.
+        let r = spawn_recv(&["--format", "spead", "--json", "--rcvbuf", "64M", "--duration", "300"]);
+        let again = spead2_relay(layout, packet, heaps, every, &[r.port]);
+        let (_, stdout, stderr) = interrupt(r);
+        let rep = json(&stdout);
+        assert_eq!(rep["learned"]["spec"], spec.as_str(), "{layout}/{packet}: {stderr}");
+        assert_eq!(again["dropped"].as_array().map(Vec::len), Some(dropped.len()), "the relay drops the same packets");
+        assert_eq!(u(&rep["total"], "lost"), numbered, "{layout}/{packet} learned inline: {stdout}");
+        assert_eq!(u(&rep["total"], "invalid"), 0, "{stdout}");
+
+        // `record --format spead` learns it too, writes pcap files described by the layout
+        // learned, and verify needs no arguments to count them the same.
+        if packet == 8248 {
+            let d = TempDir::new("spead2-learned");
+            let r = spawn_cmd_with(
+                &[],
+                "record",
+                "127.0.0.1:0",
+                &[
+                    "--format",
+                    "spead",
+                    "--file-format",
+                    "pcap",
+                    "-o",
+                    d.path(),
+                    "--buffer",
+                    "64M",
+                    "--json",
+                    "--duration",
+                    "300",
+                ],
+            );
+            spead2_relay(layout, packet, heaps, every, &[r.port]);
+            let (code, stdout, stderr) = interrupt(r);
+            assert_eq!(code, Some(0), "{stdout}{stderr}");
+            let rep = json(&stdout);
+            assert_eq!(rep["capture"]["learned"]["spec"], spec.as_str(), "{stdout}");
+            assert_eq!(u(&rep["capture"]["total"], "lost"), numbered, "{stdout}");
+            let out = run(&["verify", d.path(), "--json"]);
+            let v = json(&String::from_utf8_lossy(&out.stdout));
+            assert_eq!(u(&v["total"], "lost"), numbered, "{v}");
+            assert_eq!(u(&v["total"], "received"), u(&rep["capture"]["total"], "received"), "{v}");
+        }
     }
 }

@@ -330,6 +330,18 @@ fn send_recv_and_demo_documents_match_their_schemas() {
         stdout
     };
     d.add_text("probe --json", "wirespeed.probe/1", &probe);
+    let learned = {
+        let _g = traffic();
+        let r = spawn_recv(&["--format", "vdif", "--once", "--json", "--duration", "60"]);
+        let to = format!("127.0.0.1:{}", r.port);
+        let out = run(&["send", &to, "--format", "vdif", "--count", "300"]);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let (code, stdout, stderr) = finish(r, std::time::Duration::from_secs(60));
+        assert_eq!(code, Some(0), "{stderr}");
+        assert!(stdout.contains("\"learned\""), "{stdout}");
+        stdout
+    };
+    d.add_text("recv --format vdif --json (layout learned)", "wirespeed.recv/1", &learned);
     d.validate();
 }
 

@@ -66,6 +66,10 @@ pub struct RecordConfig {
     pub interval_json: bool,
     /// Publish the rings read-only under this name for `wirespeed tap` (pcap recordings only).
     pub share: Option<String>,
+    /// Learn the layout of this format family (`vdif`, `vtp`, `mark5b`, `spead`) from the
+    /// stream's headers once the socket is open ([`crate::rx::learn`]); `fmt` is then only what
+    /// the run is sized for until the layout is known. `None`: record with `fmt` as given.
+    pub learn: Option<String>,
 }
 
 /// How a shared recording was published.
@@ -410,11 +414,25 @@ pub fn run(
             )));
         }
     }
+    if let (Some(family), Some(name)) = (&cfg.learn, &cfg.share) {
+        return Err(Error::Usage(format!(
+            "--share {name} publishes the stream's layout before anything arrives, so it cannot be learned: give the {family} keys (`wirespeed probe` prints them)"
+        )));
+    }
     if cfg.null_sink {
         let live = RecordLive { shared: Vec::new(), capacity: 1, last_written: 0.into(), last_t: 0.into() };
-        let listener = bind()?;
-        let report =
+        let mut listener = bind()?;
+        let (fmt, learned) = match &cfg.learn {
+            Some(family) => {
+                let (f, l) = rx::learn(&mut listener, family, stop, rcfg.duration)?;
+                progress(&format!("wirespeed record: {}", l.lines().join("; ")));
+                (f, Some(l))
+            }
+            None => (fmt, None),
+        };
+        let mut report =
             rx::capture(rcfg, listener, fmt.as_ref(), stop, interval, &|p| progress(&live.show(p, cfg.interval_json)))?;
+        report.learned = learned;
         return Ok(RecordReport {
             schema: RECORD_SCHEMA,
             dir: None,
@@ -526,10 +544,21 @@ pub fn run(
     };
     // Only now, with the rings faulted in and locked, open the sockets: a sender that starts
     // when the recorder says it is listening must not meet a socket nobody drains.
-    let listener = bind()?;
+    let mut listener = bind()?;
     if listener.threads() != n {
         return Err(Error::Runtime(format!("{} sockets opened for {n} capture threads", listener.threads())));
     }
+    // The layout, learned from the stream now that its datagrams are read (and held for the
+    // capture): the files are named and described by it.
+    let (fmt, layout, learned) = match &cfg.learn {
+        Some(family) => {
+            let (f, l) = rx::learn(&mut listener, family, stop, rcfg.duration)?;
+            progress(&format!("wirespeed record: {}", l.lines().join("; ")));
+            let lay = ReadLayout::for_stream(&f, cfg.file_format).map_err(Error::Usage)?;
+            (f, lay, Some(l))
+        }
+        None => (fmt, layout, None),
+    };
     let local = listener.local_addr().unwrap_or(rcfg.listen);
     let ext = match cfg.file_format {
         FileFormat::Pcap => "pcap".to_string(),
@@ -612,6 +641,7 @@ pub fn run(
         wreports.push(h.join().map_err(|_| Error::Runtime("a writer thread panicked".into()))?);
     }
     let mut report = report;
+    report.learned = learned;
     let threads: Vec<RecordThread> = wreports
         .iter()
         .enumerate()

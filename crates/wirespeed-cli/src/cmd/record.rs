@@ -97,6 +97,7 @@ pub fn cmd_record(a: RecordArgs) -> Result<u8, Error> {
     if a.rotate.is_some_and(|r| r < Duration::from_secs(1)) {
         return Err(Error::Usage("--rotate must be at least 1s".into()));
     }
+    let learn = crate::args::learn_family(&a.recv);
     let cfg = RecordConfig {
         dir: dir.clone(),
         prefix: a.prefix.clone(),
@@ -112,6 +113,7 @@ pub fn cmd_record(a: RecordArgs) -> Result<u8, Error> {
         keep_invalid: a.keep_invalid,
         interval_json: a.recv.interval_json,
         share: a.share.clone(),
+        learn: learn.map(str::to_string),
     };
     if a.file_format == FileFormat::Raw && !null_sink && fmt.fixed_len().is_none() {
         // A counter or sequence-field stream takes its length from --size; a format whose
@@ -155,7 +157,10 @@ pub fn cmd_record(a: RecordArgs) -> Result<u8, Error> {
             eprintln!(
                 "wirespeed record: listening on {} ({}), {} -> {}{}; Ctrl-C stops, drains the buffer and finishes the files",
                 wirespeed::addr::shown(addr),
-                fmt.name(),
+                match &learn {
+                    Some(family) => format!("learning the {family} layout from the stream's headers"),
+                    None => fmt.name(),
+                },
                 if null_sink { "keeping nothing".to_string() } else { format!("{} ring", units::bytes(cfg.buffer as u64)) },
                 if null_sink { "-".to_string() } else { dir.display().to_string() },
                 cfg.share.as_deref().map(|n| format!(", shared as {n} (wirespeed tap {n})")).unwrap_or_default(),

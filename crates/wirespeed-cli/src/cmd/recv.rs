@@ -1,6 +1,6 @@
 //! `wirespeed recv`: receive and account for every datagram, beside the kernel's counters.
 
-use crate::args::{recv_config, recv_format, serving, RecvArgs};
+use crate::args::{learn_family, recv_config, recv_format, serving, RecvArgs};
 use crate::out::{guard_verdict, loss_verdict, print_json, WithPriority};
 use wirespeed::metrics::WithMetrics;
 use wirespeed::rx::{self, Listener};
@@ -8,7 +8,8 @@ use wirespeed::{sys, Error};
 
 pub fn cmd_recv(a: RecvArgs) -> Result<u8, Error> {
     let mut cfg = recv_config(&a)?;
-    let fmt = recv_format(&a)?;
+    let mut fmt = recv_format(&a)?;
+    let learn = learn_family(&a);
     let exporter = a.metrics.start("recv")?;
     cfg.metrics = exporter.as_ref().map(|e| e.board.clone());
     // Refused before anything is opened; then applied once for the process (the capture
@@ -16,14 +17,26 @@ pub fn cmd_recv(a: RecvArgs) -> Result<u8, Error> {
     cfg.priority.check(cfg.busy_poll, 0)?;
     let stop = sys::install_stop_handler();
     let applied = cfg.priority.apply_process()?;
-    let listener = Listener::bind_for(&cfg, fmt.as_ref())?;
+    let mut listener = Listener::bind_for(&cfg, fmt.as_ref())?;
     // Always on stderr, so scripts that bind port 0 can learn the port even with --json.
     if let Some(addr) = listener.local_addr() {
+        let what = match learn {
+            Some(family) => format!("learning the {family} layout from the stream's headers"),
+            None => fmt.name(),
+        };
         eprintln!(
-            "wirespeed recv: listening on {} ({}); Ctrl-C stops and prints the ledger",
+            "wirespeed recv: listening on {} ({what}); Ctrl-C stops and prints the ledger",
             wirespeed::addr::shown(addr),
-            fmt.name()
         );
+    }
+    let mut learned = None;
+    if let Some(family) = learn {
+        let (f, layout) = rx::learn(&mut listener, family, stop, cfg.duration)?;
+        for line in layout.lines() {
+            eprintln!("wirespeed recv: {line}");
+        }
+        fmt = f;
+        learned = Some(layout);
     }
     if let Some(e) = &exporter {
         e.announce("recv");
@@ -33,7 +46,8 @@ pub fn cmd_recv(a: RecvArgs) -> Result<u8, Error> {
         let j = if as_json { serde_json::to_string(p).ok() } else { None };
         eprintln!("{}", j.unwrap_or_else(|| p.line()));
     };
-    let report = rx::capture(&cfg, listener, fmt.as_ref(), stop, a.interval, &progress)?;
+    let mut report = rx::capture(&cfg, listener, fmt.as_ref(), stop, a.interval, &progress)?;
+    report.learned = learned;
     if a.json {
         let metrics = serving(&exporter);
         print_json(&WithMetrics { report: &WithPriority { report: &report, priority: &applied }, metrics })?;

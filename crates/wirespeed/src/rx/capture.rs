@@ -226,6 +226,13 @@ impl<'a, S: Sink> Capture<'a, S> {
         }
     }
 
+    /// A datagram read before the capture began (while its layout was learned), counted as
+    /// if it had just arrived.
+    pub(super) fn replay(&mut self, data: &[u8], src: Option<SocketAddr>) {
+        self.now = sys::monotonic_ns();
+        self.handle_at(data, src, None)
+    }
+
     #[cfg(test)]
     fn handle(&mut self, data: &[u8], src: Option<SocketAddr>) {
         self.handle_at(data, src, None)

@@ -18,6 +18,7 @@ pub mod backend;
 pub mod batches;
 pub mod capture;
 pub mod config;
+pub mod learn;
 pub mod moderation;
 pub mod report;
 pub mod run;
@@ -30,6 +31,7 @@ pub use config::{
     check_ledger_budget, RecvConfig, DEFAULT_COALESCE, DEFAULT_RCVBUF, LEDGER_BUDGET, MAX_BATCH, MAX_THREADS,
     MAX_TRACKED_STREAMS, MAX_WINDOW, RECORD_DEFAULT_RCVBUF,
 };
+pub use learn::{learn, wants_learning, LearnedLayout};
 pub use report::{
     diagnose, ledger_table, InvalidReasons, KernelView, RecvReport, StrayEnd, StreamReport, ThreadReport,
 };

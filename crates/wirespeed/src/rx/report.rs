@@ -181,6 +181,10 @@ pub struct RecvReport {
     pub cpu_ns_per_packet: f64,
     /// Notes (buffer clamps, fallbacks).
     pub notes: Vec<String>,
+    /// The layout learned from the stream when `--format` named only a format (`vdif`), with
+    /// what was assumed rather than seen.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub learned: Option<super::learn::LearnedLayout>,
     /// How the run ended: duration, count, end-of-stream, signal.
     pub stopped_by: String,
     /// Nap after a partial batch actually used, nanoseconds (0: none).
@@ -318,6 +322,7 @@ pub(super) fn build_report<S: Sink>(
         capture_cpu_ns: cpu_ns,
         cpu_ns_per_packet: if cap.datagrams > 0 { cpu_ns as f64 / cap.datagrams as f64 } else { 0.0 },
         notes,
+        learned: None,
         stopped_by,
         coalesce_ns: nap_ns,
         steering: String::new(),
@@ -729,6 +734,9 @@ impl RecvReport {
             units::bits(self.bps),
             units::pps(self.pps)
         );
+        for line in self.learned.iter().flat_map(|l| l.lines()) {
+            let _ = writeln!(o, "  {line}");
+        }
         let rows: Vec<(String, &LedgerCounts, &[GapRange])> = self
             .streams
             .iter()

@@ -42,6 +42,9 @@ pub struct Listener {
     pub(super) others: Vec<(Opened, Bound)>,
     /// How the datagrams are spread over the threads.
     pub(super) steer: Steer,
+    /// Datagrams read before the capture (while the layout was learned): the first capture
+    /// thread counts them first.
+    pub(super) held: Vec<super::learn::Held>,
 }
 
 /// How a run with several threads should steer `fmt`'s datagrams: by the format's stream id
@@ -85,7 +88,7 @@ impl Listener {
                 others.push(backend::open(cfg.backend, &c, member(i))?);
             }
         }
-        Ok(Listener { endpoint, bound, others, steer: cfg.steer })
+        Ok(Listener { endpoint, bound, others, steer: cfg.steer, held: Vec::new() })
     }
 
     /// [`Listener::bind`], steering as suits `fmt` ([`steering_for`]).
@@ -397,6 +400,11 @@ pub fn capture_group<S: Sink>(
                         let mut cap = Capture::new(fmt, sink, ledger_cfg, cfg_t.max_streams, t0);
                         if n > 1 {
                             cap.once_group = Some((once_group, i));
+                        }
+                        if i == 0 {
+                            for h in &listener.held {
+                                cap.replay(&h.data, h.src);
+                            }
                         }
                         let run = CaptureRun { cfg: cfg_t, cap, stop: stop_t, live: &lives[i], t0, nap_ns };
                         let (endpoint, _) = listener.member(i);

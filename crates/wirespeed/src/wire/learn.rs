@@ -63,6 +63,21 @@ pub struct Learner {
     sources: Vec<Source>,
     /// Datagrams from sources beyond [`MAX_SOURCES`].
     pub unstudied: u64,
+    /// A frame rate to take for VDIF and Mark5B streams whose own rate was not seen (no second
+    /// boundary yet): a receiver that cannot wait longer says it assumed it.
+    pub assume_fps: Option<u32>,
+    /// Seconds each stream must be seen to end before its frame rate counts as seen (0 or 1:
+    /// one). A receiver that counts by the rate asks for two: a second whose last frame was
+    /// lost would give a rate one too low.
+    pub rate_seconds: u64,
+}
+
+/// How a frame rate is concluded: the seconds that must be seen to end, and what to assume
+/// when they were not.
+#[derive(Clone, Copy)]
+struct RateRule {
+    assume: Option<u32>,
+    seconds: u64,
 }
 
 impl Learner {
@@ -107,12 +122,13 @@ impl Learner {
 
     /// What was learned, per source, in the order they were first heard.
     pub fn learned(&self) -> Vec<Learned> {
+        let rule = RateRule { assume: self.assume_fps, seconds: self.rate_seconds.max(1) };
         self.sources
             .iter()
             .map(|s| {
                 let (format, spec, facts, missing) = match &s.seen {
-                    Seen::Vdif(v) => v.conclude(),
-                    Seen::Mark5b(m) => m.conclude(),
+                    Seen::Vdif(v) => v.conclude(rule),
+                    Seen::Mark5b(m) => m.conclude(rule),
                     Seen::Spead(p) => p.conclude(),
                     Seen::Unknown { len, first } => (
                         "unknown",
@@ -193,8 +209,14 @@ impl Rate {
         } // else a late frame of an earlier second
     }
 
-    fn fact(&self) -> Result<(u32, String), String> {
-        match self.fps {
+    fn fact(&self, rule: RateRule) -> Result<(u32, String), String> {
+        let streams = self.current.len().max(1) as u64;
+        let fps = self.fps.filter(|_| self.rollovers >= rule.seconds * streams);
+        match fps {
+            None if rule.assume.is_some() => {
+                let f = rule.assume.unwrap_or(1);
+                Ok((f, format!("{f} frames per second per stream: assumed, not seen (too few second boundaries yet)")))
+            }
             Some(f) if f > self.max_frame => Ok((
                 f,
                 format!("{f} frames per second per stream (frame numbers 0..{} over {} second boundaries)", f - 1, self.rollovers),
@@ -277,7 +299,7 @@ impl VdifSeen {
         (0..1024u32).filter(|t| self.threads[(t / 64) as usize] & (1 << (t % 64)) != 0).collect()
     }
 
-    fn conclude(&self) -> (&'static str, Option<String>, Vec<String>, Vec<String>) {
+    fn conclude(&self, rule: RateRule) -> (&'static str, Option<String>, Vec<String>, Vec<String>) {
         let name = if self.vtp { "vtp" } else { "vdif" };
         let ids = self.thread_ids();
         let station = super::Shown::Station(self.station).to_string();
@@ -303,7 +325,7 @@ impl VdifSeen {
             facts.push(format!("{} frame(s) flagged invalid by the instrument", self.invalid_flag));
         }
         let mut missing = Vec::new();
-        let fps = match self.rate.fact() {
+        let fps = match self.rate.fact(rule) {
             Ok((f, line)) => {
                 facts.push(line);
                 Some(f)
@@ -409,7 +431,7 @@ impl Mark5bSeen {
         true
     }
 
-    fn conclude(&self) -> (&'static str, Option<String>, Vec<String>, Vec<String>) {
+    fn conclude(&self, rule: RateRule) -> (&'static str, Option<String>, Vec<String>, Vec<String>) {
         let mut facts = vec![format!(
             "Mark5B {}{}{}",
             if self.halves {
@@ -424,7 +446,7 @@ impl Mark5bSeen {
             facts.push(format!("{} header(s) with a wrong CRC", self.bad_crc));
         }
         let mut missing = Vec::new();
-        let fps = match self.rate.fact() {
+        let fps = match self.rate.fact(rule) {
             Ok((f, line)) if f <= 32_768 => {
                 facts.push(line);
                 Some(f)
@@ -473,6 +495,8 @@ struct SpeadSeen {
     first_cnt: Option<u64>,
     last_cnt: u64,
     step: Option<u64>,
+    /// Heap counter changes seen (consecutive packets of different heaps).
+    heap_changes: u64,
     control: u64,
     descriptors: u64,
     items: (usize, usize),
@@ -505,6 +529,7 @@ impl SpeadSeen {
             first_cnt: None,
             last_cnt: 0,
             step: None,
+            heap_changes: 0,
             control: 0,
             descriptors: 0,
             items: (usize::MAX, 0),
@@ -568,6 +593,7 @@ impl SpeadSeen {
             Some(_) if cnt != self.last_cnt => {
                 let step = cnt.abs_diff(self.last_cnt);
                 self.step = Some(self.step.map_or(step, |s| gcd(s, step)));
+                self.heap_changes += 1;
             }
             Some(_) => {}
         }
@@ -598,6 +624,14 @@ impl SpeadSeen {
             }
         } else {
             missing.push("heap size: no data packet carried it".into());
+        }
+        // Three heaps at least: the first may be another size (spead2 sends its descriptors
+        // with the first heap), and the counter's step shows between heaps.
+        if self.heap_changes < 2 {
+            missing.push(format!(
+                "heap counters: {} heap(s) seen, 3 needed to tell the data heaps and the counter's step",
+                self.heap_changes + u64::from(self.first_cnt.is_some())
+            ));
         }
         // A full packet's payload: what every packet inside a heap carries (or, when no heap
         // had one, the largest payload seen).
