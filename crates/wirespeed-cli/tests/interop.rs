@@ -426,9 +426,27 @@ fn spead2_streams_are_learned_and_their_loss_counted_exactly() {
         let got = u(total, "received") + u(&rep, "unsequenced");
         assert_eq!(got, sent["sent"].as_u64().unwrap() - dropped.len() as u64, "{what}");
 
+        // The heaps, read from the same ledger: those that lost numbered packets are
+        // incomplete (none lost all of its packets here), the others complete, and the bytes
+        // missing are the payloads dropped (data heaps: their sizes are the numbering's).
+        let is_numbered = |d: &&Value| d[1].as_u64().unwrap().div_ceil(payload) < slots;
+        let hit: std::collections::BTreeSet<u64> =
+            dropped.iter().filter(is_numbered).map(|d| d[0].as_u64().unwrap()).collect();
+        let h = &rep["streams"][0]["heaps"];
+        assert_eq!(u(h, "heaps"), u64::from(heaps), "{what}");
+        assert_eq!((u(h, "incomplete"), u(h, "lost")), (hit.len() as u64, 0), "{what}");
+        assert_eq!(u(h, "complete"), u64::from(heaps) - hit.len() as u64, "{what}");
+        if dropped.iter().filter(is_numbered).all(|d| d[3].as_u64() == Some(heap)) {
+            let bytes: u64 = dropped.iter().filter(is_numbered).map(|d| d[2].as_u64().unwrap()).sum();
+            assert_eq!(u(h, "missing_bytes"), bytes, "{what}");
+        }
+
         let o = peer.wait_with_output().unwrap();
         let v = json(String::from_utf8_lossy(&o.stdout).lines().last().unwrap_or(""));
         let touched: std::collections::BTreeSet<u64> = dropped.iter().map(|d| d[0].as_u64().unwrap()).collect();
+        if touched == hit {
+            assert_eq!(v["heaps"], h["complete"], "spead2 and wirespeed agree on the complete heaps: {v}");
+        }
         assert_eq!(
             v["heaps"].as_u64(),
             Some(u64::from(heaps) - touched.len() as u64),

@@ -342,6 +342,19 @@ fn send_recv_and_demo_documents_match_their_schemas() {
         stdout
     };
     d.add_text("recv --format vdif --json (layout learned)", "wirespeed.recv/1", &learned);
+    let spead = {
+        let _g = traffic();
+        let f = "spead,heap=16384,payload=4096,fill=counter";
+        let r = spawn_recv(&["--format", f, "--once", "--json", "--duration", "60"]);
+        let to = format!("127.0.0.1:{}", r.port);
+        let out = run(&["send", &to, "--format", f, "--count", "400", "--skip-every", "7", "--rate", "20kpps"]);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let (code, stdout, stderr) = finish(r, std::time::Duration::from_secs(60));
+        assert_eq!(code, Some(0), "{stderr}");
+        assert!(stdout.contains("\"missing_bytes\""), "{stdout}");
+        stdout
+    };
+    d.add_text("recv --format spead --json (heaps)", "wirespeed.recv/1", &spead);
     d.validate();
 }
 

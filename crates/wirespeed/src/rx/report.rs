@@ -56,6 +56,10 @@ pub struct StreamReport {
     pub active_s: f64,
     /// The capture thread whose ledger this is (0 with one thread).
     pub thread: usize,
+    /// SPEAD: the stream's heaps (complete, incomplete, lost, bytes missing), read from its
+    /// ledger; absent for other formats, or when the ledger kept too few gap ranges to say.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub heaps: Option<crate::wire::spead::HeapCounts>,
 }
 
 /// One capture thread's share of a run: what it received, what it cost, where it ran.
@@ -246,6 +250,7 @@ pub(super) fn build_report<S: Sink>(
 ) -> RecvReport {
     let mut streams = Vec::with_capacity(cap.active);
     let mut total = LedgerCounts::default();
+    let spead = fmt.as_any().and_then(|a| a.downcast_ref::<crate::wire::Spead>());
     let mut sender_skipped = 0;
     let mut without_end = 0;
     for s in &mut cap.slots[..cap.active] {
@@ -259,6 +264,8 @@ pub(super) fn build_report<S: Sink>(
         }
         let counts = s.ledger.counts();
         total.merge(&counts);
+        let (gaps, segments) = (s.ledger.gaps().to_vec(), s.ledger.segments());
+        let heaps = spead.and_then(|f| f.heaps(&segments, &gaps, counts.ranges_dropped));
         streams.push(StreamReport {
             source: s.src.map(|a| a.to_string()).unwrap_or_else(|| "?".into()),
             stream: s.stream,
@@ -267,8 +274,8 @@ pub(super) fn build_report<S: Sink>(
             bytes: s.bytes,
             first_seq: s.ledger.first_seen(),
             last_seq: s.ledger.highest(),
-            gaps: s.ledger.gaps().to_vec(),
-            segments: s.ledger.segments(),
+            gaps,
+            segments,
             invalid_by_reason: InvalidReasons {
                 length: s.invalid_kinds[Invalid::Length as usize],
                 header: s.invalid_kinds[Invalid::Header as usize],
@@ -278,6 +285,7 @@ pub(super) fn build_report<S: Sink>(
             sender: s.end,
             active_s: s.last_ns.saturating_sub(s.first_ns) as f64 / 1e9,
             thread: 0,
+            heaps,
         });
     }
     let active_ns = cap.last_ns.saturating_sub(cap.first_ns);
@@ -746,6 +754,20 @@ impl RecvReport {
             })
             .collect();
         ledger_table(&mut o, &rows, &self.total, show_gaps);
+        for s in &self.streams {
+            if let Some(h) = &s.heaps {
+                let _ = writeln!(
+                    o,
+                    "  heaps {}: {} complete, {} incomplete, {} lost entirely, of {}; {} of payload missing",
+                    s.source,
+                    units::thousands(h.complete),
+                    units::thousands(h.incomplete),
+                    units::thousands(h.lost),
+                    units::thousands(h.heaps),
+                    units::bytes(h.missing_bytes)
+                );
+            }
+        }
         if self.stray_control + self.invalid_control > 0 {
             let _ = writeln!(
                 o,

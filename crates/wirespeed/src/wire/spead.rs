@@ -299,6 +299,94 @@ impl Spead {
     }
 }
 
+/// A SPEAD stream's heaps, read from its packet ledger: how many heaps the stream's numbers
+/// span, how many arrived whole, how many lost some packets (and how many payload bytes), and
+/// how many lost every packet. What spead2's receiver reports as complete and incomplete
+/// heaps, for one stream, with the loss in bytes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct HeapCounts {
+    /// Heaps from the first to the last number seen (every segment).
+    pub heaps: u64,
+    /// Heaps of which every packet arrived.
+    pub complete: u64,
+    /// Heaps of which some packets, not all, were lost.
+    pub incomplete: u64,
+    /// Heaps of which every packet was lost.
+    pub lost: u64,
+    /// Payload bytes missing from incomplete and lost heaps.
+    pub missing_bytes: u64,
+}
+
+impl Spead {
+    /// Payload bytes of packet `k` of a data heap.
+    fn packet_bytes(&self, k: u64) -> u64 {
+        let (p, lead, heap) = (self.cfg.payload as u64, self.lead, self.cfg.heap);
+        match k {
+            0 => lead.min(heap),
+            k if k + 1 == self.per_heap => heap - lead - (self.per_heap - 2) * p,
+            _ => p,
+        }
+    }
+
+    /// The heaps of a stream whose ledger has these `segments` and `gaps` (numbers as
+    /// [`Format::check`] gives them). `None` when the ledger kept too few gap ranges to say
+    /// (`ranges_dropped`), or its numbers wrap. Missing bytes are counted at a data heap's
+    /// packet sizes: exact for data heaps, the nearest the ledger knows for heaps of another
+    /// size.
+    pub fn heaps(
+        &self,
+        segments: &[crate::ledger::Segment],
+        gaps: &[crate::ledger::GapRange],
+        ranges_dropped: u64,
+    ) -> Option<HeapCounts> {
+        if ranges_dropped > 0 {
+            return None;
+        }
+        let s = self.per_heap;
+        let mut c = HeapCounts::default();
+        for g in segments {
+            if g.last < g.first {
+                return None;
+            }
+            c.heaps += g.last / s - g.first / s + 1;
+        }
+        // Gap ranges come in order: gather each heap's missing packets, then judge it.
+        let mut cur: Option<(u64, u64)> = None; // (heap, packets missing)
+        let judge = |c: &mut HeapCounts, heap: Option<(u64, u64)>| {
+            if let Some((_, missing)) = heap {
+                if missing >= s {
+                    c.lost += 1;
+                } else {
+                    c.incomplete += 1;
+                }
+            }
+        };
+        for r in gaps {
+            if r.last < r.first {
+                return None;
+            }
+            let mut n = r.first;
+            loop {
+                let (h, k) = (n / s, n % s);
+                let end = (h * s + s - 1).min(r.last);
+                if cur.is_some_and(|(ch, _)| ch != h) {
+                    judge(&mut c, cur.take());
+                }
+                let missing = end - n + 1;
+                c.missing_bytes += (k..=k + missing - 1).map(|i| self.packet_bytes(i)).sum::<u64>();
+                cur = Some((h, cur.map_or(0, |(_, m)| m) + missing));
+                if end == r.last {
+                    break;
+                }
+                n = end + 1;
+            }
+        }
+        judge(&mut c, cur);
+        c.complete = c.heaps.saturating_sub(c.incomplete + c.lost);
+        Some(c)
+    }
+}
+
 impl Format for Spead {
     fn name(&self) -> String {
         format!("spead-64-{}/{}", self.cfg.addr_bits, self.cfg.payload)
@@ -685,6 +773,42 @@ mod tests {
             let c = ledger.counts();
             assert_eq!((c.received, c.lost, c.late, c.duplicate), (kept, lost, 0, 0), "every {every}th dropped");
         }
+    }
+
+    /// Heaps read from the ledger: exactly the heaps that lost packets are incomplete, those
+    /// that lost all are lost, and the missing bytes are the payloads dropped.
+    #[test]
+    fn heaps_complete_incomplete_and_lost_from_the_ledger() {
+        use crate::ledger::{LedgerConfig, StreamLedger};
+        let s = Spead::new(SpeadConfig { fill: Fill::Any, first: 1, lead: Some(1008), ..small() }).unwrap();
+        let heaps: Vec<Vec<Vec<u8>>> = (1..=40u64).map(|c| spead2_heap(c, 4096, 1024, 2, false)).collect();
+        let mut ledger = StreamLedger::new(&LedgerConfig::default());
+        let (mut want, mut i) = (HeapCounts { heaps: 40, ..HeapCounts::default() }, 0usize);
+        for (h, heap) in heaps.iter().enumerate() {
+            let (mut dropped, mut bytes) = (0, 0);
+            for p in heap {
+                // Every 7th packet, and the whole of heaps 10 and 11 (never the first or last).
+                let drop = (i % 7 == 6 || h == 10 || h == 11) && h != 0 && h != 39;
+                i += 1;
+                if drop {
+                    dropped += 1;
+                    bytes += (p.len() - Packet::new_unchecked(&p[..]).header_len()) as u64;
+                    continue;
+                }
+                let info = s.check(p).unwrap();
+                ledger.record_with(info.seq, info.absent);
+            }
+            match dropped {
+                0 => want.complete += 1,
+                d if d == heap.len() => want.lost += 1,
+                _ => want.incomplete += 1,
+            }
+            want.missing_bytes += bytes;
+        }
+        ledger.finish(None);
+        let got = s.heaps(&ledger.segments(), ledger.gaps(), ledger.counts().ranges_dropped).unwrap();
+        assert_eq!(got, want);
+        assert_eq!((got.lost, got.heaps), (2, 40));
     }
 
     #[test]
