@@ -335,6 +335,31 @@ fn probe_learns_baseband_streams_and_its_spec_counts_them_exactly() {
     }
 }
 
+/// spead2's stop heap ends the stream as a wirespeed sender's end message does: `--once` stops
+/// on it, and the last packets before it, dropped, are counted lost (with their heap).
+#[test]
+fn spead2_stop_heap_ends_the_run_and_shows_the_tail_lost() {
+    let _t = traffic();
+    let r = spawn_recv(&["--format", "spead", "--once", "--json", "--rcvbuf", "64M", "--duration", "300"]);
+    let mut args = vec![script("spead2_peer.py"), "relay".into(), "defaults".into(), "8248".into(), "100".into()];
+    args.extend(["0".into(), r.port.to_string(), "tail=3".into()]);
+    let out = Command::new(python_with("spead2")).args(&args).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let sent = json(String::from_utf8_lossy(&out.stdout).lines().last().unwrap_or(""));
+    let (code, stdout, stderr) = finish(r, Duration::from_secs(300));
+    assert_eq!(code, Some(0), "{stderr}");
+    let rep = json(&stdout);
+    assert_eq!(rep["stopped_by"], "end of stream", "{stdout}");
+    let dropped = sent["dropped"].as_array().unwrap();
+    assert_eq!(dropped.len(), 3, "{sent}");
+    assert_eq!(u(&rep["total"], "lost"), 3, "the tail, known from the stop heap: {stdout}");
+    let s = &rep["streams"][0];
+    assert_eq!(s["closed_at"], s["last_seq"].as_u64().unwrap() + 3, "{s}");
+    let bytes: u64 = dropped.iter().map(|d| d[2].as_u64().unwrap()).sum();
+    assert_eq!((u(&s["heaps"], "incomplete"), u(&s["heaps"], "missing_bytes")), (1, bytes), "{s}");
+    assert_eq!(rep["streams_without_end"], 0, "{stdout}");
+}
+
 /// `spead2_peer.py relay`: spead2 sends `heaps` heaps of `layout` through a relay that drops
 /// every `every`-th packet (0: none) and forwards the rest to `ports`; its JSON account.
 fn spead2_relay(layout: &str, packet: u32, heaps: u32, every: u32, ports: &[u16]) -> Value {

@@ -7,14 +7,14 @@ usage: spead2_peer.py send PORT HEAPS HEAP_BYTES PACKET_BYTES
        spead2_peer.py send-defaults PORT HEAPS
          sends HEAPS heaps the way a spead2 user's code does by default: a 48-bit immediate
          timestamp item and a 64 KiB data item, descriptors sent, packets of at most 8248 bytes.
-       spead2_peer.py relay LAYOUT PACKET_BYTES HEAPS DROP_EVERY PORT [PORT...]
+       spead2_peer.py relay LAYOUT PACKET_BYTES HEAPS DROP_EVERY PORT [PORT...] [tail=N]
          sends HEAPS heaps of LAYOUT (defaults: as send-defaults, SPEAD-64-40; items: SPEAD-64-48,
          an immediate timestamp, a 32 KiB and a 1 KiB item, descriptors again every 25th heap)
          in packets of at most PACKET_BYTES through a relay that forwards each packet to every
          PORT on 127.0.0.1 except every DROP_EVERY-th (0: none; never a stream-control packet,
          never a packet of the last heap, whose loss no receiver could know), then a stop heap.
          Prints JSON: packets sent, and each dropped packet's heap counter, offset, length and
-         heap size.
+         heap size. tail=N also drops the last N data packets before the stop heap.
        spead2_peer.py recv-cpu PORT
          receives until a stop heap, blocking; prints JSON: heaps, packets, and the process's CPU
          seconds (all threads) from the first heap to the stop (for the benchmarks).
@@ -75,7 +75,7 @@ def heap_fields(pkt):
     return f.get(1), f.get(2), f.get(3), f.get(4), 6 in f
 
 
-def relay(layout, packet_bytes, heaps, every, ports):
+def relay(layout, packet_bytes, heaps, every, ports, tail=0):
     inbound = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     inbound.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 << 20)
     inbound.bind(("127.0.0.1", 0))
@@ -85,6 +85,7 @@ def relay(layout, packet_bytes, heaps, every, ports):
 
     def forward():
         i = 0
+        queue = []
         while True:
             pkt = inbound.recv(65536)
             cnt, size, off, plen, control = heap_fields(pkt)
@@ -94,12 +95,21 @@ def relay(layout, packet_bytes, heaps, every, ports):
             report["sent"] += 1
             if every and i % every == every - 1 and not control and not last_heap:
                 report["dropped"].append([cnt, off, plen, size])
-            else:
+            elif control:
+                # The stop heap: the `tail` data packets held back before it are dropped.
+                for held in queue:
+                    c, s, o, p, _ = heap_fields(held)
+                    report["dropped"].append([c, o, p, s])
                 for port in ports:
                     out.sendto(pkt, ("127.0.0.1", port))
-            i += 1
-            if control:
                 return
+            else:
+                queue.append(pkt)
+                if len(queue) > tail:
+                    first = queue.pop(0)
+                    for port in ports:
+                        out.sendto(first, ("127.0.0.1", port))
+            i += 1
 
     t = threading.Thread(target=forward)
     t.start()
@@ -184,7 +194,10 @@ if __name__ == "__main__":
     elif sys.argv[1] == "recv-cpu":
         recv_cpu(int(sys.argv[2]))
     elif sys.argv[1] == "relay":
-        relay(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]), [int(p) for p in sys.argv[6:]])
+        tail = 0
+        ports = [int(p) for p in sys.argv[6:] if not p.startswith("tail=")]
+        tail = sum(int(p[5:]) for p in sys.argv[6:] if p.startswith("tail="))
+        relay(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]), ports, tail)
     elif sys.argv[1] == "send":
         send(int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]))
     else:

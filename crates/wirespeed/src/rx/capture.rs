@@ -53,6 +53,10 @@ pub(super) struct Slot {
     /// Two end-of-stream messages disagreed, or data contradicted an accepted one: this
     /// stream's end is unknown and no later message settles it.
     pub(super) end_disputed: bool,
+    /// A message in the format itself (a SPEAD stop heap) closed the stream: the last number
+    /// it had. Believed as an end-of-stream message is: from the source whose data was seen,
+    /// beyond every number received; later data beyond it withdraws it.
+    pub(super) closed_at: Option<u64>,
     pub(super) first_ns: u64,
     pub(super) last_ns: u64,
 }
@@ -65,6 +69,10 @@ pub(super) struct Slot {
 /// report names the message). After data, a run whose own end message was lost or disputed
 /// must not wait forever; a stranger's message sent while data flows changes nothing.
 pub const ONCE_QUIET_NS: u64 = 3_000_000_000;
+
+/// The run a stream closed by its own format (a SPEAD stop heap) counts as, for `--once`: such
+/// a stream is a run of one stream.
+const CLOSED_SESSION: u64 = u64::MAX;
 
 /// Most end-of-stream messages from sources without data that a report lists (all are counted).
 const STRAY_ENDS_LISTED: usize = 16;
@@ -133,6 +141,7 @@ impl<'a, S: Sink> Capture<'a, S> {
                 end: None,
                 end_range: (0, 0),
                 end_disputed: false,
+                closed_at: None,
                 first_ns: 0,
                 last_ns: 0,
             })
@@ -259,6 +268,9 @@ impl<'a, S: Sink> Capture<'a, S> {
             // halves): kept, counted apart, kept out of every ledger.
             self.unsequenced += 1;
             self.keep(data, src, &checked, at);
+            if let Some((stream, next)) = self.fmt.closes_stream(data) {
+                self.on_close(src, stream, next);
+            }
             return;
         }
         let Some(i) = self.slot(src, stream) else {
@@ -313,6 +325,15 @@ impl<'a, S: Sink> Capture<'a, S> {
                 return;
             }
         };
+        // Data beyond a stop heap: the stream went on (or the stop was not its own).
+        if s.closed_at.is_some_and(|last| {
+            result.is_ok_and(|seq| !in_range(seq, (s.ledger.first_seen().unwrap_or(seq), last), self.seq_mask))
+        }) {
+            s.closed_at = None;
+            if self.first_session.is_some_and(|(sess, _, _)| sess == CLOSED_SESSION) {
+                self.first_session = None;
+            }
+        }
         // A wirespeed sender sends nothing after its end message: data outside the range the
         // message claimed proves that message wrong (forged, or from another run).
         if s.end.is_some() {
@@ -376,6 +397,28 @@ impl<'a, S: Sink> Capture<'a, S> {
             None => self.first_session = Some((e.session, e.stream_count, 1)),
             Some((sess, _, ended)) if *sess == e.session => *ended += 1,
             _ => {}
+        }
+    }
+
+    /// A datagram of the format that closes a stream (a SPEAD stop heap) before number `next`.
+    /// Believed only from the source and stream whose data arrived here, when every number
+    /// received lies before `next`; it then ends the stream as an end message does (`--once`,
+    /// loss at the tail), without claiming how many were sent. Anything else is ignored.
+    #[cold]
+    fn on_close(&mut self, src: Option<SocketAddr>, stream: u32, next: u64) {
+        let mask = self.seq_mask;
+        let Some(i) = self.slots[..self.active].iter().position(|s| s.src == src && s.stream == stream) else {
+            return;
+        };
+        let s = &mut self.slots[i];
+        let (Some(first), Some(highest)) = (s.ledger.first_seen(), s.ledger.highest()) else { return };
+        let last = next.wrapping_sub(1) & mask;
+        if s.end.is_some() || s.closed_at.is_some() || !in_range(highest, (first, last), mask) {
+            return;
+        }
+        s.closed_at = Some(last);
+        if self.first_session.is_none() {
+            self.first_session = Some((CLOSED_SESSION, 1, 1));
         }
     }
 
@@ -593,6 +636,48 @@ mod tests {
             fmt.emit(0, s, &mut b);
             cap.handle(&b, addr(src));
         }
+    }
+
+    /// A SPEAD stop heap ends a stream only as an end message does: from the source whose data
+    /// was seen, after every number received; then it ends `--once`, and data beyond it
+    /// withdraws it.
+    #[test]
+    fn a_spead_stop_heap_closes_only_its_own_stream() {
+        use crate::wire::spead::{
+            ItemPointer, Packet, HEAP_CNT, HEAP_OFFSET, HEAP_SIZE, PAYLOAD_LENGTH, STREAM_CONTROL,
+        };
+        use crate::wire::{Fill, Spead, SpeadConfig};
+        let fmt =
+            Spead::new(SpeadConfig { heap: 4096, payload: 1024, fill: Fill::Any, ..SpeadConfig::default() }).unwrap();
+        let stop = |cnt: u64| {
+            let mut b = vec![0u8; 8 + 5 * 8];
+            let mut p = Packet::new_unchecked(&mut b[..]);
+            p.set_header(6, 5);
+            let items = [(HEAP_CNT, cnt), (HEAP_SIZE, 0), (HEAP_OFFSET, 0), (PAYLOAD_LENGTH, 0), (STREAM_CONTROL, 2)];
+            for (i, (id, value)) in items.into_iter().enumerate() {
+                p.set_item(i, ItemPointer { immediate: true, id, value }.encode(48));
+            }
+            b
+        };
+        let mut cap = Capture::new(&fmt, NullSink, &LedgerConfig::default(), 8, 1);
+        let mut b = vec![0u8; fmt.packet_len()];
+        // Heaps 1..=10 (numbers 0..40), the last two packets of heap 10 lost.
+        for seq in 0..38 {
+            fmt.emit(0, seq, &mut b);
+            cap.handle(&b, addr(5000));
+        }
+        cap.handle(&stop(11), addr(5001));
+        assert!(!cap.first_run_done(), "a stop heap from a source that sent nothing here");
+        cap.handle(&stop(9), addr(5000));
+        assert!(!cap.first_run_done(), "a stop heap before numbers already received");
+        cap.handle(&stop(11), addr(5000));
+        assert!(cap.first_run_done());
+        assert_eq!(cap.slots[0].closed_at, Some(39));
+        // More data beyond it: the stream went on.
+        fmt.emit(0, 41, &mut b);
+        cap.handle(&b, addr(5000));
+        assert!(!cap.first_run_done());
+        assert_eq!(cap.slots[0].closed_at, None);
     }
 
     #[test]

@@ -60,6 +60,11 @@ pub struct StreamReport {
     /// ledger; absent for other formats, or when the ledger kept too few gap ranges to say.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub heaps: Option<crate::wire::spead::HeapCounts>,
+    /// The stream's last number, when a message of its own format closed it (a SPEAD stop
+    /// heap): loss after the last datagram received and up to it is counted, as a wirespeed
+    /// sender's end message lets it be.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub closed_at: Option<u64>,
 }
 
 /// One capture thread's share of a run: what it received, what it cost, where it ran.
@@ -256,10 +261,12 @@ pub(super) fn build_report<S: Sink>(
     for s in &mut cap.slots[..cap.active] {
         s.ledger.record_held(&mut s.len_lock);
         let (first, last) = s.end_range;
-        let sender = s.end.filter(|e| !e.is_empty()).map(|_| SenderEnd { first, last });
+        let closed = s.closed_at.zip(s.ledger.first_seen()).map(|(last, first)| SenderEnd { first, last });
+        let sender = s.end.filter(|e| !e.is_empty()).map(|_| SenderEnd { first, last }).or(closed);
         s.ledger.finish(sender);
         match s.end {
             Some(e) => sender_skipped += e.skipped,
+            None if s.closed_at.is_some() => {}
             None => without_end += 1,
         }
         let counts = s.ledger.counts();
@@ -286,6 +293,7 @@ pub(super) fn build_report<S: Sink>(
             active_s: s.last_ns.saturating_sub(s.first_ns) as f64 / 1e9,
             thread: 0,
             heaps,
+            closed_at: s.closed_at,
         });
     }
     let active_ns = cap.last_ns.saturating_sub(cap.first_ns);

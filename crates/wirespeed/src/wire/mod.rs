@@ -292,6 +292,14 @@ pub trait Format: Send + Sync + fmt::Debug {
             Err(kind) => Some(Mismatch::of(kind)),
         }
     }
+    /// For a datagram `check` found valid but unsequenced: whether it closes its stream, as a
+    /// SPEAD stop heap does, and if so which stream and the number after the stream's last
+    /// (the stop heap's own place). A receiver then knows the stream's end as a wirespeed
+    /// sender's end-of-stream message tells it, loss at the tail included. Called only for
+    /// such datagrams, never per data datagram.
+    fn closes_stream(&self, _buf: &[u8]) -> Option<(u32, u64)> {
+        None
+    }
     /// Why wirespeed cannot send this format as configured (`None`: it can). Some settings
     /// describe another sender's stream for a receiver (a SPEAD heap whose first packet is
     /// shorter), which `emit` does not reproduce.

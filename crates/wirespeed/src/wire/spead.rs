@@ -410,6 +410,22 @@ impl Format for Spead {
         false
     }
 
+    /// A stop heap (stream control 2) closes the stream before its own heap counter.
+    fn closes_stream(&self, buf: &[u8]) -> Option<(u32, u64)> {
+        let view = Packet::new_checked(buf).ok()?;
+        let (mut cnt, mut stop) = (None, false);
+        for i in 0..view.num_items() {
+            let ItemPointer { immediate, id, value } = ItemPointer::decode(view.item(i), self.cfg.addr_bits);
+            match (immediate, id) {
+                (true, HEAP_CNT) => cnt = Some(value),
+                (true, STREAM_CONTROL) => stop |= value == 2,
+                _ => {}
+            }
+        }
+        let rel = cnt?.wrapping_sub(self.cfg.first) & self.mask;
+        (stop && rel % self.cfg.step == 0).then(|| (0, (rel / self.cfg.step).wrapping_mul(self.per_heap)))
+    }
+
     fn cannot_send(&self) -> Option<String> {
         (!self.uniform()).then(|| {
             format!(
