@@ -115,21 +115,10 @@ pub fn cmd_record(a: RecordArgs) -> Result<u8, Error> {
         share: a.share.clone(),
         learn: learn.map(str::to_string),
     };
-    if a.file_format == FileFormat::Raw && !null_sink && fmt.fixed_len().is_none() {
-        // A counter or sequence-field stream takes its length from --size; a format whose
-        // datagrams differ in length (SPEAD cut the way spead2 cuts heaps) only fits pcap.
-        let sized = matches!(fmt.spec().split(',').next(), Some("counter" | "seqfield"));
-        return Err(Error::Usage(if sized {
-            format!(
-                "raw files keep no datagram boundaries, so they need a fixed datagram length: give --size (e.g. --size 8800), or record with --file-format pcap ({} has none)",
-                fmt.name()
-            )
-        } else {
-            format!(
-                "raw files keep no datagram boundaries, and {}'s datagrams differ in length: record with --file-format pcap",
-                fmt.name()
-            )
-        }));
+    if !null_sink {
+        // Refused before anything is created: the same check the recorder makes (raw files
+        // need a fixed datagram length).
+        wirespeed::spool::ReadLayout::for_stream(&fmt, a.file_format).map_err(Error::Usage)?;
     }
     // Refused before anything is created: the ring is among what --lock-memory must lock.
     rcfg.priority.check(rcfg.busy_poll, if null_sink { 0 } else { a.buffer })?;

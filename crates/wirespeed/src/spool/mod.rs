@@ -161,10 +161,20 @@ impl ReadLayout {
             FileFormat::Pcap => Ok(ReadLayout { file_format, reader: fmt.clone(), record_len: 0 }),
             FileFormat::Raw => {
                 let len = fmt.fixed_len().ok_or_else(|| {
-                    format!(
-                        "raw files keep no datagram boundaries, so they need a fixed datagram length and {} has none: give --size, or record with --file-format pcap",
-                        fmt.name()
-                    )
+                    // A counter or sequence-field stream takes its length from --size; other
+                    // formats whose datagrams differ in length (SPEAD cut as spead2 cuts heaps)
+                    // only fit pcap.
+                    if matches!(fmt.spec().split(',').next(), Some("counter" | "seqfield")) {
+                        format!(
+                            "raw files keep no datagram boundaries, so they need a fixed datagram length and {} has none: give --size, or record with --file-format pcap",
+                            fmt.name()
+                        )
+                    } else {
+                        format!(
+                            "raw files keep no datagram boundaries, and {}'s datagrams differ in length: record with --file-format pcap",
+                            fmt.name()
+                        )
+                    }
                 })?;
                 let strip = rec.raw_strip();
                 if strip >= len {
