@@ -520,6 +520,9 @@ fn spead2_streams_are_learned_and_their_loss_counted_exactly() {
             let v = json(&String::from_utf8_lossy(&out.stdout));
             assert_eq!(u(&v["total"], "lost"), numbered, "{v}");
             assert_eq!(u(&v["total"], "received"), u(&rep["capture"]["total"], "received"), "{v}");
+            let hc = &rep["capture"]["streams"][0]["heaps"];
+            assert_eq!(u(hc, "heaps"), u64::from(heaps), "{stdout}");
+            assert_eq!(&v["streams"][0]["heaps"], hc, "verify reads the same heaps: {v}");
         }
     }
 }

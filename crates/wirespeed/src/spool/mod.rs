@@ -217,6 +217,9 @@ pub struct FileStream {
     pub gaps: Vec<GapRange>,
     /// Segments (more than one after a sender restart).
     pub segments: Vec<Segment>,
+    /// SPEAD: the stream's heaps, read from the same ledger (as recv reports them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub heaps: Option<crate::wire::spead::HeapCounts>,
 }
 
 /// Builds per-stream ledgers from the records of a file, as they are read or written.
@@ -343,19 +346,23 @@ impl FileLedger {
     pub fn finish(&mut self) -> (Vec<FileStream>, LedgerCounts) {
         let mut out = Vec::with_capacity(self.streams.len());
         let mut total = LedgerCounts::default();
+        let spead = self.reader.as_any().and_then(|a| a.downcast_ref::<crate::wire::Spead>());
         for (src, stream, l, lock) in &mut self.streams {
             l.record_held(lock);
             l.finish(None);
             let counts = l.counts();
             total.merge(&counts);
+            let (gaps, segments) = (l.gaps().to_vec(), l.segments());
+            let heaps = spead.and_then(|f| f.heaps(&segments, &gaps, counts.ranges_dropped));
             out.push(FileStream {
                 source: src.map(|a| a.to_string()),
                 stream: *stream,
                 counts,
                 first_seq: l.first_seen(),
                 last_seq: l.highest(),
-                gaps: l.gaps().to_vec(),
-                segments: l.segments(),
+                gaps,
+                segments,
+                heaps,
             });
         }
         out.sort_by(|a, b| (&a.source, a.stream).cmp(&(&b.source, b.stream)));

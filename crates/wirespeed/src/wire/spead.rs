@@ -303,7 +303,7 @@ impl Spead {
 /// span, how many arrived whole, how many lost some packets (and how many payload bytes), and
 /// how many lost every packet. What spead2's receiver reports as complete and incomplete
 /// heaps, for one stream, with the loss in bytes.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct HeapCounts {
     /// Heaps from the first to the last number seen (every segment).
     pub heaps: u64,
