@@ -162,23 +162,10 @@ fn spead2_receives_wirespeed_and_wirespeed_receives_spead2() {
     assert_eq!(u(&rep, "unsequenced"), 300 + 1, "heap tails and the stop heap");
     assert_eq!(u(&rep["streams"][0], "last_seq"), 300 * 8 - 1);
 
-    // wirespeed -> spead2: the same heaps, reassembled by spead2.
-    let port = {
-        let s = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
-        s.local_addr().unwrap().port()
-    };
-    let mut peer = Command::new(py)
-        .arg(script("spead2_peer.py"))
-        // wirespeed sends no SPEAD stop heap, so the peer ends after this much silence after its
-        // last heap: ten seconds, far more than a busy host holds a reader off the CPU.
-        .args(["recv", &port.to_string(), "10"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut first = String::new();
-    std::io::BufRead::read_line(&mut std::io::BufReader::new(peer.stdout.as_mut().unwrap()), &mut first).unwrap();
-    assert!(first.contains("listening"), "{first}");
+    // wirespeed -> spead2: the same heaps, reassembled by spead2. wirespeed sends no SPEAD stop
+    // heap, so the peer ends after ten seconds of silence after its last heap, far more than a
+    // busy host holds a reader off the CPU.
+    let (peer, port) = spead2_receiver(10);
     let target = format!("127.0.0.1:{port}");
     let out = run(&[
         "send",
@@ -360,6 +347,26 @@ fn spead2_stop_heap_ends_the_run_and_shows_the_tail_lost() {
     assert_eq!(rep["streams_without_end"], 0, "{stdout}");
 }
 
+/// spead2's receiver (`spead2_peer.py recv`) on a free port, listening, ending after `quiet`
+/// seconds without a heap or at a stop heap; its last stdout line is its JSON account.
+fn spead2_receiver(quiet: u32) -> (std::process::Child, u16) {
+    let port = {
+        let s = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        s.local_addr().unwrap().port()
+    };
+    let mut peer = Command::new(python_with("spead2"))
+        .arg(script("spead2_peer.py"))
+        .args(["recv", &port.to_string(), &quiet.to_string()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut std::io::BufReader::new(peer.stdout.as_mut().unwrap()), &mut line).unwrap();
+    assert!(line.contains("listening"), "{line}");
+    (peer, port)
+}
+
 /// `spead2_peer.py relay`: spead2 sends `heaps` heaps of `layout` through a relay that drops
 /// every `every`-th packet (0: none) and forwards the rest to `ports`; its JSON account.
 fn spead2_relay(layout: &str, packet: u32, heaps: u32, every: u32, ports: &[u16]) -> Value {
@@ -412,20 +419,7 @@ fn spead2_streams_are_learned_and_their_loss_counted_exactly() {
 
         let r =
             spawn_recv(&["--format", &spec, "--json", "--rcvbuf", "64M", "--duration", "300", "--expect-zero-loss"]);
-        let port2 = {
-            let s = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
-            s.local_addr().unwrap().port()
-        };
-        let mut peer = Command::new(python_with("spead2"))
-            .arg(script("spead2_peer.py"))
-            .args(["recv", &port2.to_string(), "20"])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let mut line = String::new();
-        std::io::BufRead::read_line(&mut std::io::BufReader::new(peer.stdout.as_mut().unwrap()), &mut line).unwrap();
-        assert!(line.contains("listening"), "{line}");
+        let (peer, port2) = spead2_receiver(20);
         let sent = spead2_relay(layout, packet, heaps, every, &[r.port, port2]);
         let (code, stdout, stderr) = interrupt(r);
         assert_eq!(code, Some(3), "loss is exit 3: {stdout}{stderr}");

@@ -49,18 +49,34 @@ def send(port, heaps, heap_bytes, packet_bytes):
     print(json.dumps({"sent_heaps": heaps}))
 
 
+def send_layout(stream, layout, heaps):
+    """Send HEAPS heaps of LAYOUT (see the usage) and a stop heap on a spead2 send stream."""
+    if layout == "defaults":
+        ig = spead2.send.ItemGroup()
+        ts = ig.add_item(0x1600, "timestamp", "sample counter", shape=(), format=[("u", 48)])
+        data = ig.add_item(0x4300, "data", "payload", shape=(65536,), dtype=np.uint8)
+        for i in range(heaps):
+            ts.value = i * 65536
+            data.value = np.full(65536, i % 256, np.uint8)
+            stream.send_heap(ig.get_heap())
+    else:
+        ig = spead2.send.ItemGroup(flavour=spead2.Flavour(4, 64, 48))
+        ts = ig.add_item(0x1600, "timestamp", "sample counter", shape=(), format=[("u", 48)])
+        data = ig.add_item(0x4300, "data", "payload", shape=(32768,), dtype=np.uint8)
+        flags = ig.add_item(0x4301, "flags", "per-channel flags", shape=(1024,), dtype=np.uint8)
+        for i in range(heaps):
+            ts.value = i * 32768
+            data.value = np.full(32768, i % 256, np.uint8)
+            flags.value = np.zeros(1024, np.uint8)
+            stream.send_heap(ig.get_heap(descriptors="all" if i % 25 == 0 else "none"))
+    stream.send_heap(ig.get_end())
+
+
 def send_defaults(port, heaps):
     pool = spead2.ThreadPool()
     cfg = spead2.send.StreamConfig(max_packet_size=8248, rate=200e6)
     stream = spead2.send.UdpStream(pool, [("127.0.0.1", port)], cfg)
-    ig = spead2.send.ItemGroup()
-    ts = ig.add_item(0x1600, "timestamp", "sample counter", shape=(), format=[("u", 48)])
-    data = ig.add_item(0x4300, "data", "payload", shape=(65536,), dtype=np.uint8)
-    for i in range(heaps):
-        ts.value = i * 65536
-        data.value = np.full(65536, i % 256, np.uint8)
-        stream.send_heap(ig.get_heap())
-    stream.send_heap(ig.get_end())
+    send_layout(stream, "defaults", heaps)
     print(json.dumps({"sent_heaps": heaps}))
 
 
@@ -116,25 +132,7 @@ def relay(layout, packet_bytes, heaps, every, ports, tail=0):
     pool = spead2.ThreadPool()
     cfg = spead2.send.StreamConfig(max_packet_size=packet_bytes, rate=50e6)
     stream = spead2.send.UdpStream(pool, [("127.0.0.1", inbound.getsockname()[1])], cfg)
-    if layout == "defaults":
-        ig = spead2.send.ItemGroup()
-        ts = ig.add_item(0x1600, "timestamp", "sample counter", shape=(), format=[("u", 48)])
-        data = ig.add_item(0x4300, "data", "payload", shape=(65536,), dtype=np.uint8)
-        for i in range(heaps):
-            ts.value = i * 65536
-            data.value = np.full(65536, i % 256, np.uint8)
-            stream.send_heap(ig.get_heap())
-    else:
-        ig = spead2.send.ItemGroup(flavour=spead2.Flavour(4, 64, 48))
-        ts = ig.add_item(0x1600, "timestamp", "sample counter", shape=(), format=[("u", 48)])
-        data = ig.add_item(0x4300, "data", "payload", shape=(32768,), dtype=np.uint8)
-        flags = ig.add_item(0x4301, "flags", "per-channel flags", shape=(1024,), dtype=np.uint8)
-        for i in range(heaps):
-            ts.value = i * 32768
-            data.value = np.full(32768, i % 256, np.uint8)
-            flags.value = np.zeros(1024, np.uint8)
-            stream.send_heap(ig.get_heap(descriptors="all" if i % 25 == 0 else "none"))
-    stream.send_heap(ig.get_end())
+    send_layout(stream, layout, heaps)
     t.join(60)
     print(json.dumps(report))
 
