@@ -331,6 +331,9 @@ pub struct StreamLedger {
     /// Numbers a datagram showed were never sent, set aside when the stream moves on (see
     /// [`StreamLedger::record_with`]); count 0: none.
     absent_pending: Absent,
+    /// The last run of absent numbers set aside: a datagram numbered inside it proves it
+    /// wrong, and it is taken back (count 0: none).
+    absent_last: Absent,
 }
 
 /// Next piece of the position run starting at `p` (`n` long) that lies in one
@@ -431,6 +434,7 @@ impl StreamLedger {
             prev: None,
             finished: false,
             absent_pending: Absent::default(),
+            absent_last: Absent::default(),
             cfg,
         }
     }
@@ -492,15 +496,30 @@ impl StreamLedger {
     /// nothing is absent.
     #[inline]
     pub fn record_with(&mut self, seq: u64, absent: Absent) -> Outcome {
-        if self.absent_pending.count == 0 && absent.count == 0 {
+        if self.absent_pending.count == 0 && absent.count == 0 && self.absent_last.count == 0 {
             return self.record(seq);
         }
         self.record_beside_absent(seq, absent)
     }
 
     fn record_beside_absent(&mut self, seq: u64, absent: Absent) -> Outcome {
-        if self.absent_pending.count != 0 && self.absent_pending != absent {
-            self.set_aside_absent();
+        let l = self.absent_last;
+        if l.count != 0 && (seq.wrapping_sub(l.first) & self.mask) < l.count {
+            // A datagram numbered inside a run set aside: the run was wrong (a forged or
+            // corrupt heap size). Its numbers are taken back, to be received or lost as any.
+            self.absent_last = Absent::default();
+            self.mark_run(l, false);
+        }
+        let p = self.absent_pending;
+        if p.count != 0 && p != absent {
+            // A datagram numbered inside the pending run contradicts it (a packet of a heap
+            // said to be shorter): the run is dropped, never set aside over a real number.
+            let inside = (seq.wrapping_sub(p.first) & self.mask) < p.count;
+            if inside {
+                self.absent_pending = Absent::default();
+            } else {
+                self.set_aside_absent();
+            }
         }
         let out = self.record(seq);
         if absent.count != 0 {
@@ -512,30 +531,58 @@ impl StreamLedger {
         out
     }
 
-    /// Takes the pending absent numbers into the window: ahead of the highest they move it (the
-    /// real numbers jumped over are holes, as for any jump), behind it they fill their place.
-    /// Never counted as received, lost, late or duplicate.
+    /// Takes the pending absent numbers into the window: a run ending ahead of the highest
+    /// moves it there once (real numbers jumped over are holes, as for any jump), and the
+    /// run's numbers are marked, a word at a time, wherever they lie in the window. Never
+    /// counted as received, lost, late or duplicate.
     fn set_aside_absent(&mut self) {
         let a = std::mem::take(&mut self.absent_pending);
-        if !self.started || self.finished || self.pending.is_some() {
+        if a.count == 0 || !self.started || self.finished || self.pending.is_some() {
             return;
         }
-        for k in 0..a.count {
-            let seq = a.first.wrapping_add(k) & self.mask;
-            let fwd = seq.wrapping_sub(self.cur.highest) & self.mask;
+        // In pieces of half a window, so that a run longer than the window never leaves it
+        // unmarked (a jump past the window counts what it skips as lost).
+        let (mask, half) = (self.mask, (self.cfg.window / 2).max(1));
+        let mut done = 0;
+        while done < a.count {
+            let piece = Absent { first: a.first.wrapping_add(done) & mask, count: (a.count - done).min(half) };
+            let last = piece.first.wrapping_add(piece.count - 1) & mask;
+            let fwd = last.wrapping_sub(self.cur.highest) & mask;
             if fwd != 0 && fwd <= self.cfg.max_gap {
-                self.advance(seq, fwd);
+                self.advance(last, fwd);
                 self.counts.received -= 1;
                 self.cur.seg.received -= 1;
-                continue;
             }
-            let back = self.cur.highest.wrapping_sub(seq) & self.mask;
-            if back < self.cfg.window {
-                let p = self.cur.highest_ext - back;
-                if p >= self.cur.first_ext {
-                    self.set_bit(p);
-                }
+            self.mark_run(piece, true);
+            done += piece.count;
+        }
+        self.absent_last = a;
+    }
+
+    /// Sets (`on`) or clears the window's bits of run `a`'s numbers that lie in the window at
+    /// or behind the highest, a word at a time.
+    fn mark_run(&mut self, a: Absent, on: bool) {
+        let mask = self.mask;
+        let last = a.first.wrapping_add(a.count - 1) & mask;
+        let back = self.cur.highest.wrapping_sub(last) & mask;
+        if back >= self.cfg.window {
+            return;
+        }
+        let last_ext = self.cur.highest_ext - back;
+        let lo = (last_ext - (a.count - 1).min(last_ext))
+            .max(self.cur.first_ext)
+            .max(self.cur.highest_ext - (self.cfg.window - 1));
+        let mut p = lo;
+        let mut n = (last_ext + 1).saturating_sub(lo);
+        while n > 0 {
+            let (word, off, len) = chunk(p, n, self.cfg.window);
+            if on {
+                self.bits[word] |= low_bits(len) << off;
+            } else {
+                self.bits[word] &= !(low_bits(len) << off);
             }
+            p += len;
+            n -= len;
         }
     }
 
@@ -900,6 +947,51 @@ mod tests {
 
     fn sender(first: u64, last: u64) -> Option<SenderEnd> {
         Some(SenderEnd { first, last })
+    }
+
+    /// Numbers a datagram says were never sent are set aside, neither received nor lost; a
+    /// run contradicted by a datagram numbered inside it is dropped, never laid over it.
+    #[test]
+    fn absent_numbers_are_set_aside_and_a_contradicted_run_is_dropped() {
+        let absent = |first, count| Absent { first, count };
+        let mut l = StreamLedger::new(&cfg(1024, 1000));
+        // Heap 0: numbers 0..8, all real. Heap 1: numbers 8..16, only 8 and 9 real.
+        for n in 0..8 {
+            l.record_with(n, Absent::default());
+        }
+        l.record_with(8, absent(10, 6));
+        l.record_with(9, absent(10, 6)); // its last real packet: set aside now
+        for n in 16..20 {
+            l.record_with(n, Absent::default());
+        }
+        // Heap 3 (24..32) says 26.. are absent, and its packet 25 is then its last, so the run
+        // is set aside at once; but datagrams numbered 27.. arrive: the run is taken back, 26
+        // is lost, 27..32 received (late: the run had moved the highest to 31).
+        l.record_with(24, absent(26, 6));
+        l.record_with(25, absent(26, 6));
+        l.record_with(27, Absent::default());
+        for n in 28..40 {
+            l.record_with(n, Absent::default());
+        }
+        l.finish(None);
+        let c = l.counts();
+        // Lost: 20..24 (4) and 26 (1); 10..16 set aside.
+        assert_eq!((c.received, c.lost, c.late, c.duplicate), (8 + 2 + 4 + 2 + 1 + 12, 5, 5, 0));
+        // A run not yet set aside (the heap's last packet not yet seen) is dropped by a number
+        // inside it, without being laid over it.
+        let mut l = StreamLedger::new(&cfg(1024, 1000));
+        l.record_with(0, absent(4, 4));
+        l.record_with(5, Absent::default());
+        l.record_with(6, Absent::default());
+        l.record_with(7, Absent::default());
+        l.finish(None);
+        assert_eq!((l.counts().received, l.counts().lost, l.counts().duplicate), (4, 4, 0));
+        // A whole run far ahead is set aside by one move, with bounded work.
+        let mut l = StreamLedger::new(&cfg(1024, 1 << 20));
+        l.record_with(0, absent(1, 60_000));
+        l.record_with(60_001, Absent::default());
+        l.finish(None);
+        assert_eq!((l.counts().received, l.counts().lost), (2, 0));
     }
 
     #[test]

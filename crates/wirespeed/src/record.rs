@@ -422,16 +422,18 @@ pub fn run(
     if cfg.null_sink {
         let live = RecordLive { shared: Vec::new(), capacity: 1, last_written: 0.into(), last_t: 0.into() };
         let mut listener = bind()?;
+        let mut rc = rcfg.clone();
         let (fmt, learned) = match &cfg.learn {
             Some(family) => {
-                let (f, l) = rx::learn(&mut listener, family, stop, rcfg.duration)?;
+                let (f, l) = rx::learn(&mut listener, family, stop, rcfg.duration, rx::learn::HOLD_MAX)?;
                 progress(&format!("wirespeed record: {}", l.lines().join("; ")));
+                rc.duration = rc.duration.map(|d| d.saturating_sub(l.spent));
                 (f, Some(l))
             }
             None => (fmt, None),
         };
         let mut report =
-            rx::capture(rcfg, listener, fmt.as_ref(), stop, interval, &|p| progress(&live.show(p, cfg.interval_json)))?;
+            rx::capture(&rc, listener, fmt.as_ref(), stop, interval, &|p| progress(&live.show(p, cfg.interval_json)))?;
         report.learned = learned;
         return Ok(RecordReport {
             schema: RECORD_SCHEMA,
@@ -550,15 +552,20 @@ pub fn run(
     }
     // The layout, learned from the stream now that its datagrams are read (and held for the
     // capture): the files are named and described by it.
+    // At most half the ring is held, so that the held datagrams fit it when they are counted.
+    let mut rc = rcfg.clone();
     let (fmt, layout, learned) = match &cfg.learn {
         Some(family) => {
-            let (f, l) = rx::learn(&mut listener, family, stop, rcfg.duration)?;
+            let hold = rx::learn::HOLD_MAX.min(usize::try_from(capacity / 2).unwrap_or(usize::MAX));
+            let (f, l) = rx::learn(&mut listener, family, stop, rcfg.duration, hold)?;
             progress(&format!("wirespeed record: {}", l.lines().join("; ")));
             let lay = ReadLayout::for_stream(&f, cfg.file_format).map_err(Error::Usage)?;
+            rc.duration = rc.duration.map(|d| d.saturating_sub(l.spent));
             (f, lay, Some(l))
         }
         None => (fmt, layout, None),
     };
+    let rcfg = &rc;
     let local = listener.local_addr().unwrap_or(rcfg.listen);
     let ext = match cfg.file_format {
         FileFormat::Pcap => "pcap".to_string(),

@@ -31,7 +31,9 @@ pub fn cmd_recv(a: RecvArgs) -> Result<u8, Error> {
     }
     let mut learned = None;
     if let Some(family) = learn {
-        let (f, layout) = rx::learn(&mut listener, family, stop, cfg.duration)?;
+        let (f, layout) = rx::learn(&mut listener, family, stop, cfg.duration, rx::learn::HOLD_MAX)?;
+        // The run's --duration counts the time spent learning.
+        cfg.duration = cfg.duration.map(|d| d.saturating_sub(layout.spent));
         for line in layout.lines() {
             eprintln!("wirespeed recv: {line}");
         }

@@ -235,10 +235,10 @@ impl<'a, S: Sink> Capture<'a, S> {
         }
     }
 
-    /// A datagram read before the capture began (while its layout was learned), counted as
-    /// if it had just arrived.
-    pub(super) fn replay(&mut self, data: &[u8], src: Option<SocketAddr>) {
-        self.now = sys::monotonic_ns();
+    /// A datagram read before the capture began (while its layout was learned) at `at_ns`,
+    /// counted (and, by a recorder, stamped) as arriving then.
+    pub(super) fn replay(&mut self, data: &[u8], src: Option<SocketAddr>, at_ns: u64) {
+        self.now = at_ns;
         self.handle_at(data, src, None)
     }
 
@@ -330,9 +330,8 @@ impl<'a, S: Sink> Capture<'a, S> {
             result.is_ok_and(|seq| !in_range(seq, (s.ledger.first_seen().unwrap_or(seq), last), self.seq_mask))
         }) {
             s.closed_at = None;
-            if self.first_session.is_some_and(|(sess, _, _)| sess == CLOSED_SESSION) {
-                self.first_session = None;
-            }
+            self.note_closed();
+            return;
         }
         // A wirespeed sender sends nothing after its end message: data outside the range the
         // message claimed proves that message wrong (forged, or from another run).
@@ -413,13 +412,29 @@ impl<'a, S: Sink> Capture<'a, S> {
         let s = &mut self.slots[i];
         let (Some(first), Some(highest)) = (s.ledger.first_seen(), s.ledger.highest()) else { return };
         let last = next.wrapping_sub(1) & mask;
-        if s.end.is_some() || s.closed_at.is_some() || !in_range(highest, (first, last), mask) {
+        // No further ahead than the ledger reads a jump as loss: a stop heap far beyond the
+        // data (a forged or corrupt counter) must not book a vast tail as lost.
+        let ahead = last.wrapping_sub(highest) & mask;
+        if s.end.is_some()
+            || s.closed_at.is_some()
+            || !in_range(highest, (first, last), mask)
+            || ahead > s.ledger.config().max_gap
+        {
             return;
         }
         s.closed_at = Some(last);
-        if self.first_session.is_none() {
-            self.first_session = Some((CLOSED_SESSION, 1, 1));
+        self.note_closed();
+    }
+
+    /// `--once` after stop heaps: the run is over when every stream seen so far has closed
+    /// (by a stop heap or an end message), not at the first of several sources' stop heaps.
+    fn note_closed(&mut self) {
+        if self.first_session.is_some_and(|(sess, _, _)| sess != CLOSED_SESSION) {
+            return;
         }
+        let active = &self.slots[..self.active];
+        let closed = active.iter().filter(|s| s.closed_at.is_some() || s.end.is_some()).count();
+        self.first_session = Some((CLOSED_SESSION, active.len() as u32, closed as u32));
     }
 
     /// Checks an end message can pass without any data: no more sent and skipped than its
@@ -670,6 +685,10 @@ mod tests {
         assert!(!cap.first_run_done(), "a stop heap from a source that sent nothing here");
         cap.handle(&stop(9), addr(5000));
         assert!(!cap.first_run_done(), "a stop heap before numbers already received");
+        // Counter 0 with first=1 wraps to 2^48 - 1 heaps ahead: far beyond any jump the ledger
+        // reads as loss, so it closes nothing (it would book ~2^51 numbers lost).
+        cap.handle(&stop(0), addr(5000));
+        assert!(!cap.first_run_done(), "a stop heap far beyond the data");
         cap.handle(&stop(11), addr(5000));
         assert!(cap.first_run_done());
         assert_eq!(cap.slots[0].closed_at, Some(39));

@@ -29,7 +29,8 @@ pub const LEARNABLE: [&str; 4] = ["vdif", "vtp", "mark5b", "spead"];
 /// seen: a VDIF or Mark5B frame rate shows at the first second boundary, within a second.
 pub const LEARN_WAIT: Duration = Duration::from_secs(3);
 
-/// Most bytes held while learning (a second of 2 Gb/s VDIF is 256 MB).
+/// Most bytes held while learning (a second of 2 Gb/s VDIF is 256 MB). A recorder holds at
+/// most half its ring, so that the held datagrams fit it when they are counted.
 pub const HOLD_MAX: usize = 1 << 30;
 
 /// A datagram read while learning, counted first by the capture.
@@ -37,6 +38,8 @@ pub const HOLD_MAX: usize = 1 << 30;
 pub struct Held {
     /// Where it came from.
     pub src: Option<SocketAddr>,
+    /// When it was read (monotonic ns): the capture counts it, and a recorder stamps it, then.
+    pub at_ns: u64,
     /// Its payload.
     pub data: Vec<u8>,
 }
@@ -56,6 +59,10 @@ pub struct LearnedLayout {
     pub datagrams: u64,
     /// Seconds from the first datagram to the layout.
     pub seconds: f64,
+    /// Time spent learning, waiting for the first datagram included: the run's duration
+    /// counts it.
+    #[serde(skip)]
+    pub spent: Duration,
 }
 
 impl LearnedLayout {
@@ -72,6 +79,9 @@ impl LearnedLayout {
         v
     }
 }
+
+/// The format learned, and what the report says of it.
+type FormatLearned = (Arc<dyn Format>, LearnedLayout);
 
 /// Whether `--format` asks for the layout to be learned: a learnable name with no keys.
 pub fn wants_learning(format: &str) -> bool {
@@ -92,15 +102,16 @@ fn pick(learned: &[Learned], family: &str) -> Option<usize> {
 }
 
 /// Read `listener`'s first datagrams until the layout of a `family` stream is known, keep
-/// them in the listener for the capture, and return the format learned. Waits for the first
-/// datagram until `stop` or `wait_first` (the run's duration); with nothing read, the
-/// family's defaults are returned and said to be assumed.
+/// them in the listener for the capture (at most `hold_max` bytes), and return the format
+/// learned. Waits for the first datagram until `stop` or `wait_first` (the run's duration);
+/// with nothing read, the family's defaults are returned and said to be assumed.
 pub fn learn(
     listener: &mut Listener,
     family: &str,
     stop: &AtomicBool,
     wait_first: Option<Duration>,
-) -> Result<(Arc<dyn Format>, LearnedLayout)> {
+    hold_max: usize,
+) -> Result<FormatLearned> {
     if listener.threads() > 1 {
         return Err(Error::Usage(format!(
             "learning the {family} layout reads one socket: give --threads 1, or the format's keys (`wirespeed probe` prints them)"
@@ -112,6 +123,25 @@ pub fn learn(
         )));
     };
     let sock = ep.socket();
+    // Never blocked in a receive call (a datagram the kernel drops after poll said readable,
+    // a bad checksum, must not hold learning past its time); the capture's own calls do not
+    // depend on the mode, which is put back.
+    sock.set_nonblocking(true).map_err(|e| Error::Runtime(format!("receiving failed: {e}")))?;
+    let result = read_and_learn(sock, ep.fd(), family, stop, wait_first, hold_max);
+    sock.set_nonblocking(false).map_err(|e| Error::Runtime(format!("receiving failed: {e}")))?;
+    let (held, layout) = result?;
+    listener.held = held;
+    Ok(layout)
+}
+
+fn read_and_learn(
+    sock: &std::net::UdpSocket,
+    fd: std::os::fd::RawFd,
+    family: &str,
+    stop: &AtomicBool,
+    wait_first: Option<Duration>,
+    hold_max: usize,
+) -> Result<(Vec<Held>, FormatLearned)> {
     let mut learner = Learner::new();
     learner.rate_seconds = 2;
     let mut held: Vec<Held> = Vec::new();
@@ -121,7 +151,7 @@ pub fn learn(
     let mut first_ns = None;
     let mut chosen = None;
     loop {
-        if stop.load(Ordering::Relaxed) || ended || bytes >= HOLD_MAX {
+        if stop.load(Ordering::Relaxed) || ended || bytes >= hold_max {
             break;
         }
         let now = sys::monotonic_ns();
@@ -130,9 +160,7 @@ pub fn learn(
             Some(f) if now - f >= LEARN_WAIT.as_nanos() as u64 => break,
             _ => {}
         }
-        if !sys::poll_readable(ep.fd(), Some(20_000_000))
-            .map_err(|e| Error::Runtime(format!("receiving failed: {e}")))?
-        {
+        if !sys::poll_readable(fd, Some(20_000_000)).map_err(|e| Error::Runtime(format!("receiving failed: {e}")))? {
             continue;
         }
         // Everything queued, then look at what was learned.
@@ -144,17 +172,17 @@ pub fn learn(
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => break,
                 Err(e) => return Err(Error::Runtime(format!("receiving failed: {e}"))),
             };
+            // Named as the capture names it (an IPv4 sender on a dual-stack socket is a.b.c.d).
+            let src = crate::addr::unmap(src);
             let data = &buf[..len];
-            first_ns.get_or_insert_with(sys::monotonic_ns);
+            let at_ns = sys::monotonic_ns();
+            first_ns.get_or_insert(at_ns);
             // A wirespeed sender's end message: the stream is over, learn from what came.
             ended |= len == END_LEN && EndOfStream::decode(data).is_some();
             learner.feed(src, data);
-            held.push(Held { src: Some(src), data: data.to_vec() });
+            held.push(Held { src: Some(src), at_ns, data: data.to_vec() });
             bytes += len;
             n += 1;
-            if !sys::poll_readable(ep.fd(), Some(0)).unwrap_or(false) {
-                break;
-            }
         }
         let learned = learner.learned();
         if let Some(i) = pick(&learned, family) {
@@ -165,8 +193,8 @@ pub fn learn(
         }
     }
     let seconds = first_ns.map_or(0.0, |f| (sys::monotonic_ns() - f) as f64 / 1e9);
+    let spent = Duration::from_nanos(sys::monotonic_ns() - t0);
     let datagrams = held.len() as u64;
-    listener.held = held;
     let mut assumed = Vec::new();
     if chosen.is_none() {
         // Not all seen in time: the frame rate is the key that needs time; take the default.
@@ -204,6 +232,6 @@ pub fn learn(
         }
         None => (spec::parse(family).map_err(Error::Usage)?, String::new(), Vec::new()),
     };
-    let layout = LearnedLayout { spec: fmt.spec(), source, facts, assumed, datagrams, seconds };
-    Ok((fmt, layout))
+    let layout = LearnedLayout { spec: fmt.spec(), source, facts, assumed, datagrams, seconds, spent };
+    Ok((held, (fmt, layout)))
 }

@@ -403,7 +403,7 @@ pub fn capture_group<S: Sink>(
                         }
                         if i == 0 {
                             for h in &listener.held {
-                                cap.replay(&h.data, h.src);
+                                cap.replay(&h.data, h.src, h.at_ns);
                             }
                         }
                         let run = CaptureRun { cfg: cfg_t, cap, stop: stop_t, live: &lives[i], t0, nap_ns };

@@ -506,6 +506,9 @@ struct SpeadSeen {
 struct HeapSize {
     size: u64,
     packets: u64,
+    /// Heaps of this size whose first packet was seen without descriptors: what ranks the data
+    /// heap (a first heap carrying descriptors may have more packets than a data heap).
+    heaps: u64,
     lead: Option<u64>,
 }
 
@@ -577,13 +580,14 @@ impl SpeadSeen {
             let at = match self.heaps.iter().position(|h| h.size == size) {
                 Some(i) => i,
                 None if self.heaps.len() < HEAP_SIZES => {
-                    self.heaps.push(HeapSize { size, packets: 0, lead: None });
+                    self.heaps.push(HeapSize { size, packets: 0, heaps: 0, lead: None });
                     self.heaps.len() - 1
                 }
                 None => self.heaps.len() - 1,
             };
             let h = &mut self.heaps[at];
             h.packets += 1;
+            h.heaps += u64::from(off == 0 && !desc);
             if off == 0 && !last && h.size == size {
                 h.lead = Some(plen);
             }
@@ -616,7 +620,7 @@ impl SpeadSeen {
         }
         let mut missing = Vec::new();
         // The data heap: the size most packets belong to.
-        let data = self.heaps.iter().max_by_key(|h| h.packets).copied();
+        let data = self.heaps.iter().max_by_key(|h| (h.heaps, h.packets)).copied();
         if let Some(h) = data {
             facts.push(format!("heaps of {} bytes ({} packets seen)", h.size, h.packets));
             for o in self.heaps.iter().filter(|o| o.size != h.size) {

@@ -53,6 +53,10 @@ pub const STREAM_CONTROL: u64 = 0x6;
 /// Item pointers in every emitted packet.
 const ITEMS: usize = 7;
 
+/// Most packets a heap may be cut into: what one datagram of a short heap may set aside in the
+/// ledger is bounded by it.
+pub const MAX_PACKETS_PER_HEAP: u64 = 1 << 16;
+
 /// Bytes in the SPEAD header (before the item pointers).
 pub const HEADER_LEN: usize = 8;
 /// Bytes in an item pointer.
@@ -260,12 +264,10 @@ impl Spead {
             ));
         }
         let per_heap = slots(cfg.heap, lead as u64, cfg.payload as u64);
-        if per_heap > 1 << 24 {
+        if per_heap > MAX_PACKETS_PER_HEAP {
             return Err(format!(
-                "SPEAD heaps of {} bytes in packets of {} are {per_heap} packets each: at most {} are counted",
-                cfg.heap,
-                cfg.payload,
-                1 << 24
+                "SPEAD heaps of {} bytes in packets of {} are {per_heap} packets each: at most {MAX_PACKETS_PER_HEAP} are counted",
+                cfg.heap, cfg.payload
             ));
         }
         if cfg.step == 0 || cfg.step > mask || cfg.first > mask {
@@ -328,11 +330,28 @@ impl Spead {
         }
     }
 
+    /// Payload bytes of packets `a..=b` of a data heap, without a loop.
+    fn packets_bytes(&self, a: u64, b: u64) -> u64 {
+        let n = b - a + 1;
+        let mut bytes = n.saturating_mul(self.cfg.payload as u64);
+        for k in [0, self.per_heap - 1] {
+            if (a..=b).contains(&k) {
+                bytes = bytes - self.cfg.payload as u64 + self.packet_bytes(k);
+            }
+        }
+        if self.per_heap == 1 && n == 1 {
+            bytes = self.packet_bytes(0);
+        }
+        bytes
+    }
+
     /// The heaps of a stream whose ledger has these `segments` and `gaps` (numbers as
     /// [`Format::check`] gives them). `None` when the ledger kept too few gap ranges to say
     /// (`ranges_dropped`), or its numbers wrap. Missing bytes are counted at a data heap's
     /// packet sizes: exact for data heaps, the nearest the ledger knows for heaps of another
-    /// size.
+    /// size. A heap the capture joined after its first packets, or left before its last
+    /// without an end (a stop heap) to say so, counts as complete from what it saw. Constant
+    /// work per gap range, however long.
     pub fn heaps(
         &self,
         segments: &[crate::ledger::Segment],
@@ -348,41 +367,40 @@ impl Spead {
             if g.last < g.first {
                 return None;
             }
-            c.heaps += g.last / s - g.first / s + 1;
+            c.heaps = c.heaps.saturating_add(g.last / s - g.first / s + 1);
         }
-        // Gap ranges come in order: gather each heap's missing packets, then judge it.
+        // Gap ranges come in order and do not overlap: a heap is touched by the ends of one
+        // or more ranges, or lies whole inside one.
         let mut cur: Option<(u64, u64)> = None; // (heap, packets missing)
-        let judge = |c: &mut HeapCounts, heap: Option<(u64, u64)>| {
-            if let Some((_, missing)) = heap {
-                if missing >= s {
-                    c.lost += 1;
-                } else {
-                    c.incomplete += 1;
-                }
+        let judge = |c: &mut HeapCounts, heap: Option<(u64, u64)>| match heap {
+            Some((_, missing)) if missing >= s => c.lost += 1,
+            Some(_) => c.incomplete += 1,
+            None => {}
+        };
+        let part = |c: &mut HeapCounts, cur: &mut Option<(u64, u64)>, h: u64, a: u64, b: u64| {
+            if cur.is_some_and(|(ch, _)| ch != h) {
+                judge(c, cur.take());
             }
+            c.missing_bytes = c.missing_bytes.saturating_add(self.packets_bytes(a, b));
+            *cur = Some((h, cur.map_or(0, |(_, m)| m) + (b - a + 1)));
         };
         for r in gaps {
             if r.last < r.first {
                 return None;
             }
-            let mut n = r.first;
-            loop {
-                let (h, k) = (n / s, n % s);
-                let end = (h * s + s - 1).min(r.last);
-                if cur.is_some_and(|(ch, _)| ch != h) {
-                    judge(&mut c, cur.take());
-                }
-                let missing = end - n + 1;
-                c.missing_bytes += (k..=k + missing - 1).map(|i| self.packet_bytes(i)).sum::<u64>();
-                cur = Some((h, cur.map_or(0, |(_, m)| m) + missing));
-                if end == r.last {
-                    break;
-                }
-                n = end + 1;
+            let (h0, k0, h1, k1) = (r.first / s, r.first % s, r.last / s, r.last % s);
+            if h0 == h1 {
+                part(&mut c, &mut cur, h0, k0, k1);
+                continue;
             }
+            part(&mut c, &mut cur, h0, k0, s - 1);
+            let whole = h1 - h0 - 1;
+            c.lost = c.lost.saturating_add(whole);
+            c.missing_bytes = c.missing_bytes.saturating_add(whole.saturating_mul(self.cfg.heap));
+            part(&mut c, &mut cur, h1, 0, k1);
         }
         judge(&mut c, cur);
-        c.complete = c.heaps.saturating_sub(c.incomplete + c.lost);
+        c.complete = c.heaps.saturating_sub(c.incomplete.saturating_add(c.lost));
         Some(c)
     }
 }
