@@ -83,11 +83,6 @@ impl LearnedLayout {
 /// The format learned, and what the report says of it.
 type FormatLearned = (Arc<dyn Format>, LearnedLayout);
 
-/// Whether `--format` asks for the layout to be learned: a learnable name with no keys.
-pub fn wants_learning(format: &str) -> bool {
-    LEARNABLE.contains(&format)
-}
-
 /// The format's default value of `key`, from its spec.
 fn default_key(family: &str, key: &str) -> Option<String> {
     let f = spec::parse(family).ok()?;
