@@ -322,6 +322,134 @@ fn probe_learns_baseband_streams_and_its_spec_counts_them_exactly() {
     }
 }
 
+/// baseband's frames of each `(args, skip)` in turn, to `port` from source port `src`.
+fn send_from(py: &str, src: &str, port: u16, runs: &[(&[&str], &str)]) {
+    for &(args, skip) in runs {
+        let (kind, rest) = args.split_first().unwrap();
+        let out = Command::new(py)
+            .arg(script("baseband_send.py"))
+            .args([*kind, format!("127.0.0.1:{port}").as_str()])
+            .args(rest)
+            .args(["--skip", skip, "--src-port", src])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "baseband_send {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    }
+}
+
+/// A recorder says the layout changed and keeps the new layout's frames (in pcap), counted
+/// refused there; `verify --format` with the new layout counts them, and their loss, exactly.
+#[test]
+fn a_recorder_keeps_a_stream_that_changes_layout_and_says_how_to_count_it() {
+    let py = python_with("baseband");
+    let _t = traffic();
+    let dir = TempDir::new("relearn-record");
+    let src = std::net::UdpSocket::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port().to_string();
+    let before: &[&str] = &["vdif", "--threads", "2", "--chans", "1", "--fps", "1000"];
+    let after: &[&str] = &["vdif", "--threads", "1", "--chans", "4", "--fps", "800", "--payload", "8000"];
+    let skipped = |n: u64, skip: u64| (0..n.saturating_sub(16)).filter(|i| i % skip == skip - 1).count() as u64;
+    let (na, nb) = (4400, 1760);
+    let sb = skipped(nb, 89);
+    let r = spawn_cmd_with(
+        &[],
+        "record",
+        "127.0.0.1:0",
+        &["--format", "vdif", "-o", dir.path(), "--file-format", "pcap", "--json", "--buffer", "64M", "--block", "1M"]
+            .into_iter()
+            .chain(["--rcvbuf", "64M", "--duration", "60", "--count", &(na + nb - sb).to_string()])
+            .collect::<Vec<_>>(),
+    );
+    send_from(py, &src, r.port, &[(before, "0"), (after, "89")]);
+    let (code, stdout, stderr) = finish(r, Duration::from_secs(90));
+    assert_eq!(code, Some(0), "{stderr}");
+    let rep = json(&stdout);
+    let cap = &rep["capture"];
+    let c = &cap["layout_changes"][0];
+    let spec = c["spec"].as_str().unwrap_or_else(|| panic!("no change said: {stdout}"));
+    assert!(spec.starts_with("vdif,frame=8032,threads=1,station=Xx,bits=2,chans=4,complex=0,fps=800,"), "{spec}");
+    assert_eq!(c["followed"], false);
+    let drops = recv_kernel_drops(cap);
+    assert_eq!(drops, 0, "a 64 MiB buffer holds both runs: {stdout}");
+    assert_eq!((u(&cap["total"], "received"), u(&cap["total"], "invalid")), (na, nb - sb), "{stdout}");
+    // Every frame of both layouts is in the recording; the new layout's count its loss.
+    let v = json(&String::from_utf8_lossy(&run(&["verify", dir.path(), "--format", spec, "--json"]).stdout));
+    let t = &v["total"];
+    assert_eq!((u(t, "received"), u(t, "lost"), u(t, "invalid")), (nb - sb, sb, na), "{v}");
+}
+
+/// An instrument that changes its layout mid-run (baseband's VDIF, one source port throughout):
+/// `--format vdif` alone follows the change, counts each layout by its
+/// own ledgers, and counts the loss injected on both sides of it exactly, with nothing invalid.
+#[test]
+fn a_baseband_stream_that_changes_layout_mid_run_is_a_resync() {
+    let py = python_with("baseband");
+    let _t = traffic();
+    let cases: &[(&str, &[&str], &[&str], &str)] = &[
+        (
+            "vdif",
+            &["vdif", "--threads", "2", "--chans", "1", "--fps", "1000"],
+            &["vdif", "--threads", "1", "--chans", "4", "--station", "Ab", "--fps", "500", "--edv", "3"],
+            "vdif,frame=1032,threads=1,station=Ab,bits=2,chans=4,complex=0,fps=500,",
+        ),
+        // Eight times the bandwidth in frames eight times longer, at the same frame rate.
+        (
+            "vdif",
+            &["vdif", "--threads", "1", "--chans", "4", "--fps", "800"],
+            &["vdif", "--threads", "1", "--chans", "4", "--fps", "800", "--payload", "8000"],
+            "vdif,frame=8032,threads=1,station=Xx,bits=2,chans=4,complex=0,fps=800,",
+        ),
+    ];
+    for &(family, before, after, want) in cases {
+        let src = std::net::UdpSocket::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port().to_string();
+        let frames = |args: &[&str]| {
+            let arg = |k: &str, d: f64| args.iter().position(|a| *a == k).map_or(d, |i| args[i + 1].parse().unwrap());
+            let threads = if args[0] == "vdif" { arg("--threads", 1.0) as u64 } else { 1 };
+            (2.2 * arg("--fps", 1000.0)) as u64 * threads
+        };
+        let skipped = |n: u64, skip: u64| (0..n.saturating_sub(16)).filter(|i| i % skip == skip - 1).count() as u64;
+        let (na, nb) = (frames(before), frames(after));
+        let (sa, sb) = (skipped(na, 97), skipped(nb, 89));
+        let r = spawn_recv(&[
+            "--format",
+            family,
+            "--json",
+            "--duration",
+            "60",
+            "--count",
+            &(na + nb - sa - sb).to_string(),
+        ]);
+        send_from(py, &src, r.port, &[(before, "97"), (after, "89")]);
+        let (code, stdout, stderr) = finish(r, Duration::from_secs(90));
+        assert_eq!(code, Some(0), "{family}: {stderr}");
+        let v = json(&stdout);
+        let changes = v["layout_changes"].as_array().unwrap_or_else(|| panic!("{family}: no change seen: {stdout}"));
+        assert_eq!(changes.len(), 1, "{family}: {stdout}");
+        let spec = changes[0]["spec"].as_str().unwrap();
+        assert!(spec.starts_with(want), "{family}: {spec}");
+        assert_eq!(changes[0]["followed"], true);
+        assert!(changes[0]["assumed"].as_array().unwrap().is_empty(), "{family}: the new rate was seen: {stdout}");
+        let drops = recv_kernel_drops(&v);
+        let (received, lost) = (u(&v["total"], "received"), u(&v["total"], "lost"));
+        assert_eq!(u(&v["total"], "invalid"), 0, "{family}: a change of layout is not invalid data: {stdout}");
+        assert_eq!(received + lost, na + nb, "{family}: every frame of both layouts received or lost: {stdout}");
+        assert!(
+            (sa + sb..=sa + sb + drops).contains(&lost),
+            "{family}: lost {lost}, left out {sa}+{sb}, kernel drops {drops}"
+        );
+        // Each layout's streams, with the loss left out of each.
+        let streams = v["streams"].as_array().unwrap();
+        let of = |k: u64| -> (u64, u64) {
+            streams
+                .iter()
+                .filter(|s| s["layout"].as_u64().unwrap_or(0) == k)
+                .fold((0, 0), |(r, l), s| (r + u(s, "received"), l + u(s, "lost")))
+        };
+        let ((ra, la), (rb, lb)) = (of(0), of(1));
+        assert_eq!((ra + la, rb + lb), (na, nb), "{family}: {stdout}");
+        assert!(drops > 0 || (la, lb) == (sa, sb), "{family}: lost {la} and {lb}, left out {sa} and {sb}");
+    }
+}
+
 /// spead2's stop heap ends the stream as a wirespeed sender's end message does: `--once` stops
 /// on it, and the last packets before it, dropped, are counted lost (with their heap).
 #[test]

@@ -342,6 +342,20 @@ fn send_recv_and_demo_documents_match_their_schemas() {
         stdout
     };
     d.add_text("recv --format vdif --json (layout learned)", "wirespeed.recv/1", &learned);
+    let changed = {
+        let _g = traffic();
+        let r = spawn_recv(&["--format", "vdif", "--count", "2800", "--json", "--duration", "60"]);
+        let to = format!("127.0.0.1:{}", r.port);
+        for (f, n) in [("vdif", "300"), ("vdif,frame=1032,chans=1,fps=1000", "2500")] {
+            let out = run(&["send", &to, "--format", f, "--count", n, "--rate", "20kpps"]);
+            assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        }
+        let (code, stdout, stderr) = finish(r, std::time::Duration::from_secs(60));
+        assert_eq!(code, Some(0), "{stderr}");
+        assert!(stdout.contains("\"layout_changes\"") && stdout.contains("\"layout\": 1"), "{stdout}");
+        stdout
+    };
+    d.add_text("recv --format vdif --json (a change of layout followed)", "wirespeed.recv/1", &changed);
     let spead = {
         let _g = traffic();
         let f = "spead,heap=16384,payload=4096,fill=counter";

@@ -558,6 +558,7 @@ pub fn run(
         Some(family) => {
             let hold = rx::learn::HOLD_MAX.min(usize::try_from(capacity / 2).unwrap_or(usize::MAX));
             let (f, l) = rx::learn(&mut listener, family, stop, rcfg.duration, hold)?;
+            listener.note_layout_changes_only();
             progress(&format!("wirespeed record: {}", l.lines().join("; ")));
             let lay = ReadLayout::for_stream(&f, cfg.file_format).map_err(Error::Usage)?;
             rc.duration = rc.duration.map(|d| d.saturating_sub(l.spent));

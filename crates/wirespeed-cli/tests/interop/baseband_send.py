@@ -4,6 +4,7 @@ frame per datagram: what an instrument's stream looks like to wirespeed, made wi
 usage: baseband_send.py vdif HOST:PORT --threads 2 --chans 1 --bits 2 --station Xx --fps 1000
                         --payload 1000 --seconds 2.2 [--edv 0|3] [--complex]
        baseband_send.py mark5b HOST:PORT --chans 1 --bits 2 --fps 400 --seconds 2.2 [--skip N]
+--src-port P sends from that port (two runs from one port are one source changing layout).
 --skip N leaves out every Nth datagram but none of the last 16 (loss injected where every
 stream's ledger sees it: each VDIF thread's last frame arrives).
 Prints one JSON line: datagrams sent and skipped."""
@@ -26,6 +27,7 @@ p.add_argument("--seconds", type=float, default=2.2)
 p.add_argument("--edv", type=int, default=0)
 p.add_argument("--complex", action="store_true")
 p.add_argument("--skip", type=int, default=0)
+p.add_argument("--src-port", type=int, default=0)
 a = p.parse_args()
 
 start = Time("2026-11-28T00:00:00", format="isot", scale="utc")
@@ -60,6 +62,8 @@ fh.flush() if hasattr(fh, "flush") else None
 data = buf.getvalue()
 host, port = a.target.rsplit(":", 1)
 s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+if a.src_port:
+    s.bind((host, a.src_port))
 sent = skipped = 0
 for i in range(len(data) // frame_len):
     if a.skip and i % a.skip == a.skip - 1 and i < len(data) // frame_len - 16:

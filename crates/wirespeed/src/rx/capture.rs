@@ -15,6 +15,7 @@
 
 use super::backend::{Landed, RunBackend};
 use super::moderation::Moderation;
+use super::relearn::{Relearn, Step};
 use super::report::StrayEnd;
 use super::sink::{Live, Reject, Sink};
 use super::{Backend, RecvConfig};
@@ -25,6 +26,7 @@ use crate::sys;
 use crate::wire::{Format, Invalid, LengthLock, Mismatch, PacketInfo, UNSEQUENCED};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 /// The fastest burst a nap must survive, bytes/s: 40 Gb/s, above what a veth pair or a
 /// 25 GbE NIC delivers to one socket.
@@ -77,10 +79,56 @@ const CLOSED_SESSION: u64 = u64::MAX;
 /// Most end-of-stream messages from sources without data that a report lists (all are counted).
 const STRAY_ENDS_LISTED: usize = 16;
 
+impl Slot {
+    /// A slot with nothing seen, its ledger allocated.
+    fn fresh(cfg: &LedgerConfig) -> Slot {
+        Slot {
+            src: None,
+            stream: 0,
+            ledger: StreamLedger::new(cfg),
+            len_lock: LengthLock::default(),
+            datagrams: 0,
+            bytes: 0,
+            invalid_kinds: [0; 3],
+            ring_full: 0,
+            end: None,
+            end_range: (0, 0),
+            end_disputed: false,
+            closed_at: None,
+            first_ns: 0,
+            last_ns: 0,
+        }
+    }
+}
+
+/// What the capture does with a refused datagram after offering it to the study of a change of
+/// layout ([`Relearn`]).
+enum Relearned {
+    /// Count it refused.
+    Refused,
+    /// Count it refused, and keep it (the sink is not told to take it back).
+    RefusedKept,
+    /// Counted, or held to be: hand it to the sink, count nothing more.
+    Held,
+    /// The layout changed: check it again, by the new one.
+    Recheck,
+}
+
 /// The capture's whole state: every stream's slot and ledger, allocated up front, and the
 /// run's counts. Fed one datagram at a time by [`Capture::handle`].
 pub(super) struct Capture<'a, S: Sink> {
+    /// The layout the run began with.
     pub(super) fmt: &'a dyn Format,
+    /// The layout in force after a change ([`Relearn`]), when there was one.
+    now_fmt: Option<Arc<dyn Format>>,
+    /// Every layout after the first, in order: layout k (from 1) is `layouts[k - 1]`.
+    pub(super) layouts: Vec<Arc<dyn Format>>,
+    /// The streams of earlier layouts, ended by a change, with their layout's index.
+    pub(super) retired: Vec<(usize, Slot)>,
+    /// The ledgers' settings (for the slots of a new layout).
+    ledger_cfg: LedgerConfig,
+    /// A run that learned its layout: the study of refused datagrams for a change of it.
+    pub(super) relearn: Option<Box<Relearn>>,
     pub(super) sink: S,
     pub(super) ring_full: u64,
     pub(super) unsequenced: u64,
@@ -128,26 +176,14 @@ pub(super) struct FirstInvalid {
 impl<'a, S: Sink> Capture<'a, S> {
     /// All the memory the capture will use: `max_streams` slots with their ledgers.
     pub(super) fn new(fmt: &'a dyn Format, sink: S, ledger_cfg: &LedgerConfig, max_streams: usize, now: u64) -> Self {
-        let slots: Vec<Slot> = (0..max_streams)
-            .map(|_| Slot {
-                src: None,
-                stream: 0,
-                ledger: StreamLedger::new(ledger_cfg),
-                len_lock: LengthLock::default(),
-                datagrams: 0,
-                bytes: 0,
-                invalid_kinds: [0; 3],
-                ring_full: 0,
-                end: None,
-                end_range: (0, 0),
-                end_disputed: false,
-                closed_at: None,
-                first_ns: 0,
-                last_ns: 0,
-            })
-            .collect();
+        let slots: Vec<Slot> = (0..max_streams).map(|_| Slot::fresh(ledger_cfg)).collect();
         Capture {
             fmt,
+            now_fmt: None,
+            layouts: Vec::new(),
+            retired: Vec::new(),
+            ledger_cfg: ledger_cfg.clone(),
+            relearn: None,
             sink,
             ring_full: 0,
             unsequenced: 0,
@@ -173,12 +209,21 @@ impl<'a, S: Sink> Capture<'a, S> {
         }
     }
 
+    /// The layout in force.
+    #[inline(always)]
+    fn fmt(&self) -> &dyn Format {
+        match &self.now_fmt {
+            Some(f) => &**f,
+            None => self.fmt,
+        }
+    }
+
     /// Keep the first refused datagram and why: `known` when the caller knows it, else the
     /// format re-checks it field by field (which the per-datagram check does not). Called only
     /// while `first_invalid` is empty, so at most once per capture.
     #[cold]
     fn note_invalid(&mut self, data: &[u8], src: Option<SocketAddr>, kind: Invalid, known: Option<Mismatch>) {
-        let why = known.or_else(|| self.fmt.explain(data)).unwrap_or(Mismatch::of(kind));
+        let why = known.or_else(|| self.fmt().explain(data)).unwrap_or(Mismatch::of(kind));
         self.first_invalid = Some(FirstInvalid { src, len: data.len(), why });
     }
 
@@ -261,14 +306,35 @@ impl<'a, S: Sink> Capture<'a, S> {
             self.first_ns = self.now;
         }
         self.last_ns = self.now;
-        let checked = self.fmt.check(data);
+        self.account::<true>(data, src, at)
+    }
+
+    /// Check and count one datagram: `SINK` false for a datagram held while a change of
+    /// layout was studied, counted now (the sink had it when it arrived).
+    #[inline(always)]
+    fn account<const SINK: bool>(&mut self, data: &[u8], src: Option<SocketAddr>, at: Option<(&sys::Lease, usize)>) {
+        let mut checked = self.fmt().check(data);
+        let mut keep_refused = false;
+        if SINK && checked.is_err() && self.relearn.is_some() {
+            match self.relearned(data, src) {
+                Relearned::Refused => {}
+                Relearned::RefusedKept => keep_refused = true,
+                Relearned::Held => {
+                    self.keep(data, src, &checked, at);
+                    return;
+                }
+                Relearned::Recheck => checked = self.fmt().check(data),
+            }
+        }
         let stream = checked.map(|i| i.stream).unwrap_or(0);
         if stream == UNSEQUENCED {
             // Valid but without a place in any sequence (SPEAD control heaps, headerless Mark5B
             // halves): kept, counted apart, kept out of every ledger.
             self.unsequenced += 1;
-            self.keep(data, src, &checked, at);
-            if let Some((stream, next)) = self.fmt.closes_stream(data) {
+            if SINK {
+                self.keep(data, src, &checked, at);
+            }
+            if let Some((stream, next)) = self.fmt().closes_stream(data) {
                 self.on_close(src, stream, next);
             }
             return;
@@ -276,10 +342,12 @@ impl<'a, S: Sink> Capture<'a, S> {
         let Some(i) = self.slot(src, stream) else {
             // Beyond --max-streams: in no ledger (the report says so), but still recorded.
             self.untracked += 1;
-            self.keep(data, src, &checked, at);
+            if SINK {
+                self.keep(data, src, &checked, at);
+            }
             return;
         };
-        if !self.keep(data, src, &checked, at) {
+        if SINK && !self.keep(data, src, &checked, at) {
             self.slots[i].ring_full += 1;
             return;
         }
@@ -293,16 +361,23 @@ impl<'a, S: Sink> Capture<'a, S> {
         match result {
             Ok(seq) if !lock_len => {
                 let absent = checked.map_or(Default::default(), |i| i.absent);
-                if s.ledger.record_with(seq, absent) == Outcome::Duplicate {
+                let duplicate = s.ledger.record_with(seq, absent) == Outcome::Duplicate;
+                if SINK && duplicate {
                     self.sink.reject(Reject::Duplicate);
                 }
             }
             Ok(seq) => match s.ledger.record_locked_outcome(&mut s.len_lock, data.len(), seq) {
-                Locked::Recorded(Outcome::Duplicate) => self.sink.reject(Reject::Duplicate),
+                Locked::Recorded(Outcome::Duplicate) => {
+                    if SINK {
+                        self.sink.reject(Reject::Duplicate)
+                    }
+                }
                 Locked::Recorded(_) | Locked::Held => {}
                 Locked::Wrong => {
                     s.invalid_kinds[Invalid::Length as usize] += 1;
-                    self.sink.reject(Reject::Invalid);
+                    if SINK {
+                        self.sink.reject(Reject::Invalid);
+                    }
                     if self.first_invalid.is_none() {
                         let why = Mismatch::length(data.len(), s.len_lock.known_len());
                         self.note_invalid(data, src, Invalid::Length, Some(why));
@@ -318,7 +393,9 @@ impl<'a, S: Sink> Capture<'a, S> {
             Err(kind) => {
                 s.ledger.invalid();
                 s.invalid_kinds[kind as usize] += 1;
-                self.sink.reject(Reject::Invalid);
+                if SINK && !keep_refused {
+                    self.sink.reject(Reject::Invalid);
+                }
                 if self.first_invalid.is_none() {
                     self.note_invalid(data, src, kind, None);
                 }
@@ -384,7 +461,9 @@ impl<'a, S: Sink> Capture<'a, S> {
             return;
         }
         let received = s.ledger.current_segment().map_or(0, |g| g.received);
-        let range = self.fmt.checked_range(e.first_seq, e.last_seq);
+        // The layout in force, read field by field (`s` holds a slot).
+        let fmt: &dyn Format = self.now_fmt.as_deref().unwrap_or(self.fmt);
+        let range = fmt.checked_range(e.first_seq, e.last_seq);
         if !in_range(first, range, mask) || !in_range(highest, range, mask) || received > e.sent {
             self.invalid_control += 1;
             self.distrust_ns = now;
@@ -397,6 +476,80 @@ impl<'a, S: Sink> Capture<'a, S> {
             Some((sess, _, ended)) if *sess == e.session => *ended += 1,
             _ => {}
         }
+    }
+
+    /// A refused datagram, offered to the study of a change of layout (a run that learned its
+    /// layout only; off the path of accepted datagrams).
+    #[cold]
+    #[inline(never)]
+    fn relearned(&mut self, data: &[u8], src: Option<SocketAddr>) -> Relearned {
+        loop {
+            let Some(rl) = self.relearn.as_deref_mut() else { return Relearned::Refused };
+            match rl.offer(data, src, self.now, self.datagrams - 1, self.first_ns) {
+                Step::Held => return Relearned::Held,
+                Step::Refused => return Relearned::Refused,
+                Step::RefusedKept => return Relearned::RefusedKept,
+                Step::Switch { fmt, held } => {
+                    self.switch_layout(fmt);
+                    self.count_held();
+                    return if held { Relearned::Held } else { Relearned::Recheck };
+                }
+                Step::Drop { held } => {
+                    self.count_held();
+                    if held {
+                        return Relearned::Held;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Count the datagrams held by the study, by the layout now in force, as they arrived.
+    #[cold]
+    fn count_held(&mut self) {
+        let Some(rl) = self.relearn.take() else { return };
+        let now = self.now;
+        for (data, src, at_ns) in rl.held() {
+            self.now = at_ns;
+            self.account::<false>(data, src, None);
+        }
+        self.now = now;
+        let mut rl = rl;
+        rl.clear();
+        self.relearn = Some(rl);
+    }
+
+    /// Count by `fmt` from now: the streams seen so far end (their ledgers are kept for the
+    /// report), and new ones begin with the next datagrams.
+    #[cold]
+    fn switch_layout(&mut self, fmt: Arc<dyn Format>) {
+        let layout = self.layouts.len();
+        for i in 0..self.active {
+            let old = std::mem::replace(&mut self.slots[i], Slot::fresh(&self.ledger_cfg));
+            self.retired.push((layout, old));
+        }
+        self.active = 0;
+        self.last = 0;
+        self.lock_len = fmt.length_locked();
+        self.fmt_streams = fmt.stream_count().max(1);
+        let bits = self.ledger_cfg.effective().seq_bits.min(fmt.seq_bits());
+        self.seq_mask = u64::MAX >> (64 - bits);
+        self.ledger_cfg.seq_bits = bits;
+        // A run's end is judged on the streams of the layout in force.
+        self.first_session = None;
+        self.layouts.push(fmt.clone());
+        self.now_fmt = Some(fmt);
+    }
+
+    /// The run is over: a study under way concludes with what it saw (a change, or its held
+    /// datagrams counted refused).
+    pub(super) fn settle_relearn(&mut self) {
+        let (now, seen, first) = (self.now, self.datagrams, self.first_ns);
+        let Some(rl) = self.relearn.as_deref_mut() else { return };
+        if let Some(fmt) = rl.settle(now, seen, first) {
+            self.switch_layout(fmt);
+        }
+        self.count_held();
     }
 
     /// A datagram of the format that closes a stream (a SPEAD stop heap) before number `next`.
@@ -491,6 +644,9 @@ impl<'a, S: Sink> Capture<'a, S> {
             if let Some(cell) = cells.get(i) {
                 cell.publish(s.src, s.stream, &counts, s.bytes);
             }
+        }
+        for (_, s) in &self.retired {
+            c.merge(&s.ledger.counts());
         }
         live.streams_published.store(self.active.min(cells.len()), Ordering::Release);
         live.streams_tracked.store(self.active as u64, Ordering::Relaxed);
@@ -656,6 +812,150 @@ mod tests {
     /// A SPEAD stop heap ends a stream only as an end message does: from the source whose data
     /// was seen, after every number received; then it ends `--once`, and data beyond it
     /// withdraws it.
+    /// Frames `seqs` of `threads` (interleaved) of VDIF layout `spec`, from `port`.
+    fn vdif_into(cap: &mut Capture<'_, NullSink>, spec: &str, threads: u32, seqs: std::ops::Range<u64>, port: u16) {
+        let f = crate::wire::spec::parse(spec).unwrap();
+        let mut b = vec![0u8; f.packet_len()];
+        for seq in seqs {
+            for t in 0..threads {
+                f.emit(t, seq, &mut b);
+                cap.handle(&b, addr(port));
+            }
+        }
+    }
+
+    fn learned(cap: &mut Capture<'_, NullSink>, spec: &str, follow: bool) {
+        cap.relearn = Some(Box::new(Relearn::new("vdif", spec.into(), follow)));
+    }
+
+    /// (layout, received, lost, invalid) per stream, settled as the report settles them.
+    fn by_layout(cap: &mut Capture<'_, NullSink>) -> Vec<(usize, u32, u64, u64, u64)> {
+        cap.settle_relearn();
+        let cur = cap.layouts.len();
+        let mut v: Vec<_> = cap.retired.iter_mut().map(|(k, s)| (*k, s)).collect();
+        v.extend(cap.slots[..cap.active].iter_mut().map(|s| (cur, s)));
+        v.into_iter()
+            .map(|(k, s)| {
+                s.ledger.finish(None);
+                let c = s.ledger.counts();
+                (k, s.stream, c.received, c.lost, c.invalid)
+            })
+            .collect()
+    }
+
+    const A: &str = "vdif,frame=1032,threads=1,station=Xx,bits=2,chans=1,complex=0,fps=100,fill=any";
+    const B: &str = "vdif,frame=2032,threads=1,station=Xx,bits=2,chans=4,complex=0,fps=50,fill=any";
+
+    #[test]
+    fn a_learned_layout_that_changes_mid_run_is_followed_and_counted_exactly() {
+        let fa = crate::wire::spec::parse(A).unwrap();
+        let mut cap = Capture::new(&*fa, NullSink, &LedgerConfig::default(), 8, 1);
+        learned(&mut cap, &fa.spec(), true);
+        vdif_into(&mut cap, A, 1, 0..300, 5000);
+        // Seconds 6.. of the new layout, one frame lost.
+        vdif_into(&mut cap, B, 1, 300..420, 5000);
+        vdif_into(&mut cap, B, 1, 421..600, 5000);
+        let changes = cap.relearn.as_ref().unwrap().changes.clone();
+        assert_eq!(changes.len(), 1, "{changes:?}");
+        let c = &changes[0];
+        assert!(c.spec.contains("frame=2032") && c.spec.contains("chans=4") && c.spec.contains("fps=50"), "{c:?}");
+        assert_eq!((c.after_datagrams, c.followed, c.from.clone()), (300, true, fa.spec()));
+        assert!(c.assumed.is_empty(), "{c:?}");
+        assert_eq!(by_layout(&mut cap), vec![(0, 0, 300, 0, 0), (1, 0, 299, 1, 0)]);
+        assert!(cap.first_invalid.is_none(), "nothing was refused");
+    }
+
+    #[test]
+    fn a_change_still_being_studied_when_the_run_ends_is_counted_by_what_was_seen() {
+        let fa = crate::wire::spec::parse(A).unwrap();
+        let mut cap = Capture::new(&*fa, NullSink, &LedgerConfig::default(), 8, 1);
+        learned(&mut cap, &fa.spec(), true);
+        vdif_into(&mut cap, A, 1, 0..300, 5000);
+        // Less than a second of the new layout: its rate is not seen, and taken from the old.
+        vdif_into(&mut cap, B, 1, 300..340, 5000);
+        let rows = by_layout(&mut cap);
+        let c = cap.relearn.as_ref().unwrap().changes[0].clone();
+        assert!(c.spec.contains("frame=2032") && c.spec.contains("fps=100"), "{c:?}");
+        assert_eq!(c.assumed.len(), 1, "{c:?}");
+        assert_eq!(rows, vec![(0, 0, 300, 0, 0), (1, 0, 40, 0, 0)]);
+    }
+
+    #[test]
+    fn noise_and_a_second_source_of_another_layout_are_refused_not_taken_for_a_change() {
+        let fa = crate::wire::spec::parse(A).unwrap();
+        let mut cap = Capture::new(&*fa, NullSink, &LedgerConfig::default(), 8, 1);
+        learned(&mut cap, &fa.spec(), true);
+        let fb = crate::wire::spec::parse(B).unwrap();
+        let (mut a, mut b) = (vec![0u8; fa.packet_len()], vec![0u8; fb.packet_len()]);
+        for seq in 0..600u64 {
+            fa.emit(0, seq, &mut a);
+            cap.handle(&a, addr(5000));
+            fb.emit(0, seq, &mut b);
+            cap.handle(&b, addr(6000));
+            cap.handle(&[0xa5; 700], addr(7000));
+        }
+        assert!(cap.relearn.as_ref().unwrap().changes.is_empty());
+        let rows = by_layout(&mut cap);
+        assert!(cap.relearn.as_ref().unwrap().changes.is_empty());
+        assert_eq!(rows, vec![(0, 0, 600, 0, 0), (0, 0, 0, 0, 600), (0, 0, 0, 0, 600)]);
+    }
+
+    #[test]
+    fn a_stream_that_gains_threads_is_followed_though_its_old_threads_go_on() {
+        let two = A.replace("threads=1", "threads=2");
+        let fa = crate::wire::spec::parse(A).unwrap();
+        let mut cap = Capture::new(&*fa, NullSink, &LedgerConfig::default(), 8, 1);
+        learned(&mut cap, &fa.spec(), true);
+        vdif_into(&mut cap, A, 1, 0..300, 5000);
+        vdif_into(&mut cap, &two, 2, 300..700, 5000);
+        let changes = cap.relearn.as_ref().unwrap().changes.clone();
+        assert_eq!(changes.len(), 1, "{changes:?}");
+        assert!(changes[0].spec.contains("threads=2"), "{changes:?}");
+        let rows = by_layout(&mut cap);
+        let received: u64 = rows.iter().map(|r| r.2).sum();
+        let (lost, invalid): (u64, u64) = (rows.iter().map(|r| r.3).sum(), rows.iter().map(|r| r.4).sum());
+        assert_eq!((received, lost, invalid), (300 + 800, 0, 0), "{rows:?}");
+        assert!(rows.iter().any(|r| r.0 == 1 && r.1 == 1), "thread 1 counted by the new layout: {rows:?}");
+    }
+
+    #[test]
+    fn a_spead_stream_cut_into_other_packets_mid_run_is_followed() {
+        let (a, b) = ("spead,heap=16384,payload=4096,fill=any", "spead,heap=65536,payload=8192,fill=any");
+        let fa = crate::wire::spec::parse(a).unwrap();
+        let fb = crate::wire::spec::parse(b).unwrap();
+        let mut cap = Capture::new(&*fa, NullSink, &LedgerConfig::default(), 8, 1);
+        cap.relearn = Some(Box::new(Relearn::new("spead", fa.spec(), true)));
+        let (mut x, mut y) = (vec![0u8; fa.packet_len()], vec![0u8; fb.packet_len()]);
+        for seq in 0..400u64 {
+            fa.emit(0, seq, &mut x);
+            cap.handle(&x, addr(5000));
+        }
+        // 100 heaps of 8 packets, the 2nd packet of every 10th heap lost.
+        for seq in (0..800u64).filter(|s| s % 80 != 1) {
+            fb.emit(0, seq, &mut y);
+            cap.handle(&y, addr(5000));
+        }
+        let changes = cap.relearn.as_ref().unwrap().changes.clone();
+        assert_eq!(changes.len(), 1, "{changes:?}");
+        assert!(changes[0].spec.starts_with("spead,heap=65536,payload=8192,"), "{changes:?}");
+        assert_eq!(by_layout(&mut cap), vec![(0, 0, 400, 0, 0), (1, 0, 790, 10, 0)]);
+    }
+
+    #[test]
+    fn a_recorder_says_the_layout_changed_and_refuses_what_follows() {
+        let fa = crate::wire::spec::parse(A).unwrap();
+        let mut cap = Capture::new(&*fa, NullSink, &LedgerConfig::default(), 8, 1);
+        learned(&mut cap, &fa.spec(), false);
+        vdif_into(&mut cap, A, 1, 0..300, 5000);
+        vdif_into(&mut cap, B, 1, 300..600, 5000);
+        let rows = by_layout(&mut cap);
+        let changes = cap.relearn.as_ref().unwrap().changes.clone();
+        assert_eq!(changes.len(), 1, "{changes:?}");
+        assert!(!changes[0].followed && changes[0].spec.contains("frame=2032"), "{changes:?}");
+        assert!(changes[0].lines()[0].contains("`wirespeed verify --format vdif,frame=2032"), "{changes:?}");
+        assert_eq!(rows, vec![(0, 0, 300, 0, 300)]);
+    }
+
     #[test]
     fn a_spead_stop_heap_closes_only_its_own_stream() {
         use crate::wire::spead::{

@@ -126,6 +126,7 @@ pub fn learn(
     sock.set_nonblocking(false).map_err(|e| Error::Runtime(format!("receiving failed: {e}")))?;
     let (held, layout) = result?;
     listener.held = held;
+    listener.relearn = LEARNABLE.iter().find(|f| **f == family).map(|f| (*f, true));
     Ok(layout)
 }
 

@@ -20,6 +20,7 @@ pub mod capture;
 pub mod config;
 pub mod learn;
 pub mod moderation;
+pub mod relearn;
 pub mod report;
 pub mod run;
 pub mod sink;

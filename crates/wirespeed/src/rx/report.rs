@@ -65,6 +65,14 @@ pub struct StreamReport {
     /// sender's end message lets it be.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub closed_at: Option<u64>,
+    /// The layout it was counted by: 0 for the one the run began with, k after the k-th change
+    /// of layout (`layout_changes`).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub layout: usize,
+}
+
+fn is_zero(k: &usize) -> bool {
+    *k == 0
 }
 
 /// One capture thread's share of a run: what it received, what it cost, where it ran.
@@ -194,6 +202,10 @@ pub struct RecvReport {
     /// what was assumed rather than seen.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub learned: Option<super::learn::LearnedLayout>,
+    /// Changes of the learned layout mid-run, in order: from each, the run counted by the new
+    /// layout (recv), or only said so (record).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub layout_changes: Vec<super::relearn::LayoutChange>,
     /// How the run ended: duration, count, end-of-stream, signal.
     pub stopped_by: String,
     /// Nap after a partial batch actually used, nanoseconds (0: none).
@@ -255,10 +267,18 @@ pub(super) fn build_report<S: Sink>(
 ) -> RecvReport {
     let mut streams = Vec::with_capacity(cap.active);
     let mut total = LedgerCounts::default();
-    let spead = fmt.as_any().and_then(|a| a.downcast_ref::<crate::wire::Spead>());
+    cap.settle_relearn();
+    let current = cap.layouts.len();
+    let (base, layouts) = (cap.fmt, &cap.layouts);
+    let spead = |k: usize| {
+        let f: &dyn Format = if k == 0 { base } else { &*layouts[k - 1] };
+        f.as_any().and_then(|a| a.downcast_ref::<crate::wire::Spead>())
+    };
     let mut sender_skipped = 0;
     let mut without_end = 0;
-    for s in &mut cap.slots[..cap.active] {
+    let slots =
+        cap.retired.iter_mut().map(|(k, s)| (*k, s)).chain(cap.slots[..cap.active].iter_mut().map(|s| (current, s)));
+    for (layout, s) in slots {
         s.ledger.record_held(&mut s.len_lock);
         let (first, last) = s.end_range;
         let closed = s.closed_at.zip(s.ledger.first_seen()).map(|(last, first)| SenderEnd { first, last });
@@ -272,7 +292,7 @@ pub(super) fn build_report<S: Sink>(
         let counts = s.ledger.counts();
         total.merge(&counts);
         let (gaps, segments) = (s.ledger.gaps().to_vec(), s.ledger.segments());
-        let heaps = spead.and_then(|f| f.heaps(&segments, &gaps, counts.ranges_dropped));
+        let heaps = spead(layout).and_then(|f| f.heaps(&segments, &gaps, counts.ranges_dropped));
         streams.push(StreamReport {
             source: s.src.map(|a| a.to_string()).unwrap_or_else(|| "?".into()),
             stream: s.stream,
@@ -294,6 +314,7 @@ pub(super) fn build_report<S: Sink>(
             thread: 0,
             heaps,
             closed_at: s.closed_at,
+            layout,
         });
     }
     let active_ns = cap.last_ns.saturating_sub(cap.first_ns);
@@ -339,6 +360,7 @@ pub(super) fn build_report<S: Sink>(
         cpu_ns_per_packet: if cap.datagrams > 0 { cpu_ns as f64 / cap.datagrams as f64 } else { 0.0 },
         notes,
         learned: None,
+        layout_changes: cap.relearn.as_ref().map(|r| r.changes.clone()).unwrap_or_default(),
         stopped_by,
         coalesce_ns: nap_ns,
         steering: String::new(),
@@ -702,6 +724,12 @@ impl RecvReport {
             )
         };
         let verb = if valid == 0 { "fits" } else { "did not fit" };
+        if let Some(c) = self.layout_changes.iter().find(|c| !c.followed) {
+            return Some(format!(
+                "the stream changed layout {:.3} s in, to --format {}: {share} did not fit the layout the recording began with{first}. Its loss after the change is not counted here: `wirespeed verify --format {}` counts what was kept",
+                c.at_s, c.spec, c.spec
+            ));
+        }
         Some(format!(
             "the stream does not match --format {}: {share} {verb} it{first}. The ledger counts only datagrams the format accepts, so it proves nothing about loss here: give the stream's own layout (`wirespeed probe PORT` learns it from the stream; `wirespeed formats` lists the keys)",
             self.format
@@ -753,11 +781,17 @@ impl RecvReport {
         for line in self.learned.iter().flat_map(|l| l.lines()) {
             let _ = writeln!(o, "  {line}");
         }
+        for line in self.layout_changes.iter().flat_map(|c| c.lines()) {
+            let _ = writeln!(o, "  {line}");
+        }
         let rows: Vec<(String, &LedgerCounts, &[GapRange])> = self
             .streams
             .iter()
             .map(|s| {
-                let name = if s.stream == 0 { s.source.clone() } else { format!("{}#{}", s.source, s.stream) };
+                let mut name = if s.stream == 0 { s.source.clone() } else { format!("{}#{}", s.source, s.stream) };
+                if s.layout > 0 {
+                    name.push_str(&format!(" (layout {})", s.layout));
+                }
                 (name, &s.counts, s.gaps.as_slice())
             })
             .collect();

@@ -12,6 +12,7 @@
 
 use super::backend::{self, Backend, BackendKind, Bound, Member, Opened, RunBackend};
 use super::capture::{nap_cap_ns, Capture, CaptureRun, LoopResult};
+use super::relearn::Relearn;
 use super::report::{build_report, merge_reports, KernelView, RecvReport, ThreadReport};
 use super::sink::{Live, NullSink, Progress, Sink};
 use super::RecvConfig;
@@ -45,6 +46,9 @@ pub struct Listener {
     /// Datagrams read before the capture (while the layout was learned): the first capture
     /// thread counts them first.
     pub(super) held: Vec<super::learn::Held>,
+    /// A layout learned from the stream: its family, and whether the capture counts by a new
+    /// layout when the stream changes (recv) or only says so (record); see [`super::relearn`].
+    pub(super) relearn: Option<(&'static str, bool)>,
 }
 
 /// How a run with several threads should steer `fmt`'s datagrams: by the format's stream id
@@ -66,6 +70,14 @@ pub fn steering_for(fmt: &dyn Format) -> Steer {
 }
 
 impl Listener {
+    /// A recorder's run: a change of the learned layout mid-run is said, not followed (its
+    /// files are described by the layout they began with).
+    pub fn note_layout_changes_only(&mut self) {
+        if let Some((_, follow)) = &mut self.relearn {
+            *follow = false;
+        }
+    }
+
     /// Open the backend `cfg` names, one endpoint per capture thread (`cfg.threads`), steered
     /// as `cfg.steer` says; failures are explained for the user.
     pub fn bind(cfg: &RecvConfig) -> Result<Listener> {
@@ -88,7 +100,7 @@ impl Listener {
                 others.push(backend::open(cfg.backend, &c, member(i))?);
             }
         }
-        Ok(Listener { endpoint, bound, others, steer: cfg.steer, held: Vec::new() })
+        Ok(Listener { endpoint, bound, others, steer: cfg.steer, held: Vec::new(), relearn: None })
     }
 
     /// [`Listener::bind`], steering as suits `fmt` ([`steering_for`]).
@@ -400,6 +412,9 @@ pub fn capture_group<S: Sink>(
                         let mut cap = Capture::new(fmt, sink, ledger_cfg, cfg_t.max_streams, t0);
                         if n > 1 {
                             cap.once_group = Some((once_group, i));
+                        }
+                        if let (0, 1, Some((family, follow))) = (i, n, listener.relearn) {
+                            cap.relearn = Some(Box::new(Relearn::new(family, fmt.spec(), follow)));
                         }
                         if i == 0 {
                             for h in &listener.held {

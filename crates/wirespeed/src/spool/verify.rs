@@ -692,6 +692,16 @@ pub fn verify(found: &Collected, opts: &VerifyOptions) -> Result<VerifyReport> {
                     problems.push(format!("its sidecar describes a file named {}, not {base_name}", s.file));
                 }
             }
+            (Some(s), None) if layout.reader.spec() != s.reader_format => {
+                // --format reads the file otherwise than its recorder did (the layout changed
+                // mid-run, or a second look): the counts are that format's, not comparable.
+                v.content = "read as another format".into();
+                v.notes.push(format!(
+                    "read as --format {}, not as its sidecar's {}: the counts are that format's, so they are not compared with the sidecar's",
+                    layout.reader.spec(),
+                    s.reader_format
+                ));
+            }
             (Some(s), None) => {
                 v.differences = differences(&v, s, &base_name);
                 v.content = if v.differences.is_empty() { "matches" } else { "differs" }.into();

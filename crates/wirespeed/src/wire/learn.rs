@@ -160,6 +160,35 @@ impl Learner {
     }
 }
 
+/// Whether `d` shows the fixed marks of a `family` datagram (a VDIF header whose frame length
+/// is the datagram's, Mark5B's sync word at a frame's length, SPEAD's magic and version), read
+/// without allocating. What lets a receiver that learned a layout study a datagram the layout
+/// refuses as a possible change of layout, and leave noise alone.
+pub fn looks_like(family: &str, d: &[u8]) -> bool {
+    let vdif = |f: &[u8]| {
+        f.len() >= 40 && vdif::Header::new_checked(f).is_ok_and(|h| h.frame_len() == f.len() && h.version() <= 1)
+    };
+    let mark5b = |f: &[u8]| mark5b::starts_with_sync(f) && matches!(f.len(), mark5b::FRAME_LEN | mark5b::HALF_LEN);
+    match family {
+        "vdif" => vdif(d),
+        "vtp" => !vdif(d) && d.get(8..).is_some_and(vdif),
+        "mark5b" => mark5b(d) || d.get(8..).is_some_and(mark5b),
+        "spead" => Packet::new_checked(d).is_ok_and(|p| {
+            let a = p.heap_addr_width();
+            p.magic() == spead::MAGIC
+                && p.version() == spead::VERSION
+                && (1..8).contains(&a)
+                && p.item_id_width() + a == 8
+        }),
+        _ => false,
+    }
+}
+
+/// The value of `key` in a `--format` spec (`fps` of `vdif,fps=1000,...`).
+pub fn spec_key<'s>(spec: &'s str, key: &str) -> Option<&'s str> {
+    spec.split(',').find_map(|kv| kv.strip_prefix(key)?.strip_prefix('='))
+}
+
 /// A spec checked against the datagram it was learned from: it parses, and accepts it.
 fn checked_spec(f: &dyn Format, first: &[u8]) -> Option<String> {
     let spec = f.spec();
