@@ -942,7 +942,7 @@ mod tests {
     }
 
     #[test]
-    fn a_recorder_says_the_layout_changed_and_refuses_what_follows() {
+    fn a_recorder_says_the_layout_changed_and_counts_what_follows_refused() {
         let fa = crate::wire::spec::parse(A).unwrap();
         let mut cap = Capture::new(&*fa, NullSink, &LedgerConfig::default(), 8, 1);
         learned(&mut cap, &fa.spec(), false);
