@@ -289,3 +289,47 @@ fn a_recording_of_a_stream_that_does_not_match_says_so_in_record_and_verify() {
     let out = run(&["verify", d.path(), "--expect-zero-loss"]);
     assert_eq!(out.status.code(), Some(3), "{}", String::from_utf8_lossy(&out.stderr));
 }
+
+/// A recorder whose stream changed layout near the end (under 1 % of the datagrams) does not
+/// pass `--expect-zero-loss`: what followed the change is in no ledger, however little.
+#[test]
+fn a_recorder_that_saw_the_layout_change_late_does_not_claim_zero_loss() {
+    let _t = traffic();
+    let dir = TempDir::new("late-change");
+    let r = spawn_cmd_with(
+        &[],
+        "record",
+        "127.0.0.1:0",
+        &[
+            "--format",
+            "vdif",
+            "-o",
+            dir.path(),
+            "--file-format",
+            "pcap",
+            "--buffer",
+            "64M",
+            "--rcvbuf",
+            "64M",
+            "--count",
+            "6050",
+            "--duration",
+            "60",
+            "--expect-zero-loss",
+            "--json",
+        ],
+    );
+    let target = format!("127.0.0.1:{}", r.port);
+    for (f, n) in [("vdif,frame=1032,fps=1000", "6000"), ("vdif,frame=1032,chans=1,fps=1000", "50")] {
+        let out = run(&["send", &target, "--format", f, "--count", n, "--rate", "50kpps"]);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    }
+    let (code, stdout, stderr) = finish(r, Duration::from_secs(60));
+    let rep = json(&stdout);
+    let cap = &rep["capture"];
+    assert_eq!(cap["layout_changes"][0]["followed"], false, "{stdout}");
+    assert!(cap["layout_changes"][0]["spec"].as_str().unwrap().contains("chans=1"), "{stdout}");
+    assert_eq!(u(&cap["total"], "invalid"), 50, "{stdout}");
+    assert_eq!(code, Some(3), "zero loss is not proven: {stderr}");
+    assert!(stderr.contains("the stream changed layout"), "{stderr}");
+}

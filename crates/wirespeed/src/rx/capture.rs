@@ -485,7 +485,8 @@ impl<'a, S: Sink> Capture<'a, S> {
     fn relearned(&mut self, data: &[u8], src: Option<SocketAddr>) -> Relearned {
         loop {
             let Some(rl) = self.relearn.as_deref_mut() else { return Relearned::Refused };
-            match rl.offer(data, src, self.now, self.datagrams - 1, self.first_ns) {
+            let seen = (self.datagrams - 1).saturating_sub(self.unsequenced + self.untracked);
+            match rl.offer(data, src, self.now, seen, self.first_ns) {
                 Step::Held => return Relearned::Held,
                 Step::Refused => return Relearned::Refused,
                 Step::RefusedKept => return Relearned::RefusedKept,
@@ -524,6 +525,9 @@ impl<'a, S: Sink> Capture<'a, S> {
     #[cold]
     fn switch_layout(&mut self, fmt: Arc<dyn Format>) {
         let layout = self.layouts.len();
+        let bits = fmt.seq_bits().clamp(1, 64);
+        self.ledger_cfg.seq_bits = bits;
+        self.seq_mask = u64::MAX >> (64 - bits);
         for i in 0..self.active {
             let old = std::mem::replace(&mut self.slots[i], Slot::fresh(&self.ledger_cfg));
             self.retired.push((layout, old));
@@ -532,9 +536,6 @@ impl<'a, S: Sink> Capture<'a, S> {
         self.last = 0;
         self.lock_len = fmt.length_locked();
         self.fmt_streams = fmt.stream_count().max(1);
-        let bits = self.ledger_cfg.effective().seq_bits.min(fmt.seq_bits());
-        self.seq_mask = u64::MAX >> (64 - bits);
-        self.ledger_cfg.seq_bits = bits;
         // A run's end is judged on the streams of the layout in force.
         self.first_session = None;
         self.layouts.push(fmt.clone());
@@ -544,7 +545,8 @@ impl<'a, S: Sink> Capture<'a, S> {
     /// The run is over: a study under way concludes with what it saw (a change, or its held
     /// datagrams counted refused).
     pub(super) fn settle_relearn(&mut self) {
-        let (now, seen, first) = (self.now, self.datagrams, self.first_ns);
+        let seen = self.datagrams.saturating_sub(self.unsequenced + self.untracked);
+        let (now, first) = (self.now, self.first_ns);
         let Some(rl) = self.relearn.as_deref_mut() else { return };
         if let Some(fmt) = rl.settle(now, seen, first) {
             self.switch_layout(fmt);
@@ -916,6 +918,53 @@ mod tests {
         let (lost, invalid): (u64, u64) = (rows.iter().map(|r| r.3).sum(), rows.iter().map(|r| r.4).sum());
         assert_eq!((received, lost, invalid), (300 + 800, 0, 0), "{rows:?}");
         assert!(rows.iter().any(|r| r.0 == 1 && r.1 == 1), "thread 1 counted by the new layout: {rows:?}");
+    }
+
+    #[test]
+    fn noise_among_the_new_layout_does_not_count_as_the_old_one_going_on() {
+        let fa = crate::wire::spec::parse(A).unwrap();
+        let mut cap = Capture::new(&*fa, NullSink, &LedgerConfig::default(), 8, 1);
+        learned(&mut cap, &fa.spec(), true);
+        vdif_into(&mut cap, A, 1, 0..300, 5000);
+        let fb = crate::wire::spec::parse(B).unwrap();
+        let mut b = vec![0u8; fb.packet_len()];
+        for seq in 300..600u64 {
+            fb.emit(0, seq, &mut b);
+            cap.handle(&b, addr(5000));
+            if seq % 3 == 0 {
+                cap.handle(&[0xa5; 700], addr(5000));
+            }
+        }
+        // Followed during the run, not only when it ended.
+        assert_eq!(cap.relearn.as_ref().unwrap().changes.len(), 1);
+        assert_eq!(cap.layouts.len(), 1);
+        let rows = by_layout(&mut cap);
+        // The noise is refused in the stream of its source and time, before or after the change.
+        let got: Vec<_> = rows.iter().map(|r| (r.0, r.2, r.3)).collect();
+        assert_eq!(got, vec![(0, 300, 0), (1, 300, 0)]);
+        assert_eq!(rows[0].4 + rows[1].4, 100, "{rows:?}");
+    }
+
+    #[test]
+    fn a_stream_that_keeps_changing_is_followed_at_most_max_changes_times() {
+        use crate::rx::relearn::MAX_CHANGES;
+        let fa = crate::wire::spec::parse(A).unwrap();
+        let mut cap = Capture::new(&*fa, NullSink, &LedgerConfig::default(), 8, 1);
+        learned(&mut cap, &fa.spec(), true);
+        let mut at = 0;
+        for round in 0..40u64 {
+            let (spec, n) = if round % 2 == 0 { (A, 300) } else { (B, 150) };
+            vdif_into(&mut cap, spec, 1, at..at + n, 5000);
+            at += n;
+        }
+        let rl = cap.relearn.as_ref().unwrap();
+        assert_eq!((rl.changes.len(), rl.exhausted()), (MAX_CHANGES, true));
+        let rows = by_layout(&mut cap);
+        let all: u64 = rows.iter().map(|r| r.2 + r.4).sum();
+        assert_eq!(all, cap.datagrams, "every datagram counted once: {rows:?}");
+        // Followed exactly up to the last change it follows; refused after it.
+        assert!(rows[..MAX_CHANGES].iter().all(|r| r.3 == 0 && r.4 == 0), "{rows:?}");
+        assert_eq!((rows.len(), rows[MAX_CHANGES].4), (MAX_CHANGES + 1, 12 * 150), "{rows:?}");
     }
 
     #[test]

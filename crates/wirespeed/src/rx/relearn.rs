@@ -34,7 +34,8 @@ use serde::Serialize;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-/// Most bytes held while a change of layout is studied (reserved, and touched only when used).
+/// Most bytes held while a change of layout is studied (allocated as they are held, and given
+/// back once they are counted).
 pub const RELEARN_HOLD: usize = 256 << 20;
 
 /// Datagrams of the old layout that may arrive among the new one's (reordered around the
@@ -43,6 +44,14 @@ pub const STRAGGLERS: u64 = 16;
 
 /// How often (in datagrams studied) the learner is asked whether it knows the layout yet.
 const STUDY_EVERY: u64 = 64;
+
+/// Most changes of layout a run follows (or a recorder notes): a stream that changes more often
+/// than that, or forged headers that would make it seem to, is refused from then on, and the
+/// report says so.
+pub const MAX_CHANGES: usize = 16;
+
+/// An arena grown larger than this while a change was studied is given back afterwards.
+const ARENA_KEPT: usize = 1 << 20;
 
 /// A change of layout a run saw, for the report and its JSON.
 #[derive(Clone, Debug, Serialize, PartialEq)]
@@ -142,6 +151,9 @@ pub(super) struct Relearn {
     held: Vec<HeldAt>,
     /// Datagrams studied in this study.
     studied: u64,
+    /// Refused datagrams of no layout of the family (noise) during this study: neither studied
+    /// nor the old layout's.
+    ignored: u64,
     /// The run's datagrams before the first studied one.
     began: u64,
     began_ns: u64,
@@ -162,9 +174,10 @@ impl Relearn {
             spec,
             assume_fps,
             learner: None,
-            arena: if follow { Vec::with_capacity(RELEARN_HOLD) } else { Vec::new() },
+            arena: Vec::new(),
             held: Vec::new(),
             studied: 0,
+            ignored: 0,
             began: 0,
             began_ns: 0,
             noted: false,
@@ -172,8 +185,9 @@ impl Relearn {
         }
     }
 
-    /// A refused datagram from `src` at `now`; `seen`: the run's datagrams before it, and
-    /// `run_first_ns` when the first arrived.
+    /// A refused datagram from `src` at `now`; `seen`: the run's datagrams before it that may
+    /// be the old layout's (unsequenced and untracked ones left out), and `run_first_ns` when
+    /// the first arrived.
     pub(super) fn offer(
         &mut self,
         data: &[u8],
@@ -183,12 +197,16 @@ impl Relearn {
         run_first_ns: u64,
     ) -> Step {
         if !looks_like(self.family, data) {
+            self.ignored += u64::from(self.learner.is_some());
             return Step::Refused;
         }
         if self.noted {
             return Step::RefusedKept;
         }
-        let valid = seen.saturating_sub(self.began + self.studied);
+        if self.changes.len() >= MAX_CHANGES {
+            return if self.follow { Step::Refused } else { Step::RefusedKept };
+        }
+        let valid = self.valid_since(seen);
         if self.learner.is_some() && valid > STRAGGLERS {
             // The old layout kept arriving: a change only if the new layout takes it too (its
             // rate then is the old one's).
@@ -206,10 +224,11 @@ impl Relearn {
         if self.studied == 0 {
             self.began = seen;
             self.began_ns = now;
+            self.ignored = 0;
         }
         learner.feed(src.unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], 0))), data);
         self.studied += 1;
-        let full = self.follow && self.arena.len() + data.len() > self.arena.capacity();
+        let full = self.follow && self.arena.len() + data.len() > RELEARN_HOLD;
         if self.follow && !full {
             self.held.push(HeldAt { src, at_ns: now, off: self.arena.len(), len: data.len() });
             self.arena.extend_from_slice(data);
@@ -226,6 +245,17 @@ impl Relearn {
             None if self.follow => Step::Held,
             None => Step::RefusedKept,
         }
+    }
+
+    /// Datagrams the old layout accepted since the study began (`seen` as [`Relearn::offer`]
+    /// takes it).
+    fn valid_since(&self, seen: u64) -> u64 {
+        seen.saturating_sub(self.began + self.studied + self.ignored)
+    }
+
+    /// Whether the run stopped following changes (too many).
+    pub(super) fn exhausted(&self) -> bool {
+        self.changes.len() >= MAX_CHANGES
     }
 
     /// A recorder noted a change: it studies no further.
@@ -301,6 +331,9 @@ impl Relearn {
     pub(super) fn clear(&mut self) {
         self.held.clear();
         self.arena.clear();
+        if self.arena.capacity() > ARENA_KEPT {
+            self.arena = Vec::new();
+        }
         self.studied = 0;
         self.learner = None;
     }
@@ -309,7 +342,7 @@ impl Relearn {
     /// counted refused).
     pub(super) fn settle(&mut self, now: u64, seen: u64, run_first_ns: u64) -> Option<Arc<dyn Format>> {
         self.learner.as_ref()?;
-        let valid = seen.saturating_sub(self.began + self.studied);
+        let valid = self.valid_since(seen);
         let r = self.conclude(true, valid, now, run_first_ns);
         self.learner = None;
         r.filter(|_| self.follow)

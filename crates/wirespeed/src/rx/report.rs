@@ -323,6 +323,12 @@ pub(super) fn build_report<S: Sink>(
     let pps = if cap.datagrams > 1 { (cap.datagrams - 1) as f64 / rate_s } else { 0.0 };
     let mut notes = bound.notes.clone();
     notes.extend(notes_extra);
+    if cap.relearn.as_ref().is_some_and(|r| r.exhausted()) {
+        notes.push(format!(
+            "the layout changed {} times: later changes were not followed, and what they brought was refused (a stream that changes so often, or forged headers)",
+            super::relearn::MAX_CHANGES
+        ));
+    }
     if cap.untracked > 0 {
         notes.push(format!(
             "{} datagrams came from more than --max-streams {} sources and are in no ledger: raise --max-streams",
@@ -705,7 +711,10 @@ impl RecvReport {
             return None;
         }
         let valid = self.total.received + self.unsequenced;
-        if valid > 0 && (refused as f64) < MISMATCH_SHARE * self.datagrams as f64 {
+        // A change of layout a recorder did not follow leaves what came after it in no ledger,
+        // however few datagrams that was.
+        let unfollowed = self.layout_changes.iter().find(|c| !c.followed);
+        if valid > 0 && (refused as f64) < MISMATCH_SHARE * self.datagrams as f64 && unfollowed.is_none() {
             return None;
         }
         let first = self
@@ -724,7 +733,7 @@ impl RecvReport {
             )
         };
         let verb = if valid == 0 { "fits" } else { "did not fit" };
-        if let Some(c) = self.layout_changes.iter().find(|c| !c.followed) {
+        if let Some(c) = unfollowed {
             return Some(format!(
                 "the stream changed layout {:.3} s in, to --format {}: {share} did not fit the layout the recording began with{first}. Its loss after the change is not counted here: `wirespeed verify --format {}` counts what was kept",
                 c.at_s, c.spec, c.spec

@@ -417,7 +417,9 @@ pub(crate) fn layout_for(
 }
 
 /// Fact 1: how the file's content differs from its sidecar (empty: it matches).
-fn differences(v: &FileVerdict, s: &Sidecar, name: &str) -> Vec<String> {
+/// How the file differs from its sidecar: the file itself (name, bytes, records), and, when it
+/// was read as the sidecar's own format (`ledger`), every count of its ledger.
+fn differences(v: &FileVerdict, s: &Sidecar, name: &str, ledger: bool) -> Vec<String> {
     let mut p = Vec::new();
     if s.file != name {
         p.push(format!("the sidecar describes a file named {}, not {name}", s.file));
@@ -427,6 +429,12 @@ fn differences(v: &FileVerdict, s: &Sidecar, name: &str) -> Vec<String> {
     }
     if s.records != v.records {
         p.push(format!("file has {} records, the sidecar says {}", v.records, s.records));
+    }
+    if v.unreadable != s.unreadable {
+        p.push(format!("unreadable records: {} in the file, {} in the sidecar", v.unreadable, s.unreadable));
+    }
+    if !ledger {
+        return p;
     }
     let (a, b) = (&v.total, &s.total);
     let named = [
@@ -452,9 +460,6 @@ fn differences(v: &FileVerdict, s: &Sidecar, name: &str) -> Vec<String> {
             "invalid records by reason: {:?} in the file, {:?} in the sidecar",
             v.invalid_by_reason, s.invalid_by_reason
         ));
-    }
-    if v.unreadable != s.unreadable {
-        p.push(format!("unreadable records: {} in the file, {} in the sidecar", v.unreadable, s.unreadable));
     }
     if v.streams.len() != s.streams.len() {
         p.push(format!("{} streams in the file, {} in the sidecar", v.streams.len(), s.streams.len()));
@@ -560,6 +565,8 @@ pub fn verify(found: &Collected, opts: &VerifyOptions) -> Result<VerifyReport> {
             (_, e) => e,
         })?;
         let part = name_of(path).ends_with(PART_SUFFIX);
+        // --format reads it as another format than its sidecar names.
+        let mut read_otherwise = false;
         let mut v = FileVerdict::unread(
             path.display().to_string(),
             side_path.map(|p| p.display().to_string()),
@@ -694,16 +701,20 @@ pub fn verify(found: &Collected, opts: &VerifyOptions) -> Result<VerifyReport> {
             }
             (Some(s), None) if layout.reader.spec() != s.reader_format => {
                 // --format reads the file otherwise than its recorder did (the layout changed
-                // mid-run, or a second look): the counts are that format's, not comparable.
-                v.content = "read as another format".into();
+                // mid-run, or a second look): its ledger is that format's, not comparable; the
+                // file itself (name, bytes, records) still is.
+                v.differences = differences(&v, s, &base_name, false);
+                v.content = if v.differences.is_empty() { "read as another format" } else { "differs" }.into();
+                problems.extend(v.differences.iter().map(|d| format!("content differs from the sidecar: {d}")));
                 v.notes.push(format!(
-                    "read as --format {}, not as its sidecar's {}: the counts are that format's, so they are not compared with the sidecar's",
+                    "read as --format {}, not as its sidecar's {}: the ledger is that format's, so it is not compared with the sidecar's",
                     layout.reader.spec(),
                     s.reader_format
                 ));
+                read_otherwise = true;
             }
             (Some(s), None) => {
-                v.differences = differences(&v, s, &base_name);
+                v.differences = differences(&v, s, &base_name, true);
                 v.content = if v.differences.is_empty() { "matches" } else { "differs" }.into();
                 problems.extend(v.differences.iter().map(|d| format!("content differs from the sidecar: {d}")));
                 if s.ring_full > 0 {
@@ -767,6 +778,12 @@ pub fn verify(found: &Collected, opts: &VerifyOptions) -> Result<VerifyReport> {
             problems.push(format!(
                 "{} records fail the format's checks (no sidecar says whether they arrived that way)",
                 units::thousands(v.total.invalid)
+            ));
+        } else if read_otherwise && v.total.invalid > 0 {
+            problems.push(format!(
+                "{} records fail the checks of --format {} (its sidecar's format is another: a recording whose layout changed mid-run holds both)",
+                units::thousands(v.total.invalid),
+                layout.reader.spec()
             ));
         }
         v.problems = problems;
