@@ -462,3 +462,26 @@ fn a_duration_bounded_send_reports_no_more_time_than_it_had() {
     let secs = rep["elapsed_s"].as_f64().expect("elapsed_s");
     assert!(secs > 0.0 && secs <= 1.0, "a 1 s run reported {secs} s: {rep}");
 }
+
+/// A stream that steps from 1 % to a high rate is absorbed by the receiver's wait policy: its
+/// naps, tuned to the low rate when the step comes, never outlast what the buffer holds. Exact
+/// counts only: a 4 MiB buffer holds 130 ms of the 500 Mb/s part, a 32 MiB one a second.
+#[test]
+#[ignore = "needs root"]
+fn a_step_from_one_percent_to_full_rate_loses_nothing() {
+    for buf in ["4M", "32M"] {
+        let r = spawn_recv(&["--size", "8800", "--rcvbuf", buf, "--count", "10142", "--json", "--duration", "60"]);
+        let target = format!("127.0.0.1:{}", r.port);
+        for (rate, count) in [("5M", "142"), ("500M", "10000")] {
+            let out = run(&["send", &target, "--size", "8800", "--rate", rate, "--count", count]);
+            assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        }
+        let (code, stdout, stderr) = finish(r, std::time::Duration::from_secs(60));
+        assert_eq!(code, Some(0), "{stderr}");
+        let v = json(&stdout);
+        let granted = v["kernel"]["rcvbuf_granted"].as_u64().unwrap();
+        assert!(granted >= if buf == "4M" { 4 << 20 } else { 32 << 20 }, "{buf}: granted {granted}");
+        let t = &v["total"];
+        assert_eq!((u(t, "received"), u(t, "lost")), (10142, 0), "{buf}: {stdout}");
+    }
+}
