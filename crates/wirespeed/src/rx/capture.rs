@@ -703,7 +703,7 @@ fn capture_loop<'a, B: Backend, S: Sink>(
     let cpu0 = sys::thread_cpu_ns();
     let deadline = cfg.duration.map(|d| t0 + d.as_nanos() as u64);
     let mut publish_at = t0;
-    let mut moderation = Moderation::new(nap_ns, cfg.batch, t0);
+    let mut moderation = Moderation::new(nap_ns, cfg.batch, t0, cpu0);
     // `--once`: the run counts as ended when every stream's end message was accepted and the
     // next receive call brought nothing that contradicts one (a wirespeed sender sends nothing
     // after its end message but copies of it; a forged one is followed by more data).
@@ -729,7 +729,9 @@ fn capture_loop<'a, B: Backend, S: Sink>(
         if now >= publish_at {
             cap.publish(live, backend.kernel_drops());
             publish_at = now + 50_000_000;
-            moderation.update(now, cap.datagrams);
+            // The thread's CPU time, once an interval (a system call, every 50 ms): what the
+            // wait policy measures itself by.
+            moderation.update(now, cap.datagrams, sys::thread_cpu_ns());
         }
         if deadline.is_some_and(|d| now >= d) {
             stopped_by = "duration".into();
