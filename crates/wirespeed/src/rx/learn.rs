@@ -85,9 +85,8 @@ type FormatLearned = (Arc<dyn Format>, LearnedLayout);
 
 /// The format's default value of `key`, from its spec.
 fn default_key(family: &str, key: &str) -> Option<String> {
-    let f = spec::parse(family).ok()?;
-    let spec = f.spec();
-    spec.split(',').find_map(|kv| kv.strip_prefix(key)?.strip_prefix('=').map(str::to_string))
+    let spec = spec::parse(family).ok()?.spec();
+    crate::wire::learn::spec_key(&spec, key).map(str::to_string)
 }
 
 /// The source to count by: the one with the most datagrams of the family asked for (VTP for

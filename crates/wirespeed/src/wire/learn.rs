@@ -165,23 +165,25 @@ impl Learner {
 /// without allocating. What lets a receiver that learned a layout study a datagram the layout
 /// refuses as a possible change of layout, and leave noise alone.
 pub fn looks_like(family: &str, d: &[u8]) -> bool {
-    let vdif = |f: &[u8]| {
-        f.len() >= 40 && vdif::Header::new_checked(f).is_ok_and(|h| h.frame_len() == f.len() && h.version() <= 1)
-    };
     let mark5b = |f: &[u8]| mark5b::starts_with_sync(f) && matches!(f.len(), mark5b::FRAME_LEN | mark5b::HALF_LEN);
     match family {
-        "vdif" => vdif(d),
-        "vtp" => !vdif(d) && d.get(8..).is_some_and(vdif),
+        "vdif" => vdif_frame(d),
+        "vtp" => !vdif_frame(d) && d.get(8..).is_some_and(vdif_frame),
         "mark5b" => mark5b(d) || d.get(8..).is_some_and(mark5b),
-        "spead" => Packet::new_checked(d).is_ok_and(|p| {
-            let a = p.heap_addr_width();
-            p.magic() == spead::MAGIC
-                && p.version() == spead::VERSION
-                && (1..8).contains(&a)
-                && p.item_id_width() + a == 8
-        }),
+        "spead" => Packet::new_checked(d).is_ok_and(|p| spead_header(&p)),
         _ => false,
     }
+}
+
+/// A whole VDIF frame: its header's frame length is the datagram's, its version 0 or 1.
+fn vdif_frame(f: &[u8]) -> bool {
+    f.len() >= 40 && vdif::Header::new_checked(f).is_ok_and(|h| h.frame_len() == f.len() && h.version() <= 1)
+}
+
+/// A SPEAD packet header: magic, version 4, and item pointers of 64 bits split in a valid way.
+fn spead_header(p: &Packet<&[u8]>) -> bool {
+    let a = p.heap_addr_width();
+    p.magic() == spead::MAGIC && p.version() == spead::VERSION && (1..8).contains(&a) && p.item_id_width() + a == 8
 }
 
 /// The value of `key` in a `--format` spec (`fps` of `vdif,fps=1000,...`).
@@ -282,9 +284,7 @@ struct VdifSeen {
 
 impl VdifSeen {
     fn start(d: &[u8]) -> Option<VdifSeen> {
-        let (vtp, frame) = [(false, d), (true, d.get(8..)?)].into_iter().find(|(_, f)| {
-            vdif::Header::new_checked(*f).is_ok_and(|h| h.frame_len() == f.len() && h.version() <= 1 && f.len() >= 40)
-        })?;
+        let (vtp, frame) = [(false, d), (true, d.get(8..)?)].into_iter().find(|(_, f)| vdif_frame(f))?;
         let h = vdif::Header::new_unchecked(frame);
         let mut v = VdifSeen {
             vtp,
@@ -544,14 +544,10 @@ struct HeapSize {
 impl SpeadSeen {
     fn start(d: &[u8]) -> Option<SpeadSeen> {
         let p = Packet::new_checked(d).ok()?;
-        let a = p.heap_addr_width();
-        if p.magic() != spead::MAGIC
-            || p.version() != spead::VERSION
-            || !(1..8).contains(&a)
-            || p.item_id_width() + a != 8
-        {
+        if !spead_header(&p) {
             return None;
         }
+        let a = p.heap_addr_width();
         let mut s = SpeadSeen {
             addr_bits: u32::from(a) * 8,
             first_data: None,
