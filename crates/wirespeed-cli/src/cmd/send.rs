@@ -42,7 +42,10 @@ pub struct SendArgs {
     /// offer a receiver more than ~200 kpps from one core.
     #[arg(long)]
     gso: bool,
-    /// Most datagrams per send call, 1..1024 (default: about 50 us worth at the requested rate).
+    /// Most datagrams per wake-up and send call, 1..1024. By default a paced sender wakes about
+    /// every 1 ms (at most 128 KiB per batch, at least every 250 us at high rates) and a call
+    /// may carry up to 1 ms more after a late wake-up; a smaller burst spaces datagrams more
+    /// finely at more CPU (1 wakes for every datagram, spinning where the host wakes late).
     #[arg(long, value_parser = args::burst)]
     burst: Option<usize>,
     /// Leave out every Nth sequence number (N-1, 2N-1, ...), to inject exactly known loss (N >= 2).
