@@ -1,6 +1,6 @@
 //! Bad input gets one clear line, the right exit code (2 usage, 1 runtime) and never a panic.
 
-mod common;
+use crate::common;
 
 use common::*;
 use std::net::UdpSocket;

@@ -1,7 +1,7 @@
 //! `bench rates` and `bench max` end to end through the real binary: loopback always, two
 //! partitions when root; bad input is one line and exit code 2.
 
-mod common;
+use crate::common;
 use common::*;
 use serde_json::Value;
 

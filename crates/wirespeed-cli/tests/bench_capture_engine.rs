@@ -2,7 +2,7 @@
 //! one line and exit 2, `bench ring` measures this build (and another): time to zero-loss
 //! readiness, a stream started at 'listening', and `bench compare` runs a wirespeed variant beside wirespeed.
 
-mod common;
+use crate::common;
 use common::*;
 
 fn one_line_exit_2(args: &[&str], needle: &str) {

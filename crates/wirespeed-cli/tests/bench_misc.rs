@@ -3,7 +3,7 @@
 //! that do not depend on timing; bad input refused in one line; sockperf missing said in one.
 //! No assertion is about how fast anything was.
 
-mod common;
+use crate::common;
 use common::*;
 use serde_json::Value;
 use std::process::Command;

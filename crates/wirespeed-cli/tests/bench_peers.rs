@@ -1,7 +1,7 @@
 //! `bench compare` with the peers beyond iperf3: the bare recvmmsg loop as a receiver, tcpdump
 //! as a recorder with the dd ceiling, and a tool list that names an unknown tool.
 
-mod common;
+use crate::common;
 use common::*;
 use serde_json::Value;
 

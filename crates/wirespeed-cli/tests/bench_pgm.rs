@@ -5,7 +5,7 @@
 //! the rule adding up); how many nft drops and how fast the repairs are depend on chance and
 //! the scheduler and are not asserted.
 
-mod common;
+use crate::common;
 
 use common::*;
 
@@ -34,7 +34,10 @@ fn bad_options_are_one_line_and_exit_2() {
 #[test]
 #[ignore = "needs root"]
 fn a_repair_point_accounts_for_every_drop() {
-    assert!(is_root(), "run as root: cargo test --release -p wirespeed-cli --test bench_pgm -- --include-ignored");
+    assert!(
+        is_root(),
+        "run as root: cargo test --release -p wirespeed-cli --test suite bench_pgm -- --include-ignored"
+    );
     let _turn = traffic();
     let dir = TempDir::new("benchpgm");
     let out = run(&[
@@ -118,7 +121,10 @@ fn a_repair_point_accounts_for_every_drop() {
 #[test]
 #[ignore = "needs root"]
 fn the_latency_part_draws_a_heat_map_per_pair_and_rate() {
-    assert!(is_root(), "run as root: cargo test --release -p wirespeed-cli --test bench_pgm -- --include-ignored");
+    assert!(
+        is_root(),
+        "run as root: cargo test --release -p wirespeed-cli --test suite bench_pgm -- --include-ignored"
+    );
     let _turn = traffic();
     let dir = TempDir::new("benchpgmlat");
     let out = run(&[

@@ -1,11 +1,12 @@
 //! `wirespeed bench writer`: every configuration drains the same bytes and leaves no file.
 
-mod common;
+use crate::common;
 
 use common::*;
 
 #[test]
 fn every_engine_writes_the_whole_ring_and_removes_its_files() {
+    let _turn = traffic();
     let dir = std::env::temp_dir().join(format!("ws-bench-writer-test-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let d = dir.display().to_string();

@@ -2,7 +2,7 @@
 //! and changes), its JSON document, its refusals, and `--apply` then the undo script in a
 //! network namespace made for the test.
 
-mod common;
+use crate::common;
 
 use common::*;
 use serde_json::Value;
@@ -352,6 +352,7 @@ fn apply_without_root_is_refused_and_changes_nothing() {
 #[test]
 #[ignore = "needs root"]
 fn apply_in_a_namespace_makes_only_what_can_be_made_and_undo_puts_every_value_back() {
+    let _turn = traffic();
     let ns = Netns::new("doctor");
     let tag = format!("{}", std::process::id() % 100_000);
     let (a, b) = (format!("wsd{tag}a"), format!("wsd{tag}b"));

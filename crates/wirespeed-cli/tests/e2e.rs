@@ -1,7 +1,7 @@
 //! End to end on loopback, without root: the receiver's ledger must equal the loss the sender
 //! injected, exactly, per stream; crafted sequences for reordering, duplicates and restarts.
 
-mod common;
+use crate::common;
 
 use common::*;
 use std::collections::BTreeSet;
@@ -14,6 +14,7 @@ const LIMIT: Duration = Duration::from_secs(60);
 
 #[test]
 fn injected_loss_is_counted_exactly_per_stream() {
+    let _turn = traffic();
     let r = spawn_recv(&["--once", "--json", "--duration", "50"]);
     let port = r.port.to_string();
     let target = format!("127.0.0.1:{port}");
@@ -76,6 +77,7 @@ fn injected_loss_is_counted_exactly_per_stream() {
 
 #[test]
 fn tail_and_head_loss_need_the_senders_count() {
+    let _turn = traffic();
     let r = spawn_recv(&["--once", "--json", "--duration", "50"]);
     let target = format!("127.0.0.1:{}", r.port);
     // The first 5 and the last 40 sequence numbers never leave the sender: only its end
@@ -133,6 +135,7 @@ fn craft(port: u16, seqs: &[u64], extra: &[Vec<u8>], end: Option<(u64, u64)>) {
 
 #[test]
 fn reordering_duplicates_and_invalid_are_classified() {
+    let _turn = traffic();
     let r = spawn_recv(&["--once", "--json", "--duration", "30", "--size", "64"]);
     let c = Counter::new(64, ByteOrder::Be).unwrap();
     let mut corrupt = [0u8; 64];
@@ -155,6 +158,7 @@ fn reordering_duplicates_and_invalid_are_classified() {
 
 #[test]
 fn sender_restart_starts_a_new_segment() {
+    let _turn = traffic();
     // A restart is recognised when it lands outside the reorder window (within it, the old
     // numbers read as duplicates), so this test uses a small window.
     let r = spawn_recv(&["--json", "--count", "150", "--duration", "30", "--window", "64"]);
@@ -174,6 +178,7 @@ fn sender_restart_starts_a_new_segment() {
 
 #[test]
 fn zero_loss_expectation_sets_the_exit_code() {
+    let _turn = traffic();
     let r = spawn_recv(&["--once", "--expect-zero-loss", "--duration", "30"]);
     let target = format!("127.0.0.1:{}", r.port);
     assert!(run(&["send", &target, "--count", "2000", "--rate", "20kpps", "--skip-every", "500"]).status.success());
@@ -202,6 +207,7 @@ fn zero_loss_expectation_sets_the_exit_code() {
 
 #[test]
 fn gso_sender_and_gro_receiver_keep_the_ledger_exact() {
+    let _turn = traffic();
     let r = spawn_recv(&["--once", "--json", "--gro", "--duration", "50"]);
     let target = format!("127.0.0.1:{}", r.port);
     let out = run(&[
@@ -239,6 +245,7 @@ fn gso_sender_and_gro_receiver_keep_the_ledger_exact() {
 
 #[test]
 fn sigterm_finishes_cleanly_with_a_summary() {
+    let _turn = traffic();
     use std::io::{BufRead, BufReader, Read};
     // The receiver reports its counts every 50 ms: the signal goes once every datagram sent has
     // been received or dropped by the kernel, rather than after a guessed delay (on a busy host
@@ -287,6 +294,7 @@ fn sigterm_finishes_cleanly_with_a_summary() {
 
 #[test]
 fn paced_sender_meets_its_count_and_schedule() {
+    let _turn = traffic();
     let r = spawn_recv(&["--once", "--json", "--duration", "30"]);
     let target = format!("127.0.0.1:{}", r.port);
     // 5000 packets at 10 kpps is a 0.5 s schedule. Loose timing bounds: this checks the
@@ -310,6 +318,7 @@ fn paced_sender_meets_its_count_and_schedule() {
 
 #[test]
 fn interval_prints_progress_lines() {
+    let _turn = traffic();
     use std::io::{BufRead, BufReader, Read};
     // How many intervals a short run spans on a busy host is the scheduler's business; the
     // program promises a line every interval for as long as it runs, each stamped no earlier
@@ -364,6 +373,7 @@ fn interval_prints_progress_lines() {
 
 #[test]
 fn demo_runs_and_prints_the_ledger() {
+    let _turn = traffic();
     let out = run(&["demo", "--duration", "0.5", "--rate", "200M", "--skip-every", "100", "--json", "--loopback"]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let d = json(&String::from_utf8_lossy(&out.stdout));
@@ -379,6 +389,7 @@ fn demo_runs_and_prints_the_ledger() {
 
 #[test]
 fn unpaced_sender_is_fully_accounted() {
+    let _turn = traffic();
     let r = spawn_recv(&["--once", "--json", "--duration", "50"]);
     let target = format!("127.0.0.1:{}", r.port);
     let out = run(&["send", &target, "--rate", "max", "--gso", "--count", "50000", "--size", "1080", "--json"]);
@@ -393,6 +404,7 @@ fn unpaced_sender_is_fully_accounted() {
 
 #[test]
 fn slow_senders_end_on_time_and_on_sigint() {
+    let _turn = traffic();
     // At 1 b/s, 8000-byte datagrams are due 64,000 s apart: the sender must not sleep past its
     // --duration, nor ignore Ctrl-C while waiting. The time limits only guard against a hang:
     // on a busy host an exit may be late by seconds, never by the next datagram's 17 hours.
@@ -424,6 +436,7 @@ fn slow_senders_end_on_time_and_on_sigint() {
 
 #[test]
 fn demo_uses_partitions_when_privileged_and_removes_them() {
+    let _turn = traffic();
     let child = std::process::Command::new(bin())
         .args(["demo", "--duration", "0.5", "--rate", "200M", "--skip-every", "100", "--json"])
         .stdout(std::process::Stdio::piped())
@@ -453,6 +466,7 @@ fn demo_uses_partitions_when_privileged_and_removes_them() {
 /// is due every 6.4 s, and the old report said 6.4 s for a run that ended after 1 s.
 #[test]
 fn a_duration_bounded_send_reports_no_more_time_than_it_had() {
+    let _turn = traffic();
     let sink = UdpSocket::bind("127.0.0.1:0").expect("bind a sink");
     let port = sink.local_addr().unwrap().port();
     let out = run(&["send", &format!("127.0.0.1:{port}"), "--rate", "10", "--size", "8", "--duration", "1", "--json"]);
@@ -469,6 +483,7 @@ fn a_duration_bounded_send_reports_no_more_time_than_it_had() {
 #[test]
 #[ignore = "needs root"]
 fn a_step_from_one_percent_to_full_rate_loses_nothing() {
+    let _turn = traffic();
     for buf in ["4M", "32M"] {
         let r = spawn_recv(&["--size", "8800", "--rcvbuf", buf, "--count", "10142", "--json", "--duration", "60"]);
         let target = format!("127.0.0.1:{}", r.port);

@@ -1,7 +1,7 @@
 //! Every instrument format end to end: sent, received with an exact ledger, recorded to a raw
 //! file (as the instrument's own file format) and a pcap, and verified.
 
-mod common;
+use crate::common;
 
 use common::*;
 use std::time::Duration;
@@ -20,6 +20,7 @@ const FORMATS: &[(&str, u64)] = &[
 
 #[test]
 fn every_format_is_sent_received_recorded_and_verified_exactly() {
+    let _turn = traffic();
     for &(spec, parts) in FORMATS {
         for file_format in ["raw", "pcap"] {
             let d = TempDir::new(&format!("fmt-{}-{file_format}", spec.split(',').next().unwrap()));
@@ -142,6 +143,7 @@ fn a_bare_format_name_learns_the_layout_and_says_what_it_assumed() {
 
 #[test]
 fn presets_send_what_they_say() {
+    let _turn = traffic();
     let out = run(&["formats"]);
     assert!(out.status.success());
     let text = String::from_utf8_lossy(&out.stdout);

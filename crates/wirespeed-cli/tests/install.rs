@@ -2,7 +2,7 @@
 //! completions (`wirespeed completions SHELL`) and manual pages (`wirespeed man`). The commands
 //! they must cover are read independently, from `--help`, at every level.
 
-mod common;
+use crate::common;
 
 use common::*;
 use std::collections::BTreeSet;

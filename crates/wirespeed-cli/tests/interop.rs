@@ -3,7 +3,7 @@
 //! must receive wirespeed's SPEAD stream while wirespeed receives spead2's, and the reference
 //! Python HdrHistogram package must read the latency logs of `ping`.
 
-mod common;
+use crate::common;
 
 use common::*;
 use serde_json::Value;
@@ -128,6 +128,7 @@ fn baseband_reads_mark5b_recordings() {
 
 #[test]
 fn spead2_receives_wirespeed_and_wirespeed_receives_spead2() {
+    let _turn = traffic();
     let py = python_with("spead2");
     // spead2 -> wirespeed: 64 KiB heaps in 8 KiB packets (spead2 shortens the first packet of a
     // heap by its extra item pointer, so each heap is 9 packets: 8 numbered + 1 counted apart).
@@ -189,6 +190,7 @@ fn spead2_receives_wirespeed_and_wirespeed_receives_spead2() {
 
 #[test]
 fn hdrhistogram_python_reads_the_ping_log() {
+    let _turn = traffic();
     // The interval log is the standard HdrHistogram log: the reference Python implementation
     // must read it back to the very percentiles ping reported.
     let py = python_with("hdrh");

@@ -3,7 +3,7 @@
 //! of it across partitions over their 2001:2::/48 addresses. Traffic goes only to ::1,
 //! 127.0.0.1, or addresses inside namespaces the tests make.
 
-mod common;
+use crate::common;
 
 use common::parts::Parts;
 use common::*;

@@ -1,6 +1,6 @@
 //! `reflect`, `ping` and `linerate` end to end through the real binary.
 
-mod common;
+use crate::common;
 use common::*;
 use std::time::Duration;
 
@@ -42,6 +42,7 @@ fn linerate_reproduces_seed_003() {
 
 #[test]
 fn ping_and_reflect_on_loopback() {
+    let _turn = traffic();
     let r = spawn_cmd_with(&[], "reflect", "127.0.0.1:0", &["--json", "--count", "3000"]);
     let target = format!("127.0.0.1:{}", r.port);
     let out =
@@ -74,6 +75,7 @@ fn ping_and_reflect_on_loopback() {
 
 #[test]
 fn reflector_serves_several_clients() {
+    let _turn = traffic();
     let r = spawn_cmd_with(&[], "reflect", "127.0.0.1:0", &["--json", "--count", "1500"]);
     let target = format!("127.0.0.1:{}", r.port);
     let pings: Vec<_> = (0..3)
@@ -100,6 +102,7 @@ fn reflector_serves_several_clients() {
 
 #[test]
 fn sweep_writes_heatmaps_logs_and_tables() {
+    let _turn = traffic();
     let dir = TempDir::new("ping");
     let out = run(&[
         "ping",
@@ -165,6 +168,7 @@ fn bad_input_gets_one_line() {
 #[test]
 #[ignore = "needs root"]
 fn reply_loss_from_nftables_is_counted_exactly() {
+    let _turn = traffic();
     // In a namespace of its own, nftables drops every 40th reply on its way out of the
     // reflector: ping must count exactly those as lost, and place them.
     let ns = Netns::new("rtt");
@@ -199,6 +203,7 @@ fn reply_loss_from_nftables_is_counted_exactly() {
 #[test]
 #[ignore = "needs root"]
 fn self_contained_run_across_partitions() {
+    let _turn = traffic();
     let dir = TempDir::new("pingpart");
     let out = run(&["ping", "--pps", "2000,3000", "--duration", "1s", "--pause", "100ms", "-o", dir.path()]);
     let err = String::from_utf8_lossy(&out.stderr);
@@ -224,6 +229,7 @@ fn out_pid_hint(err: &str) -> String {
 
 #[test]
 fn closed_loop_counts_what_it_did_not_send() {
+    let _turn = traffic();
     // A closed loop against an echo that answers only the first 300 probes and then swallows
     // the rest: after that each probe waits out --linger for its reply, and the slots passed
     // meanwhile are skipped and counted (coordinated omission made visible), not hidden.
@@ -314,6 +320,7 @@ fn ping_that_would_measure_nothing_is_refused_at_once() {
 
 #[test]
 fn ping_waiting_for_replies_stops_promptly_on_sigterm() {
+    let _turn = traffic();
     // A far end that takes the probes and never answers: ping sends its 5 and then waits up to
     // --linger for replies that will not come. SIGTERM must end that wait (and the run, with its
     // report) promptly, not after the minute.

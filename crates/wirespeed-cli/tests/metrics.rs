@@ -4,7 +4,7 @@
 //!
 //! Every wait is a bounded poll for an exact value, never a sleep that hopes.
 
-mod common;
+use crate::common;
 
 use common::*;
 use serde_json::Value;
@@ -246,6 +246,7 @@ fn recv_metrics_count_every_datagram_and_the_injected_loss_exactly() {
 
 #[test]
 fn the_exporter_answers_only_metrics_and_survives_malformed_requests() {
+    let _turn = traffic();
     let r = spawn_served(&["recv", "127.0.0.1:0", "--metrics", "127.0.0.1:0"]);
     let m = r.metrics.clone();
     assert_eq!(get(&m, "/").0, 404);
@@ -423,13 +424,12 @@ fn reflect_metrics_count_what_it_answered_and_refused() {
 #[test]
 fn tap_metrics_count_every_record_it_delivered() {
     let _t = traffic();
-    let share = TempDir::new("metrics-share");
     let rec = TempDir::new("metrics-tap");
     let name = format!("metrics{}", std::process::id());
     let rcvbuf0 = udp_rcvbuf_errors();
-    // The recorder publishes its descriptor in a share directory of this test's, where the tap
-    // looks (only this test of the binary shares a recording).
-    std::env::set_var("WIRESPEED_SHARE_DIR", share.path());
+    // The recorder publishes its descriptor in the test binary's share directory, where the tap
+    // looks; the name is this test's own.
+    share_dir();
     let recorder = spawn_cmd_with(
         &[],
         "record",
@@ -669,6 +669,7 @@ fn bad_metrics_addresses_and_a_busy_port_are_one_line_and_exit_2() {
 #[test]
 #[ignore = "needs root"]
 fn partition_status_serves_the_heartbeat_state_of_every_partition() {
+    let _turn = traffic();
     let parts = common::parts::Parts::new("met");
     parts.ok(&["create", "-p", "1", "-c", "0", "-p", "2", "-c", "1", "--hb-check", "100ms"]);
     let s = spawn_served(&["partition", "--prefix", &parts.prefix, "status", "--metrics", "0"]);

@@ -1,7 +1,7 @@
 //! Tests that need root: they build a private network namespace (unique name, deleted on drop
 //! even when the test fails). CI runs as root, so they run there.
 
-mod common;
+use crate::common;
 
 use common::*;
 use std::time::Duration;
@@ -9,6 +9,7 @@ use std::time::Duration;
 #[test]
 #[ignore = "needs root"]
 fn multicast_group_is_joined_and_received() {
+    let _turn = traffic();
     let ns = Netns::new("mcast");
     ns.exec(&["ip", "link", "set", "lo", "multicast", "on"]);
     ns.exec(&["ip", "route", "add", "224.0.0.0/4", "dev", "lo"]);
@@ -38,6 +39,7 @@ fn multicast_group_is_joined_and_received() {
 #[test]
 #[ignore = "needs root"]
 fn loss_in_the_network_is_told_apart_from_socket_drops() {
+    let _turn = traffic();
     // nftables drops every 50th datagram before it reaches the socket: the ledger must count
     // them, and the diagnosis must say the kernel's socket counters saw none of it.
     let ns = Netns::new("nft");

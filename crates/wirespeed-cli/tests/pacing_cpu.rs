@@ -3,7 +3,7 @@
 //! be left out, and bad input is refused in one line. Tiny cases; no assertion is about how
 //! fast anything was.
 
-mod common;
+use crate::common;
 use common::*;
 use serde_json::Value;
 

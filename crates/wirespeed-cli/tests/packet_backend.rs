@@ -3,7 +3,7 @@
 //! backend refuses clearly without CAP_NET_RAW. Each traffic test runs in a namespace of its
 //! own, so that the kernel's counters it reads are its own.
 
-mod common;
+use crate::common;
 
 use common::*;
 use serde_json::Value;

@@ -1,7 +1,7 @@
 //! `wirespeed partition` end to end: validation and privilege messages (any user), and, as
 //! root, real partitions with unique prefixes, torn down by a guard even when a test fails.
 
-mod common;
+use crate::common;
 
 use common::parts::Parts;
 use common::*;
@@ -101,6 +101,8 @@ fn netns_list() -> String {
 #[test]
 #[ignore = "needs root"]
 fn create_is_idempotent_routes_direct_and_init_leaves_nothing() {
+    let _turn = traffic();
+    let _hw = hw_shared();
     let parts = Parts::new("a");
     let create =
         ["create", "-p", "1", "-c", "0", "-p", "2", "-c", "1", "--mtu", "9000", "--mem", "64M", "--no-daemons"];
@@ -185,6 +187,8 @@ fn create_is_idempotent_routes_direct_and_init_leaves_nothing() {
 #[test]
 #[ignore = "needs root"]
 fn a_stream_survives_faults_in_a_third_partition_and_daemons_report_them() {
+    let _turn = traffic();
+    let _hw = hw_shared();
     let parts = Parts::new("b");
     let create = [
         "create",
@@ -297,6 +301,8 @@ fn a_stream_survives_faults_in_a_third_partition_and_daemons_report_them() {
 #[test]
 #[ignore = "needs root"]
 fn daemons_of_another_major_version_are_never_recognized() {
+    let _turn = traffic();
+    let _hw = hw_shared();
     let parts = Parts::new("c");
     parts.ok(&["create", "-p", "1", "-c", "0", "-p", "2", "-c", "1", "--hb-check", "100ms"]);
     parts.wait_log(1, "NOTICE: Partition 2 is up", 1, Duration::from_secs(3));

@@ -1,7 +1,7 @@
 //! `--transport pgm`: PGM sessions end to end, with loss injected by nftables where the tests
 //! have a namespace of their own; malformed and forged packets; the refusals.
 
-mod common;
+use crate::common;
 
 use common::*;
 use serde_json::Value;
@@ -104,6 +104,7 @@ fn a_clean_unicast_session_delivers_everything_once_without_repairs() {
 #[test]
 #[ignore = "needs root"]
 fn loss_on_the_path_is_repaired_exactly() {
+    let _turn = traffic();
     // Every 50th ODATA packet dropped at the receiver's input: each one is NAKed and repaired,
     // and the ledger counts no loss.
     let ns = Netns::new("pgmfix");
@@ -162,6 +163,7 @@ fn loss_on_the_path_is_repaired_exactly() {
 #[test]
 #[ignore = "needs root"]
 fn a_multicast_session_is_repaired_and_recorded_in_order() {
+    let _turn = traffic();
     // A group on the namespace's loopback, every 20th ODATA dropped (5 %): the recording holds
     // every datagram, in sequence order, and verify agrees with the sidecar.
     let ns = Netns::new("pgmmc");
@@ -329,6 +331,7 @@ fn ping_over_pgm_counts_every_probe_once() {
 #[test]
 #[ignore = "needs root"]
 fn ping_over_pgm_repairs_lost_probes_and_replies() {
+    let _turn = traffic();
     // Every 25th probe and every 25th reflection dropped on the way in: all come back,
     // late by their repair, and both directions' repairs match the drops exactly.
     let ns = Netns::new("pgmping");

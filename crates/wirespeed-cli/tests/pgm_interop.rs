@@ -9,7 +9,7 @@
 //! 64-bit word of message k is k * words + w) and wirespeed's end-of-stream message; wirespeed
 //! checks the peer's payload with its default `counter` format.
 
-mod common;
+use crate::common;
 
 use common::*;
 use serde_json::Value;

@@ -3,7 +3,7 @@
 //! over a veth pair between two namespaces (IPv4 and IPv6) and over loopback; and every refusal
 //! is one clear line.
 
-mod common;
+use crate::common;
 
 use common::*;
 use serde_json::Value;

@@ -1,7 +1,7 @@
 //! `wirespeed record` and `verify` end to end: the real binary on loopback (and across two
 //! namespaces when root), files read back by verify and by independent pcap readers.
 
-mod common;
+use crate::common;
 
 use common::*;
 use common::{send_to_port as send, spawn_send as spawn_sender, visible_files as files, wait_part_file};
@@ -17,6 +17,7 @@ fn verify_json(dir: &str) -> (Option<i32>, Value) {
 
 #[test]
 fn raw_recording_with_loss_and_rotation_verifies_exactly() {
+    let _turn = traffic();
     let d = TempDir::new("rec-raw");
     let r = spawn_cmd_with(
         &[],
@@ -84,6 +85,7 @@ fn raw_recording_with_loss_and_rotation_verifies_exactly() {
 
 #[test]
 fn damaged_file_is_caught_by_verify() {
+    let _turn = traffic();
     let d = TempDir::new("rec-damage");
     let r = spawn_cmd_with(
         &[],
@@ -128,6 +130,7 @@ fn damaged_file_is_caught_by_verify() {
 
 #[test]
 fn pcap_recording_reads_back_in_independent_readers() {
+    let _turn = traffic();
     let d = TempDir::new("rec-pcap");
     let r = spawn_cmd_with(
         &[],
@@ -200,6 +203,7 @@ fn pcap_recording_reads_back_in_independent_readers() {
 
 #[test]
 fn sigterm_mid_run_drains_and_finishes_files() {
+    let _turn = traffic();
     let d = TempDir::new("rec-term");
     let r = spawn_cmd_with(
         &[],
@@ -232,6 +236,7 @@ fn sigterm_mid_run_drains_and_finishes_files() {
 
 #[test]
 fn kill_9_leaves_a_readable_part_file_and_verify_says_so() {
+    let _turn = traffic();
     let d = TempDir::new("rec-kill");
     let r = spawn_cmd_with(
         &[],
@@ -281,6 +286,7 @@ fn kill_9_leaves_a_readable_part_file_and_verify_says_so() {
 
 #[test]
 fn null_sink_keeps_nothing_and_still_accounts() {
+    let _turn = traffic();
     let r = spawn_cmd_with(
         &[],
         "record",
@@ -387,6 +393,7 @@ fn full_disk_stops_cleanly_and_keeps_files_valid() {
 #[test]
 #[ignore = "needs root"]
 fn record_across_namespaces_attributes_injected_loss() {
+    let _turn = traffic();
     let a = Netns::new("reca");
     let b = Netns::new("recb");
     let va = format!("wsra{}", std::process::id() % 100000);

@@ -2,7 +2,7 @@
 //! datagram) leaves no byte in the file, the sidecar counts it as not written, and a ring
 //! that wraps many times still holds exactly what was kept, in order.
 
-mod common;
+use crate::common;
 
 use common::*;
 use serde_json::Value;

@@ -2,7 +2,7 @@
 //! test knob `WIRESPEED_WRITE_DELAY_MS`) that fills the ring, where every datagram the sender
 //! sent is either in the files or counted as ring-full, exactly.
 
-mod common;
+use crate::common;
 
 use common::send_to_port as send;
 use common::visible_files as files;

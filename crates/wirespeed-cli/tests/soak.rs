@@ -2,7 +2,7 @@
 //! and a row per interval, known loss injected at the sender found in its rows, the same across
 //! two partitions when root, a stop by signal that reports and leaves nothing behind, bad input.
 
-mod common;
+use crate::common;
 use common::*;
 use serde_json::Value;
 

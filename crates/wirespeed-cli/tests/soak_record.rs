@@ -2,7 +2,7 @@
 //! `wirespeed record` in two partitions, the recorder's figures in its rows, `wirespeed verify`'s
 //! verdict in the report, and the files verifying on their own; a non-empty directory refused.
 
-mod common;
+use crate::common;
 use common::*;
 use serde_json::Value;
 use std::path::PathBuf;

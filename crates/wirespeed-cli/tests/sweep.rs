@@ -2,7 +2,7 @@
 //! JSON, figures and the HTML report with every run in it; `--resume` measures only what is
 //! missing; across partitions when root; a signal keeps the results; bad input is one line.
 
-mod common;
+use crate::common;
 use common::*;
 use serde_json::Value;
 use std::path::Path;

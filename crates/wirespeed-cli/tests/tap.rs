@@ -2,36 +2,13 @@
 //! needed: the share descriptors go to a directory of this test binary's own through
 //! WIRESPEED_SHARE_DIR, and the taps are this user's processes).
 
-mod common;
+use crate::common;
 
 use common::*;
 use serde_json::Value;
 use std::io::{BufRead, BufReader, Read};
 use std::process::{Child, Command, Stdio};
-use std::sync::OnceLock;
 use std::time::Duration;
-
-/// The share directory of this test binary (every test uses its own share names in it).
-fn share_dir() -> &'static str {
-    static DIR: OnceLock<TempDir> = OnceLock::new();
-    let d = DIR.get_or_init(|| {
-        // A static is never dropped: remove the share directories earlier runs of this test
-        // binary left (theirs is named with their pid, no longer running).
-        if let Ok(rd) = std::fs::read_dir(std::env::temp_dir()) {
-            for e in rd.flatten() {
-                let name = e.file_name().to_string_lossy().to_string();
-                let pid = name.strip_prefix("wst-tap-share-").and_then(|r| r.split('-').next());
-                if pid.is_some_and(|p| !std::path::Path::new(&format!("/proc/{p}")).exists()) {
-                    let _ = std::fs::remove_dir_all(e.path());
-                }
-            }
-        }
-        TempDir::new("tap-share")
-    });
-    // SAFETY-free: set before any child is spawned, always to the same value.
-    std::env::set_var("WIRESPEED_SHARE_DIR", d.path());
-    d.path()
-}
 
 /// A running `wirespeed tap`, started once it said it attached.
 struct Tap {

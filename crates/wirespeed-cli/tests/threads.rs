@@ -2,7 +2,7 @@
 //! thread with the classic BPF program, each thread keeps its own ledgers (and recording), and
 //! the reports merge exactly.
 
-mod common;
+use crate::common;
 
 use common::*;
 use serde_json::Value;

@@ -4,7 +4,7 @@
 //! always shows its lost strip. What the run measured on a busy host does not matter here: only
 //! how it is drawn.
 
-mod common;
+use crate::common;
 use common::*;
 
 /// The text of every `<text>` element of an SVG anchored at `anchor` (a line chart's y tick

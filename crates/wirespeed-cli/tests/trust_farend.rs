@@ -8,7 +8,7 @@
 //! of sending only if every datagram passes through one CPU's loopback backlog, so the sending
 //! thread and the reflector are pinned to one CPU.
 
-mod common;
+use crate::common;
 use common::*;
 use serde_json::Value;
 use std::net::{SocketAddr, UdpSocket};
@@ -132,6 +132,7 @@ for port in args[2:]:
 #[test]
 #[ignore = "needs root"]
 fn a_datagram_forged_from_the_reflectors_own_port_is_never_answered() {
+    let _turn = traffic();
     // Listening on every address of a namespace of its own: a datagram forged from its own
     // address and port, and one from another of its addresses with its port, would each make
     // it answer itself forever (520,000 times in 3 s before this fix).
@@ -155,6 +156,7 @@ fn a_datagram_forged_from_the_reflectors_own_port_is_never_answered() {
 #[test]
 #[ignore = "needs root"]
 fn two_reflectors_joined_by_a_forged_datagram_exchange_one_message() {
+    let _turn = traffic();
     // A probe forged from reflector B to reflector A: A answers B once, with a reply, and B
     // refuses the reply (before this fix the two echoed it between them forever).
     let ns = Netns::new("pair");
@@ -264,6 +266,7 @@ fn the_per_client_cap_refuses_exactly_what_exceeds_the_burst() {
 
 #[test]
 fn ping_counts_forged_replies_as_strays_never_as_samples() {
+    let _turn = traffic();
     // An echo that, before each true echo, sends three forgeries from the same address and
     // port: the probe's session with a sequence number never sent, the probe itself with a
     // send time 1 ns earlier (a forged, longer round trip), and another session's reply.

@@ -2,7 +2,7 @@
 //! the option, exit code 2, no backtrace); numbers read the same in every option; the examples
 //! a user pastes send nothing off the host; the help lists every exit code.
 
-mod common;
+use crate::common;
 
 use common::*;
 use std::net::UdpSocket;
@@ -293,6 +293,7 @@ fn help_examples_that_send_stay_on_the_host() {
 
 #[test]
 fn latency_record_and_partition_options_are_bounded() {
+    let _turn = traffic();
     let dir = TempDir::new("trust-inputs2-bounds");
     let d = dir.path();
     let rec = |extra: &[&'static str]| -> Vec<String> {
@@ -352,6 +353,7 @@ fn reflect_that_would_answer_nothing_is_refused() {
 
 #[test]
 fn ping_size_reads_numbers_like_every_size() {
+    let _turn = traffic();
     // 1e3 and 1K are sizes as in send's --size: the probe that leaves has exactly that length.
     for (v, len) in [("1e3", 1000usize), ("1K", 1024)] {
         let sink = UdpSocket::bind("127.0.0.1:0").unwrap();

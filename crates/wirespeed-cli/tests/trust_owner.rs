@@ -3,7 +3,7 @@
 //! run removes the partitions it left. Root only; every name is unique to this test process and
 //! a guard cleans up when a test fails.
 
-mod common;
+use crate::common;
 
 use common::*;
 use std::io::{BufRead, BufReader};
@@ -39,6 +39,9 @@ struct Guard {
     /// Processes to kill if they still run, as (pid, start time).
     pids: Vec<(u32, String)>,
     child: Option<Child>,
+    /// No test of the default run directory runs beside a private one (see `hw_alone`). Last,
+    /// so that it is let go after the clean-up above.
+    _alone: (std::sync::MutexGuard<'static, ()>, std::sync::RwLockWriteGuard<'static, ()>),
 }
 
 impl Guard {
@@ -53,6 +56,7 @@ impl Guard {
             foreign_cgroups: Vec::new(),
             pids: Vec::new(),
             child: None,
+            _alone: (traffic(), hw_alone()),
         }
     }
 

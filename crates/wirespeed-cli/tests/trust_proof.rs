@@ -2,7 +2,7 @@
 //! nothing, truncated datagrams invent no loss. Each test drives the real binary with datagrams
 //! crafted by a small UDP sender in the test, in a fixed order, and asserts exact counts.
 
-mod common;
+use crate::common;
 
 use common::{finish, json, spawn_cmd_with, spawn_recv, traffic, u, Receiver};
 use serde_json::Value;

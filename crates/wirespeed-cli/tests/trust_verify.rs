@@ -1,7 +1,7 @@
 //! `verify` claims nothing it did not check, keeps a file's content, its completeness and the
 //! stream's loss apart, and `record` writes only inside `-o`, never over another file.
 
-mod common;
+use crate::common;
 
 use common::*;
 use common::{send_to_port as send, visible_files as files_ending};

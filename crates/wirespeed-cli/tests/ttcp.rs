@@ -1,7 +1,7 @@
 //! `wirespeed ttcp` and `wirespeed bench ttcp` end to end: the real binary on loopback (and,
 //! as root, across partitions it makes and removes), checked against exact byte counts.
 
-mod common;
+use crate::common;
 
 use common::*;
 use serde_json::Value;
@@ -179,6 +179,7 @@ fn label(row: &str) -> &str {
 
 #[test]
 fn bench_loopback_prints_tables_4_and_5() {
+    let _turn = traffic();
     let dir = TempDir::new("ttcp-bench");
     let out = run(&["bench", "ttcp", "--loopback", "--buffers", "64K,256K", "-n", "200", "-o", dir.path()]);
     let err = String::from_utf8_lossy(&out.stderr);
@@ -224,6 +225,7 @@ fn bench_loopback_prints_tables_4_and_5() {
 
 #[test]
 fn bench_table3_reads_and_writes_every_size() {
+    let _turn = traffic();
     let out = run(&["bench", "ttcp", "--loopback", "--table3", "--proto", "none", "--writes", "20", "--json"]);
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
     let doc = json(&String::from_utf8_lossy(&out.stdout));
@@ -253,6 +255,7 @@ fn namespaces_with(prefix: &str) -> Vec<String> {
 #[test]
 #[ignore = "needs root"]
 fn bench_in_partitions_as_root() {
+    let _turn = traffic();
     let child = Command::new(bin())
         .args(["bench", "ttcp", "--buffers", "128K", "-n", "300", "--json"])
         .stdout(Stdio::piped())
@@ -277,6 +280,7 @@ fn bench_in_partitions_as_root() {
 #[test]
 #[ignore = "needs root"]
 fn bench_stopped_by_a_signal_removes_its_partitions() {
+    let _turn = traffic();
     let mut child = Command::new(bin())
         .args(["bench", "ttcp", "--buffers", "64K,128K,256K", "-n", "20000"])
         .stdout(Stdio::piped())

@@ -2,7 +2,7 @@
 //! end on FIFOs, files and Unix sockets: the code path the raw devices take (it only opens
 //! paths), checked against exact byte counts and exact failure messages.
 
-mod common;
+use crate::common;
 
 use common::*;
 use serde_json::Value;
@@ -70,6 +70,7 @@ fn failure(err: &str) -> &str {
 
 #[test]
 fn raw_over_a_fifo_moves_exactly_n_times_size() {
+    let _turn = traffic();
     let d = TempDir::new("raw-fifo");
     let f = d.0.join("p");
     mkfifo(&f);
@@ -101,6 +102,7 @@ fn raw_over_a_fifo_moves_exactly_n_times_size() {
 
 #[test]
 fn raw_text_report_names_the_stream() {
+    let _turn = traffic();
     let d = TempDir::new("raw-text");
     let f = d.0.join("p");
     mkfifo(&f);
@@ -157,6 +159,7 @@ fn a_long_stream_fails_too() {
 
 #[test]
 fn a_stream_of_repeated_buffers_is_caught() {
+    let _turn = traffic();
     // The transmitter with --no-check sends one buffer over and over: the checking receiver
     // must notice at the second write, not count it as good data.
     let d = TempDir::new("raw-repeat");
@@ -180,6 +183,7 @@ fn a_stream_of_repeated_buffers_is_caught() {
 
 #[test]
 fn a_regular_file_stands_in_for_a_device() {
+    let _turn = traffic();
     let d = TempDir::new("raw-file");
     let f = d.0.join("dev");
     std::fs::write(&f, b"").unwrap();
@@ -194,6 +198,7 @@ fn a_regular_file_stands_in_for_a_device() {
 
 #[test]
 fn several_fifos_at_once_report_each_and_the_sum() {
+    let _turn = traffic();
     let d = TempDir::new("raw-multi");
     let paths: Vec<String> = (0..3)
         .map(|i| {
@@ -218,6 +223,7 @@ fn several_fifos_at_once_report_each_and_the_sum() {
 
 #[test]
 fn raw_over_a_unix_socket() {
+    let _turn = traffic();
     let d = TempDir::new("raw-unix");
     let s = d.0.join("sock");
     let ss = s.to_str().unwrap();
@@ -269,6 +275,7 @@ fn rows_of<'a>(doc: &'a Value, over: &str) -> Vec<&'a Value> {
 
 #[test]
 fn bench_table3_over_pipe_and_unix_moves_every_size() {
+    let _turn = traffic();
     let dir = TempDir::new("raw-bench");
     let out = run(&[
         "bench",
@@ -329,6 +336,7 @@ fn bench_table3_over_pipe_and_unix_moves_every_size() {
 
 #[test]
 fn bench_several_streams_add_up() {
+    let _turn = traffic();
     let child = Command::new(bin())
         .args(["bench", "ttcp", "--over", "pipe,unix", "--devices", "3", "--loopback", "--writes", "5", "--json"])
         .stdout(Stdio::piped())

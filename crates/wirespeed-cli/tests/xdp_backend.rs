@@ -3,7 +3,7 @@
 //! no XDP program behind (even when killed), it refuses an interface that already runs one,
 //! and it refuses addresses that name no real interface.
 
-mod common;
+use crate::common;
 
 use common::*;
 use std::process::Command;

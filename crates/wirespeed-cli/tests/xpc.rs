@@ -2,7 +2,7 @@
 //! documented field, with the exact counts (messages received, round trips, bytes pulled and
 //! copied by the bulk transfers) and never a speed; bad input refused in one line.
 
-mod common;
+use crate::common;
 use common::*;
 use serde_json::Value;
 
@@ -12,6 +12,7 @@ fn f(v: &Value, key: &str) -> f64 {
 
 #[test]
 fn bench_xpc_reports_both_transports_with_exact_counts() {
+    let _turn = traffic();
     let out = run(&[
         "bench",
         "xpc",

@@ -2,7 +2,7 @@
 //! made on a thread that joined the namespace (where `/proc/sys/net` and ethtool answer for it),
 //! the undo script is run there with `ip netns exec`, and every value must be back as read
 //! before. A host-wide key must fail there without touching the host. Needs root:
-//! `cargo test --release -p wirespeed --test doctor_apply -- --include-ignored`.
+//! `cargo test --release -p wirespeed --test suite doctor_apply -- --include-ignored`.
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
@@ -216,7 +216,7 @@ fn apply_refuses_a_user_who_is_not_root() {
     let o = Command::new("setpriv")
         .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all", "--bounding-set=-all"])
         .arg(std::env::current_exe().unwrap())
-        .args(["--exact", "apply_refuses_a_user_who_is_not_root", "--include-ignored", "--nocapture"])
+        .args(["apply_refuses_a_user_who_is_not_root", "--include-ignored", "--nocapture"])
         .env("WIRESPEED_APPLY_AS_NOBODY", "1")
         .output()
         .expect("setpriv (util-linux) is needed to run this as nobody");

@@ -226,13 +226,53 @@ impl Drop for TempDir {
     }
 }
 
-/// The traffic tests of one test binary take turns: on a two-core host, two paced senders
+/// The share directory of this test binary, where recorders publish what they share and taps
+/// look (every test uses its own share names in it). The first call sets WIRESPEED_SHARE_DIR
+/// for every process spawned after it, always to this one value.
+pub fn share_dir() -> &'static str {
+    static DIR: std::sync::OnceLock<TempDir> = std::sync::OnceLock::new();
+    let d = DIR.get_or_init(|| {
+        // A static is never dropped: remove the share directories earlier runs of this test
+        // binary left (theirs is named with their pid, no longer running).
+        if let Ok(rd) = std::fs::read_dir(std::env::temp_dir()) {
+            for e in rd.flatten() {
+                let name = e.file_name().to_string_lossy().to_string();
+                let pid = name.strip_prefix("wst-tap-share-").and_then(|r| r.split('-').next());
+                if pid.is_some_and(|p| !std::path::Path::new(&format!("/proc/{p}")).exists()) {
+                    let _ = std::fs::remove_dir_all(e.path());
+                }
+            }
+        }
+        TempDir::new("tap-share")
+    });
+    // Always the same value: std serializes it with spawning children.
+    std::env::set_var("WIRESPEED_SHARE_DIR", d.path());
+    d.path()
+}
+
+/// The traffic tests of the test binary take turns: on a two-core host, two paced senders
 /// spinning on the same cores starve each other, and the tests would measure each other.
 static TRAFFIC: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 /// Hold this while a test sends traffic.
 pub fn traffic() -> std::sync::MutexGuard<'static, ()> {
     TRAFFIC.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A run with a WIRESPEED_RUN_DIR of its own cannot see the partitions made in the default run
+/// directory, so its `partition init` may take the shared `/hw` mount point from under them.
+/// Tests that make partitions in the default run directory share this lock; tests that use a
+/// run directory of their own take it alone (after `traffic()`, never before).
+static HW: std::sync::RwLock<()> = std::sync::RwLock::new(());
+
+/// Hold this, once per test, while the test's partitions live in the default run directory.
+pub fn hw_shared() -> std::sync::RwLockReadGuard<'static, ()> {
+    HW.read().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Hold this while partitions live in a run directory of the test's own.
+pub fn hw_alone() -> std::sync::RwLockWriteGuard<'static, ()> {
+    HW.write().unwrap_or_else(|e| e.into_inner())
 }
 
 /// The command fails with exit code `code` and one line on stderr that contains `needle`, with
