@@ -55,8 +55,6 @@ pub struct RecordConfig {
     pub direct: bool,
     /// Write what has waited this long even if less than a chunk has gathered.
     pub flush_after: Duration,
-    /// The rate the user expects, bytes/s: checked against the disk at start.
-    pub expect_rate: Option<f64>,
     /// Pin the writer thread to this CPU.
     pub writer_cpu: Option<usize>,
     /// Write invalid datagrams too (evidence); by default they are left out, like duplicates.

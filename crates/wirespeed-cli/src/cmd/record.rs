@@ -108,7 +108,6 @@ pub fn cmd_record(a: RecordArgs) -> Result<u8, Error> {
         rotation: Rotation { max_bytes: a.file_size, period: a.rotate },
         direct: !a.buffered,
         flush_after: a.flush,
-        expect_rate: None,
         writer_cpu: a.writer_cpu,
         keep_invalid: a.keep_invalid,
         interval_json: a.recv.interval_json,

@@ -22,7 +22,6 @@
 //! [`create`], [`activate`], [`deactivate`], [`exec`] and [`init`].
 
 pub mod heartbeat;
-pub mod pair;
 pub mod place;
 pub mod proc;
 pub mod topology;

@@ -82,7 +82,7 @@ pub const COMPARE_HELP: &str = "The same sweep with wirespeed and with iperf3, s
     CPU; tcpdump, netsniff-ng: their whole process from /proc/PID/stat); with several threads \
     the notes give each thread's ns/pkt and the balance (busiest thread's datagrams over the \
     mean). --search with --record gives each search's share of the dd ceiling and their \
-    median. The issue-15 tables:\n      \
+    median. The capture engine's tables (BENCHMARKS section 11):\n      \
     wirespeed bench compare --record /var/tmp/rec --other-build /tmp/main/wirespeed --rates 20kpps,150kpps --sizes 1080,8800 --repeat 3 -o results/rec-cpu\n      \
     wirespeed bench compare --record /var/tmp/rec --search --tools wirespeed --sizes 8800 --repeat 3 --writer-cpu 1 -o results/rec-max\n      \
     wirespeed bench compare --tools wirespeed,bare --backends recvmmsg,packet --rates 400kpps --sizes 1080 --repeat 3 -o results/backends\n      \

@@ -1,4 +1,4 @@
-//! `wirespeed bench doctor`: issue 17's evidence, reproducible: `doctor --apply` before/after
+//! `wirespeed bench doctor`: whether the doctor's fixes work, reproducibly: `doctor --apply` before/after
 //! with net.core.rmem_max at the kernel default, and seed 001's starved-resource runs.
 
 use crate::args::{self, usage, OutputArgs};
@@ -10,7 +10,7 @@ use wirespeed::bench::point::Runner;
 use wirespeed::{sys, testbed, units, Error};
 
 pub const DOCTOR_HELP: &str = "Whether `wirespeed doctor` names the right fix, shown with real \
-    traffic (issue 17's evidence). The sender and the receiver run in two partitions (network \
+    traffic. The sender and the receiver run in two partitions (network \
     namespaces joined by a veth link, one CPU each); the doctor runs in the host's namespace.\n\n\
     Part rmem: net.core.rmem_max is set to the kernel default (212992); a receiver run without \
     CAP_NET_ADMIN (so its --rcvbuf 32M is capped: root's SO_RCVBUFFORCE would ignore the \

@@ -80,7 +80,7 @@ enum BenchCmd {
     /// The recorder's capture CPU per datagram with 0, 1 and 3 live taps attached.
     #[command(long_about = taps::TAPS_HELP)]
     Taps(taps::TapsArgs),
-    /// Issue 17's evidence: doctor --apply before/after, and three runs each starved of one resource.
+    /// Whether the doctor's fixes work: doctor --apply before/after, and runs each starved of one resource.
     #[command(long_about = doctor::DOCTOR_HELP)]
     Doctor(doctor::DoctorArgs),
     #[command(hide = true)]
