@@ -1,4 +1,4 @@
-//! `bench doctor`: issue 17's evidence. Without root, one line and exit 1. As root, part rmem
+//! `bench doctor`: whether the doctor's fixes work. Without root, one line and exit 1. As root, part rmem
 //! with short runs: what the program guarantees whatever the machine's load (rmem_max back to
 //! its original value, every value `doctor --apply` changed back after the undo script, the
 //! doctor naming socket.rmem_max as a problem at the kernel default); loss counts depend on the

@@ -220,7 +220,7 @@ fn compare_stopped_by_a_signal_reports_and_cleans_up() {
         "--duration",
         "1",
         "--rcvbuf",
-        "3145744",
+        "3145760",
     ];
     if !is_root() {
         args.push("--loopback");
@@ -239,7 +239,7 @@ fn compare_stopped_by_a_signal_reports_and_cleans_up() {
     assert_eq!(stdout.lines().filter(|l| l.starts_with('[') && l.contains("/6]")).count(), n, "{stdout}");
     assert!(stdout.contains("(stopped early"), "{stdout}");
     // No sender, receiver, iperf3 client or server of this run is left, and no partition.
-    assert_none_left("3145744", "bench compare", std::time::Duration::from_millis(300));
+    assert_none_left("3145760", "bench compare", std::time::Duration::from_millis(300));
     if is_root() {
         let head = stdout.lines().next().unwrap_or_default();
         assert_partitions_gone(partitions_named_in(head).expect("a prefix"));

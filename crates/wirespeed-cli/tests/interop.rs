@@ -91,6 +91,7 @@ fn now_sod() -> f64 {
 
 #[test]
 fn baseband_reads_vdif_recordings() {
+    let _turn = traffic();
     let d = TempDir::new("interop-vdif");
     let rep = record(&d, "vdif,frame=8032,threads=1,fps=1000", 1, 1500, "1000pps");
     assert_eq!(u(&rep["writer"], "records"), 1500);
@@ -112,6 +113,7 @@ fn baseband_reads_vdif_recordings() {
 
 #[test]
 fn baseband_reads_mark5b_recordings() {
+    let _turn = traffic();
     let d = TempDir::new("interop-m5b");
     record(&d, "mark5b,fps=1000", 1, 1200, "1000pps");
     let v = baseband(&["mark5b", &d.only("m5b"), "1000", "8", "2"]);

@@ -173,6 +173,7 @@ fn two_reflectors_joined_by_a_forged_datagram_exchange_one_message() {
 
 #[test]
 fn replies_and_non_probes_are_not_answered() {
+    let _turn = traffic();
     pin_this_thread();
     let r = reflector(&[], "127.0.0.1:0", &[]);
     let target: SocketAddr = format!("127.0.0.1:{}", r.port).parse().unwrap();
@@ -192,6 +193,7 @@ fn replies_and_non_probes_are_not_answered() {
 
 #[test]
 fn allow_refuses_other_sources_and_counts_them() {
+    let _turn = traffic();
     pin_this_thread();
     let r = reflector(&[], "127.0.0.1:0", &["--allow", "127.0.0.2/32", "--allow", "::1"]);
     let target: SocketAddr = format!("127.0.0.1:{}", r.port).parse().unwrap();
@@ -221,6 +223,7 @@ fn low_port_client() -> UdpSocket {
 #[test]
 #[ignore = "needs root"]
 fn low_source_ports_are_refused_unless_allowed() {
+    let _turn = traffic();
     pin_this_thread();
     let low = low_port_client();
     for extra in [&[][..], &["--allow-low-ports"][..]] {
@@ -242,6 +245,7 @@ fn low_source_ports_are_refused_unless_allowed() {
 
 #[test]
 fn the_per_client_cap_refuses_exactly_what_exceeds_the_burst() {
+    let _turn = traffic();
     // A bucket of 5 that refills one token per 1000 s: of 20 probes sent at once, exactly 5
     // are answered and 15 refused, however slowly the machine runs. Another client has a
     // bucket of its own.

@@ -37,6 +37,7 @@ fn f(v: &Value, key: &str) -> f64 {
 
 #[test]
 fn tcp_end_to_end_counts_every_byte() {
+    let _turn = traffic();
     let rx = receiver(&["-l", "8192", "-b", "256K", "--json"]);
     let port = rx.port;
     let tx = ok_json(&transmit(port, &["-l", "10000", "-n", "500", "--json"]));
@@ -59,6 +60,7 @@ fn tcp_end_to_end_counts_every_byte() {
 
 #[test]
 fn tcp_text_report_reads_like_ttcp() {
+    let _turn = traffic();
     let rx = receiver(&[]);
     let out = transmit(rx.port, &["-n", "100", "-D"]);
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
@@ -76,6 +78,7 @@ fn tcp_text_report_reads_like_ttcp() {
 
 #[test]
 fn udp_at_a_modest_rate_loses_nothing() {
+    let _turn = traffic();
     // A 4 MiB receive buffer holds the whole transfer (1000 x 1200 B, about 2.3 MB of kernel
     // memory), so even a receiver starved of CPU by the tests running beside it loses nothing.
     let rx = receiver(&["-u", "-l", "1200", "-b", "4M", "--json"]);
@@ -99,6 +102,7 @@ fn udp_at_a_modest_rate_loses_nothing() {
 
 #[test]
 fn udp_into_a_tiny_buffer_drops_and_says_how_much() {
+    let _turn = traffic();
     // Whether a receiver keeps up with a flat-out sender is the scheduler's business. What makes
     // the drop certain: the receiver is stopped (SIGSTOP, and seen stopped) while the whole
     // transfer is sent, so its minimum-size buffer holds at most a datagram or two; the kernel
@@ -143,6 +147,7 @@ fn udp_into_a_tiny_buffer_drops_and_says_how_much() {
 
 #[test]
 fn udp_receiver_without_markers_times_out_and_uses_n_times_l() {
+    let _turn = traffic();
     let rx = receiver(&["-u", "-l", "100", "-n", "10", "--timeout", "0.5", "--json"]);
     let s = UdpSocket::bind("127.0.0.1:0").unwrap();
     for _ in 0..5 {

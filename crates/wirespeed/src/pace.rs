@@ -178,7 +178,12 @@ impl Pacer {
             }
         }
         let cover = (LATE_BATCHES * self.late_ns as f64 / self.period_ns).ceil() as u64;
-        let k = self.due_by(now).saturating_sub(index).max(least).max(cover).clamp(1, most);
+        let mut k = self.due_by(now).saturating_sub(index).max(least).max(cover).clamp(1, most);
+        if let Some(l) = limit {
+            // Nothing due at or after the limit goes, however large the batch: a run bounded
+            // in time sends exactly its schedule (the first packet of this batch is due before).
+            k = k.min(self.due_by(l.saturating_sub(1)).saturating_sub(index).max(1));
+        }
         *n = k;
         self.sent(index, k, now);
         Some(now)
@@ -366,6 +371,21 @@ mod tests {
         q.wait_due(0, 1, &mut n, None, &go).unwrap();
         assert_eq!(q.slips, 1);
         assert!(q.due(1) > now, "after the slip the next packet is due in the future");
+    }
+
+    #[test]
+    fn wait_due_sends_nothing_due_at_or_after_the_limit() {
+        // 10 kpps from now, the run ends 550 us in: packets 0..=5 are due before the end, so a
+        // batch of at least 10 is cut to those 6, and the next wait ends the run.
+        let now = sys::monotonic_ns();
+        let mut p = Pacer::new(10_000.0, now, 50_000_000, 1.5);
+        let go = AtomicBool::new(false);
+        let limit = Some(now + 550_000);
+        let mut n = 20;
+        assert!(p.wait_due(0, 10, &mut n, limit, &go).is_some());
+        assert_eq!(n, 6);
+        let mut n = 20;
+        assert_eq!(p.wait_due(6, 10, &mut n, limit, &go), None);
     }
 
     #[test]

@@ -43,9 +43,11 @@ pub struct SendArgs {
     #[arg(long)]
     gso: bool,
     /// Most datagrams per wake-up and send call, 1..1024. By default a paced sender wakes about
-    /// every 1 ms (at most 128 KiB per batch, at least every 250 us at high rates) and a call
-    /// may carry up to 1 ms more after a late wake-up; a smaller burst spaces datagrams more
-    /// finely at more CPU (1 wakes for every datagram, spinning where the host wakes late).
+    /// every 1 ms, as iperf3 does, with batches of at most 128 KiB over all streams, but never
+    /// more often than every 250 us (at high rates a batch then holds 250 us of the stream); a
+    /// late wake-up sends what is due, up to 1 ms of the stream. A smaller burst spaces
+    /// datagrams more evenly, as an instrument does, at more CPU (1: a wake-up per datagram,
+    /// spinning where the host wakes late).
     #[arg(long, value_parser = args::burst)]
     burst: Option<usize>,
     /// Leave out every Nth sequence number (N-1, 2N-1, ...), to inject exactly known loss (N >= 2).

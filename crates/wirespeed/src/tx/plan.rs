@@ -6,12 +6,14 @@
 //! [`crate::pace::Pacer::wait_due`]), so a wake-up's cost is shared by the batch. A timed
 //! wake-up costs the sender tens of microseconds of CPU on a virtual machine (about 30 us
 //! here, against about 5 us to send an 8800-byte datagram over loopback), so wake-ups are
-//! made rare where that is harmless: at moderate rates a batch holds [`WAKE_NS`] (1 ms, the
-//! period iperf3 paces at) of schedule, as long as it stays under [`BATCH_BYTES`], well inside
-//! a stock host's receive buffer. At high rates the batch is cut to the bytes bound, but never
-//! below [`MIN_WAKE_NS`] of schedule: there a wake-up's cost is shared by many datagrams
-//! anyway, and a receiver meets the same bursts as before. The burst leaves room for a late
-//! wake-up and for making up a stall. `--burst` bounds both, for a finer-grained stream.
+//! made rare where the bursts stay moderate: at moderate rates a batch holds [`WAKE_NS`]
+//! (1 ms, the period iperf3's pacing timer fires at) of schedule, as long as all streams'
+//! batches together stay under [`BATCH_BYTES`]. At high rates the batch is cut to that bound,
+//! but a wake-up never comes more often than every [`MIN_WAKE_NS`] (the batch then holds
+//! 250 us of schedule, more than the bound, as before this pacing: there a wake-up's cost is
+//! shared by many datagrams anyway). The burst, the most one wake-up sends after a late
+//! wake-up, is 1 ms of schedule or the batch if larger; a longer stall is made up by further
+//! calls at the bounded catch-up speed. `--burst` bounds both, for a finer-grained stream.
 
 use super::SendConfig;
 use crate::units::MAX_UDP_PAYLOAD;
@@ -22,16 +24,17 @@ const GSO_MAX_SEGMENTS: usize = 64;
 /// Time between a paced stream's wake-ups the batch is sized for, at moderate rates.
 pub const WAKE_NS: f64 = 1e-3;
 
-/// Shortest time between wake-ups the batch is sized for: at high rates, where [`WAKE_NS`]
-/// of schedule would exceed [`BATCH_BYTES`], the batch holds this much.
+/// Shortest time between wake-ups: at high rates, where [`WAKE_NS`] of schedule would exceed
+/// [`BATCH_BYTES`], the batch holds this much schedule (and so more than the bound).
 pub const MIN_WAKE_NS: f64 = 250e-6;
 
-/// Most payload bytes a batch of [`WAKE_NS`] holds: a burst of this size fits Linux's
-/// default receive buffer (212,992 bytes, counted with each datagram's kernel overhead) with
-/// room to spare, so a stock receiver that wakes late still loses nothing.
+/// Most payload bytes the batches of all streams hold together at moderate rates: iperf3's
+/// 1 ms batch at 1 Gb/s. Over loopback the kernel charges a receive buffer about 16 KiB per
+/// 8800-byte datagram, so such a burst fills a default 212,992-byte buffer that nobody
+/// drains; a receiver that reads as the burst arrives (on another core) keeps up.
 pub const BATCH_BYTES: usize = 128 * 1024;
 
-/// Time of schedule the burst holds beyond a batch: what a late wake-up or a stall leaves due.
+/// Time of schedule the burst holds: a batch, or what a late wake-up leaves due, if more.
 const BURST_S: f64 = 1e-3;
 
 /// Most messages per paced send call without GSO (sendmmsg takes up to 1024): room for 1 ms
@@ -61,14 +64,18 @@ pub(super) fn plan(cfg: &SendConfig, pkt_len: usize, gso_ok: bool) -> Plan {
     let max_burst = if gso_used { segs * 16 } else { MAX_MESSAGES };
     let (least, auto) = match pps_per_stream {
         Some(p) => {
-            let moderate = ((p * WAKE_NS).ceil() as usize).min((BATCH_BYTES / pkt_len).max(1));
-            let mut least = ((p * MIN_WAKE_NS).ceil() as usize).max(moderate).clamp(1, max_burst);
+            let bound = (BATCH_BYTES / cfg.streams.max(1) / pkt_len).max(1);
+            let floor = (p * MIN_WAKE_NS).ceil() as usize;
+            let whole = (p * WAKE_NS).ceil() as usize;
+            let mut least = whole.min(bound).max(floor).clamp(1, max_burst);
             if gso_used && least > 1 {
                 // Whole GSO trains: a partly filled super-datagram costs a send like a full one.
-                least = least.next_multiple_of(segs).min(max_burst);
+                // Rounded up, unless the bytes bound set the batch: then down, never past it.
+                let by_bound = bound < whole && bound > floor && least == bound;
+                least = if by_bound { (least / segs).max(1) * segs } else { least.next_multiple_of(segs) };
+                least = least.min(max_burst);
             }
-            let room = (p * BURST_S).ceil() as usize;
-            (least, (least + room).clamp(least, max_burst))
+            (least, ((p * BURST_S).ceil() as usize).clamp(least, max_burst))
         }
         None => {
             let b = if gso_used { max_burst } else { FLAT_OUT_MESSAGES };
@@ -103,23 +110,35 @@ mod tests {
         let p = plan(&c, 8800, false);
         assert_eq!(p.segs, 1);
         c.rate = Rate::Packets(10.0);
-        assert_eq!((plan(&c, 8800, true).least, plan(&c, 8800, true).burst), (1, 2));
+        assert_eq!((plan(&c, 8800, true).least, plan(&c, 8800, true).burst), (1, 1));
         // 1 Gb/s of 8800 B (14.2 kpps): 1 ms of schedule is 15 datagrams, over the 128 KiB a
-        // batch holds, so 14 per wake-up; up to 14 + 1 ms more.
+        // batch holds, so 14 per wake-up; up to 1 ms of schedule after a late one.
         c.gso = false;
         c.rate = Rate::Bits(1e9);
         let p = plan(&c, 8800, true);
-        assert_eq!((p.least, p.burst), (14, 29));
+        assert_eq!((p.least, p.burst), (14, 15));
         // 1 Gb/s of 1080 B (116 kpps): a whole millisecond per wake-up.
         let p = plan(&c, 1080, true);
-        assert_eq!((p.least, p.burst), (116, 232));
+        assert_eq!((p.least, p.burst), (116, 116));
+        // Four streams share the bound: 3 of 8800 B each per wake-up at 1 Gb/s each.
+        c.streams = 4;
+        c.rate = Rate::Bits(4e9);
+        assert_eq!(plan(&c, 8800, true).least, 4);
+        c.streams = 1;
         // 100 Mb/s of 1080 B: 12 per wake-up, as iperf3's 1 ms pacing timer sends.
         c.rate = Rate::Bits(1e8);
         assert_eq!(plan(&c, 1080, true).least, 12);
         // 5 Gb/s of 8800 B: the bytes bound would wake every 197 us; 250 us is the floor.
         c.rate = Rate::Bits(5e9);
         let p = plan(&c, 8800, true);
-        assert_eq!((p.least, p.burst), (18, 90));
+        assert_eq!((p.least, p.burst), (18, 72));
+        // GSO at 1.5 Gb/s of 1400 B: the bound (93) is not rounded up to whole 46-segment
+        // trains past itself, but down.
+        c.gso = true;
+        c.rate = Rate::Bits(1.5e9);
+        let p = plan(&c, 1400, true);
+        assert_eq!((p.segs, p.least), (46, 92));
+        c.gso = false;
         c.rate = Rate::Bits(1e9);
         // A burst given by hand bounds the batch too.
         c.burst = Some(2);

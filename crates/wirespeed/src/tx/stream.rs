@@ -283,7 +283,9 @@ fn run_stream(
             gaps.saturating_record(now - last_call);
         }
         last_call = now;
-        last_ns = now;
+        // A paced batch ends on schedule at its last packet's due time (sent early within the
+        // batch), or later if the batch went late: the run's span counts from there.
+        last_ns = pacer.as_ref().map_or(now, |p| now.max(p.due(idx - 1)));
         let tenth = (now.saturating_sub(ctx.start_ns) / 100_000_000) as usize;
         if per_tenth.len() <= tenth {
             per_tenth.resize(tenth + 1, 0);
