@@ -345,7 +345,6 @@ fn prefix_of(v: &[String]) -> Vec<&str> {
 #[ignore = "needs root"]
 fn partitions_have_ipv6_addresses_routed_over_their_links() {
     let _turn = traffic();
-    let _hw = hw_shared();
     let parts = two_partitions("vsix");
     let st = json(&parts.ok(&["status", "--json"]));
     for p in st["partitions"].as_array().unwrap() {

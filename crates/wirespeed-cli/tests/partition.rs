@@ -102,7 +102,6 @@ fn netns_list() -> String {
 #[ignore = "needs root"]
 fn create_is_idempotent_routes_direct_and_init_leaves_nothing() {
     let _turn = traffic();
-    let _hw = hw_shared();
     let parts = Parts::new("a");
     let create =
         ["create", "-p", "1", "-c", "0", "-p", "2", "-c", "1", "--mtu", "9000", "--mem", "64M", "--no-daemons"];
@@ -188,7 +187,6 @@ fn create_is_idempotent_routes_direct_and_init_leaves_nothing() {
 #[ignore = "needs root"]
 fn a_stream_survives_faults_in_a_third_partition_and_daemons_report_them() {
     let _turn = traffic();
-    let _hw = hw_shared();
     let parts = Parts::new("b");
     let create = [
         "create",
@@ -302,7 +300,6 @@ fn a_stream_survives_faults_in_a_third_partition_and_daemons_report_them() {
 #[ignore = "needs root"]
 fn daemons_of_another_major_version_are_never_recognized() {
     let _turn = traffic();
-    let _hw = hw_shared();
     let parts = Parts::new("c");
     parts.ok(&["create", "-p", "1", "-c", "0", "-p", "2", "-c", "1", "--hb-check", "100ms"]);
     parts.wait_log(1, "NOTICE: Partition 2 is up", 1, Duration::from_secs(3));

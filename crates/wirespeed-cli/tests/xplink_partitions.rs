@@ -94,7 +94,6 @@ fn random_file(dir: &std::path::Path, mib: usize) -> (std::path::PathBuf, String
 #[ignore = "needs root"]
 fn dd_moves_100_mib_through_a_raw_device_byte_exact() {
     let _turn = traffic();
-    let _hw = hw_shared();
     let parts = parts_with_devices("d", 2, &[]);
     let tmp = tempdir("xplink-dd");
     let (file, sum) = random_file(&tmp, 100);
@@ -124,7 +123,6 @@ fn dd_moves_100_mib_through_a_raw_device_byte_exact() {
 #[ignore = "needs root"]
 fn select_on_a_device_waits_for_bytes() {
     let _turn = traffic();
-    let _hw = hw_shared();
     let parts = parts_with_devices("s", 2, &[]);
     // Empty device: select times out (0 ready). Then the remote writes: readable, and the bytes read.
     let script = "import os, select, sys\n\
@@ -159,7 +157,6 @@ fn select_on_a_device_waits_for_bytes() {
 #[ignore = "needs root"]
 fn deactivating_a_partition_ends_transfers_with_an_error_never_a_hang() {
     let _turn = traffic();
-    let _hw = hw_shared();
     let parts = parts_with_devices("x", 2, &[]);
     let reader = sh_in(&parts, 2, "cat /hw/xplink/raw/01/01 > /dev/null");
     let writer = sh_in(&parts, 1, "cat /dev/zero > /hw/xplink/raw/02/01");
@@ -191,7 +188,6 @@ fn deactivating_a_partition_ends_transfers_with_an_error_never_a_hang() {
 #[ignore = "needs root"]
 fn xpc_version_exchange_speaks_the_seeds_words() {
     let _turn = traffic();
-    let _hw = hw_shared();
     let parts = Parts::new("v");
     parts.ok(&[
         "create",
@@ -236,7 +232,6 @@ fn xpc_version_exchange_speaks_the_seeds_words() {
 #[ignore = "needs root"]
 fn a_partition_killed_mid_transfer_is_reported_and_the_others_go_on() {
     let _turn = traffic();
-    let _hw = hw_shared();
     let parts = parts_with_devices("k", 3, &[]);
     let tmp = tempdir("xplink-kill");
     let (file, sum) = random_file(&tmp, 100);
@@ -292,7 +287,6 @@ fn tempdir(tag: &str) -> std::path::PathBuf {
 #[ignore = "needs root"]
 fn bench_isolation_reports_the_kill_and_the_survivor_stream_is_exact() {
     let _turn = traffic();
-    let _hw = hw_shared();
     let o = run(&["bench", "isolation", "--repeat", "1", "--window", "300ms", "--json"]);
     assert!(o.status.success(), "{}", stderr_of(&o));
     let doc = json(&stdout_of(&o));

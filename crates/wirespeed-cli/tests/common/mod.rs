@@ -251,28 +251,15 @@ pub fn share_dir() -> &'static str {
 }
 
 /// The traffic tests of the test binary take turns: on a two-core host, two paced senders
-/// spinning on the same cores starve each other, and the tests would measure each other.
+/// spinning on the same cores starve each other, and the tests would measure each other. Every
+/// test that makes partitions holds it too, so a run with a WIRESPEED_RUN_DIR of its own (which
+/// cannot see the default directory's partitions, and whose `partition init` may take the
+/// shared `/hw` mount point from under them) never runs beside them.
 static TRAFFIC: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 /// Hold this while a test sends traffic.
 pub fn traffic() -> std::sync::MutexGuard<'static, ()> {
     TRAFFIC.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// A run with a WIRESPEED_RUN_DIR of its own cannot see the partitions made in the default run
-/// directory, so its `partition init` may take the shared `/hw` mount point from under them.
-/// Tests that make partitions in the default run directory share this lock; tests that use a
-/// run directory of their own take it alone (after `traffic()`, never before).
-static HW: std::sync::RwLock<()> = std::sync::RwLock::new(());
-
-/// Hold this, once per test, while the test's partitions live in the default run directory.
-pub fn hw_shared() -> std::sync::RwLockReadGuard<'static, ()> {
-    HW.read().unwrap_or_else(|e| e.into_inner())
-}
-
-/// Hold this while partitions live in a run directory of the test's own.
-pub fn hw_alone() -> std::sync::RwLockWriteGuard<'static, ()> {
-    HW.write().unwrap_or_else(|e| e.into_inner())
 }
 
 /// The command fails with exit code `code` and one line on stderr that contains `needle`, with

@@ -32,9 +32,9 @@ pub(super) enum Pause {
 /// measures itself: each interval's capture-thread CPU per datagram is booked to the way it
 /// waited (napping or blocking), the cheaper way is kept, and the other is tried again for one
 /// interval in [`Moderation::RETRY_EVERY`], or at once when the rate is more than four times
-/// above or below the one its cost was last booked at (a stream whose rate swings less than that
-/// from interval to interval keeps comparing the two). Either way is safe for bursts: a nap is still capped so that a
-/// 40 Gb/s burst fits an eighth of the buffer.
+/// above or below the one its cost was last booked at (a stream whose rate swings less than
+/// that from interval to interval keeps comparing the two). Either way is safe for bursts: a
+/// nap is still capped so that a 40 Gb/s burst fits an eighth of the buffer.
 pub(super) struct Moderation {
     max_sleep_ns: u64,
     batch: usize,
