@@ -280,7 +280,7 @@ pub fn flush(s: &str) -> Result<Duration, String> {
 
 /// Payload bytes of one latency probe: its 24-byte header up to a UDP datagram.
 pub fn probe_size(s: &str) -> Result<usize, String> {
-    let lo = wirespeed::latency::probe::MIN_SIZE as u64;
+    let lo = wirespeed_lab::latency::probe::MIN_SIZE as u64;
     size_in(s, lo, units::MAX_UDP_PAYLOAD as u64, "a probe carries a 24-byte header in one UDP datagram")
         .map(|n| n as usize)
 }
@@ -355,7 +355,7 @@ pub fn client_cap(s: &str) -> Result<f64, String> {
 
 /// A partition id: 1..64, as namespaces PREFIX1..PREFIX64 (and their addresses) are laid out.
 pub fn partition_id(s: &str) -> Result<u32, String> {
-    let top = wirespeed::testbed::MAX_PARTITIONS as u64;
+    let top = wirespeed_lab::testbed::MAX_PARTITIONS as u64;
     count_in(s, 1, top, "partitions are numbered 1..64").map(|n| n as u32)
 }
 
@@ -559,13 +559,13 @@ pub struct MetricsArgs {
     /// A bare PORT listens on 127.0.0.1 only; 0.0.0.0:PORT lets other hosts scrape. Idle or
     /// slow clients never delay a scrape: at most 128 connections, 16 per client address, 2 s
     /// each.
-    #[arg(long, value_name = "[ADDR:]PORT", value_parser = wirespeed::metrics::parse_addr)]
+    #[arg(long, value_name = "[ADDR:]PORT", value_parser = wirespeed_lab::exporter::parse_addr)]
     pub metrics: Option<std::net::SocketAddr>,
 }
 
 /// A running exporter and the board the run shows it its counters on.
 pub struct Exporter {
-    pub server: wirespeed::metrics::Server,
+    pub server: wirespeed_lab::exporter::Server,
     pub board: wirespeed::metrics::Board,
 }
 
@@ -575,7 +575,7 @@ impl MetricsArgs {
     pub fn start(&self, command: &str) -> Result<Option<Exporter>, Error> {
         let Some(addr) = self.metrics else { return Ok(None) };
         let board = wirespeed::metrics::Board::new(command);
-        let server = wirespeed::metrics::Server::start(addr, board.clone())?;
+        let server = wirespeed_lab::exporter::Server::start(addr, board.clone())?;
         Ok(Some(Exporter { server, board }))
     }
 }
@@ -588,7 +588,7 @@ impl Exporter {
 }
 
 /// Where an optional exporter served, for the report.
-pub fn serving(e: &Option<Exporter>) -> Option<wirespeed::metrics::Serving> {
+pub fn serving(e: &Option<Exporter>) -> Option<wirespeed_lab::exporter::Serving> {
     e.as_ref().map(|e| e.server.serving())
 }
 
@@ -903,8 +903,8 @@ impl PlaceArgs {
     pub fn runner(
         &self,
         stop: &'static std::sync::atomic::AtomicBool,
-    ) -> wirespeed::Result<wirespeed::bench::point::Runner> {
-        let mut r = wirespeed::bench::point::Runner::auto(self.loopback, stop)?;
+    ) -> wirespeed::Result<wirespeed_lab::bench::point::Runner> {
+        let mut r = wirespeed_lab::bench::point::Runner::auto(self.loopback, stop)?;
         if self.raw {
             r.raw_sender()?;
         }

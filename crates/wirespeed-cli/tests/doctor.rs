@@ -9,7 +9,7 @@ use serde_json::Value;
 use std::path::PathBuf;
 
 fn fixture(name: &str) -> String {
-    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../wirespeed/tests/fixtures/doctor").join(name);
+    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../wirespeed-lab/tests/fixtures/doctor").join(name);
     p.canonicalize().expect("fixture directory").to_str().expect("utf-8").to_string()
 }
 

@@ -189,20 +189,23 @@ fn every_id_the_source_writes_has_a_schema_and_every_schema_is_for_one() {
 /// until it is listed here with its id (and a schema), or in schemas/README.md as internal.
 /// Not caught: JSON text made by formatting (`format!`) or by `Value::to_string` of a `json!`.
 const JSON_WRITERS: &[(&str, usize, &str)] = &[
-    ("wirespeed-cli/src/out.rs", 1, "to_json: checks the leading id of everything printed or filed"),
+    ("wirespeed-cli/src/cmd/bench/bare_recv.rs", 1, "internal: the hidden bench bare-recv's line"),
     ("wirespeed-cli/src/cmd/recv.rs", 1, "wirespeed.recv.interval/1 (rx::Progress carries it)"),
     ("wirespeed-cli/src/cmd/tap.rs", 1, "wirespeed.tap.interval/1 (TapProgress carries it)"),
-    ("wirespeed-cli/src/cmd/bench/bare_recv.rs", 1, "internal: the hidden bench bare-recv's line"),
-    ("wirespeed/src/bench/doctor.rs", 1, "not a document: to_value of an enum, for its name"),
-    ("wirespeed/src/demo.rs", 2, "wirespeed.demo/1"),
+    ("wirespeed-cli/src/out.rs", 1, "to_json: checks the leading id of everything printed or filed"),
+    ("wirespeed-lab/src/bench/doctor.rs", 1, "not a document: to_value of an enum, for its name"),
+    ("wirespeed-lab/src/bench/sweep.rs", 1, "wirespeed.bench.sweep/1 (results.json)"),
+    ("wirespeed-lab/src/demo.rs", 2, "wirespeed.demo/1"),
+    ("wirespeed-lab/src/latency/sweep.rs", 1, "wirespeed.latency/1 (ping -o DIR)"),
+    ("wirespeed-lab/src/testbed/daemon.rs", 1, "wirespeed.partition-view/1"),
+    ("wirespeed-lab/src/testbed/devices.rs", 1, "internal: /run/wirespeed/hw.made"),
+    ("wirespeed-lab/src/testbed/state.rs", 1, "wirespeed.partition/1 (the state file)"),
+    ("wirespeed-py/src/receiver.rs", 1, "wirespeed.recv/1 (a Receiver's report)"),
+    ("wirespeed-py/src/recording.rs", 1, "wirespeed.verify/2 (verify's report)"),
+    ("wirespeed-py/src/tap.rs", 1, "wirespeed.tap/1 (a Tap's report)"),
     ("wirespeed/src/record.rs", 1, "wirespeed.record.interval/1"),
-    ("wirespeed/src/latency/sweep.rs", 1, "wirespeed.latency/1 (ping -o DIR)"),
-    ("wirespeed/src/bench/sweep.rs", 1, "wirespeed.bench.sweep/1 (results.json)"),
     ("wirespeed/src/spool/share.rs", 1, "wirespeed.share/1"),
     ("wirespeed/src/spool/writer.rs", 3, "wirespeed.recording/2 (sidecars, provisional ones too)"),
-    ("wirespeed/src/testbed/state.rs", 1, "wirespeed.partition/1 (the state file)"),
-    ("wirespeed/src/testbed/daemon.rs", 1, "wirespeed.partition-view/1"),
-    ("wirespeed/src/testbed/devices.rs", 1, "internal: /run/wirespeed/hw.made"),
 ];
 
 /// `(file under crates/, count)` of the JSON-writing calls in non-test source: files named
@@ -241,10 +244,13 @@ fn json_writers_in_source() -> Vec<(String, usize)> {
             out.push((p.strip_prefix(root).unwrap().display().to_string(), calls));
         }
     }
+    // Every crate's source, so a new crate cannot write documents unseen.
     let root = repo().join("crates");
     let mut out = Vec::new();
-    for c in ["wirespeed/src", "wirespeed-cli/src"] {
-        walk(&root, &root.join(c), &mut out);
+    let mut crates: Vec<_> = std::fs::read_dir(&root).unwrap().flatten().map(|e| e.path().join("src")).collect();
+    crates.sort();
+    for src in crates.iter().filter(|p| p.is_dir()) {
+        walk(&root, src, &mut out);
     }
     out
 }
@@ -721,7 +727,7 @@ fn doctor_documents_match_their_schema() {
         &ok(&["doctor", "--for", "4G", "--size", "1080", "--all", "--json"]),
     );
     // A snapshot of a two-node host, with --persist: the persisted object filled in.
-    let fixture = repo().join("crates/wirespeed/tests/fixtures/doctor/numa2-smt");
+    let fixture = repo().join("crates/wirespeed-lab/tests/fixtures/doctor/numa2-smt");
     let persist = TempDir::new("schemas-persist");
     let args = ["doctor", "--root", fixture.to_str().unwrap(), "--for", "4G", "--size", "1080", "--cpu", "2"];
     let mut all = args.to_vec();

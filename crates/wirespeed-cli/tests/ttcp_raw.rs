@@ -48,7 +48,7 @@ fn finish_child(mut c: Child) -> (Option<i32>, String, String) {
 /// The stream the transmitter sends: `len` bytes of the counter pattern from offset 0.
 fn pattern(len: usize) -> Vec<u8> {
     let mut v = vec![0u8; len];
-    wirespeed::ttcp::fill(&mut v, 0);
+    wirespeed_lab::ttcp::fill(&mut v, 0);
     v
 }
 

@@ -1,29 +1,29 @@
 //! wirespeed: record high-rate UDP streams with zero loss, and prove it.
 //!
-//! The library under the `wirespeed` command. The data flow is the spine of the crate:
+//! The data path under the `wirespeed` command and the Python package: what a capture host
+//! runs. The data flow is the spine of the crate:
 //! a paced sender ([`tx`]) emits datagrams built by a payload [`wire`] format; the receiver
 //! ([`rx`]) takes them in batches on a dedicated capture thread and feeds each stream's exact
 //! loss [`ledger`]; the kernel's own counters ([`kernel`]) are read beside it so a user can tell
 //! which layer dropped what. `unsafe` is a compiler error everywhere but two rooms: [`sys`],
 //! where every raw system call lives, and `wire::simd`, the AVX2 counter kernels.
+//!
+//! The experiments around it (benches, partitions, the latency heat maps, doctor, plots, the
+//! metrics exporter) are the `wirespeed-lab` crate, built on this one; nothing here knows of
+//! them, and the compiler keeps it so: this crate cannot name the lab.
 
 #![warn(missing_docs)]
 #![deny(unsafe_code)]
 
 pub mod addr;
-pub mod bench;
 pub mod calendar;
 pub mod control;
-pub mod demo;
-pub mod doctor;
 pub mod error;
 pub mod kernel;
-pub mod latency;
 pub mod ledger;
 pub mod metrics;
 pub mod pace;
 pub mod pgm;
-pub mod plot;
 pub mod priority;
 pub mod record;
 pub mod rx;
@@ -31,11 +31,8 @@ pub mod spool;
 #[allow(unsafe_code)]
 pub mod sys;
 pub mod tap;
-pub mod testbed;
-pub mod ttcp;
 pub mod tx;
 pub mod units;
 pub mod wire;
-pub mod xpc;
 
 pub use error::{Error, Result};

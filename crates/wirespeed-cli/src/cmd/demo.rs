@@ -3,10 +3,10 @@
 use crate::args::{self, counter_format, FormatArgs};
 use clap::Args;
 use std::time::Duration;
-use wirespeed::demo::{self, DemoConfig};
 use wirespeed::units::Rate;
 use wirespeed::wire::ByteOrder;
 use wirespeed::{sys, Error};
+use wirespeed_lab::demo::{self, DemoConfig};
 
 #[derive(Args)]
 pub struct DemoArgs {

@@ -5,9 +5,9 @@ use crate::args::udp_size;
 use crate::out::print_json;
 use clap::Args;
 use std::path::PathBuf;
-use wirespeed::doctor::{self, apply, Root, Target};
 use wirespeed::units::Rate;
 use wirespeed::{sys, Error};
+use wirespeed_lab::doctor::{self, apply, Root, Target};
 
 pub const DOCTOR_HELP: &str = "Inspect this host for a UDP stream at a given rate and size, and say \
     what to change: each finding with what was seen, why it matters for that stream (with the \
@@ -142,11 +142,11 @@ fn check_against(a: &DoctorArgs, root: &Root) -> Result<(), Error> {
         }
     }
     if let Some(c) = a.cpu {
-        if let Ok(t) = wirespeed::testbed::topology::Topology::read_from(&root.path("/sys/devices/system")) {
+        if let Ok(t) = wirespeed_lab::testbed::topology::Topology::read_from(&root.path("/sys/devices/system")) {
             if !t.online.contains(&c) {
                 return Err(Error::Usage(format!(
                     "--cpu {c}: CPU {c} is not online {place} (online: {}): give the CPU the capture will run on",
-                    wirespeed::testbed::topology::format_cpu_list(&t.online)
+                    wirespeed_lab::testbed::topology::format_cpu_list(&t.online)
                 )));
             }
         }

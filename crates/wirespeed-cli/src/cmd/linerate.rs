@@ -3,9 +3,9 @@
 
 use crate::out::print_json;
 use clap::Args;
-use wirespeed::latency::linerate::{self, Layer};
 use wirespeed::units::{self, Rate};
 use wirespeed::Error;
+use wirespeed_lab::latency::linerate::{self, Layer};
 
 #[derive(Args)]
 pub struct LinerateArgs {

@@ -4,8 +4,8 @@ use crate::args;
 use crate::out::print_json;
 use clap::{Args, Subcommand};
 use std::time::Duration;
-use wirespeed::testbed::{self, topology};
 use wirespeed::{units, Error};
+use wirespeed_lab::testbed::{self, topology};
 
 #[derive(Args)]
 pub(crate) struct PartitionArgs {
@@ -63,7 +63,7 @@ enum PartCmd {
         /// deactivated, and each live peer daemon's view (unknown, active, inactive,
         /// incompatible), read from the daemons' views at each scrape. A bare PORT is
         /// 127.0.0.1:PORT. Run it on the host, beside the partitions.
-        #[arg(long, value_name = "[ADDR:]PORT", value_parser = wirespeed::metrics::parse_addr)]
+        #[arg(long, value_name = "[ADDR:]PORT", value_parser = wirespeed_lab::exporter::parse_addr)]
         metrics: Option<std::net::SocketAddr>,
     },
     /// Daemon of partition P (mkpd and XPC): heartbeat, channels, raw devices; `create` starts one per partition.
@@ -315,8 +315,8 @@ pub(crate) fn cmd_partition(a: PartitionArgs) -> Result<u8, Error> {
             let server = match metrics {
                 Some(addr) => {
                     let board = wirespeed::metrics::Board::new("partition status");
-                    board.attach_partitions(&prefix);
-                    Some(wirespeed::metrics::Server::start(addr, board)?)
+                    let shown = wirespeed_lab::exporter::Shown { board, partitions: Some(prefix.clone()) };
+                    Some(wirespeed_lab::exporter::Server::show(addr, shown)?)
                 }
                 None => None,
             };
@@ -376,7 +376,7 @@ fn print_status(st: &testbed::Status) {
 }
 
 /// Serve the heartbeat state until Ctrl-C or SIGTERM.
-fn serve_status(server: &wirespeed::metrics::Server) -> Result<u8, Error> {
+fn serve_status(server: &wirespeed_lab::exporter::Server) -> Result<u8, Error> {
     let stop = wirespeed::sys::install_stop_handler();
     eprintln!("wirespeed partition status: metrics at {} (Prometheus text format); Ctrl-C stops", server.url());
     while !stop.load(std::sync::atomic::Ordering::Acquire) {

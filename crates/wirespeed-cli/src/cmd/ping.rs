@@ -7,11 +7,11 @@ use clap::Args;
 use std::path::PathBuf;
 use std::time::Duration;
 use wirespeed::error::resolve;
-use wirespeed::latency::ping;
-use wirespeed::latency::sweep::{self, Progress, SweepConfig, Swept};
-use wirespeed::testbed;
 use wirespeed::units::Rate;
 use wirespeed::{sys, Error};
+use wirespeed_lab::latency::ping;
+use wirespeed_lab::latency::sweep::{self, Progress, SweepConfig, Swept};
+use wirespeed_lab::testbed;
 
 #[derive(Args, Clone)]
 pub struct PingArgs {

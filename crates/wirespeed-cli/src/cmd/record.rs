@@ -5,13 +5,13 @@ use crate::out::{guard_verdict, loss_verdict, print_json, WithPriority};
 use clap::Args;
 use std::path::PathBuf;
 use std::time::Duration;
-use wirespeed::metrics::WithMetrics;
 use wirespeed::record::{self, RecordConfig};
 use wirespeed::rx::Listener;
 use wirespeed::spool::writer::Rotation;
 use wirespeed::spool::FileFormat;
 use wirespeed::units::{self, Rate};
 use wirespeed::{sys, Error};
+use wirespeed_lab::exporter::WithMetrics;
 
 #[derive(Args)]
 pub struct RecordArgs {

@@ -2,9 +2,9 @@
 
 use crate::args::{learn_family, recv_config, recv_format, serving, RecvArgs};
 use crate::out::{guard_verdict, loss_verdict, print_json, WithPriority};
-use wirespeed::metrics::WithMetrics;
 use wirespeed::rx::{self, Listener};
 use wirespeed::{sys, Error};
+use wirespeed_lab::exporter::WithMetrics;
 
 pub fn cmd_recv(a: RecvArgs) -> Result<u8, Error> {
     let mut cfg = recv_config(&a)?;

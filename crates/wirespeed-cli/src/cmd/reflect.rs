@@ -5,10 +5,10 @@ use crate::out::print_json;
 use clap::Args;
 use std::time::Duration;
 use wirespeed::error::parse_listen;
-use wirespeed::latency::reflect::{Cidr, ReflectConfig, Reflector};
-use wirespeed::metrics::WithMetrics;
 use wirespeed::units::{self};
 use wirespeed::{sys, Error};
+use wirespeed_lab::exporter::WithMetrics;
+use wirespeed_lab::latency::reflect::{Cidr, ReflectConfig, Reflector};
 
 #[derive(Args)]
 pub struct ReflectArgs {
@@ -124,7 +124,7 @@ fn policy_text(cfg: &ReflectConfig) -> String {
 
 /// `reflect --transport pgm`: probes arrive on a PGM session, each goes back on another.
 fn reflect_pgm(a: &ReflectArgs, p: wirespeed::pgm::PgmConfig, listen: std::net::SocketAddr) -> Result<u8, Error> {
-    use wirespeed::latency::pgm::{ReflectWire, MAX_PROBE};
+    use wirespeed_lab::latency::pgm::{ReflectWire, MAX_PROBE};
     if a.metrics.metrics.is_some() || !a.allow.is_empty() || a.spin {
         return Err(Error::Usage(
             "--transport pgm reflects one pinger's session: leave out --metrics, --allow and --spin".into(),

@@ -5,11 +5,11 @@ use crate::out::print_json;
 use clap::Args;
 use std::path::PathBuf;
 use std::time::Duration;
-use wirespeed::metrics::WithMetrics;
 use wirespeed::spool::share::Start;
 use wirespeed::tap::{self, Output, TapConfig};
 use wirespeed::units;
 use wirespeed::{sys, Error};
+use wirespeed_lab::exporter::WithMetrics;
 
 pub const TAP_HELP: &str = "Read a live recording from any partition of this host.\n\n\
     `wirespeed record ... --file-format pcap --share NAME` publishes its RAM ring(s) read-only; \

@@ -6,9 +6,9 @@ use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::time::Duration;
 use wirespeed::error::resolve;
-use wirespeed::ttcp::{self, Config, Proto, RawConfig, RawKind, RawReceiver, Receiver, Role};
 use wirespeed::units::{self, Rate};
 use wirespeed::{sys, Error};
+use wirespeed_lab::ttcp::{self, Config, Proto, RawConfig, RawKind, RawReceiver, Receiver, Role};
 
 // The subcommand's one-line `about` comes from its registration in main.rs; the teaching text
 // is the long help's epilogue.

@@ -3,7 +3,6 @@
 //! thread (a few stores per batch or per disk write, never a lock, allocation or system call)
 //! and read by the exporter at scrape time.
 
-use crate::latency::reflect::Refused;
 use crate::spool::share::TapRing;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -98,15 +97,14 @@ pub struct ReflectLive {
 pub const REFUSED_REASONS: [&str; 6] = ["own_port", "low_port", "not_allowed", "reply", "not_probe", "rate_capped"];
 
 impl ReflectLive {
-    /// Publish the reflector's counts so far.
+    /// Publish the reflector's counts so far; `refused` per reason, in [`REFUSED_REASONS`] order.
     #[inline]
-    pub fn publish(&self, received: u64, reflected: u64, bytes: u64, send_errors: u64, r: &Refused) {
+    pub fn publish(&self, received: u64, reflected: u64, bytes: u64, send_errors: u64, refused: [u64; 6]) {
         self.received.store(received, Ordering::Relaxed);
         self.reflected.store(reflected, Ordering::Relaxed);
         self.bytes.store(bytes, Ordering::Relaxed);
         self.send_errors.store(send_errors, Ordering::Relaxed);
-        let by_reason = [r.own_port, r.low_port, r.not_allowed, r.reply, r.not_probe, r.rate_capped];
-        for (cell, n) in self.refused.iter().zip(by_reason) {
+        for (cell, n) in self.refused.iter().zip(refused) {
             cell.store(n, Ordering::Relaxed);
         }
     }

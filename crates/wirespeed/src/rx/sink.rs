@@ -160,7 +160,7 @@ pub struct StreamLive {
 
 impl StreamLive {
     /// Publish the stream's source and counts (the capture thread, between receive calls).
-    pub(crate) fn publish(&self, src: Option<SocketAddr>, stream: u32, c: &crate::ledger::LedgerCounts, bytes: u64) {
+    pub fn publish(&self, src: Option<SocketAddr>, stream: u32, c: &crate::ledger::LedgerCounts, bytes: u64) {
         let (bits, family, port) = match src {
             Some(SocketAddr::V4(a)) => (u128::from(a.ip().to_ipv6_mapped()), 4u64, a.port()),
             Some(SocketAddr::V6(a)) => (u128::from(*a.ip()), 6, a.port()),

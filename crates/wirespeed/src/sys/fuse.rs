@@ -1,4 +1,4 @@
-//! The system calls under the raw devices' FUSE filesystem (`testbed::xplink`): opening
+//! The system calls under the raw devices' FUSE filesystem (the lab crate's `testbed::xplink`): opening
 //! `/dev/fuse`, mount(2) with that descriptor, and the lazy unmount that never waits for a
 //! busy reader. The protocol itself is plain reads and writes on the descriptor, in safe code.
 

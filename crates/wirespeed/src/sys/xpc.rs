@@ -1,4 +1,4 @@
-//! The system calls under XPC (`crate::xpc`): shared file mappings (read-write for the owner of
+//! The system calls under XPC (the lab crate's `xpc`): shared file mappings (read-write for the owner of
 //! a page, read-only for its peers: the seed's firewall), the doorbell (an eventfd), the epoll
 //! set that makes a node pollable, pidfds (a peer's death, and the way to reach its doorbell) and
 //! `process_vm_readv`, Linux's block-transfer-engine pull.

@@ -5,8 +5,8 @@
 use clap::Args;
 use std::net::SocketAddr;
 use std::time::Duration;
-use wirespeed::bench::peer::bare;
 use wirespeed::{sys, Error};
+use wirespeed_lab::bench::peer::bare;
 
 #[derive(Args)]
 pub struct BareRecvArgs {

@@ -4,9 +4,9 @@ use crate::args::{self, usage, OutputArgs};
 use crate::out::{out_dir, print_json, say_line, to_json, write_files};
 use clap::Args;
 use std::path::PathBuf;
-use wirespeed::bench::capture::{self, Build, CaptureConfig};
-use wirespeed::bench::point::Runner;
 use wirespeed::{sys, Error};
+use wirespeed_lab::bench::capture::{self, Build, CaptureConfig};
+use wirespeed_lab::bench::point::Runner;
 
 pub const CAPTURE_HELP: &str = "The receiver's capture-thread CPU time per datagram (its own \
     cpu_ns_per_packet) while a sender sends --count datagrams flat out: the figure a change on \

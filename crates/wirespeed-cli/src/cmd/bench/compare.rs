@@ -8,12 +8,13 @@ use crate::out::{out_dir, print_json, say, say_line, write_files};
 use clap::Args;
 use std::path::PathBuf;
 use std::time::Duration;
-use wirespeed::bench::compare::{self, CompareConfig};
-use wirespeed::bench::peer::tool::{self, Setup, Tool};
-use wirespeed::bench::peer::{self};
-use wirespeed::bench::point::Runner;
 use wirespeed::units::{self, Rate};
-use wirespeed::{plot, sys, Error};
+use wirespeed::{sys, Error};
+use wirespeed_lab::bench::compare::{self, CompareConfig};
+use wirespeed_lab::bench::peer::tool::{self, Setup, Tool};
+use wirespeed_lab::bench::peer::{self};
+use wirespeed_lab::bench::point::Runner;
+use wirespeed_lab::plot;
 
 pub const COMPARE_HELP: &str = "The same sweep with wirespeed and with iperf3, side by side: at every \
     (rate, size) point a wirespeed receiver and sender (wirespeed recv --once, wirespeed send) \
@@ -186,7 +187,7 @@ fn thread_list(s: &str) -> Result<List<u32>, String> {
 
 /// A CPU list as `taskset -c` and `--cpus` read it (2-5, 1,3); passed on as written.
 fn cpu_list(s: &str) -> Result<String, String> {
-    wirespeed::testbed::topology::parse_cpu_list(s)
+    wirespeed_lab::testbed::topology::parse_cpu_list(s)
         .map_err(|e| format!("'{s}' is not a CPU list ({e}): give e.g. 1-2 or 1,3"))?;
     Ok(s.to_string())
 }
@@ -194,7 +195,7 @@ fn cpu_list(s: &str) -> Result<String, String> {
 /// The wirespeed tools of this run: the plain one, or its variants (builds, backends, thread
 /// counts, sender streams, writer CPU) as the options ask. `base` is the registry's tool.
 fn variants(a: &CompareArgs, setup: &Setup, base: Box<dyn Tool>) -> Result<Vec<Box<dyn Tool>>, Error> {
-    use wirespeed::bench::peer::wirespeed::Variant;
+    use wirespeed_lab::bench::peer::wirespeed::Variant;
     let mut common_recv: Vec<String> = Vec::new();
     if let Some(w) = a.writer_cpu {
         common_recv.extend(["--writer-cpu".into(), w.to_string()]);
@@ -384,8 +385,8 @@ fn search(
     dir: Option<&std::path::Path>,
     json: bool,
 ) -> Result<u8, Error> {
-    use wirespeed::bench::peer::max::{self as pmax, SearchRun};
-    use wirespeed::bench::search::SearchConfig;
+    use wirespeed_lab::bench::peer::max::{self as pmax, SearchRun};
+    use wirespeed_lab::bench::search::SearchConfig;
     let record = cfg.record.is_some();
     let run = SearchRun {
         sizes: cfg.sizes.clone(),

@@ -5,9 +5,10 @@ use crate::args::{self, usage, OutputArgs};
 use crate::out::{finish_bench, out_dir, say_line};
 use clap::{Args, ValueEnum};
 use std::time::Duration;
-use wirespeed::bench::doctor::{self, DoctorBenchConfig, Part};
-use wirespeed::bench::point::Runner;
-use wirespeed::{sys, testbed, units, Error};
+use wirespeed::{sys, units, Error};
+use wirespeed_lab::bench::doctor::{self, DoctorBenchConfig, Part};
+use wirespeed_lab::bench::point::Runner;
+use wirespeed_lab::testbed;
 
 pub const DOCTOR_HELP: &str = "Whether `wirespeed doctor` names the right fix, shown with real \
     traffic. The sender and the receiver run in two partitions (network \

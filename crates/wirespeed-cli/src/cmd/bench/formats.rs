@@ -3,8 +3,8 @@
 use crate::args::{self, List, OutputArgs};
 use crate::out::{out_dir, print_json, to_json, write_files};
 use clap::Args;
-use wirespeed::bench::formats::{self, FormatsConfig};
 use wirespeed::{units, Error};
+use wirespeed_lab::bench::formats::{self, FormatsConfig};
 
 pub const FORMATS_HELP: &str = "What building a datagram's payload (the sender's `emit`) and checking \
     it (the receiver's `check`: header, sequence number, and the payload as its fill allows) cost \

@@ -4,8 +4,9 @@ use crate::args::{self, OutputArgs};
 use crate::out::{print_json, say_line};
 use clap::Args;
 use std::time::Duration;
-use wirespeed::bench::isolation::{self, IsolationConfig};
-use wirespeed::{testbed, units, Error};
+use wirespeed::{units, Error};
+use wirespeed_lab::bench::isolation::{self, IsolationConfig};
+use wirespeed_lab::testbed;
 
 pub const ISOLATION_HELP: &str = "Seed 000's first requirement, measured: a failure in one \
     partition must not affect the others. Makes three partitions with their daemons (XPC and \

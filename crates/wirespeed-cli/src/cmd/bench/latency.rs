@@ -4,11 +4,12 @@ use crate::args::{self, List, OutputArgs};
 use crate::out::{out_dir, print_json, say_line, to_json, write_files};
 use clap::Args;
 use std::time::Duration;
-use wirespeed::bench::latency::{self, LatencyConfig, Tool};
-use wirespeed::bench::point::Runner;
-use wirespeed::latency::ping;
 use wirespeed::units::Rate;
-use wirespeed::{sys, testbed, Error};
+use wirespeed::{sys, Error};
+use wirespeed_lab::bench::latency::{self, LatencyConfig, Tool};
+use wirespeed_lab::bench::point::Runner;
+use wirespeed_lab::latency::ping;
+use wirespeed_lab::testbed;
 
 pub const LATENCY_HELP: &str = "Round-trip percentiles of wirespeed ping/reflect beside sockperf, \
     each tool a client on one side and its server on the other, one after the other in the \

@@ -4,10 +4,10 @@ use crate::args::{self, OutputArgs, PlaceArgs, RcvbufArgs};
 use crate::out::{finish_bench, out_dir, say_line};
 use clap::Args;
 use std::time::Duration;
-use wirespeed::bench::max::{self, MaxConfig, Progress};
-use wirespeed::bench::search::SearchConfig;
 use wirespeed::units::Rate;
 use wirespeed::{sys, Error};
+use wirespeed_lab::bench::max::{self, MaxConfig, Progress};
+use wirespeed_lab::bench::search::SearchConfig;
 
 pub const MAX_HELP: &str = "The highest rate at which a sender and a receiver lose nothing, found by \
     binary search as RFC 2544's throughput test and spead2's benchmark do.\n\n\

@@ -3,7 +3,7 @@
 //! bench command below.
 //!
 //! Each bench command is one file here: its long help, its options and its printing; the
-//! measuring is in `wirespeed::bench`.
+//! measuring is in `wirespeed_lab::bench`.
 
 pub mod bare_recv;
 pub mod capture;

@@ -5,8 +5,8 @@ use crate::args::{self, List, OutputArgs, PlaceArgs, RcvbufArgs};
 use crate::out::{out_dir, print_json, say, say_line, to_json, write_files};
 use clap::Args;
 use std::time::Duration;
-use wirespeed::bench::pacing::{self, Case, PacingConfig};
 use wirespeed::{sys, Error};
+use wirespeed_lab::bench::pacing::{self, Case, PacingConfig};
 
 pub const PACING_HELP: &str = "How exactly `wirespeed send` keeps the rate it is asked for, and at \
     what CPU cost: for each case (a datagram size and a rate), a sender and a receiver run for \

@@ -6,10 +6,11 @@ use crate::out::{finish_bench, out_dir, say_line};
 use clap::{Args, ValueEnum};
 use std::path::PathBuf;
 use std::time::Duration;
-use wirespeed::bench::pgm::{self, Part, PgmBenchConfig};
-use wirespeed::bench::point::Runner;
 use wirespeed::units::Rate;
-use wirespeed::{sys, testbed, Error};
+use wirespeed::{sys, Error};
+use wirespeed_lab::bench::pgm::{self, Part, PgmBenchConfig};
+use wirespeed_lab::bench::point::Runner;
+use wirespeed_lab::testbed;
 
 pub const PGM_HELP: &str = "What `--transport pgm` (PGM, RFC 3208 over UDP, as OpenPGM) buys \
     and what it costs, measured between two partitions joined by a veth link (MTU 9000, one \
@@ -199,7 +200,7 @@ pub fn cmd_pgm(a: PgmArgs) -> Result<u8, Error> {
         cpu_rate_pps: a.cpu_rate,
         rcvbuf: a.buf.rcvbuf,
         repair_rate: a.repair_rate.clone(),
-        latency: wirespeed::bench::pgm_latency::LatencyConfig {
+        latency: wirespeed_lab::bench::pgm_latency::LatencyConfig {
             pps: a.pps.0.clone(),
             size: a.probe_size,
             duration: a.latency_duration,

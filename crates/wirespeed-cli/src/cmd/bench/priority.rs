@@ -4,11 +4,11 @@ use crate::args::{self, usage, OutputArgs, PlaceArgs, RcvbufArgs};
 use crate::out::{finish_bench, out_dir, say_line};
 use clap::Args;
 use std::time::Duration;
-use wirespeed::bench::max::MaxConfig;
-use wirespeed::bench::priority::{self, PriorityConfig};
-use wirespeed::bench::search::SearchConfig;
 use wirespeed::units::Rate;
 use wirespeed::{sys, Error};
+use wirespeed_lab::bench::max::MaxConfig;
+use wirespeed_lab::bench::priority::{self, PriorityConfig};
+use wirespeed_lab::bench::search::SearchConfig;
 
 pub const PRIORITY_HELP: &str = "How much the receiver's scheduling priority is worth when \
     something else wants its core: seed 004 (CASPER) ran its receiver at nice -20 and found \

@@ -4,9 +4,9 @@ use crate::args::{self, List, OutputArgs, PlaceArgs, RcvbufArgs};
 use crate::out::{out_dir, print_json, say, say_line, to_json, write_files};
 use clap::Args;
 use std::time::Duration;
-use wirespeed::bench::rates::{self, RatesConfig};
 use wirespeed::units::Rate;
 use wirespeed::{sys, Error};
+use wirespeed_lab::bench::rates::{self, RatesConfig};
 
 pub const RATES_HELP: &str = "Seed 002's table (Haystack, 'Burst Mode Benchmarking', 2010): a packet \
     emulator sent 8800-byte Mark5B packets for 1 s at 1024..8192 Mb/s to a capture host, timed \

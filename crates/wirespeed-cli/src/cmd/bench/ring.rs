@@ -5,9 +5,9 @@ use crate::out::{out_dir, print_json, say_line, to_json, write_files};
 use clap::Args;
 use std::path::PathBuf;
 use std::time::Duration;
-use wirespeed::bench::ring::{self, Build, HostState, RingConfig};
 use wirespeed::units::Rate;
 use wirespeed::{sys, Error};
+use wirespeed_lab::bench::ring::{self, Build, HostState, RingConfig};
 
 pub const RING_HELP: &str = "Time to zero-loss readiness of wirespeed record, per RAM ring size, \
     on a cold and on a warm host: from starting the recorder until a stream at full rate, started \

@@ -7,9 +7,10 @@ use crate::out::{out_dir, print_json, say_line, write_files};
 use clap::Args;
 use std::path::PathBuf;
 use std::time::Duration;
-use wirespeed::bench::soak::{self, SoakConfig};
 use wirespeed::units::{self, Rate};
-use wirespeed::{plot, sys, Error};
+use wirespeed::{sys, Error};
+use wirespeed_lab::bench::soak::{self, SoakConfig};
+use wirespeed_lab::plot;
 
 pub const SOAK_HELP: &str = "Seed 001 (Sun, 'Cassini UDP performance', 2004) sent 1080-byte UDP \
     packets for long runs and reported zero loss at 691 Mb/s sustained for 24 minutes, 864 Mb/s \

@@ -5,9 +5,9 @@ use crate::out::{out_dir, print_json, say_line};
 use clap::Args;
 use std::path::PathBuf;
 use std::time::Duration;
-use wirespeed::bench::sweep::{self, Meta, SweepConfig};
 use wirespeed::units::{self, Rate};
 use wirespeed::{sys, Error};
+use wirespeed_lab::bench::sweep::{self, Meta, SweepConfig};
 
 pub const SWEEP_HELP: &str = "Every offered rate x datagram size x receive buffer, each point a fresh \
     receiver (wirespeed recv --once) and sender (wirespeed send --rate R --duration T), in two \
@@ -114,7 +114,7 @@ pub fn cmd_sweep(a: SweepArgs) -> Result<u8, Error> {
         )));
     }
     // An earlier sweep is checked before anything is built, so a refused --resume costs nothing.
-    let kind = if !a.place.loopback && wirespeed::testbed::require_net_admin("bench").is_ok() {
+    let kind = if !a.place.loopback && wirespeed_lab::testbed::require_net_admin("bench").is_ok() {
         "partitions"
     } else {
         "loopback"
@@ -141,7 +141,7 @@ pub fn cmd_sweep(a: SweepArgs) -> Result<u8, Error> {
     let todo_total = cfg.missing(&earlier).len();
     let command = std::env::args().collect::<Vec<_>>().join(" ");
     let meta = Meta { command, started, host: sweep::HostInfo::read() };
-    let bar = wirespeed::bench::progress::Bar::new(todo_total);
+    let bar = wirespeed_lab::bench::progress::Bar::new(todo_total);
     let doc = sweep::run(&runner, &cfg, meta, earlier, &mut |p| {
         match p {
             sweep::Progress::Start { n, of, point } => {
@@ -168,7 +168,7 @@ pub fn cmd_sweep(a: SweepArgs) -> Result<u8, Error> {
     let doc = doc?;
     drop(runner);
     sweep::save(&dir, &doc)?;
-    let files = wirespeed::bench::report::write(&dir, &doc)?;
+    let files = wirespeed_lab::bench::report::write(&dir, &doc)?;
     let summary = sweep::text(&doc);
     sweep::write_atomic(&dir.join("summary.txt"), summary.as_bytes())?;
     if json {

@@ -4,8 +4,8 @@ use crate::args::{self, OutputArgs};
 use crate::out::{out_dir, print_json, say_line, to_json, write_files};
 use clap::Args;
 use std::path::PathBuf;
-use wirespeed::bench::taps::{self, TapsConfig};
 use wirespeed::{sys, Error};
+use wirespeed_lab::bench::taps::{self, TapsConfig};
 
 pub const TAPS_HELP: &str = "What live taps cost a recorder: its capture-thread CPU time per \
     datagram (its own cpu_ns_per_packet) while it records --count datagrams at a fixed --pps to \

@@ -3,10 +3,10 @@
 use crate::out::print_json;
 use clap::Args;
 use std::path::{Path, PathBuf};
-use wirespeed::bench::ttcp::{self as bench_ttcp, TtcpBenchConfig};
-use wirespeed::ttcp::{Over, Proto};
 use wirespeed::units;
 use wirespeed::{sys, Error};
+use wirespeed_lab::bench::ttcp::{self as bench_ttcp, TtcpBenchConfig};
+use wirespeed_lab::ttcp::{Over, Proto};
 
 #[derive(Args)]
 #[command(

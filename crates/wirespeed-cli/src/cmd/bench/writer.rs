@@ -4,7 +4,8 @@ use crate::args::{self, usage, OutputArgs};
 use crate::out::{finish_bench, out_dir, say_line};
 use clap::Args;
 use std::path::PathBuf;
-use wirespeed::{bench, units, Error};
+use wirespeed::{units, Error};
+use wirespeed_lab::bench;
 
 pub const WRITER_HELP: &str = "The recorder's disk path alone: a RAM ring of 8192-byte records is \
     filled first, then drained by record's writer into --dir with O_DIRECT and nothing else \

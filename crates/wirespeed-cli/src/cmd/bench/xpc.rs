@@ -5,8 +5,8 @@ use crate::args::{self, OutputArgs};
 use crate::out::{out_dir, print_json, say_line, to_json, write_files};
 use clap::Args;
 use std::path::PathBuf;
-use wirespeed::bench::xpc::{self, XpcConfig};
 use wirespeed::Error;
+use wirespeed_lab::bench::xpc::{self, XpcConfig};
 
 pub const XPC_HELP: &str = "XPC (wirespeed's cross-partition messages: shared memory halves, a \
     doorbell eventfd rung only when the receiver sleeps) against a Unix datagram socket pair, \
@@ -45,7 +45,7 @@ pub struct XpcArgs {
     #[arg(long, default_value = "3", value_parser = args::repeat)]
     repeat: u32,
     /// How long XPC's blocking calls watch the peer before sleeping on the doorbell, ns (0..1M).
-    #[arg(long, default_value_t = wirespeed::xpc::DEFAULT_SPIN_NS, value_parser = |s: &str| args::count_between(s, 0, 1_000_000, "longer is a busy loop"))]
+    #[arg(long, default_value_t = wirespeed_lab::xpc::DEFAULT_SPIN_NS, value_parser = |s: &str| args::count_between(s, 0, 1_000_000, "longer is a busy loop"))]
     spin_ns: u64,
     #[command(flatten)]
     output: OutputArgs,

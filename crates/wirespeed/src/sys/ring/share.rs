@@ -187,10 +187,10 @@ impl ReadOnlyMap {
         Ok(m)
     }
 
-    /// Open `path` read-only and map its first `len` bytes PROT_READ, unchecked: for tests
-    /// that map their own process's rings.
-    #[cfg(test)]
-    pub(crate) fn open(path: &std::path::Path, len: usize) -> io::Result<ReadOnlyMap> {
+    /// Open `path` read-only and map its first `len` bytes PROT_READ, unchecked (no owner or
+    /// descriptor checks, unlike [`ReadOnlyMap::open_share`]): for tests that map their own
+    /// process's files.
+    pub fn open(path: &std::path::Path, len: usize) -> io::Result<ReadOnlyMap> {
         Self::map_file(&std::fs::File::open(path)?, path, len)
     }
 

@@ -1,0 +1,431 @@
+//! Where a run's two ends happen: on this host's loopback, or in a pair of partitions made for
+//! the run and joined by a veth link. `bench`, `bench ttcp`, `bench compare`'s peers, `demo`
+//! and `ping` all place their children through one [`Place`], so every self-contained run
+//! builds the same pair the same way, pins the same way, and describes itself the same way.
+//!
+//! A place has two sides: [`Side::Send`] (partition 1: the sender, transmitter or pinger) and
+//! [`Side::Recv`] (partition 2: the receiver or reflector). Commands made here die with this
+//! process ([`wirespeed::sys::die_with_parent`]), so a killed run leaves no child behind; the pair
+//! is recorded as belonging to this process (pid and start time) and removed when the place is
+//! dropped, or by the next run that makes a pair (or `partition init`/`status`) if this process
+//! was killed before it could.
+
+use super::{partition_addr, partition_addr6, topology, CreateOptions, Layout};
+use serde::Serialize;
+use std::collections::BTreeSet;
+use std::ffi::OsStr;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::path::PathBuf;
+use std::process::Command;
+use wirespeed::error::{Error, Result};
+
+/// One end of a place. On partitions it is the partition's id (`Send` is 1, `Recv` is 2).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Side {
+    /// The sending end: partition 1, or the first CPU on loopback.
+    Send,
+    /// The receiving end: partition 2, or the second CPU on loopback.
+    Recv,
+}
+
+impl Side {
+    /// The partition this side runs in when the place is a pair.
+    pub fn partition(self) -> u32 {
+        match self {
+            Side::Send => 1,
+            Side::Recv => 2,
+        }
+    }
+
+    fn index(self) -> usize {
+        self.partition() as usize - 1
+    }
+}
+
+/// Where a run happens: loopback (both ends on 127.0.0.1, each pinned to its own CPU when the
+/// host has two) or a partition [`Pair`] that exists while this value lives.
+pub struct Place {
+    exe: PathBuf,
+    at: At,
+    /// The ends talk IPv6: ::1 on loopback, the partitions' 2001:2::N addresses on a pair.
+    ipv6: bool,
+}
+
+enum At {
+    Loopback { cpus: [Option<usize>; 2] },
+    Partitions(Pair),
+}
+
+/// A place as reports show it (the `placement` object of every bench document): what a reader
+/// needs to know where the figures were taken, without the live partitions.
+#[derive(Clone, Debug, Serialize)]
+pub struct Placement {
+    /// "loopback" or "partitions".
+    pub kind: &'static str,
+    /// The partitions' namespace prefix, when partitions.
+    pub prefix: Option<String>,
+    /// CPUs the sender runs on.
+    pub send_cpus: Vec<usize>,
+    /// CPUs the receiver runs on.
+    pub recv_cpus: Vec<usize>,
+    /// One phrase for headings.
+    pub description: String,
+}
+
+/// The CPUs this process may run on (`Cpus_allowed_list`), so loopback pins inside them.
+fn allowed_cpus() -> Vec<usize> {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines().find_map(|l| l.strip_prefix("Cpus_allowed_list:")).and_then(|v| topology::parse_cpu_list(v).ok())
+        })
+        .map(|set| set.into_iter().collect())
+        .unwrap_or_default()
+}
+
+fn current_exe() -> Result<PathBuf> {
+    std::env::current_exe().map_err(|e| Error::Runtime(format!("cannot find this program's path: {e}")))
+}
+
+impl Place {
+    /// Loopback, the sender pinned to the first CPU this process may use and the receiver to
+    /// the second, when there are two (otherwise unpinned, sharing).
+    pub fn loopback() -> Result<Place> {
+        let cpus = allowed_cpus();
+        let pins = if cpus.len() >= 2 { [Some(cpus[0]), Some(cpus[1])] } else { [None, None] };
+        Place::loopback_on(pins[0], pins[1])
+    }
+
+    /// Loopback on the first CPU of the host's first two physical cores, so the two ends never
+    /// share a core's execution units (hyperthread siblings); unpinned on a one-core host.
+    pub fn loopback_on_cores() -> Result<Place> {
+        let cores = topology::Topology::read_host().map(|t| t.cores).unwrap_or_default();
+        let first = |i: usize| cores.get(i).and_then(|c| c.iter().next().copied());
+        match (first(0), first(1)) {
+            (Some(s), Some(r)) => Place::loopback_on(Some(s), Some(r)),
+            _ => Place::loopback_on(None, None),
+        }
+    }
+
+    /// Loopback with the sender pinned to `send_cpu` and the receiver to `recv_cpu`.
+    pub fn loopback_on(send_cpu: Option<usize>, recv_cpu: Option<usize>) -> Result<Place> {
+        Ok(Place { exe: current_exe()?, at: At::Loopback { cpus: [send_cpu, recv_cpu] }, ipv6: false })
+    }
+
+    /// A partition pair made for this run (see [`Pair::create`] for `tag` and `what`); removed
+    /// when the place is dropped.
+    pub fn partitions(tag: &str, what: &str) -> Result<Place> {
+        Place::partitions_with(tag, what, &PairOptions::default())
+    }
+
+    /// [`Place::partitions`] with more partitions or their daemons (see [`Pair::create_with`]).
+    pub fn partitions_with(tag: &str, what: &str, o: &PairOptions) -> Result<Place> {
+        let pair = Pair::create_with(tag, what, o)?;
+        Ok(Place { exe: pair.exe.clone(), at: At::Partitions(pair), ipv6: false })
+    }
+
+    /// Whether the two ends run in partitions (else on loopback).
+    pub fn is_partitions(&self) -> bool {
+        matches!(self.at, At::Partitions(_))
+    }
+
+    /// "partitions" or "loopback", as reports name the place.
+    pub fn kind(&self) -> &'static str {
+        if self.is_partitions() {
+            "partitions"
+        } else {
+            "loopback"
+        }
+    }
+
+    /// The partition pair, when the place is one.
+    pub fn pair(&self) -> Option<&Pair> {
+        match &self.at {
+            At::Partitions(p) => Some(p),
+            At::Loopback { .. } => None,
+        }
+    }
+
+    /// The partitions' namespace prefix, when the place is a pair.
+    pub fn prefix(&self) -> Option<&str> {
+        self.pair().map(|p| p.prefix.as_str())
+    }
+
+    /// The CPU a child of this binary on `side` is told to pin itself to (`--cpu`): only on
+    /// loopback, where nothing else keeps the two ends apart; a partition's cgroup does that.
+    pub fn pin(&self, side: Side) -> Option<usize> {
+        match &self.at {
+            At::Loopback { cpus } => cpus[side.index()],
+            At::Partitions(_) => None,
+        }
+    }
+
+    /// The CPUs `side` runs on: its pinned CPU on loopback (none when unpinned), its
+    /// partition's set otherwise.
+    pub fn cpus(&self, side: Side) -> Vec<usize> {
+        match &self.at {
+            At::Loopback { cpus } => cpus[side.index()].into_iter().collect(),
+            At::Partitions(p) => p.cpus[side.index()].iter().copied().collect(),
+        }
+    }
+
+    /// The address `side` is reached at: 127.0.0.1, or its partition's stable address; with
+    /// [`Place::use_ipv6`], ::1 or the partition's 2001:2::N.
+    pub fn ip(&self, side: Side) -> IpAddr {
+        match (&self.at, self.ipv6) {
+            (At::Loopback { .. }, false) => IpAddr::V4(Ipv4Addr::LOCALHOST),
+            (At::Loopback { .. }, true) => IpAddr::V6(Ipv6Addr::LOCALHOST),
+            (At::Partitions(_), false) => IpAddr::V4(partition_addr(side.partition())),
+            (At::Partitions(_), true) => IpAddr::V6(partition_addr6(side.partition())),
+        }
+    }
+
+    /// Run the traffic over IPv6 (::1, or the pair's 2001:2::1 and 2001:2::2): refused when
+    /// this host has no IPv6.
+    pub fn use_ipv6(&mut self) -> Result<()> {
+        if !std::path::Path::new("/proc/sys/net/ipv6").exists() {
+            return Err(Error::Usage(
+                "--ipv6: this host has no IPv6 (/proc/sys/net/ipv6 is missing): leave --ipv6 out".into(),
+            ));
+        }
+        self.ipv6 = true;
+        Ok(())
+    }
+
+    /// Whether the traffic runs over IPv6.
+    pub fn is_ipv6(&self) -> bool {
+        self.ipv6
+    }
+
+    /// `wirespeed ARGS...` (this same binary) to run on `side`: inside its partition (its
+    /// namespace, cgroups and CPUs), or plainly on loopback (pinning is the child's own
+    /// `--cpu`, see [`Place::pin`]). It dies with this process: spawn it from a thread that
+    /// lives as long as it does.
+    pub fn command<S: AsRef<OsStr>>(&self, side: Side, args: &[S]) -> Command {
+        match &self.at {
+            At::Partitions(p) => p.command(side.partition(), args),
+            At::Loopback { .. } => {
+                let mut c = Command::new(&self.exe);
+                c.args(args);
+                wirespeed::sys::die_with_parent(&mut c);
+                c
+            }
+        }
+    }
+
+    /// `PROGRAM ARGS...` (another tool: `iperf3`, `cat`, ...) placed like this binary's own
+    /// children: in `side`'s partition through `partition exec`, or on loopback pinned with
+    /// `taskset` to the CPU that side's own child would get, so a peer is measured on the same
+    /// cores as wirespeed. It dies with this process, like [`Place::command`]'s.
+    pub fn tool_command<S: AsRef<OsStr>>(&self, side: Side, program: &str, args: &[S]) -> Command {
+        let mut cmd = match &self.at {
+            At::Partitions(p) => return p.tool_command(side.partition(), program, args),
+            At::Loopback { cpus } => match cpus[side.index()] {
+                Some(c) => {
+                    let mut cmd = Command::new("taskset");
+                    cmd.args(["-c", &c.to_string(), program]).args(args);
+                    cmd
+                }
+                None => {
+                    let mut cmd = Command::new(program);
+                    cmd.args(args);
+                    cmd
+                }
+            },
+        };
+        wirespeed::sys::die_with_parent(&mut cmd);
+        cmd
+    }
+
+    /// A CPU hog on `side`: a shell busy loop (no system call in the loop) at nice `nice`,
+    /// placed as that side's own children are (inside its partition, so in its namespace and on
+    /// its CPUs; on loopback pinned with `taskset` to its CPU). For a run that measures how a
+    /// receiver fares against competing work on its core (`bench priority`). Stopped (SIGKILL)
+    /// when the returned process is dropped, and dies with this process.
+    pub fn cpu_hog(&self, side: Side, nice: i32) -> Result<super::proc::Proc> {
+        let mut cmd = self.tool_command(side, "sh", &["-c", "while :; do :; done"]);
+        wirespeed::sys::sched::nice_in_child(&mut cmd, nice);
+        super::proc::Proc::spawn(cmd, "the CPU hog")
+    }
+
+    /// The one phrase that says where a run happens, naming the two ends `send` and `recv`
+    /// ("sender"/"receiver", "transmitter"/"receiver", ...).
+    pub fn describe(&self, send: &str, recv: &str) -> String {
+        let d = self.describe_ends(send, recv);
+        if self.ipv6 {
+            format!("{d}, over IPv6")
+        } else {
+            d
+        }
+    }
+
+    fn describe_ends(&self, send: &str, recv: &str) -> String {
+        match &self.at {
+            At::Loopback { cpus: [Some(s), Some(r)] } => format!("loopback, {send} on CPU {s}, {recv} on CPU {r}"),
+            At::Loopback { .. } => format!("loopback, {send} and {recv} unpinned (one CPU)"),
+            At::Partitions(p) => format!(
+                "partitions '{}' over a veth link (MTU 9000), {send} in partition 1 (CPUs {}), {recv} in partition 2 (CPUs {})",
+                p.prefix,
+                topology::format_cpu_list(&p.cpus[0]),
+                topology::format_cpu_list(&p.cpus[1])
+            ),
+        }
+    }
+
+    /// The place as a report records it, the ends named sender and receiver.
+    pub fn placement(&self) -> Placement {
+        Placement {
+            kind: self.kind(),
+            prefix: self.prefix().map(str::to_string),
+            send_cpus: self.cpus(Side::Send),
+            recv_cpus: self.cpus(Side::Recv),
+            description: self.describe("sender", "receiver"),
+        }
+    }
+}
+
+/// What [`Pair::create_with`] makes beyond the plain pair.
+#[derive(Debug, Clone, Copy)]
+pub struct PairOptions {
+    /// Partitions 1..=N (at least 2).
+    pub partitions: u32,
+    /// Start each partition's daemon: heartbeats, XPC, raw devices.
+    pub daemons: bool,
+    /// Heartbeat settings of the daemons.
+    pub hb: super::HbConfig,
+}
+
+impl Default for PairOptions {
+    fn default() -> Self {
+        PairOptions { partitions: 2, daemons: false, hb: Default::default() }
+    }
+}
+
+/// A partition pair that exists while this value lives: partitions 1 and 2, one core each,
+/// joined by a veth link. The partitions kind of [`Place`]; use it through a place unless a
+/// run needs the pair itself.
+pub struct Pair {
+    /// The namespace prefix (partition N is namespace `PREFIX<N>`).
+    pub prefix: String,
+    /// CPUs of partition 1 and of partition 2.
+    pub cpus: [BTreeSet<usize>; 2],
+    exe: PathBuf,
+    owner: super::Owner,
+}
+
+impl Pair {
+    /// Make partitions 1 and 2 with one core each (both share the CPUs on a one-core host),
+    /// MTU 9000, no memory limit. `tag` starts the prefix; the process id makes it unique among
+    /// running processes (tags are at most 7 letters: with a 7-digit pid and the final `x`, the
+    /// prefix stays within 16 characters).
+    /// `what` names the run (demo, bench, ping) in the message that removes the pair should
+    /// the run be killed. Pairs left by runs that are gone are removed first, each said in one
+    /// line on stderr.
+    pub fn create(tag: &str, what: &str) -> Result<Pair> {
+        Pair::create_with(tag, what, &PairOptions::default())
+    }
+
+    /// [`Pair::create`] with more partitions (3: a third that a run can kill), daemons (and so
+    /// XPC and the raw devices) and heartbeat settings. Partitions beyond the host's cores share
+    /// them.
+    pub fn create_with(tag: &str, what: &str, o: &PairOptions) -> Result<Pair> {
+        for line in super::reap_stale() {
+            eprintln!("wirespeed: {line}");
+        }
+        let prefix = format!("{tag}{}x", std::process::id());
+        let topo = topology::Topology::read_host()?;
+        let cpus: [BTreeSet<usize>; 2] = if topo.cores.len() >= 2 {
+            [topo.cores[0].clone(), topo.cores[1].clone()]
+        } else {
+            [topo.online.clone(), topo.online.clone()]
+        };
+        let n = o.partitions.max(2);
+        let layout = Layout {
+            prefix: prefix.clone(),
+            partitions: (0..n).map(|i| topology::PartSpec { id: i + 1, cpus: cpus[i as usize % 2].clone() }).collect(),
+            mtu: 9000,
+            mem: None,
+            share_cpus: topo.cores.len() < 2 || n > 2,
+        };
+        let exe = current_exe()?;
+        // From here on the guard removes whatever `create` managed to build.
+        let owner = super::Owner::me(what);
+        let pair = Pair { prefix, cpus, exe, owner: owner.clone() };
+        super::create(
+            &topo,
+            layout,
+            &CreateOptions {
+                force: false,
+                hb: o.hb,
+                daemon_exe: o.daemons.then(|| pair.exe.clone()),
+                owner: Some(owner),
+            },
+        )?;
+        Ok(pair)
+    }
+
+    /// The stable address of partition `id` (1 or 2).
+    pub fn addr(&self, id: u32) -> Ipv4Addr {
+        partition_addr(id)
+    }
+
+    /// `wirespeed ARGS...` to run inside partition `id` (its namespace, cgroups and CPUs). It
+    /// dies with this process (see [`wirespeed::sys::die_with_parent`]): spawn it from a thread that
+    /// lives as long as it does.
+    pub fn command<S: AsRef<OsStr>>(&self, id: u32, args: &[S]) -> Command {
+        self.tool_command(id, &self.exe, args)
+    }
+
+    /// `PROGRAM ARGS...` (another tool, e.g. `iperf3`) to run inside partition `id`, dying with
+    /// this process like [`Pair::command`].
+    pub fn tool_command<P: AsRef<OsStr>, S: AsRef<OsStr>>(&self, id: u32, program: P, args: &[S]) -> Command {
+        let mut c = Command::new(&self.exe);
+        c.args(["partition", "--prefix", &self.prefix, "exec", &id.to_string(), "--"]).arg(program).args(args);
+        wirespeed::sys::die_with_parent(&mut c);
+        c
+    }
+}
+
+impl Drop for Pair {
+    fn drop(&mut self) {
+        // Only a set this run owns: if `create` refused because the prefix was taken, the set
+        // there is someone else's.
+        if let Ok(Some(st)) = super::load(&self.prefix) {
+            if st.owner.as_ref() == Some(&self.owner) {
+                let _ = super::init(&self.prefix);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn loopback_pins_and_describes_its_two_ends() {
+        let p = Place::loopback_on(Some(0), Some(1)).expect("place");
+        assert!(!p.is_partitions());
+        assert_eq!((p.kind(), p.prefix()), ("loopback", None));
+        assert_eq!((p.pin(Side::Send), p.pin(Side::Recv)), (Some(0), Some(1)));
+        assert_eq!((p.cpus(Side::Send), p.cpus(Side::Recv)), (vec![0], vec![1]));
+        assert_eq!(p.ip(Side::Recv), IpAddr::V4(Ipv4Addr::LOCALHOST));
+        let pl = p.placement();
+        assert_eq!(pl.description, "loopback, sender on CPU 0, receiver on CPU 1");
+        assert_eq!((pl.send_cpus, pl.recv_cpus), (vec![0], vec![1]));
+        let one = Place::loopback_on(None, None).expect("place");
+        assert_eq!(one.describe("sender", "receiver"), "loopback, sender and receiver unpinned (one CPU)");
+        assert!(one.cpus(Side::Send).is_empty());
+    }
+
+    #[test]
+    fn a_loopback_tool_is_pinned_with_taskset() {
+        let p = Place::loopback_on(Some(3), Some(5)).expect("place");
+        let c = p.tool_command(Side::Recv, "iperf3", &["-s"]);
+        assert_eq!(c.get_program(), "taskset");
+        let args: Vec<_> = c.get_args().map(|a| a.to_string_lossy().into_owned()).collect();
+        assert_eq!(args, ["-c", "5", "iperf3", "-s"]);
+        let c = Place::loopback_on(None, None).expect("place").tool_command(Side::Send, "cat", &["x"]);
+        assert_eq!(c.get_program(), "cat");
+    }
+}
