@@ -545,7 +545,7 @@ impl TransportArgs {
             repair_burst: self.pgm_repair_burst,
             repair_holdoff: self.pgm_repair_holdoff,
         };
-        c.validate().map_err(Error::Usage)?;
+        c.validate().map_err(Error::invalid)?;
         Ok(Some(c))
     }
 }
@@ -752,13 +752,13 @@ pub fn resolve_format(
         if let Some(n) = size {
             s.push_str(&format!(",size={n}"));
         }
-        return Ok((spec::parse(&s).map_err(Error::Usage)?, None));
+        return Ok((spec::parse(&s).map_err(Error::invalid)?, None));
     }
     let name = preset.unwrap_or(&f.format);
     let found = spec::presets().iter().find(|p| p.name == name);
     if preset.is_some() && found.is_none() {
         let names: Vec<&str> = spec::presets().iter().map(|p| p.name).collect();
-        return Err(Error::Usage(format!("unknown preset '{name}': use one of {}", names.join(", "))));
+        return Err(Error::invalid(format!("unknown preset '{name}': use one of {}", names.join(", "))));
     }
     if name == "counter" {
         return match size {
@@ -770,12 +770,12 @@ pub fn resolve_format(
         Some(p) if p.spec.starts_with("counter") && size.is_some() => {
             (counter_format(size.unwrap_or(p.size as u64), f)?, Some(p))
         }
-        Some(p) => (spec::parse(p.spec).map_err(Error::Usage)?, Some(p)),
-        None => (spec::parse(name).map_err(|e| Error::Usage(format!("--format: {e}")))?, None),
+        Some(p) => (spec::parse(p.spec).map_err(Error::invalid)?, Some(p)),
+        None => (spec::parse(name).map_err(|e| Error::invalid(format!("--format: {e}")))?, None),
     };
     if let (Some(n), Some(len)) = (size, fmt.0.fixed_len()) {
         if n as usize != len {
-            return Err(Error::Usage(format!(
+            return Err(Error::invalid(format!(
                 "--size {n} does not match {}, whose datagrams are {len} bytes: leave --size out",
                 fmt.0.name()
             )));
@@ -786,12 +786,12 @@ pub fn resolve_format(
 
 pub fn counter_format(size: u64, f: &FormatArgs) -> Result<Arc<dyn Format>, Error> {
     if size == 0 || size > units::MAX_UDP_PAYLOAD as u64 {
-        return Err(Error::Usage(format!(
+        return Err(Error::invalid(format!(
             "--size {size} does not fit a UDP datagram: use 8..{} bytes (8800 is the usual jumbo size)",
             units::MAX_UDP_PAYLOAD
         )));
     }
-    Ok(Arc::new(Counter::new(size as usize, f.byte_order).map_err(Error::Usage)?))
+    Ok(Arc::new(Counter::new(size as usize, f.byte_order).map_err(Error::invalid)?))
 }
 
 pub fn recv_config(a: &RecvArgs) -> Result<RecvConfig, Error> {
@@ -802,7 +802,7 @@ pub fn recv_config(a: &RecvArgs) -> Result<RecvConfig, Error> {
     c.threads = a.threads;
     c.cpus = a.cpus.as_ref().map(|l| l.0.clone()).unwrap_or_default();
     if !c.cpus.is_empty() && c.cpus.len() < c.threads {
-        return Err(Error::Usage(format!(
+        return Err(Error::invalid(format!(
             "--cpus names {} CPU(s) for --threads {}: give one CPU per capture thread, e.g. --cpus 2-{}",
             c.cpus.len(),
             c.threads,
@@ -818,7 +818,7 @@ pub fn recv_config(a: &RecvArgs) -> Result<RecvConfig, Error> {
     c.backend = a.backend;
     if let Some(p) = a.transport.pgm()? {
         if a.backend != BackendKind::Mmsg {
-            return Err(Error::Usage(format!(
+            return Err(Error::invalid(format!(
                 "--transport pgm receives through its own UDP socket: leave out --backend {}",
                 a.backend
             )));
@@ -830,10 +830,10 @@ pub fn recv_config(a: &RecvArgs) -> Result<RecvConfig, Error> {
         }
         c.pgm = p;
     } else if a.backend == BackendKind::Pgm {
-        return Err(Error::Usage("the pgm backend is chosen with --transport pgm".into()));
+        return Err(Error::invalid("the pgm backend is chosen with --transport pgm"));
     }
     if a.coalesce > Duration::from_millis(100) {
-        return Err(Error::Usage("--coalesce above 100ms risks overflowing the socket buffer: use 0..100ms".into()));
+        return Err(Error::invalid("--coalesce above 100ms risks overflowing the socket buffer: use 0..100ms"));
     }
     c.coalesce = a.coalesce;
     c.multicast_iface = a.iface.clone();
@@ -846,7 +846,7 @@ pub fn recv_config(a: &RecvArgs) -> Result<RecvConfig, Error> {
     // The library's own guard too (threads, CPUs), before any socket is opened.
     c.check_limits()?;
     if a.iface.is_some() && !c.listen.ip().is_multicast() {
-        return Err(Error::Usage(format!(
+        return Err(Error::invalid(format!(
             "--iface chooses where to join a multicast group, and {} is not one: leave --iface out",
             c.listen.ip()
         )));
@@ -1070,7 +1070,7 @@ pub fn precision(s: &str) -> Result<f64, String> {
 
 /// A command-level refusal (a check across options), exit code 2.
 pub fn usage(s: String) -> Error {
-    Error::Usage(s)
+    Error::invalid(s)
 }
 
 #[cfg(test)]

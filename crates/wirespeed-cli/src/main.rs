@@ -183,7 +183,7 @@ fn main() -> ExitCode {
     };
     if let Some(m) = matches.subcommand_matches("partition").and_then(|m| m.subcommand_matches("create")) {
         if let Err(e) = partition::check_pairing(m) {
-            eprintln!("wirespeed: {e}");
+            eprintln!("wirespeed: {}", out::error_line(&e));
             return ExitCode::from(e.exit_code() as u8);
         }
     }
@@ -210,7 +210,7 @@ fn main() -> ExitCode {
     match r {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
-            eprintln!("wirespeed: {e}");
+            eprintln!("wirespeed: {}", out::error_line(&e));
             ExitCode::from(e.exit_code() as u8)
         }
     }

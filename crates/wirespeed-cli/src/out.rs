@@ -17,6 +17,15 @@ pub(crate) fn write_out(to_stderr: bool, text: std::fmt::Arguments) {
     let _ = if to_stderr { std::io::stderr().lock().write_fmt(text) } else { std::io::stdout().lock().write_fmt(text) };
 }
 
+/// An error as the one line a user reads after `wirespeed: `: a bad parameter is named by its
+/// flag (`--block 1000 must be ...`), the way it was typed.
+pub fn error_line(e: &Error) -> String {
+    match e.param_name() {
+        Some(p) => format!("--{p} {}", e.message()),
+        None => e.to_string(),
+    }
+}
+
 /// Print a document as pretty JSON on stdout ([`to_json`]: it must carry its id first).
 pub fn print_json<T: serde::Serialize>(v: &T) -> Result<(), Error> {
     let s = to_json(v)?;
@@ -75,10 +84,10 @@ pub fn say_line(json: bool, line: &str) {
 /// A document without its `"schema"` id as the first field is refused (a bug, caught by every
 /// test that runs the command), so no command prints JSON that names no contract.
 pub fn to_json<T: serde::Serialize>(v: &T) -> Result<String, Error> {
-    let s = serde_json::to_string_pretty(v).map_err(|e| Error::Runtime(format!("cannot encode JSON: {e}")))?;
+    let s = serde_json::to_string_pretty(v).map_err(|e| Error::failed(format!("cannot encode JSON: {e}")))?;
     if leading_id(&s).is_none() {
-        return Err(Error::Runtime(
-            "internal error: this JSON document does not begin with its \"schema\" id; please report it".into(),
+        return Err(Error::failed(
+            "internal error: this JSON document does not begin with its \"schema\" id; please report it",
         ));
     }
     Ok(s)
@@ -111,7 +120,7 @@ pub fn out_dir(p: &Option<PathBuf>) -> Result<Option<PathBuf>, Error> {
         None => Ok(None),
         Some(d) => {
             std::fs::create_dir_all(d)
-                .map_err(|e| Error::Runtime(format!("cannot create the output directory {}: {e}", d.display())))?;
+                .map_err(|e| Error::io(format!("cannot create the output directory {}: {e}", d.display())))?;
             Ok(Some(d.clone()))
         }
     }
@@ -149,7 +158,7 @@ pub fn finish_bench<T: serde::Serialize>(
 pub fn write_files(dir: &Path, files: &[(&str, &str)]) -> Result<(), Error> {
     for (name, body) in files {
         let p = dir.join(name);
-        std::fs::write(&p, body).map_err(|e| Error::Runtime(format!("cannot write {}: {e}", p.display())))?;
+        std::fs::write(&p, body).map_err(|e| Error::io(format!("cannot write {}: {e}", p.display())))?;
     }
     Ok(())
 }

@@ -88,7 +88,7 @@ impl Demo {
     /// The [`SCHEMA`] document as pretty JSON (on partitions the children must have been run
     /// with `json`: their documents are its `send` and `recv`).
     pub fn to_json(&self) -> Result<String> {
-        let encode = |e: serde_json::Error| Error::Runtime(format!("cannot encode JSON: {e}"));
+        let encode = |e: serde_json::Error| Error::failed(format!("cannot encode JSON: {e}"));
         match self {
             Demo::Loopback { send, recv } => {
                 serde_json::to_string_pretty(&DemoReport { schema: SCHEMA, path: "loopback", send, recv })
@@ -97,7 +97,7 @@ impl Demo {
             Demo::Partitions { send, recv } => {
                 let parse = |b: &str| serde_json::from_str::<serde_json::Value>(b);
                 let (Ok(s), Ok(r)) = (parse(send), parse(recv)) else {
-                    return Err(Error::Runtime("the demo's sender or receiver printed no JSON".into()));
+                    return Err(Error::failed("the demo's sender or receiver printed no JSON"));
                 };
                 let doc = serde_json::json!({"schema": SCHEMA, "path": "partitions", "send": s, "recv": r});
                 serde_json::to_string_pretty(&doc).map_err(encode)
@@ -132,7 +132,7 @@ pub fn loopback(
     rcfg.once = true;
     rcfg.duration = Some(cfg.duration + Duration::from_secs(5));
     let listener = Listener::bind(&rcfg)?;
-    let dest = listener.local_addr().ok_or_else(|| Error::Runtime("cannot read the receiver's port".into()))?;
+    let dest = listener.local_addr().ok_or_else(|| Error::io("cannot read the receiver's port"))?;
     let mut scfg = SendConfig::new(dest);
     scfg.rate = cfg.rate;
     scfg.duration = Some(cfg.duration);
@@ -159,7 +159,7 @@ pub fn loopback(
 /// remove the partitions.
 pub fn in_partitions(cfg: &DemoConfig, say: &mut dyn FnMut(&str)) -> Result<Demo> {
     let place = Place::partitions("wsdemo", "demo")?;
-    let pair = place.pair().ok_or_else(|| Error::Runtime("the partitions are gone".into()))?;
+    let pair = place.pair().ok_or_else(|| Error::failed("the partitions are gone"))?;
     let dest = SocketAddr::new(place.ip(Side::Recv), PARTITION_PORT).to_string();
     if !cfg.json {
         say(&format!(
@@ -187,7 +187,7 @@ pub fn in_partitions(cfg: &DemoConfig, say: &mut dyn FnMut(&str)) -> Result<Demo
     ]);
     let mut recv = Proc::spawn_listener(place.command(Side::Recv, &recv_args), "the receiver")?;
     if let Err(said) = recv.listening(None) {
-        return Err(Error::Runtime(format!("receiver did not start: {}", proc::first_line(&said).unwrap_or(""))));
+        return Err(Error::failed(format!("receiver did not start: {}", proc::first_line(&said).unwrap_or(""))));
     }
     let mut send_args = json(vec![
         "send".into(),
@@ -205,7 +205,7 @@ pub fn in_partitions(cfg: &DemoConfig, say: &mut dyn FnMut(&str)) -> Result<Demo
     let sent = Proc::spawn(place.command(Side::Send, &send_args), "the sender")?.wait(Wait::new())?;
     let recvd = recv.wait(Wait::new())?;
     if !sent.status.success() || !recvd.status.success() {
-        return Err(Error::Runtime(format!(
+        return Err(Error::failed(format!(
             "the demo failed: sender: {} receiver: {}",
             sent.stderr.trim(),
             recvd.stderr.trim()

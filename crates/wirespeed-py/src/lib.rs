@@ -11,7 +11,10 @@
 //!   memory without a copy, and keeps that memory from the capture while any view lives.
 //!
 //! Errors raise `WirespeedError` (`UsageError`, a subclass, for bad arguments or input), with
-//! the library's one-line message.
+//! the library's one-line message, as the class of the error's kind ([`KINDS`]): each is also
+//! the matching built-in (`InvalidValueError` is a `ValueError`, `NotFoundError` a
+//! `FileNotFoundError`, `PermissionDeniedError` a `PermissionError`, ...), so `except
+//! ValueError` works as a Python user expects, and `except wirespeed.UsageError` as before.
 
 #![deny(unsafe_code)]
 
@@ -24,6 +27,8 @@ mod tap;
 use pyo3::create_exception;
 use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyTuple};
+use wirespeed::Kind;
 
 create_exception!(
     _native,
@@ -38,17 +43,106 @@ create_exception!(
     "The request itself is wrong: a bad argument, a missing file, a file that is not a recording."
 );
 
-/// The library's error as a Python exception with the same one-line message.
+/// The exception class of each error kind: `(kind, class name, wirespeed base is UsageError,
+/// built-in base, doc)`. The classes are made when the module loads (a class with two bases
+/// cannot be declared with `create_exception!`).
+const KINDS: [(Kind, &str, bool, &str, &str); 9] = [
+    (
+        Kind::Invalid,
+        "InvalidValueError",
+        true,
+        "ValueError",
+        "An argument's value is wrong, or arguments were given that cannot go together.",
+    ),
+    (
+        Kind::NotFound,
+        "NotFoundError",
+        true,
+        "FileNotFoundError",
+        "A file, directory, interface or shared ring that was named is not there.",
+    ),
+    (
+        Kind::BadData,
+        "BadDataError",
+        true,
+        "ValueError",
+        "A file is not what it claims to be: not a recording, or a sidecar that does not parse.",
+    ),
+    (
+        Kind::Permission,
+        "PermissionDeniedError",
+        false,
+        "PermissionError",
+        "The host refused for want of a privilege or a file permission.",
+    ),
+    (
+        Kind::Busy,
+        "BusyError",
+        false,
+        "OSError",
+        "Something the request needs is held by another: a port in use, a name taken.",
+    ),
+    (
+        Kind::Unsupported,
+        "UnsupportedError",
+        false,
+        "OSError",
+        "This host, kernel, device or build cannot do what was asked.",
+    ),
+    (
+        Kind::Peer,
+        "PeerError",
+        false,
+        "ConnectionError",
+        "A peer broke the protocol, or a message on the network was forged.",
+    ),
+    (Kind::Io, "IOFailedError", false, "OSError", "A read or write failed: a full disk, an I/O error, a device gone."),
+    (
+        Kind::Failed,
+        "RunFailedError",
+        false,
+        "RuntimeError",
+        "The run was stopped, or failed in a way no other class names.",
+    ),
+];
+
+/// The library's error as a Python exception of its kind's class, with the same one-line
+/// message (a parameter named as Python names it: `window=3 ...`), the parameter's name as
+/// `.param` and the operating system's error number, if any, as `.errno`.
 pub(crate) fn to_py(e: wirespeed::Error) -> PyErr {
-    match e {
-        wirespeed::Error::Usage(m) => UsageError::new_err(for_python(&m)),
-        wirespeed::Error::Runtime(m) => WirespeedError::new_err(for_python(&m)),
-    }
+    let message = match e.param_name() {
+        Some(p) => format!("{}={}", p.replace('-', "_"), e.message()),
+        None => e.to_string(),
+    };
+    raise(e.kind(), &for_python(&message), e.param_name(), e.raw_os_error())
 }
 
-/// A bad argument, as a Python exception.
+/// An exception of `kind`'s class; [`WirespeedError`] itself should the class be missing.
+fn raise(kind: Kind, message: &str, param: Option<&str>, errno: Option<i32>) -> PyErr {
+    Python::attach(|py| {
+        let made = (|| -> PyResult<PyErr> {
+            let name = KINDS.iter().find(|k| k.0 == kind).map_or("RunFailedError", |k| k.1);
+            let class = py.import("wirespeed._native")?.getattr(name)?;
+            let exc = class.call1((message,))?;
+            exc.setattr("param", param)?;
+            if let Some(n) = errno {
+                exc.setattr("errno", n)?;
+            }
+            Ok(PyErr::from_value(exc))
+        })();
+        made.unwrap_or_else(|_| WirespeedError::new_err(message.to_string()))
+    })
+}
+
+/// A bad argument, as a Python exception (an [`InvalidValueError`](KINDS)).
 pub(crate) fn usage(m: impl Into<String>) -> PyErr {
-    UsageError::new_err(m.into())
+    raise(Kind::Invalid, &m.into(), None, None)
+}
+
+/// A failure of the binding itself (a thread or a ring it could not make), as a Python
+/// exception of `kind`.
+pub(crate) fn failure(kind: Kind, m: impl Into<String>) -> PyErr {
+    raise(kind, &m.into(), None, None)
 }
 
 /// The `(timeout, max_records)` arguments of a wait for the next batch (`Receiver`, `tap`):
@@ -74,6 +168,15 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
     m.add("WirespeedError", py.get_type::<WirespeedError>())?;
     m.add("UsageError", py.get_type::<UsageError>())?;
+    let builtins = py.import("builtins")?;
+    for (_, name, usage, builtin, doc) in KINDS {
+        let ours = if usage { py.get_type::<UsageError>() } else { py.get_type::<WirespeedError>() };
+        let bases = PyTuple::new(py, [ours.into_any(), builtins.getattr(builtin)?])?;
+        let attrs = PyDict::new(py);
+        attrs.set_item("__doc__", doc)?;
+        attrs.set_item("__module__", "wirespeed")?;
+        m.add(name, builtins.getattr("type")?.call1((name, bases, attrs))?)?;
+    }
     m.add("VERSION", env!("CARGO_PKG_VERSION"))?;
     recording::register(m)?;
     receiver::register(m)?;

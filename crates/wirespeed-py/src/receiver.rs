@@ -32,8 +32,8 @@ struct Shared {
     readers: Vec<SharedReader>,
     counts: Vec<Arc<BatchCounts>>,
     progress: Mutex<Option<Progress>>,
-    /// The run's report as JSON, or its error (usage?, message), once the capture ended.
-    result: Mutex<Option<Result<String, (bool, String)>>>,
+    /// The run's report as JSON, or its error, once the capture ended.
+    result: Mutex<Option<Result<String, wirespeed::Error>>>,
     ended: AtomicBool,
     batches_taken: AtomicU64,
     records_taken: AtomicU64,
@@ -220,7 +220,7 @@ impl Receiver {
         let mut counts = Vec::with_capacity(n);
         for _ in 0..n {
             let (prod, cons) = sys::byte_ring(ring_bytes as usize, true).map_err(|e| {
-                crate::WirespeedError::new_err(format!("cannot allocate a {ring_bytes}-byte ring: {e}"))
+                crate::failure(wirespeed::Kind::Failed, format!("cannot allocate a {ring_bytes}-byte ring: {e}"))
             })?;
             let (sink, c) = BatchSink::new(prod, max_dg).map_err(usage)?;
             readers.push(Arc::new(Mutex::new(BatchReader::new(cons, sink.stride()))));
@@ -230,10 +230,10 @@ impl Receiver {
         let listener = Listener::bind_for(&cfg, fmt.as_ref()).map_err(to_py)?;
         let local = listener.local_addr();
         if listener.threads() != n {
-            return Err(crate::WirespeedError::new_err(format!(
-                "{} sockets opened for {n} capture threads",
-                listener.threads()
-            )));
+            return Err(crate::failure(
+                wirespeed::Kind::Failed,
+                format!("{} sockets opened for {n} capture threads", listener.threads()),
+            ));
         }
         let shared = Arc::new(Shared {
             stop: AtomicBool::new(false),
@@ -257,15 +257,14 @@ impl Receiver {
                 let interval = Some(Duration::from_millis(100));
                 let r = rx::capture_group(&cfg, listener, fmt.as_ref(), &sh.stop, interval, &progress, sinks);
                 let out = match r {
-                    Ok((report, _sinks)) => {
-                        serde_json::to_string(&report).map_err(|e| (false, format!("cannot encode the report: {e}")))
-                    }
-                    Err(e) => Err((matches!(e, wirespeed::Error::Usage(_)), e.to_string())),
+                    Ok((report, _sinks)) => serde_json::to_string(&report)
+                        .map_err(|e| wirespeed::Error::failed(format!("cannot encode the report: {e}"))),
+                    Err(e) => Err(e),
                 };
                 *sh.result.lock().unwrap_or_else(|e| e.into_inner()) = Some(out);
                 sh.ended.store(true, Ordering::Release);
             })
-            .map_err(|e| crate::WirespeedError::new_err(format!("cannot start the capture thread: {e}")))?;
+            .map_err(|e| crate::failure(wirespeed::Kind::Failed, format!("cannot start the capture thread: {e}")))?;
         Ok(Receiver {
             shared,
             thread: Mutex::new(Some(thread)),
@@ -401,8 +400,7 @@ impl Receiver {
         match &*self.shared.result.lock().unwrap_or_else(|e| e.into_inner()) {
             None => Ok(None),
             Some(Ok(s)) => Ok(Some(s.clone())),
-            Some(Err((true, m))) => Err(usage(m.clone())),
-            Some(Err((false, m))) => Err(crate::WirespeedError::new_err(m.clone())),
+            Some(Err(e)) => Err(crate::to_py(e.clone())),
         }
     }
 

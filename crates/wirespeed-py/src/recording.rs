@@ -43,7 +43,7 @@ fn verify_paths(py: Python<'_>, paths: Vec<PathBuf>, format: Option<&str>, windo
     py.detach(move || {
         let found = verify::collect(&paths, format.as_ref())?;
         let report = verify::verify(&found, &VerifyOptions { format, window })?;
-        serde_json::to_string(&report).map_err(|e| wirespeed::Error::Runtime(format!("cannot encode JSON: {e}")))
+        serde_json::to_string(&report).map_err(|e| wirespeed::Error::failed(format!("cannot encode JSON: {e}")))
     })
     .map_err(to_py)
 }

@@ -186,17 +186,20 @@ impl Tap {
                 )))
             }
         };
-        let d = Descriptor::load(name).map_err(usage)?;
+        let d = Descriptor::load(name).map_err(crate::to_py)?;
         let fmt = match format {
             Some(f) => spec::parse(f).map_err(|e| usage(format!("format {f:?}: {e}")))?,
             None => spec::parse(&d.format).map_err(|e| {
-                crate::WirespeedError::new_err(format!("the recorder's format {:?} does not parse here: {e}", d.format))
+                crate::failure(
+                    wirespeed::Kind::BadData,
+                    format!("the recorder's format {:?} does not parse here: {e}", d.format),
+                )
             })?,
         };
         let layout = ReadLayout::for_stream(&fmt, FileFormat::Pcap).map_err(usage)?;
         let rings = d.attach(start).map_err(usage)?;
         let info = wirespeed::spool::parse_pcap_global(&pcap_global_header())
-            .ok_or_else(|| crate::WirespeedError::new_err("the recorder's pcap header does not parse"))?;
+            .ok_or_else(|| crate::failure(wirespeed::Kind::BadData, "the recorder's pcap header does not parse"))?;
         let state = State {
             ended: vec![false; rings.len()],
             rings,

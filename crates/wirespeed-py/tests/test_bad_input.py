@@ -1,5 +1,6 @@
 """Bad input raises one Python exception with one clear line, never a crash."""
 
+import errno
 import socket
 
 import pytest
@@ -93,3 +94,36 @@ def test_no_such_live_ring(tmp_path, monkeypatch):
     with pytest.raises(wirespeed.UsageError) as e:
         wirespeed.tap("../etc")
     one_line(e, "share name")
+
+
+def test_each_kind_is_also_the_matching_builtin(tmp_path, monkeypatch):
+    # A missing path: FileNotFoundError with its errno, and still a UsageError.
+    with pytest.raises(FileNotFoundError) as e:
+        wirespeed.verify(tmp_path / "nowhere")
+    assert isinstance(e.value, wirespeed.NotFoundError) and isinstance(e.value, wirespeed.UsageError)
+    assert e.value.errno == errno.ENOENT
+    # A bad value: ValueError, naming the parameter as Python spells it.
+    with pytest.raises(ValueError) as e:
+        wirespeed.Receiver("not an address")
+    assert isinstance(e.value, wirespeed.InvalidValueError) and isinstance(e.value, wirespeed.UsageError)
+    with pytest.raises(ValueError) as e:
+        wirespeed.Receiver("127.0.0.1:0", max_streams=10**9)
+    assert e.value.param == "max-streams"
+    one_line(e, "max_streams=1000000000 is more than")
+    assert "--" not in str(e.value)
+    # A file that is not what it claims: ValueError too.
+    monkeypatch.setenv("WIRESPEED_SHARE_DIR", str(tmp_path))
+    (tmp_path / "junk.json").write_text("not json")
+    with pytest.raises(ValueError) as e:
+        wirespeed.tap("junk")
+    assert isinstance(e.value, wirespeed.BadDataError), type(e.value)
+    # A port in use: an OSError that is not a UsageError.
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.bind(("127.0.0.1", 0))
+    try:
+        with pytest.raises(OSError) as e:
+            wirespeed.Receiver(f"127.0.0.1:{s.getsockname()[1]}")
+        assert isinstance(e.value, wirespeed.BusyError) and not isinstance(e.value, wirespeed.UsageError)
+        assert e.value.errno == errno.EADDRINUSE
+    finally:
+        s.close()

@@ -176,20 +176,20 @@ pub fn parse_listen(s: &str) -> Result<SocketAddr> {
         return Ok(any(port));
     }
     if let Some(p) = t.strip_prefix("*:") {
-        return parse_port(p, t).map(any).map_err(Error::Usage);
+        return parse_port(p, t).map(any).map_err(Error::invalid);
     }
-    if let Some(a) = parse_ip_port(t).map_err(Error::Usage)? {
+    if let Some(a) = parse_ip_port(t).map_err(Error::invalid)? {
         return Ok(a);
     }
     if t.parse::<IpAddr>().is_ok() {
-        return Err(Error::Usage(format!("'{t}' has no port: write ADDR:PORT, e.g. 127.0.0.1:7148, or just PORT")));
+        return Err(Error::invalid(format!("'{t}' has no port: write ADDR:PORT, e.g. 127.0.0.1:7148, or just PORT")));
     }
     if let Some((h, _)) = t.rsplit_once(':') {
         if !h.is_empty() {
             return resolve(t);
         }
     }
-    Err(Error::Usage(format!(
+    Err(Error::invalid(format!(
         "cannot read listen address '{t}': write PORT, ADDR:PORT, [IPV6]:PORT or GROUP:PORT, e.g. 7148, [::1]:7148 or 239.1.2.3:7148"
     )))
 }
@@ -202,35 +202,35 @@ pub fn resolve(target: &str) -> Result<SocketAddr> {
     let t = target.trim();
     let check = |a: SocketAddr| {
         if a.port() == 0 {
-            Err(Error::Usage(format!("port 0 in '{t}' is not a destination: use 1-65535")))
+            Err(Error::invalid(format!("port 0 in '{t}' is not a destination: use 1-65535")))
         } else {
             Ok(a)
         }
     };
-    if let Some(a) = parse_ip_port(t).map_err(Error::Usage)? {
+    if let Some(a) = parse_ip_port(t).map_err(Error::invalid)? {
         return check(a);
     }
     let Some((host, port)) = t.rsplit_once(':') else {
         if t.parse::<IpAddr>().is_ok() {
-            return Err(Error::Usage(format!("'{t}' has no port: write ADDRESS:PORT, e.g. {t}:7148")));
+            return Err(Error::invalid(format!("'{t}' has no port: write ADDRESS:PORT, e.g. {t}:7148")));
         }
-        return Err(Error::Usage(format!("'{t}' has no port: write HOST:PORT, e.g. 127.0.0.1:7148 or [::1]:7148")));
+        return Err(Error::invalid(format!("'{t}' has no port: write HOST:PORT, e.g. 127.0.0.1:7148 or [::1]:7148")));
     };
     let port: u16 =
-        port.parse().map_err(|_| Error::Usage(format!("'{port}' is not a port number (1-65535) in '{t}'")))?;
+        port.parse().map_err(|_| Error::invalid(format!("'{port}' is not a port number (1-65535) in '{t}'")))?;
     if host.is_empty() {
-        return Err(Error::Usage(format!("'{t}' has no host: write HOST:PORT, e.g. 127.0.0.1:7148")));
+        return Err(Error::invalid(format!("'{t}' has no host: write HOST:PORT, e.g. 127.0.0.1:7148")));
     }
     let all: Vec<SocketAddr> = (host, port)
         .to_socket_addrs()
-        .map_err(|_| Error::Usage(format!("cannot resolve host '{host}': check the name, or give an IP address")))?
+        .map_err(|_| Error::invalid(format!("cannot resolve host '{host}': check the name, or give an IP address")))?
         .collect();
     let a = all
         .iter()
         .find(|a| a.is_ipv4())
         .or_else(|| all.first())
         .copied()
-        .ok_or_else(|| Error::Usage(format!("host '{host}' has no address")))?;
+        .ok_or_else(|| Error::invalid(format!("host '{host}' has no address")))?;
     check(a)
 }
 
@@ -278,7 +278,7 @@ pub fn multicast_v6_index(group: SocketAddrV6, iface: Option<&Iface>, option: &s
     let from_iface = match iface {
         Some(Iface::Index { index, .. }) => Some(*index),
         Some(Iface::Addr(a)) => {
-            return Err(Error::Usage(format!(
+            return Err(Error::invalid(format!(
                 "{option} {a} is an IPv4 address, and {} is an IPv6 group: give the interface's name or index instead (e.g. {option} eth0)",
                 group.ip()
             )))
@@ -286,12 +286,12 @@ pub fn multicast_v6_index(group: SocketAddrV6, iface: Option<&Iface>, option: &s
         None => None,
     };
     match (group.scope_id(), from_iface) {
-        (s, Some(i)) if s != 0 && s != i => Err(Error::Usage(format!(
+        (s, Some(i)) if s != 0 && s != i => Err(Error::invalid(format!(
             "the group's scope (%{s}) and {option} (index {i}) name different interfaces: give one of them"
         ))),
         (_, Some(i)) => Ok(i),
         (s, None) if s != 0 => Ok(s),
-        (_, None) if link_scoped(*group.ip()) => Err(Error::Usage(format!(
+        (_, None) if link_scoped(*group.ip()) => Err(Error::invalid(format!(
             "{} is a link-local multicast group: say which interface with {option} IFACE (e.g. {option} eth0) or [{}%IFACE]:{}",
             group.ip(),
             group.ip(),

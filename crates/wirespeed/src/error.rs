@@ -1,52 +1,260 @@
-//! The one error type, split by who must act: the user (a bad argument) or the host (a
-//! runtime failure). The CLI maps them to exit codes 2 and 1.
+//! The library's error: a [`Kind`] a program can branch on, the facts, and one line written
+//! for the user (what is wrong and what to do).
+//!
+//! Typed here, formatted by the front ends (ripgrep's split): the command turns an error into
+//! `wirespeed: LINE` and an exit code chosen by its kind (2 when the request must change, 1
+//! when the host failed), and the Python package raises the built-in exception that matches the
+//! kind (`ValueError`, `FileNotFoundError`, `PermissionError`, ...). A parameter's name is a
+//! fact of its own ([`Error::param`]), so each front end names it the way its users wrote it:
+//! `--block` on the command line, `block=` in Python.
 
+use std::fmt;
 use std::io;
 use std::net::SocketAddr;
 
-/// A failure with a message written for the user: what is wrong and what to do.
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    /// The request itself is wrong (argument, size, address): exit code 2.
-    #[error("{0}")]
-    Usage(String),
-    /// The host refused or failed (port in use, privilege, I/O): exit code 1.
-    #[error("{0}")]
-    Runtime(String),
+/// What kind of failure an [`Error`] is: what a program branches on. It decides the
+/// command's exit code ([`Kind::exit_code`]) and the Python exception.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Kind {
+    /// A parameter's value is wrong, or values were given that cannot go together.
+    Invalid,
+    /// A file, directory, interface, host or shared ring the request names is not there.
+    NotFound,
+    /// Input data is not what it claims to be: a file that is not a recording, a sidecar or
+    /// share descriptor that does not parse, a recording whose layout contradicts itself.
+    BadData,
+    /// The host refuses for want of a privilege or a file permission.
+    Permission,
+    /// Something the request needs is held by another: a port in use, a name taken.
+    Busy,
+    /// This host, kernel, device or build cannot do what was asked.
+    Unsupported,
+    /// A peer broke the protocol, or a message on the network was forged or out of place.
+    Peer,
+    /// A read or write on the host failed: a full disk, an I/O error, a device gone.
+    Io,
+    /// The run was stopped or failed in a way none of the other kinds names (a thread that
+    /// could not start, a helper that died).
+    Failed,
 }
+
+impl Kind {
+    /// The command's exit code: 2 when the request must change (a bad value, a missing file,
+    /// input that is not what it claims), 1 when the host failed or refused.
+    pub fn exit_code(self) -> i32 {
+        match self {
+            Kind::Invalid | Kind::NotFound | Kind::BadData => 2,
+            Kind::Permission | Kind::Busy | Kind::Unsupported | Kind::Peer | Kind::Io | Kind::Failed => 1,
+        }
+    }
+
+    /// The kind's name in reports and logs (`invalid`, `not_found`, ...).
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Invalid => "invalid",
+            Kind::NotFound => "not_found",
+            Kind::BadData => "bad_data",
+            Kind::Permission => "permission",
+            Kind::Busy => "busy",
+            Kind::Unsupported => "unsupported",
+            Kind::Peer => "peer",
+            Kind::Io => "io",
+            Kind::Failed => "failed",
+        }
+    }
+}
+
+/// A failure: its [`Kind`], the parameter it is about (if one), the operating system's error
+/// number (if one), and the message. `Display` gives the message, after the parameter's name
+/// when there is one (`block 1000 must be ...`); the command writes `--block 1000 must be ...`.
+#[derive(Clone, Debug)]
+pub struct Error {
+    kind: Kind,
+    param: Option<&'static str>,
+    os: Option<i32>,
+    message: String,
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.param {
+            Some(p) => write!(f, "{p} {}", self.message),
+            None => f.write_str(&self.message),
+        }
+    }
+}
+
+impl std::error::Error for Error {}
 
 /// Shorthand for results carrying [`Error`].
 pub type Result<T> = std::result::Result<T, Error>;
 
 impl Error {
-    /// Exit code for this failure.
+    /// An error of `kind` with `message`.
+    pub fn new(kind: Kind, message: impl Into<String>) -> Error {
+        Error { kind, param: None, os: None, message: message.into() }
+    }
+
+    /// A bad value of the parameter `name` (its command-line name without the dashes):
+    /// `message` follows the name, e.g. `Error::param("block", "1000 must be a multiple of 4 KiB")`.
+    pub fn param(name: &'static str, message: impl Into<String>) -> Error {
+        Error { kind: Kind::Invalid, param: Some(name), os: None, message: message.into() }
+    }
+
+    /// A bad value, or values that cannot go together ([`Kind::Invalid`]).
+    pub fn invalid(message: impl Into<String>) -> Error {
+        Error::new(Kind::Invalid, message)
+    }
+
+    /// Something named is not there ([`Kind::NotFound`]).
+    pub fn not_found(message: impl Into<String>) -> Error {
+        Error::new(Kind::NotFound, message)
+    }
+
+    /// Input that is not what it claims ([`Kind::BadData`]).
+    pub fn bad_data(message: impl Into<String>) -> Error {
+        Error::new(Kind::BadData, message)
+    }
+
+    /// The host refuses for want of a privilege ([`Kind::Permission`]).
+    pub fn permission(message: impl Into<String>) -> Error {
+        Error::new(Kind::Permission, message)
+    }
+
+    /// Held by another ([`Kind::Busy`]).
+    pub fn busy(message: impl Into<String>) -> Error {
+        Error::new(Kind::Busy, message)
+    }
+
+    /// This host cannot do it ([`Kind::Unsupported`]).
+    pub fn unsupported(message: impl Into<String>) -> Error {
+        Error::new(Kind::Unsupported, message)
+    }
+
+    /// A peer broke the protocol ([`Kind::Peer`]).
+    pub fn peer(message: impl Into<String>) -> Error {
+        Error::new(Kind::Peer, message)
+    }
+
+    /// A read or write failed ([`Kind::Io`]).
+    pub fn io(message: impl Into<String>) -> Error {
+        Error::new(Kind::Io, message)
+    }
+
+    /// A read or write failed with the operating system's error `e`, whose number is kept.
+    pub fn os(message: impl Into<String>, e: &io::Error) -> Error {
+        Error { kind: Kind::Io, param: None, os: e.raw_os_error(), message: message.into() }
+    }
+
+    /// A path or name the request gave could not be used because of the operating system's
+    /// error `e`: [`Kind::NotFound`] when it is not there, else [`Kind::Invalid`] (the request
+    /// must change either way); the error number is kept.
+    pub fn usage_io(message: impl Into<String>, e: &io::Error) -> Error {
+        let kind = if e.kind() == io::ErrorKind::NotFound { Kind::NotFound } else { Kind::Invalid };
+        Error { kind, param: None, os: e.raw_os_error(), message: message.into() }
+    }
+
+    /// Stopped, or failed otherwise ([`Kind::Failed`]).
+    pub fn failed(message: impl Into<String>) -> Error {
+        Error::new(Kind::Failed, message)
+    }
+
+    /// What kind of failure this is.
+    pub fn kind(&self) -> Kind {
+        self.kind
+    }
+
+    /// The parameter whose value is wrong, by its command-line name without the dashes.
+    pub fn param_name(&self) -> Option<&'static str> {
+        self.param
+    }
+
+    /// The operating system's error number, when the failure came from a system call.
+    pub fn raw_os_error(&self) -> Option<i32> {
+        self.os
+    }
+
+    /// The message without the parameter's name.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+
+    /// The command's exit code (see [`Kind::exit_code`]).
     pub fn exit_code(&self) -> i32 {
-        match self {
-            Error::Usage(_) => 2,
-            Error::Runtime(_) => 1,
-        }
+        self.kind.exit_code()
+    }
+
+    /// The same error with `prefix` before its message (context added on the way up).
+    pub fn context(mut self, prefix: impl fmt::Display) -> Error {
+        self.message = match self.param.take() {
+            Some(p) => format!("{prefix}{p} {}", self.message),
+            None => format!("{prefix}{}", self.message),
+        };
+        self
     }
 }
 
 /// Explain a failed bind in the user's terms.
 pub fn bind_error(addr: SocketAddr, e: io::Error) -> Error {
-    match e.kind() {
-        io::ErrorKind::AddrInUse => Error::Runtime(format!(
+    let os = e.raw_os_error();
+    let mut err = match e.kind() {
+        io::ErrorKind::AddrInUse => Error::busy(format!(
             "port {} is already in use on {} (another receiver? `ss -ulpn 'sport = :{}'` shows who): stop it or choose another port",
             addr.port(),
             if crate::addr::is_dual_stack(addr) { "this host (IPv4 or IPv6)".to_string() } else { addr.ip().to_string() },
             addr.port()
         )),
-        io::ErrorKind::PermissionDenied => Error::Runtime(format!(
+        io::ErrorKind::PermissionDenied => Error::permission(format!(
             "binding to port {} needs root or CAP_NET_BIND_SERVICE: run as root or use a port above 1023",
             addr.port()
         )),
-        io::ErrorKind::AddrNotAvailable => Error::Usage(format!(
+        io::ErrorKind::AddrNotAvailable => Error::invalid(format!(
             "address {} is not assigned to any interface here: use a bare PORT (every address), 0.0.0.0, or one of this host's addresses (`ip -br addr`)",
             addr.ip()
         )),
-        _ => Error::Runtime(format!("cannot bind UDP socket to {addr}: {e}")),
-    }
+        _ => Error::io(format!("cannot bind UDP socket to {addr}: {e}")),
+    };
+    err.os = os;
+    err
 }
 
 pub use crate::addr::{parse_listen, resolve};
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_kind_decides_the_exit_code_and_a_parameter_leads_the_line() {
+        let e = Error::param("block", "1000 must be a non-zero multiple of 4 KiB");
+        assert_eq!((e.kind(), e.exit_code(), e.param_name()), (Kind::Invalid, 2, Some("block")));
+        assert_eq!(e.to_string(), "block 1000 must be a non-zero multiple of 4 KiB");
+        assert_eq!(e.message(), "1000 must be a non-zero multiple of 4 KiB");
+        for (k, code) in [
+            (Kind::NotFound, 2),
+            (Kind::BadData, 2),
+            (Kind::Permission, 1),
+            (Kind::Busy, 1),
+            (Kind::Unsupported, 1),
+            (Kind::Peer, 1),
+            (Kind::Io, 1),
+            (Kind::Failed, 1),
+        ] {
+            assert_eq!(Error::new(k, "x").exit_code(), code, "{k:?}");
+        }
+        let c = Error::param("block", "1000 is odd").context("record: ");
+        assert_eq!((c.to_string().as_str(), c.param_name()), ("record: block 1000 is odd", None));
+    }
+
+    #[test]
+    fn a_bind_failure_keeps_its_kind_and_error_number() {
+        let a: SocketAddr = "127.0.0.1:9".parse().unwrap();
+        let e = bind_error(a, io::Error::from_raw_os_error(libc::EADDRINUSE));
+        assert_eq!((e.kind(), e.raw_os_error()), (Kind::Busy, Some(libc::EADDRINUSE)));
+        let e = bind_error(a, io::Error::from_raw_os_error(libc::EACCES));
+        assert_eq!((e.kind(), e.exit_code()), (Kind::Permission, 1));
+        let e = bind_error(a, io::Error::from_raw_os_error(libc::EADDRNOTAVAIL));
+        assert_eq!((e.kind(), e.exit_code()), (Kind::Invalid, 2));
+    }
+}

@@ -35,4 +35,4 @@ pub mod tx;
 pub mod units;
 pub mod wire;
 
-pub use error::{Error, Result};
+pub use error::{Error, Kind, Result};

@@ -130,7 +130,7 @@ impl Priority {
     pub fn check(&self, busy_poll: bool, lock_bytes: u64) -> Result<()> {
         if let Some(n) = self.nice {
             if !(-20..=19).contains(&n) {
-                return Err(Error::Usage(format!("--priority {n} is out of range: give a nice value -20..19")));
+                return Err(Error::param("priority", format!("{n} is out of range: give a nice value -20..19")));
             }
             let cur = sched::nice().unwrap_or(0);
             if n < cur && !sched::has_capability(CAP_SYS_NICE) {
@@ -141,7 +141,7 @@ impl Priority {
                     Err(_) => 20,
                 };
                 if n < floor {
-                    return Err(Error::Runtime(if n < 0 {
+                    return Err(Error::permission(if n < 0 {
                         format!("--priority {n} needs CAP_SYS_NICE (root): run as root, or use a nice value >= 0")
                     } else {
                         format!(
@@ -153,16 +153,18 @@ impl Priority {
         }
         if let Some(p) = self.realtime {
             if !(1..=99).contains(&p) {
-                return Err(Error::Usage(format!("--realtime={p} is out of range: give a SCHED_FIFO priority 1..99")));
+                return Err(Error::invalid(format!(
+                    "--realtime={p} is out of range: give a SCHED_FIFO priority 1..99"
+                )));
             }
             if busy_poll {
-                return Err(Error::Usage(
-                    "--realtime with --busy-poll would make a thread that never blocks hold its CPU at realtime priority: leave one of them out".into(),
+                return Err(Error::invalid(
+                    "--realtime with --busy-poll would make a thread that never blocks hold its CPU at realtime priority: leave one of them out",
                 ));
             }
             if sched::rt_runtime_us() == Some(-1) {
-                return Err(Error::Runtime(
-                    "--realtime refused: realtime throttling is off here (kernel.sched_rt_runtime_us = -1), so a runaway SCHED_FIFO thread could hold its CPU for good; turn it on (sysctl -w kernel.sched_rt_runtime_us=950000) or leave --realtime out".into(),
+                return Err(Error::unsupported(
+                    "--realtime refused: realtime throttling is off here (kernel.sched_rt_runtime_us = -1), so a runaway SCHED_FIFO thread could hold its CPU for good; turn it on (sysctl -w kernel.sched_rt_runtime_us=950000) or leave --realtime out",
                 ));
             }
             if !sched::has_capability(CAP_SYS_NICE) {
@@ -172,7 +174,7 @@ impl Priority {
                     Err(_) => 0,
                 };
                 if u64::from(p) > allowed {
-                    return Err(Error::Runtime(format!(
+                    return Err(Error::permission(format!(
                         "--realtime needs CAP_SYS_NICE (root) or an RLIMIT_RTPRIO of at least {p} (it is {allowed}): run as root, or leave --realtime out"
                     )));
                 }
@@ -182,7 +184,7 @@ impl Priority {
             let need = sched::virtual_size().unwrap_or(0).saturating_add(LOCK_HEADROOM).saturating_add(lock_bytes);
             if let Ok((Some(limit), _)) = sched::rlimit(Limit::MemLock) {
                 if limit < need {
-                    return Err(Error::Runtime(format!(
+                    return Err(Error::permission(format!(
                         "--lock-memory locks every page of the run (about {}), and RLIMIT_MEMLOCK allows {} without CAP_IPC_LOCK: run as root, raise the limit (ulimit -l unlimited), or leave --lock-memory out",
                         units::bytes(need),
                         units::bytes(limit)
@@ -198,8 +200,9 @@ impl Priority {
     /// stop), memory locking. The threads' SCHED_FIFO is [`Priority::apply_thread`].
     pub fn apply_process(&self) -> Result<Applied> {
         if let Some(n) = self.nice {
-            sched::set_process_nice(n)
-                .map_err(|e| Error::Runtime(format!("cannot set nice value {n}: {e} (needs CAP_SYS_NICE below 0)")))?;
+            sched::set_process_nice(n).map_err(|e| {
+                Error::permission(format!("cannot set nice value {n}: {e} (needs CAP_SYS_NICE below 0)"))
+            })?;
         }
         let mut limit = None;
         if self.realtime.is_some() {
@@ -209,13 +212,13 @@ impl Priority {
                 hard = hard.min(h);
             }
             sched::set_rlimit(Limit::RtTime, Some(soft.min(hard)), Some(hard))
-                .map_err(|e| Error::Runtime(format!("cannot set RLIMIT_RTTIME, the guard of --realtime: {e}")))?;
+                .map_err(|e| Error::failed(format!("cannot set RLIMIT_RTTIME, the guard of --realtime: {e}")))?;
             crate::sys::install_cpu_limit_handler();
             limit = Some([soft.min(hard) as f64 / 1e6, hard as f64 / 1e6]);
         }
         if self.lock_memory {
             sched::lock_all_memory().map_err(|e| {
-                Error::Runtime(format!(
+                Error::permission(format!(
                     "cannot lock memory (--lock-memory): {e}; run as root or raise RLIMIT_MEMLOCK (ulimit -l unlimited)"
                 ))
             })?;
@@ -238,7 +241,7 @@ impl Priority {
     pub fn apply_thread(&self, who: &str) -> Result<()> {
         if let Some(p) = self.realtime {
             sched::set_fifo_current_thread(i32::from(p))
-                .map_err(|e| Error::Runtime(format!("cannot put {who} under SCHED_FIFO {p}: {e}")))?;
+                .map_err(|e| Error::failed(format!("cannot put {who} under SCHED_FIFO {p}: {e}")))?;
         }
         Ok(())
     }
@@ -258,6 +261,7 @@ pub fn guard_tripped() -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::Kind;
 
     #[test]
     fn args_round_trip_and_describe() {
@@ -271,9 +275,11 @@ mod tests {
     #[test]
     fn refusals_that_need_no_privilege_to_test() {
         let p = Priority { realtime: Some(10), ..Priority::default() };
-        assert!(matches!(p.check(true, 0), Err(Error::Usage(m)) if m.contains("--busy-poll")));
+        assert!(
+            matches!(p.check(true, 0), Err(e) if e.kind() == Kind::Invalid && e.to_string().contains("--busy-poll"))
+        );
         let p = Priority { nice: Some(30), ..Priority::default() };
-        assert!(matches!(p.check(false, 0), Err(Error::Usage(_))));
+        assert!(matches!(p.check(false, 0), Err(e) if e.kind() == Kind::Invalid));
         assert!(Priority::default().check(true, 0).is_ok());
         // Raising the nice value never needs a privilege.
         assert!(Priority { nice: Some(19), ..Priority::default() }.check(false, 0).is_ok());

@@ -137,10 +137,13 @@ pub struct RecordReport {
 /// Check that `dir` exists and takes files, before any socket is opened.
 pub fn check_dir(dir: &Path) -> Result<()> {
     let md = std::fs::metadata(dir).map_err(|e| {
-        Error::Usage(format!("output directory {}: {e} (create it first: mkdir -p {})", dir.display(), dir.display()))
+        Error::usage_io(
+            format!("output directory {}: {e} (create it first: mkdir -p {})", dir.display(), dir.display()),
+            &e,
+        )
     })?;
     if !md.is_dir() {
-        return Err(Error::Usage(format!("{} is not a directory: -o takes a directory", dir.display())));
+        return Err(Error::invalid(format!("{} is not a directory: -o takes a directory", dir.display())));
     }
     // A probe file of our own, created new: an existing file of that name is never touched.
     let mut last = None;
@@ -152,19 +155,19 @@ pub fn check_dir(dir: &Path) -> Result<()> {
                 drop(f);
                 let _ = std::fs::remove_file(&probe);
                 return written.map_err(|e| {
-                    Error::Usage(format!("cannot write in {}: {e} (check permissions and free space)", dir.display()))
+                    Error::invalid(format!("cannot write in {}: {e} (check permissions and free space)", dir.display()))
                 });
             }
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => last = Some(e),
             Err(e) => {
-                return Err(Error::Usage(format!(
+                return Err(Error::invalid(format!(
                     "cannot write in {}: {e} (check permissions and free space)",
                     dir.display()
                 )))
             }
         }
     }
-    Err(Error::Usage(format!(
+    Err(Error::invalid(format!(
         "cannot write in {}: {} (100 probe names taken)",
         dir.display(),
         last.map(|e| e.to_string()).unwrap_or_default()
@@ -198,11 +201,11 @@ pub struct DiskTest {
 pub fn disk_test(dir: &Path, bytes: u64, chunk: usize, direct: bool, stop: &AtomicBool) -> Result<DiskTest> {
     check_dir(dir)?;
     if chunk == 0 || chunk % sys::RING_ALIGN != 0 {
-        return Err(Error::Usage(format!("--block {chunk} must be a non-zero multiple of 4 KiB")));
+        return Err(Error::param("block", format!("{chunk} must be a non-zero multiple of 4 KiB")));
     }
     let free = sys::free_space(dir).unwrap_or(u64::MAX);
     if bytes > free {
-        return Err(Error::Usage(format!(
+        return Err(Error::invalid(format!(
             "{} has {} free, less than the {} to write: use a smaller --size",
             dir.display(),
             units::bytes(free),
@@ -210,14 +213,14 @@ pub fn disk_test(dir: &Path, bytes: u64, chunk: usize, direct: bool, stop: &Atom
         )));
     }
     let (mut prod, cons) =
-        sys::byte_ring(chunk, true).map_err(|e| Error::Runtime(format!("cannot allocate a write buffer: {e}")))?;
+        sys::byte_ring(chunk, true).map_err(|e| Error::io(format!("cannot allocate a write buffer: {e}")))?;
     let pattern: Vec<u8> = (0..chunk).map(|i| (i * 7 + 3) as u8).collect();
     prod.write(&[&pattern]);
     prod.publish();
     let buf = cons.slice(0, chunk);
     let path = dir.join(format!(".wirespeed-disk-test-{}", std::process::id()));
-    let (file, direct_io) = sys::create_direct(&path, direct)
-        .map_err(|e| Error::Runtime(format!("cannot create {}: {e}", path.display())))?;
+    let (file, direct_io) =
+        sys::create_direct(&path, direct).map_err(|e| Error::io(format!("cannot create {}: {e}", path.display())))?;
     let result = (|| -> std::io::Result<(f64, u64, Vec<f64>)> {
         let _ = sys::preallocate(std::os::fd::AsRawFd::as_raw_fd(&file), 0, bytes);
         let t0 = sys::monotonic_ns();
@@ -252,14 +255,14 @@ pub fn disk_test(dir: &Path, bytes: u64, chunk: usize, direct: bool, stop: &Atom
     let _ = std::fs::remove_file(&path);
     let (rate, max_ns, deciles) = result.map_err(|e| {
         if e.kind() == std::io::ErrorKind::Interrupted && stop.load(Ordering::Relaxed) {
-            Error::Runtime(format!(
+            Error::failed(format!(
                 "stopped by a signal after a partial test; its file in {} was removed",
                 dir.display()
             ))
         } else if e.raw_os_error() == Some(libc::ENOSPC) {
-            Error::Runtime(format!("the disk holding {} filled during the test: use a smaller --size", dir.display()))
+            Error::io(format!("the disk holding {} filled during the test: use a smaller --size", dir.display()))
         } else {
-            Error::Runtime(format!("writing to {} failed: {e}", dir.display()))
+            Error::failed(format!("writing to {} failed: {e}", dir.display()))
         }
     })?;
     Ok(DiskTest {
@@ -400,21 +403,21 @@ pub fn run(
     warnings: Vec<String>,
 ) -> Result<RecordReport> {
     if let Some(name) = &cfg.share {
-        crate::spool::share::validate_name(name).map_err(Error::Usage)?;
+        crate::spool::share::validate_name(name).map_err(Error::invalid)?;
         if cfg.null_sink {
-            return Err(Error::Usage(
-                "--share publishes the RAM ring, and --sink null has none: record to a directory (-o DIR)".into(),
+            return Err(Error::invalid(
+                "--share publishes the RAM ring, and --sink null has none: record to a directory (-o DIR)",
             ));
         }
         if cfg.file_format != FileFormat::Pcap {
-            return Err(Error::Usage(format!(
+            return Err(Error::invalid(format!(
                 "--share {name} needs --file-format pcap: taps find record boundaries and source addresses in pcap records, raw files have neither"
             )));
         }
     }
     if let (Some(family), Some(name)) = (&cfg.learn, &cfg.share) {
-        return Err(Error::Usage(format!(
-            "--share {name} publishes the stream's layout before anything arrives, so it cannot be learned: give the {family} keys (`wirespeed probe` prints them)"
+        return Err(Error::param("share", format!(
+            "{name} publishes the stream's layout before anything arrives, so it cannot be learned: give the {family} keys (`wirespeed probe` prints them)"
         )));
     }
     if cfg.null_sink {
@@ -446,15 +449,15 @@ pub fn run(
             share: None,
         });
     }
-    crate::spool::validate_prefix(&cfg.prefix).map_err(Error::Usage)?;
-    let layout = ReadLayout::for_stream(&fmt, cfg.file_format).map_err(Error::Usage)?;
+    crate::spool::validate_prefix(&cfg.prefix).map_err(Error::invalid)?;
+    let layout = ReadLayout::for_stream(&fmt, cfg.file_format).map_err(Error::invalid)?;
     if cfg.chunk == 0 || cfg.chunk % sys::RING_ALIGN != 0 {
-        return Err(Error::Usage(format!("--block {} must be a non-zero multiple of 4 KiB", cfg.chunk)));
+        return Err(Error::param("block", format!("{} must be a non-zero multiple of 4 KiB", cfg.chunk)));
     }
     let n = rcfg.threads.max(1);
     let buffer = (cfg.buffer / n).div_ceil(cfg.chunk) * cfg.chunk;
     if buffer < 2 * cfg.chunk {
-        return Err(Error::Usage(if n > 1 {
+        return Err(Error::invalid(if n > 1 {
             format!(
                 "--buffer {} split over {n} capture threads leaves each ring less than two --block writes ({}): give at least --buffer {}",
                 units::bytes(cfg.buffer as u64),
@@ -472,7 +475,7 @@ pub fn run(
     if let Some(max) = cfg.rotation.max_bytes {
         let rec = fmt.fixed_len().unwrap_or(9000) + super::spool::PCAP_RECORD_OVERHEAD_V6;
         if max < rec as u64 * 2 {
-            return Err(Error::Usage(format!("--file-size {max} is too small to hold two records of {rec} bytes")));
+            return Err(Error::param("file-size", format!("{max} is too small to hold two records of {rec} bytes")));
         }
     }
     // Every page of every ring is faulted in and locked before the socket opens: "listening"
@@ -506,9 +509,9 @@ pub fn run(
         };
         rings.push(made.map_err(|e| {
             if e.kind() == std::io::ErrorKind::Interrupted {
-                Error::Runtime("stopped while the ring was being made ready: nothing was received or recorded".into())
+                Error::failed("stopped while the ring was being made ready: nothing was received or recorded")
             } else {
-                Error::Runtime(format!(
+                Error::failed(format!(
                     "cannot allocate a {} ring: {e}; use a smaller --buffer",
                     units::bytes(buffer as u64)
                 ))
@@ -546,7 +549,7 @@ pub fn run(
     // when the recorder says it is listening must not meet a socket nobody drains.
     let mut listener = bind()?;
     if listener.threads() != n {
-        return Err(Error::Runtime(format!("{} sockets opened for {n} capture threads", listener.threads())));
+        return Err(Error::failed(format!("{} sockets opened for {n} capture threads", listener.threads())));
     }
     // The layout, learned from the stream now that its datagrams are read (and held for the
     // capture): the files are named and described by it.
@@ -558,7 +561,7 @@ pub fn run(
             let (f, l) = rx::learn(&mut listener, family, stop, rcfg.duration, hold)?;
             listener.note_layout_changes_only();
             progress(&format!("wirespeed record: {}", l.lines().join("; ")));
-            let lay = ReadLayout::for_stream(&f, cfg.file_format).map_err(Error::Usage)?;
+            let lay = ReadLayout::for_stream(&f, cfg.file_format).map_err(Error::invalid)?;
             rc.duration = rc.duration.map(|d| d.saturating_sub(l.spent));
             (f, lay, Some(l))
         }
@@ -613,7 +616,7 @@ pub fn run(
             Ok(h) => handles.push(h),
             Err(e) => {
                 abort_writers(&shareds, handles);
-                return Err(Error::Runtime(format!("cannot start a writer thread: {e}")));
+                return Err(Error::failed(format!("cannot start a writer thread: {e}")));
             }
         }
         shareds.push(shared);
@@ -644,7 +647,7 @@ pub fn run(
     drop(sinks);
     let mut wreports = Vec::with_capacity(n);
     for h in handles {
-        wreports.push(h.join().map_err(|_| Error::Runtime("a writer thread panicked".into()))?);
+        wreports.push(h.join().map_err(|_| Error::failed("a writer thread panicked"))?);
     }
     let mut report = report;
     report.learned = learned;
@@ -727,7 +730,7 @@ fn claim_share(
     let mut entries = Vec::with_capacity(rings.len());
     for (p, _) in rings {
         let (Some(h), Some(data)) = (p.share_header(), p.memory().shared_fd()) else {
-            return Err(Error::Runtime("a shared ring has no share header".into()));
+            return Err(Error::failed("a shared ring has no share header"));
         };
         // The sink writes the pcap global header first; records start after it.
         crate::spool::share::prepare(p, crate::spool::PCAP_GLOBAL_LEN as u64);
@@ -744,7 +747,7 @@ fn claim_share(
         listen: rcfg.listen.to_string(),
         rings: entries,
     };
-    ShareGuard::create(&d).map_err(Error::Usage)
+    ShareGuard::create(&d).map_err(Error::invalid)
 }
 
 /// End the writers of a capture that failed, and remove the empty files they had opened.

@@ -188,7 +188,7 @@ impl Sink {
             Output::Stdout => Sink::Stream(Box::new(Buffered::new(std::io::stdout(), 1 << 20))),
             Output::File(p) => {
                 let f = std::fs::OpenOptions::new().write(true).create_new(true).open(p).map_err(|e| {
-                    Error::Usage(format!(
+                    Error::invalid(format!(
                         "cannot create {}: {e} (tap writes a new file; remove it or name another)",
                         p.display()
                     ))
@@ -201,12 +201,12 @@ impl Sink {
                     .arg(cmd)
                     .stdin(std::process::Stdio::piped())
                     .spawn()
-                    .map_err(|e| Error::Runtime(format!("cannot start `{cmd}`: {e}")))?;
-                let stdin = child.stdin.take().ok_or_else(|| Error::Runtime("no stdin for --exec".into()))?;
+                    .map_err(|e| Error::failed(format!("cannot start `{cmd}`: {e}")))?;
+                let stdin = child.stdin.take().ok_or_else(|| Error::failed("no stdin for --exec"))?;
                 Sink::Exec(child, Buffered::new(stdin, 1 << 16))
             }
         };
-        s.write(&header).map_err(|e| Error::Runtime(format!("cannot write the tap's output: {e}")))?;
+        s.write(&header).map_err(|e| Error::io(format!("cannot write the tap's output: {e}")))?;
         Ok(s)
     }
 
@@ -244,14 +244,14 @@ pub fn run(
     progress: &dyn Fn(&TapProgress),
     attached: &dyn Fn(&Descriptor),
 ) -> Result<TapReport> {
-    let d = Descriptor::load(&cfg.name).map_err(Error::Usage)?;
+    let d = Descriptor::load(&cfg.name)?;
     let fmt = match &cfg.format {
         Some(f) => f.clone(),
         None => crate::wire::spec::parse(&d.format)
-            .map_err(|e| Error::Runtime(format!("the recorder's format {:?} does not parse here: {e}", d.format)))?,
+            .map_err(|e| Error::failed(format!("the recorder's format {:?} does not parse here: {e}", d.format)))?,
     };
-    let layout = ReadLayout::for_stream(&fmt, FileFormat::Pcap).map_err(Error::Usage)?;
-    let mut rings = d.attach(cfg.start).map_err(Error::Usage)?;
+    let layout = ReadLayout::for_stream(&fmt, FileFormat::Pcap).map_err(Error::invalid)?;
+    let mut rings = d.attach(cfg.start).map_err(Error::invalid)?;
     let mut sink = Sink::open(&cfg.output)?;
     attached(&d);
     let mut ledger = FileLedger::new(layout.reader.clone(), d.window);
@@ -350,7 +350,7 @@ pub fn run(
         // A reader that went away (a program that exited, `tap -w - | head`) ends the tap; any
         // other failure (a full disk) is an error.
         if matches!(cfg.output, Output::File(_)) || e.kind() != std::io::ErrorKind::BrokenPipe {
-            return Err(Error::Runtime(format!("writing the tap's output failed: {e}")));
+            return Err(Error::failed(format!("writing the tap's output failed: {e}")));
         }
     }
     if let Some(l) = &live {

@@ -57,7 +57,7 @@ pub fn cmd_completions(a: CompletionsArgs, cmd: clap::Command) -> Result<u8, Err
     let mut script = Vec::new();
     clap_complete::generate(shell, &mut cmd, name, &mut script);
     let script = String::from_utf8(script)
-        .map_err(|_| Error::Runtime("the completion script is not UTF-8 (a bug: please report it)".into()))?;
+        .map_err(|_| Error::failed("the completion script is not UTF-8 (a bug: please report it)"))?;
     print!("{script}");
     Ok(0)
 }

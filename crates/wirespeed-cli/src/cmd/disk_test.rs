@@ -28,7 +28,7 @@ pub struct DiskTestArgs {
 
 pub fn cmd_disk_test(a: DiskTestArgs) -> Result<u8, Error> {
     if a.size == 0 {
-        return Err(Error::Usage("--size must be more than 0".into()));
+        return Err(Error::invalid("--size must be more than 0"));
     }
     let stop = sys::install_stop_handler();
     let t = record::disk_test(&a.dir, a.size, usize::try_from(a.block).unwrap_or(0), !a.buffered, stop)?;

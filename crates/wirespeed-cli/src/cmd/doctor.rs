@@ -98,20 +98,20 @@ fn target(a: &DoctorArgs) -> Result<Target, Error> {
         Some(Rate::Bits(b)) => Some(b),
         Some(Rate::Packets(p)) => match a.size {
             Some(s) => Some(p * s as f64 * 8.0),
-            None => return Err(Error::Usage("--for in datagrams/s needs --size BYTES to know the bit rate".into())),
+            None => return Err(Error::invalid("--for in datagrams/s needs --size BYTES to know the bit rate")),
         },
         Some(Rate::Max) => None,
     };
     if let Some(i) = &a.iface {
         if i.is_empty() || i.len() > 15 || i.contains('/') || i.contains(char::is_whitespace) || i == "." || i == ".." {
-            return Err(Error::Usage(format!(
+            return Err(Error::invalid(format!(
                 "'{i}' is not an interface name (at most 15 characters, no '/' or spaces): `ip -br link` lists them"
             )));
         }
     }
     if let Some(d) = &a.disk {
         if !d.is_dir() {
-            return Err(Error::Usage(format!(
+            return Err(Error::invalid(format!(
                 "--disk {}: not a directory: give the directory record will write to",
                 d.display()
             )));
@@ -136,7 +136,7 @@ fn check_against(a: &DoctorArgs, root: &Root) -> Result<(), Error> {
         if root.is_live() { "on this host".to_string() } else { format!("in the snapshot {}", root.dir().display()) };
     if let Some(i) = &a.iface {
         if root.read_line(&format!("/sys/class/net/{i}/mtu")).is_none() {
-            return Err(Error::Usage(format!(
+            return Err(Error::invalid(format!(
                 "--iface {i}: there is no interface {i} {place} (`ip -br link` lists them)"
             )));
         }
@@ -144,7 +144,7 @@ fn check_against(a: &DoctorArgs, root: &Root) -> Result<(), Error> {
     if let Some(c) = a.cpu {
         if let Ok(t) = wirespeed_lab::testbed::topology::Topology::read_from(&root.path("/sys/devices/system")) {
             if !t.online.contains(&c) {
-                return Err(Error::Usage(format!(
+                return Err(Error::invalid(format!(
                     "--cpu {c}: CPU {c} is not online {place} (online: {}): give the CPU the capture will run on",
                     wirespeed_lab::testbed::topology::format_cpu_list(&t.online)
                 )));
@@ -153,7 +153,7 @@ fn check_against(a: &DoctorArgs, root: &Root) -> Result<(), Error> {
     }
     if let Some(d) = &a.persist {
         if !d.is_dir() {
-            return Err(Error::Usage(format!(
+            return Err(Error::invalid(format!(
                 "--persist {}: not a directory: give the directory to write 90-wirespeed.conf and .rules into (e.g. /etc/sysctl.d)",
                 d.display()
             )));
@@ -161,7 +161,7 @@ fn check_against(a: &DoctorArgs, root: &Root) -> Result<(), Error> {
     }
     if let Some(u) = &a.undo {
         if std::fs::symlink_metadata(u).is_ok() {
-            return Err(Error::Usage(format!(
+            return Err(Error::invalid(format!(
                 "--undo {}: the file exists: the undo script is written new, never over another file; name another",
                 u.display()
             )));
@@ -174,7 +174,7 @@ pub fn cmd_doctor(a: DoctorArgs) -> Result<u8, Error> {
     let t = target(&a)?;
     let root = match &a.root {
         Some(d) if !d.is_dir() => {
-            return Err(Error::Usage(format!(
+            return Err(Error::invalid(format!(
                 "--root {}: not a directory (a snapshot with proc/ and sys/ inside)",
                 d.display()
             )))

@@ -52,7 +52,7 @@ pub fn cmd_linerate(a: LinerateArgs) -> Result<u8, Error> {
     let rows = a
         .size
         .iter()
-        .map(|&s| linerate::compute(a.link, s, a.layer, ip_header, a.vlan).map_err(Error::Usage))
+        .map(|&s| linerate::compute(a.link, s, a.layer, ip_header, a.vlan).map_err(Error::invalid))
         .collect::<Result<Vec<_>, Error>>()?;
     if a.json {
         return print_json(&serde_json::json!({"schema": "wirespeed.linerate/1", "rows": rows})).map(|_| 0);

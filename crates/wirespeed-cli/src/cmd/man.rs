@@ -33,8 +33,7 @@ pub fn cmd_man(a: ManArgs, cmd: clap::Command) -> Result<u8, Error> {
     cmd.build();
     match a.out {
         Some(dir) => {
-            std::fs::create_dir_all(&dir)
-                .map_err(|e| Error::Runtime(format!("cannot create {}: {e}", dir.display())))?;
+            std::fs::create_dir_all(&dir).map_err(|e| Error::io(format!("cannot create {}: {e}", dir.display())))?;
             let mut written = Vec::new();
             write_pages(&cmd, &dir, &mut written)?;
             for p in &written {
@@ -46,7 +45,7 @@ pub fn cmd_man(a: ManArgs, cmd: clap::Command) -> Result<u8, Error> {
             let mut page = &cmd;
             for (i, name) in a.command.iter().enumerate() {
                 page = page.get_subcommands().find(|s| s.get_name() == name && !s.is_hide_set()).ok_or_else(|| {
-                    Error::Usage(format!(
+                    Error::invalid(format!(
                         "no command `{}` has a manual page: `wirespeed {}--help` lists the commands",
                         a.command[..=i].join(" "),
                         a.command[..i].iter().map(|s| format!("{s} ")).collect::<String>()
@@ -56,7 +55,7 @@ pub fn cmd_man(a: ManArgs, cmd: clap::Command) -> Result<u8, Error> {
             let mut roff = Vec::new();
             man_page(page)
                 .render(&mut roff)
-                .map_err(|e| Error::Runtime(format!("cannot render the manual page: {e}")))?;
+                .map_err(|e| Error::failed(format!("cannot render the manual page: {e}")))?;
             print!("{}", String::from_utf8_lossy(&roff));
             Ok(0)
         }
@@ -68,7 +67,7 @@ fn write_pages(cmd: &clap::Command, dir: &Path, written: &mut Vec<PathBuf>) -> R
     let man = man_page(cmd);
     let path = man
         .generate_to(dir)
-        .map_err(|e| Error::Runtime(format!("cannot write {}: {e}", dir.join(man.get_filename()).display())))?;
+        .map_err(|e| Error::io(format!("cannot write {}: {e}", dir.join(man.get_filename()).display())))?;
     written.push(path);
     for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
         write_pages(sub, dir, written)?;

@@ -142,8 +142,8 @@ pub(crate) fn check_pairing(m: &clap::ArgMatches) -> Result<(), Error> {
     for (n, (&p, &c)) in ps.iter().zip(&cs).enumerate() {
         let next = ps.get(n + 1).copied().unwrap_or(usize::MAX);
         if !(p < c && c < next) {
-            return Err(Error::Usage(
-                "write each partition as -p ID -c CPUS, in that order, e.g. -p 1 -c 0 -p 2 -c 1".into(),
+            return Err(Error::invalid(
+                "write each partition as -p ID -c CPUS, in that order, e.g. -p 1 -c 0 -p 2 -c 1",
             ));
         }
     }
@@ -153,10 +153,10 @@ pub(crate) fn check_pairing(m: &clap::ArgMatches) -> Result<(), Error> {
 fn hb_config(h: &HbArgs) -> Result<testbed::HbConfig, Error> {
     let ms = h.hb_check.as_millis();
     if !(10..=60_000).contains(&ms) {
-        return Err(Error::Usage("--hb-check must be between 10ms and 60s".into()));
+        return Err(Error::invalid("--hb-check must be between 10ms and 60s"));
     }
     if h.hb_misses == 0 || h.hb_misses > 1000 {
-        return Err(Error::Usage("--hb-misses must be between 1 and 1000".into()));
+        return Err(Error::invalid("--hb-misses must be between 1 and 1000"));
     }
     Ok(testbed::HbConfig { check_ms: ms as u64, misses: h.hb_misses })
 }
@@ -175,7 +175,7 @@ pub(crate) fn cmd_partition(a: PartitionArgs) -> Result<u8, Error> {
     match a.cmd {
         PartCmd::Create(c) => {
             if c.ids.len() != c.cpus.len() {
-                return Err(Error::Usage(format!(
+                return Err(Error::invalid(format!(
                     "{} -p but {} -c: give every partition its CPUs, e.g. -p 1 -c 0 -p 2 -c 1",
                     c.ids.len(),
                     c.cpus.len()
@@ -197,7 +197,7 @@ pub(crate) fn cmd_partition(a: PartitionArgs) -> Result<u8, Error> {
             };
             // Validate before asking for privilege: a wrong layout is worth knowing either way.
             if let Err(errs) = topology::validate(&topo, &layout.partitions, layout.share_cpus) {
-                return Err(Error::Usage(errs.join("\nwirespeed: ")));
+                return Err(Error::invalid(errs.join("\nwirespeed: ")));
             }
             testbed::require_net_admin("create")?;
             let exe = if c.no_daemons {
@@ -205,7 +205,7 @@ pub(crate) fn cmd_partition(a: PartitionArgs) -> Result<u8, Error> {
             } else {
                 Some(
                     std::env::current_exe()
-                        .map_err(|e| Error::Runtime(format!("cannot find this program's path: {e}")))?,
+                        .map_err(|e| Error::failed(format!("cannot find this program's path: {e}")))?,
                 )
             };
             let out = testbed::create(

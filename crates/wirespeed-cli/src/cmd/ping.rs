@@ -103,7 +103,7 @@ impl PingArgs {
     fn sweep_config(&self) -> Result<SweepConfig, Error> {
         let pgm = self.transport.pgm()?.map(|p| (p, self.reply_port.unwrap_or(0)));
         if pgm.is_none() && self.reply_port.is_some() {
-            return Err(Error::Usage("--reply-port is for --transport pgm: leave it out".into()));
+            return Err(Error::invalid("--reply-port is for --transport pgm: leave it out"));
         }
         Ok(SweepConfig {
             pps: self.pps.clone(),

@@ -54,7 +54,7 @@ pub fn cmd_probe(a: ProbeArgs) -> Result<u8, Error> {
     let addr = wirespeed::addr::parse_listen(&a.listen)?;
     let sock = bind(addr)?;
     sock.set_read_timeout(Some(Duration::from_millis(100)))
-        .map_err(|e| Error::Runtime(format!("cannot set a receive timeout: {e}")))?;
+        .map_err(|e| Error::failed(format!("cannot set a receive timeout: {e}")))?;
     let stop = sys::install_stop_handler();
     eprintln!(
         "wirespeed probe: listening on {} for {}; Ctrl-C stops early",
@@ -73,7 +73,7 @@ pub fn cmd_probe(a: ProbeArgs) -> Result<u8, Error> {
             }
             Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {}
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(Error::Runtime(format!("receive failed: {e}"))),
+            Err(e) => return Err(Error::failed(format!("receive failed: {e}"))),
         }
     }
     // Stopped by Ctrl-C: what had already arrived is studied too, not dropped with the socket.
@@ -116,7 +116,7 @@ fn bind(addr: SocketAddr) -> Result<std::net::UdpSocket, Error> {
         Some(IpAddr::V6(g)) => sock.join_multicast_v6(&g, 0),
         None => Ok(()),
     };
-    joined.map_err(|e| Error::Runtime(format!("cannot join the multicast group {}: {e}", addr.ip())))?;
+    joined.map_err(|e| Error::failed(format!("cannot join the multicast group {}: {e}", addr.ip())))?;
     // A probe studies a sample, but a larger one than Linux's default buffer holds at speed;
     // past net.core.rmem_max only with CAP_NET_ADMIN, and a smaller grant is fine.
     use std::os::fd::AsRawFd;

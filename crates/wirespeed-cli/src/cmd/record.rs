@@ -83,7 +83,7 @@ pub struct RecordArgs {
 
 pub fn cmd_record(a: RecordArgs) -> Result<u8, Error> {
     // Before anything is created: the prefix names files inside -o and nowhere else.
-    wirespeed::spool::validate_prefix(&a.prefix).map_err(Error::Usage)?;
+    wirespeed::spool::validate_prefix(&a.prefix).map_err(Error::invalid)?;
     let mut rcfg = recv_config(&a.recv)?;
     if a.recv.rcvbuf.is_none() {
         rcfg.rcvbuf = wirespeed::rx::RECORD_DEFAULT_RCVBUF;
@@ -95,7 +95,7 @@ pub fn cmd_record(a: RecordArgs) -> Result<u8, Error> {
         record::check_dir(&dir)?;
     }
     if a.rotate.is_some_and(|r| r < Duration::from_secs(1)) {
-        return Err(Error::Usage("--rotate must be at least 1s".into()));
+        return Err(Error::invalid("--rotate must be at least 1s"));
     }
     let learn = crate::args::learn_family(&a.recv);
     let cfg = RecordConfig {
@@ -117,7 +117,7 @@ pub fn cmd_record(a: RecordArgs) -> Result<u8, Error> {
     if !null_sink {
         // Refused before anything is created: the same check the recorder makes (raw files
         // need a fixed datagram length).
-        wirespeed::spool::ReadLayout::for_stream(&fmt, a.file_format).map_err(Error::Usage)?;
+        wirespeed::spool::ReadLayout::for_stream(&fmt, a.file_format).map_err(Error::invalid)?;
     }
     // Refused before anything is created: the ring is among what --lock-memory must lock.
     rcfg.priority.check(rcfg.busy_poll, if null_sink { 0 } else { a.buffer })?;

@@ -65,7 +65,7 @@ pub fn cmd_reflect(a: ReflectArgs) -> Result<u8, Error> {
         return reflect_pgm(&a, p, listen);
     }
     if a.reply_port.is_some() {
-        return Err(Error::Usage("--reply-port is for --transport pgm: leave it out".into()));
+        return Err(Error::invalid("--reply-port is for --transport pgm: leave it out"));
     }
     let mut cfg = ReflectConfig::new(listen);
     cfg.duration = a.duration;
@@ -73,7 +73,7 @@ pub fn cmd_reflect(a: ReflectArgs) -> Result<u8, Error> {
     cfg.cpu = a.cpu;
     cfg.spin = a.spin;
     cfg.batch = a.batch;
-    cfg.allow = a.allow.iter().map(|c| c.parse::<Cidr>().map_err(Error::Usage)).collect::<Result<_, _>>()?;
+    cfg.allow = a.allow.iter().map(|c| c.parse::<Cidr>().map_err(Error::invalid)).collect::<Result<_, _>>()?;
     cfg.allow_low_ports = a.allow_low_ports;
     cfg.max_pps_per_client = a.max_pps_per_client;
     cfg.client_burst = a.client_burst;
@@ -126,8 +126,8 @@ fn policy_text(cfg: &ReflectConfig) -> String {
 fn reflect_pgm(a: &ReflectArgs, p: wirespeed::pgm::PgmConfig, listen: std::net::SocketAddr) -> Result<u8, Error> {
     use wirespeed_lab::latency::pgm::{ReflectWire, MAX_PROBE};
     if a.metrics.metrics.is_some() || !a.allow.is_empty() || a.spin {
-        return Err(Error::Usage(
-            "--transport pgm reflects one pinger's session: leave out --metrics, --allow and --spin".into(),
+        return Err(Error::invalid(
+            "--transport pgm reflects one pinger's session: leave out --metrics, --allow and --spin",
         ));
     }
     let w = ReflectWire::bind(&p, listen, a.reply_port, MAX_PROBE)?;

@@ -123,12 +123,12 @@ fn send_config(a: &SendArgs) -> Result<SendConfig, Error> {
     c.start_seq = a.start_seq.unwrap_or(0);
     c.cpus = a.cpu.clone();
     if a.catch_up_factor.is_nan() || a.catch_up_factor < 1.0 {
-        return Err(Error::Usage("--catch-up-factor must be at least 1 (1 = never faster than the rate)".into()));
+        return Err(Error::invalid("--catch-up-factor must be at least 1 (1 = never faster than the rate)"));
     }
     c.catch_up_factor = a.catch_up_factor;
     c.max_lag = a.max_lag;
     if a.ttl.is_some() && !dest.ip().is_multicast() {
-        return Err(Error::Usage(format!(
+        return Err(Error::invalid(format!(
             "--ttl sets the multicast TTL, and {} is not a multicast group: leave --ttl out",
             dest.ip()
         )));
@@ -139,7 +139,7 @@ fn send_config(a: &SendArgs) -> Result<SendConfig, Error> {
     c.priority = a.prio.priority();
     c.pgm = a.transport.pgm()?;
     if c.pgm.is_some() && a.gso {
-        return Err(Error::Usage("--transport pgm sends one PGM packet per datagram: leave out --gso".into()));
+        return Err(Error::invalid("--transport pgm sends one PGM packet per datagram: leave out --gso"));
     }
     Ok(c)
 }
@@ -152,10 +152,10 @@ pub fn cmd_send(a: SendArgs) -> Result<u8, Error> {
     };
     let (fmt, preset) = resolve_format(&a.fmt, a.preset.as_deref(), size)?;
     if let Some(why) = fmt.cannot_send() {
-        return Err(Error::Usage(why));
+        return Err(Error::invalid(why));
     }
     if fmt.fixed_len().is_none() {
-        return Err(Error::Usage(format!("{} needs a datagram size to send: give --size", fmt.name())));
+        return Err(Error::invalid(format!("{} needs a datagram size to send: give --size", fmt.name())));
     }
     let mut cfg = send_config(&a)?;
     if a.start_seq.is_none() {
@@ -166,7 +166,7 @@ pub fn cmd_send(a: SendArgs) -> Result<u8, Error> {
     }
     if let Some(n) = cfg.count {
         if args::skips_everything(&cfg.skip_ranges, cfg.start_seq, n) {
-            return Err(Error::Usage(format!(
+            return Err(Error::invalid(format!(
                 "--skip leaves out all {n} sequence numbers of --count from {}: nothing would be sent",
                 cfg.start_seq
             )));
@@ -174,7 +174,7 @@ pub fn cmd_send(a: SendArgs) -> Result<u8, Error> {
     }
     if a.rate.is_none() {
         if let Some(p) = preset {
-            cfg.rate = Rate::parse(p.rate).map_err(Error::Usage)?;
+            cfg.rate = Rate::parse(p.rate).map_err(Error::invalid)?;
         }
     }
     // Refused before anything is opened; then applied once for the process (the sending

@@ -79,9 +79,7 @@ pub fn cmd_tap(a: TapArgs) -> Result<u8, Error> {
         (None, None) => Output::None,
     };
     if a.json && matches!(output, Output::Stdout) {
-        return Err(Error::Usage(
-            "--json and -w - both want stdout: write the records to a file or drop --json".into(),
-        ));
+        return Err(Error::invalid("--json and -w - both want stdout: write the records to a file or drop --json"));
     }
     let cfg = TapConfig {
         name: a.name.clone(),

@@ -124,13 +124,11 @@ pub fn cmd_ttcp(a: TtcpArgs) -> Result<u8, Error> {
         (true, false) => Role::Transmit,
         (false, true) => Role::Receive,
         (false, false) => {
-            return Err(Error::Usage(
-                "say which end this is: -r to receive (start it first), -t HOST to transmit".into(),
-            ))
+            return Err(Error::invalid("say which end this is: -r to receive (start it first), -t HOST to transmit"))
         }
         (true, true) => {
-            return Err(Error::Usage(
-                "-t and -r together: a ttcp process is either the transmitter (-t HOST) or the receiver (-r)".into(),
+            return Err(Error::invalid(
+                "-t and -r together: a ttcp process is either the transmitter (-t HOST) or the receiver (-r)",
             ))
         }
     };
@@ -139,14 +137,14 @@ pub fn cmd_ttcp(a: TtcpArgs) -> Result<u8, Error> {
         return cmd_ttcp_raw(a, role);
     }
     if a.no_check {
-        return Err(Error::Usage("--no-check is for raw mode (--device or --unix)".into()));
+        return Err(Error::invalid("--no-check is for raw mode (--device or --unix)"));
     }
     let proto = if a.udp { Proto::Udp } else { Proto::Tcp };
     let mut cfg = Config::new(proto);
-    cfg.buflen = usize::try_from(a.buflen).map_err(|_| Error::Usage(format!("-l {} is too large", a.buflen)))?;
+    cfg.buflen = usize::try_from(a.buflen).map_err(|_| Error::invalid(format!("-l {} is too large", a.buflen)))?;
     cfg.nbuf = a.nbuf;
     cfg.sockbuf = match a.sockbuf {
-        Some(b) => Some(usize::try_from(b).map_err(|_| Error::Usage(format!("-b {b} is too large")))?),
+        Some(b) => Some(usize::try_from(b).map_err(|_| Error::invalid(format!("-b {b} is too large")))?),
         None => None,
     };
     cfg.nodelay = a.nodelay;
@@ -155,23 +153,22 @@ pub fn cmd_ttcp(a: TtcpArgs) -> Result<u8, Error> {
     cfg.cpu = a.cpu;
     cfg.validate()?;
     if a.nodelay && proto == Proto::Udp {
-        return Err(Error::Usage("-D (TCP_NODELAY) is a TCP option: leave it out with -u".into()));
+        return Err(Error::invalid("-D (TCP_NODELAY) is a TCP option: leave it out with -u"));
     }
     let port = a.port.unwrap_or(ttcp::DEFAULT_PORT);
     let stop = sys::install_stop_handler();
     let rep = match role {
         Role::Transmit => {
             let Some(host) = a.host.as_deref() else {
-                return Err(Error::Usage(
-                    "-t needs the receiver's HOST: wirespeed ttcp -t [options] HOST (start wirespeed ttcp -r there first)"
-                        .into(),
+                return Err(Error::invalid(
+                    "-t needs the receiver's HOST: wirespeed ttcp -t [options] HOST (start wirespeed ttcp -r there first)",
                 ));
             };
             if a.bind.is_some() {
-                return Err(Error::Usage("--bind is for the receiver (-r); the transmitter connects to HOST".into()));
+                return Err(Error::invalid("--bind is for the receiver (-r); the transmitter connects to HOST"));
             }
             if a.timeout.is_some() {
-                return Err(Error::Usage("--timeout is for the UDP receiver (-r -u)".into()));
+                return Err(Error::invalid("--timeout is for the UDP receiver (-r -u)"));
             }
             let target = if host.contains(':') && !host.starts_with('[') {
                 format!("[{host}]:{}", port)
@@ -183,24 +180,24 @@ pub fn cmd_ttcp(a: TtcpArgs) -> Result<u8, Error> {
         }
         Role::Receive => {
             if let Some(h) = &a.host {
-                return Err(Error::Usage(format!(
+                return Err(Error::invalid(format!(
                     "'{h}': a receiver takes no HOST (it listens; use --bind ADDR to choose the address)"
                 )));
             }
             if a.rate.is_some() {
-                return Err(Error::Usage("--rate paces the transmitter: give it with -t".into()));
+                return Err(Error::invalid("--rate paces the transmitter: give it with -t"));
             }
             if a.nodelay {
-                return Err(Error::Usage("-D (TCP_NODELAY) acts on the transmitter's writes: give it with -t".into()));
+                return Err(Error::invalid("-D (TCP_NODELAY) acts on the transmitter's writes: give it with -t"));
             }
             if a.timeout.is_some() && proto == Proto::Tcp {
-                return Err(Error::Usage(
-                    "--timeout is for the UDP receiver (-r -u); a TCP receiver ends at end of stream".into(),
+                return Err(Error::invalid(
+                    "--timeout is for the UDP receiver (-r -u); a TCP receiver ends at end of stream",
                 ));
             }
             let bind = a.bind.as_deref().unwrap_or("0.0.0.0");
             let ip: IpAddr = wirespeed::addr::parse_ip(bind).map_err(|e| {
-                Error::Usage(format!("--bind: {e}; give one of this host's addresses, e.g. 127.0.0.1 or ::1"))
+                Error::invalid(format!("--bind: {e}; give one of this host's addresses, e.g. 127.0.0.1 or ::1"))
             })?;
             let rx = Receiver::bind(&cfg, SocketAddr::new(ip, port))?;
             // Always on stderr, also with --json: whoever starts the transmitter waits for it.
@@ -226,7 +223,7 @@ pub fn cmd_ttcp(a: TtcpArgs) -> Result<u8, Error> {
 fn cmd_ttcp_raw(a: TtcpArgs, role: Role) -> Result<u8, Error> {
     let (kind, paths) = if a.unix.is_empty() { (RawKind::Path, a.device) } else { (RawKind::Unix, a.unix) };
     let refuse = |what: &str| {
-        Err(Error::Usage(format!("{what} is for TCP and UDP sockets: leave it out with {}", kind.option())))
+        Err(Error::invalid(format!("{what} is for TCP and UDP sockets: leave it out with {}", kind.option())))
     };
     if a.udp {
         return refuse("-u");
@@ -250,7 +247,7 @@ fn cmd_ttcp_raw(a: TtcpArgs, role: Role) -> Result<u8, Error> {
         return refuse("-p");
     }
     if let Some(h) = &a.host {
-        return Err(Error::Usage(format!(
+        return Err(Error::invalid(format!(
             "'{h}': raw mode takes no HOST: both ends name the same stream with {} PATH",
             kind.option()
         )));
@@ -258,7 +255,7 @@ fn cmd_ttcp_raw(a: TtcpArgs, role: Role) -> Result<u8, Error> {
     let cfg = RawConfig {
         kind,
         paths,
-        buflen: usize::try_from(a.buflen).map_err(|_| Error::Usage(format!("-l {} is too large", a.buflen)))?,
+        buflen: usize::try_from(a.buflen).map_err(|_| Error::invalid(format!("-l {} is too large", a.buflen)))?,
         nbuf: a.nbuf,
         check: !a.no_check,
         cpu: a.cpu,

@@ -36,10 +36,10 @@ pub struct VerifyArgs {
 
 pub fn cmd_verify(a: VerifyArgs) -> Result<u8, Error> {
     if !a.window.is_power_of_two() {
-        return Err(Error::Usage(format!("--window {} must be a power of two", a.window)));
+        return Err(Error::invalid(format!("--window {} must be a power of two", a.window)));
     }
     let format: Option<Arc<dyn Format>> = match &a.format {
-        Some(s) => Some(spec::parse(s).map_err(Error::Usage)?),
+        Some(s) => Some(spec::parse(s).map_err(Error::invalid)?),
         None => None,
     };
     let found = verify::collect(&a.paths, format.as_ref())?;

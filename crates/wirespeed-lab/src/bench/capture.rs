@@ -146,7 +146,7 @@ fn run_once(runner: &Runner, cfg: &CaptureConfig, b: &Build) -> Result<Option<(R
         start_server(runner.place().tool_command(Side::Recv, &exe, &rargs), &who, ReadyOn::Stderr, "listening on ")?;
     let addr = server.ready_line.split("listening on ").nth(1).and_then(|r| r.split_whitespace().next());
     let Some(addr) = addr.map(str::to_string) else {
-        return Err(Error::Runtime(format!("{who} said '{}', not where it listens", server.ready_line)));
+        return Err(Error::io(format!("{who} said '{}', not where it listens", server.ready_line)));
     };
     let mut sargs: Vec<String> = vec![
         "send".into(),

@@ -304,16 +304,16 @@ impl Drop for SysctlGuard {
 fn read_trim(path: &str) -> Result<String> {
     std::fs::read_to_string(path)
         .map(|s| s.trim().to_string())
-        .map_err(|e| Error::Runtime(format!("cannot read {path}: {e}")))
+        .map_err(|e| Error::io(format!("cannot read {path}: {e}")))
 }
 
 fn read_u64(path: &str) -> Result<u64> {
     let s = read_trim(path)?;
-    s.parse().map_err(|_| Error::Runtime(format!("{path} holds '{s}', not a number")))
+    s.parse().map_err(|_| Error::failed(format!("{path} holds '{s}', not a number")))
 }
 
 fn write_value(path: &str, v: &str) -> Result<()> {
-    std::fs::write(path, v).map_err(|e| Error::Runtime(format!("cannot write {v} to {path}: {e}")))
+    std::fs::write(path, v).map_err(|e| Error::io(format!("cannot write {v} to {path}: {e}")))
 }
 
 /// Runs the doctor's undo script when dropped unless it already ran: `--apply`'s changes never
@@ -341,10 +341,10 @@ fn run_undo(script: &Path) -> Result<()> {
     let out = Command::new("sh")
         .arg(script)
         .output()
-        .map_err(|e| Error::Runtime(format!("cannot run the undo script {}: {e}", script.display())))?;
+        .map_err(|e| Error::failed(format!("cannot run the undo script {}: {e}", script.display())))?;
     if !out.status.success() {
         let err = String::from_utf8_lossy(&out.stderr);
-        return Err(Error::Runtime(format!(
+        return Err(Error::failed(format!(
             "the undo script {} failed: {}",
             script.display(),
             err.lines().last().unwrap_or("no word")
@@ -360,7 +360,7 @@ impl TempDir {
     fn new(tag: &str) -> Result<TempDir> {
         let p = std::env::temp_dir().join(format!("wirespeed-bench-doctor-{tag}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&p);
-        std::fs::create_dir_all(&p).map_err(|e| Error::Runtime(format!("cannot create {}: {e}", p.display())))?;
+        std::fs::create_dir_all(&p).map_err(|e| Error::io(format!("cannot create {}: {e}", p.display())))?;
         Ok(TempDir(p))
     }
 }
@@ -386,18 +386,17 @@ const THROTTLE: &str = "/sys/fs/cgroup/blkio/blkio.throttle.write_bps_device";
 impl SlowDisk {
     fn make(bps: u64) -> Result<SlowDisk> {
         if !Path::new(THROTTLE).exists() {
-            return Err(Error::Runtime(format!("{THROTTLE} is not there (no cgroup v1 blkio): no slow disk")));
+            return Err(Error::io(format!("{THROTTLE} is not there (no cgroup v1 blkio): no slow disk")));
         }
         let mut d = SlowDisk { dir: TempDir::new("disk")?, loopdev: None, majmin: None, mounted: false };
         let img = d.dir.0.join("disk.img");
-        let f =
-            std::fs::File::create(&img).map_err(|e| Error::Runtime(format!("cannot create {}: {e}", img.display())))?;
-        f.set_len(2 << 30).map_err(|e| Error::Runtime(format!("cannot size {}: {e}", img.display())))?;
+        let f = std::fs::File::create(&img).map_err(|e| Error::io(format!("cannot create {}: {e}", img.display())))?;
+        f.set_len(2 << 30).map_err(|e| Error::failed(format!("cannot size {}: {e}", img.display())))?;
         let dev = tool("losetup", &["-f", "--show", &img.display().to_string()])?;
         d.loopdev = Some(dev.clone());
         tool("mkfs.ext4", &["-q", "-F", &dev])?;
         let mnt = d.mount_point();
-        std::fs::create_dir_all(&mnt).map_err(|e| Error::Runtime(format!("cannot create {}: {e}", mnt.display())))?;
+        std::fs::create_dir_all(&mnt).map_err(|e| Error::io(format!("cannot create {}: {e}", mnt.display())))?;
         tool("mount", &[&dev, &mnt.display().to_string()])?;
         d.mounted = true;
         let mm = tool("lsblk", &["-dno", "MAJ:MIN", &dev])?.replace(' ', "");
@@ -436,10 +435,10 @@ impl Drop for SlowDisk {
 
 fn tool(program: &str, args: &[&str]) -> Result<String> {
     let out =
-        Command::new(program).args(args).output().map_err(|e| Error::Runtime(format!("cannot run {program}: {e}")))?;
+        Command::new(program).args(args).output().map_err(|e| Error::failed(format!("cannot run {program}: {e}")))?;
     if !out.status.success() {
         let err = String::from_utf8_lossy(&out.stderr);
-        return Err(Error::Runtime(format!(
+        return Err(Error::failed(format!(
             "{program} {} failed: {}",
             args.join(" "),
             err.lines().last().unwrap_or("no word").trim()
@@ -453,33 +452,33 @@ fn tool(program: &str, args: &[&str]) -> Result<String> {
 /// would not cap anything (the user the doctor speaks for runs without that capability).
 fn capless_receiver(dir: &TempDir) -> Result<PathBuf> {
     tool("setpriv", &["--version"]).map_err(|_| {
-        Error::Runtime("setpriv (util-linux) is not installed: the receiver cannot be run without CAP_NET_ADMIN".into())
+        Error::permission("setpriv (util-linux) is not installed: the receiver cannot be run without CAP_NET_ADMIN")
     })?;
-    let exe = std::env::current_exe().map_err(|e| Error::Runtime(format!("cannot find this binary: {e}")))?;
+    let exe = std::env::current_exe().map_err(|e| Error::failed(format!("cannot find this binary: {e}")))?;
     let path = dir.0.join("recv-without-net-admin");
     let text =
         format!("#!/bin/sh\nexec setpriv --bounding-set -net_admin --inh-caps -net_admin '{}' \"$@\"\n", exe.display());
-    std::fs::write(&path, text).map_err(|e| Error::Runtime(format!("cannot write {}: {e}", path.display())))?;
+    std::fs::write(&path, text).map_err(|e| Error::io(format!("cannot write {}: {e}", path.display())))?;
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755))
-        .map_err(|e| Error::Runtime(format!("cannot make {} executable: {e}", path.display())))?;
+        .map_err(|e| Error::failed(format!("cannot make {} executable: {e}", path.display())))?;
     Ok(path)
 }
 
 /// Run `wirespeed doctor ARGS --json` (this binary, this process's namespace: the host's) and
 /// read its report.
 fn doctor(args: &[String]) -> Result<Report> {
-    let exe = std::env::current_exe().map_err(|e| Error::Runtime(format!("cannot find this binary: {e}")))?;
+    let exe = std::env::current_exe().map_err(|e| Error::failed(format!("cannot find this binary: {e}")))?;
     let out = Command::new(exe)
         .arg("doctor")
         .args(args)
         .arg("--json")
         .output()
-        .map_err(|e| Error::Runtime(format!("cannot run wirespeed doctor: {e}")))?;
+        .map_err(|e| Error::failed(format!("cannot run wirespeed doctor: {e}")))?;
     let text = String::from_utf8_lossy(&out.stdout);
     let report: Report = serde_json::from_str(&text).map_err(|e| {
         let err = String::from_utf8_lossy(&out.stderr);
-        Error::Runtime(format!(
+        Error::failed(format!(
             "wirespeed doctor {} printed no report ({e}): {}",
             args.join(" "),
             err.lines().last().unwrap_or("").trim_start_matches("wirespeed: ")
@@ -659,8 +658,7 @@ fn part_rmem(cx: &mut Ctx, wrapper: &Path, progress: &mut dyn FnMut(Progress)) -
         undo.script = None;
     }
     let applied_report = applied_report?;
-    let applied =
-        applied_report.applied.ok_or_else(|| Error::Runtime("doctor --apply reported no applied changes".into()))?;
+    let applied = applied_report.applied.ok_or_else(|| Error::failed("doctor --apply reported no applied changes"))?;
     let undo_text = std::fs::read_to_string(&undo_path).unwrap_or_default();
     for d in &applied.changed {
         progress(Progress::Step(&format!("  applied: {}: {} -> {}", apply::subject(&d.change), d.before, d.after)));

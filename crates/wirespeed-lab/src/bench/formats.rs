@@ -127,9 +127,9 @@ pub fn parse_specs(specs: &[String]) -> Result<Vec<std::sync::Arc<dyn Format>>> 
     specs
         .iter()
         .map(|s| {
-            let f = spec::parse(s).map_err(|e| Error::Usage(format!("--format {s}: {e}")))?;
+            let f = spec::parse(s).map_err(|e| Error::invalid(format!("--format {s}: {e}")))?;
             if f.fixed_len().is_none() || f.packet_len() == 0 {
-                return Err(Error::Usage(format!(
+                return Err(Error::invalid(format!(
                     "--format {s}: this format has no fixed datagram size to time: give its size (e.g. counter,size=8800)"
                 )));
             }
@@ -168,7 +168,7 @@ pub fn run(cfg: &FormatsConfig, row: &mut dyn FnMut(&FormatCost)) -> Result<Form
         let mut probe = vec![0u8; len];
         f.emit(0, 7, &mut probe);
         if let Err(e) = f.check(&probe) {
-            return Err(Error::Runtime(format!("{s}: a datagram this format built fails its own check: {e}")));
+            return Err(Error::failed(format!("{s}: a datagram this format built fails its own check: {e}")));
         }
         let n = (cfg.bytes / len as u64).max(MIN_DATAGRAMS);
         let (b, c) = measure(f.as_ref(), cfg.reps, n);

@@ -196,7 +196,7 @@ fn wait_device(path: &std::path::Path, limit: Duration) -> Result<()> {
     let t = Instant::now();
     while !path.exists() {
         if t.elapsed() > limit {
-            return Err(Error::Runtime(format!(
+            return Err(Error::failed(format!(
                 "the raw device {} did not appear within {limit:?}: are the partition daemons running?",
                 path.display()
             )));
@@ -239,14 +239,14 @@ pub fn run_once(c: &IsolationConfig) -> Result<IsolationRun> {
         if t.elapsed() > limit {
             stop12.store(true, Ordering::Relaxed);
             stop13.store(true, Ordering::Relaxed);
-            return Err(Error::Runtime("no bytes went through the raw devices: the daemons did not connect".into()));
+            return Err(Error::failed("no bytes went through the raw devices: the daemons did not connect"));
         }
         std::thread::sleep(Duration::from_millis(5));
     }
     std::thread::sleep(c.before);
     let st = testbed::load_existing(&p)?;
     let daemon3 = testbed::daemon_pid(&st, 3)
-        .ok_or_else(|| Error::Runtime("partition 3's daemon is not running: nothing to kill".into()))?;
+        .ok_or_else(|| Error::failed("partition 3's daemon is not running: nothing to kill"))?;
     let kill_ns = sys::monotonic_ns();
     let _ = sys::send_signal(daemon3, libc::SIGKILL);
     let ns3 = testbed::ns_name(&p, 3);

@@ -275,15 +275,15 @@ pub struct LatencyDoc {
 pub fn sockperf_version() -> Result<String> {
     let out = match sys::die_with_parent(Command::new("sockperf").arg("--version")).stdin(Stdio::null()).output() {
         Ok(o) => o,
-        Err(e) if e.kind() == ErrorKind::NotFound => return Err(Error::Runtime(SOCKPERF_MISSING.into())),
-        Err(e) => return Err(Error::Runtime(format!("cannot run sockperf --version: {e}"))),
+        Err(e) if e.kind() == ErrorKind::NotFound => return Err(Error::unsupported(SOCKPERF_MISSING)),
+        Err(e) => return Err(Error::failed(format!("cannot run sockperf --version: {e}"))),
     };
     let text = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
     // "sockperf, version 3.7-no.git"
     text.lines()
         .find_map(|l| l.split("version").nth(1).map(|v| v.trim().trim_start_matches('#').trim().to_string()))
         .filter(|v| !v.is_empty())
-        .ok_or_else(|| Error::Runtime(format!("sockperf --version printed no version: {}", text.trim())))
+        .ok_or_else(|| Error::failed(format!("sockperf --version printed no version: {}", text.trim())))
 }
 
 /// What sockperf's client printed, read back.
@@ -348,7 +348,7 @@ pub fn parse_sockperf(text: &str) -> Result<SockperfReport> {
     for (v, k) in f.iter_mut().zip(keys) {
         *v = number_after(&t, k).ok_or_else(|| {
             let why = t.lines().rfind(|l| l.contains("ERROR")).or_else(|| t.lines().rfind(|l| !l.trim().is_empty()));
-            Error::Runtime(format!("sockperf printed no '{k}' figure: {}", why.unwrap_or("it printed nothing").trim()))
+            Error::failed(format!("sockperf printed no '{k}' figure: {}", why.unwrap_or("it printed nothing").trim()))
         })?;
     }
     let line_of = |tag: &str| t.lines().find(|l| l.contains(tag)).unwrap_or("").to_string();
@@ -393,10 +393,10 @@ pub(crate) fn start_server(cmd: Command, who: &str, on: ReadyOn, ready: &str) ->
             }
             Err(mpsc::RecvTimeoutError::Disconnected) => {
                 let why = if last.is_empty() { "it exited without a word".to_string() } else { last };
-                return Err(Error::Runtime(format!("{who} did not start: {}", why.trim())));
+                return Err(Error::failed(format!("{who} did not start: {}", why.trim())));
             }
             Err(mpsc::RecvTimeoutError::Timeout) => {
-                return Err(Error::Runtime(format!("{who} did not say it was ready within {} s", START_WAIT.as_secs())))
+                return Err(Error::io(format!("{who} did not say it was ready within {} s", START_WAIT.as_secs())))
             }
         }
     }
@@ -428,7 +428,7 @@ pub(crate) fn run_client(cmd: Command, who: &str, limit: Duration, stop: &Atomic
     let cpu0 = children_cpu_s();
     let exit = Proc::spawn(cmd, who)?.wait(Wait::new().stop(stop).limit(limit + SLACK).kill_at_limit())?;
     if exit.timed_out {
-        return Err(Error::Runtime(format!("{who} did not finish {} s after its run: killed", SLACK.as_secs())));
+        return Err(Error::failed(format!("{who} did not finish {} s after its run: killed", SLACK.as_secs())));
     }
     let cpu_s = children_cpu_s() - cpu0;
     if exit.stopped || stop.load(Ordering::Relaxed) {
@@ -460,11 +460,11 @@ pub(crate) fn client_and_server(
 ) -> Result<Option<(Ended, String)>> {
     let Some(e) = ended? else { return Ok(None) };
     if !e.status.success() {
-        return Err(Error::Runtime(format!("{client} failed: {}", last_line(&e.err, &e.status))));
+        return Err(Error::failed(format!("{client} failed: {}", last_line(&e.err, &e.status))));
     }
     let (status, said, report) = stopped?;
     if !status.success() {
-        return Err(Error::Runtime(format!("{server} failed: {}", last_line(&said, &status))));
+        return Err(Error::failed(format!("{server} failed: {}", last_line(&said, &status))));
     }
     Ok(Some((e, report)))
 }
@@ -511,7 +511,7 @@ struct PingRtt {
 fn exe() -> Result<String> {
     std::env::current_exe()
         .map(|p| p.display().to_string())
-        .map_err(|e| Error::Runtime(format!("cannot find this program's path: {e}")))
+        .map_err(|e| Error::failed(format!("cannot find this program's path: {e}")))
 }
 
 fn per_msg(cpu_s: f64, sent: u64) -> Option<f64> {
@@ -534,7 +534,7 @@ fn run_wirespeed(runner: &Runner, cfg: &LatencyConfig, tool: Tool) -> Result<Opt
     )?;
     let target = server.ready_line.split("listening on ").nth(1).and_then(|r| r.split_whitespace().next());
     let Some(target) = target.map(str::to_string) else {
-        return Err(Error::Runtime(format!("the reflector said '{}', not where it listens", server.ready_line)));
+        return Err(Error::io(format!("the reflector said '{}', not where it listens", server.ready_line)));
     };
     let mut cargs = vec![
         "ping".to_string(),
@@ -564,10 +564,10 @@ fn run_wirespeed(runner: &Runner, cfg: &LatencyConfig, tool: Tool) -> Result<Opt
     let _ = stop_server(server, Duration::ZERO);
     let Some(e) = ended? else { return Ok(None) };
     if !e.status.success() {
-        return Err(Error::Runtime(format!("wirespeed ping failed: {}", last_line(&e.err, &e.status))));
+        return Err(Error::failed(format!("wirespeed ping failed: {}", last_line(&e.err, &e.status))));
     }
     let doc: PingDoc = super::point::parse_doc(&e.out, "wirespeed.latency/1", "ping")?;
-    let r = doc.runs.into_iter().next().ok_or_else(|| Error::Runtime("wirespeed ping reported no run".into()))?;
+    let r = doc.runs.into_iter().next().ok_or_else(|| Error::failed("wirespeed ping reported no run"))?;
     let us = |ns: u64| ns as f64 / 1e3;
     let t = &r.rtt;
     Ok(Some(Run {
@@ -592,7 +592,7 @@ fn free_udp_port() -> Result<u16> {
     std::net::UdpSocket::bind("127.0.0.1:0")
         .and_then(|s| s.local_addr())
         .map(|a| a.port())
-        .map_err(|e| Error::Runtime(format!("cannot find a free port for sockperf: {e}")))
+        .map_err(|e| Error::failed(format!("cannot find a free port for sockperf: {e}")))
 }
 
 /// One sockperf run: `sockperf server` on side 2, the client on side 1.
@@ -635,7 +635,7 @@ fn run_sockperf(runner: &Runner, cfg: &LatencyConfig, tool: Tool) -> Result<Opti
     let _ = stop_server(server, Duration::ZERO);
     let Some(e) = ended? else { return Ok(None) };
     if !e.status.success() {
-        return Err(Error::Runtime(format!("sockperf failed: {}", last_line(&(e.out.clone() + &e.err), &e.status))));
+        return Err(Error::failed(format!("sockperf failed: {}", last_line(&(e.out.clone() + &e.err), &e.status))));
     }
     let r = parse_sockperf(&(e.out + &e.err))?;
     Ok(Some(Run {

@@ -299,7 +299,7 @@ fn run_once(runner: &Runner, cfg: &PacingConfig, case: &Case) -> Result<Option<R
         start_server(runner.place().command(Side::Recv, &rargs), "the receiver", ReadyOn::Stderr, "listening on ")?;
     let addr = server.ready_line.split("listening on ").nth(1).and_then(|r| r.split_whitespace().next());
     let Some(addr) = addr.map(str::to_string) else {
-        return Err(Error::Runtime(format!("the receiver said '{}', not where it listens", server.ready_line)));
+        return Err(Error::io(format!("the receiver said '{}', not where it listens", server.ready_line)));
     };
     let mut sargs: Vec<String> = vec![
         "send".into(),

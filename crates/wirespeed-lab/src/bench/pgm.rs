@@ -373,8 +373,8 @@ fn fmt_pct(permille: u32) -> String {
 pub fn run(runner: &Runner, cfg: &PgmBenchConfig, progress: &mut dyn FnMut(&str)) -> Result<PgmDoc> {
     let place = runner.place();
     if !place.is_partitions() {
-        return Err(Error::Usage(
-            "bench pgm runs in two partitions (the loss rule and the PGM ports need namespaces of their own): run it as root without --loopback".into(),
+        return Err(Error::invalid(
+            "bench pgm runs in two partitions (the loss rule and the PGM ports need namespaces of their own): run it as root without --loopback",
         ));
     }
     let stop = runner.stop_flag();
@@ -469,9 +469,9 @@ fn nft(place: &Place, args: &[&str]) -> Result<String> {
     let out = place
         .tool_command(Side::Recv, "nft", args)
         .output()
-        .map_err(|e| Error::Runtime(format!("cannot run nft (apt-get install nftables): {e}")))?;
+        .map_err(|e| Error::failed(format!("cannot run nft (apt-get install nftables): {e}")))?;
     if !out.status.success() {
-        return Err(Error::Runtime(format!(
+        return Err(Error::failed(format!(
             "nft {} failed: {}",
             args.join(" "),
             String::from_utf8_lossy(&out.stderr).lines().last().unwrap_or("no message").trim()
@@ -511,7 +511,7 @@ impl<'a> LossRule<'a> {
             .nth(1)
             .and_then(|r| r.split_whitespace().next())
             .and_then(|n| n.parse().ok())
-            .ok_or_else(|| Error::Runtime(format!("the loss rule's counter is not in nft's listing: {}", text.trim())))
+            .ok_or_else(|| Error::failed(format!("the loss rule's counter is not in nft's listing: {}", text.trim())))
     }
 }
 
@@ -538,7 +538,7 @@ fn parse_json(text: &str, who: &str) -> Result<Value> {
     let line = text.lines().rev().find(|l| l.trim_start().starts_with('{')).unwrap_or("");
     serde_json::from_str(text)
         .or_else(|_| serde_json::from_str(line))
-        .map_err(|e| Error::Runtime(format!("{who} printed no JSON report ({e})")))
+        .map_err(|e| Error::failed(format!("{who} printed no JSON report ({e})")))
 }
 
 fn why(stderr: &str, st: &std::process::ExitStatus) -> String {
@@ -572,13 +572,13 @@ fn repair_point(
     ];
     let mut recv = Proc::spawn_listener(place.command(Side::Recv, &rargs), "the PGM receiver")?;
     let addr: SocketAddr = match recv.listening(None) {
-        Ok(a) => a.parse().map_err(|_| Error::Runtime(format!("the receiver said it listens on '{a}'")))?,
+        Ok(a) => a.parse().map_err(|_| Error::failed(format!("the receiver said it listens on '{a}'")))?,
         Err(said) => {
             if stop.load(Ordering::Relaxed) {
                 return Ok(None);
             }
             let w = said.lines().last().unwrap_or("it exited without a word").trim().to_string();
-            return Err(Error::Runtime(format!("the PGM receiver did not start: {w}")));
+            return Err(Error::failed(format!("the PGM receiver did not start: {w}")));
         }
     };
     let rule = LossRule::install(place, addr.port(), permille)?;
@@ -607,7 +607,7 @@ fn repair_point(
     let others = [&recv];
     let sent = send.wait(Wait::new().stop(stop).also_stop(&others).limit(limit).kill_at_limit())?;
     if sent.timed_out {
-        return Err(Error::Runtime(format!("the PGM sender did not finish within {} s: killed", limit.as_secs())));
+        return Err(Error::failed(format!("the PGM sender did not finish within {} s: killed", limit.as_secs())));
     }
     // The receiver ends on the end-of-stream message (repaired too, when it was dropped).
     let got = recv.wait(Wait::new().stop(stop).limit(Duration::from_secs(60)).kill_after(Duration::from_secs(10)))?;
@@ -617,10 +617,10 @@ fn repair_point(
     let dropped = rule.dropped()?;
     drop(rule);
     if !sent.status.success() {
-        return Err(Error::Runtime(format!("the PGM sender failed: {}", why(&sent.stderr, &sent.status))));
+        return Err(Error::failed(format!("the PGM sender failed: {}", why(&sent.stderr, &sent.status))));
     }
     if !got.status.success() {
-        return Err(Error::Runtime(format!("the PGM receiver failed: {}", why(&got.stderr, &got.status))));
+        return Err(Error::failed(format!("the PGM receiver failed: {}", why(&got.stderr, &got.status))));
     }
     let s = parse_json(&sent.stdout, "the PGM sender")?;
     let r = parse_json(&got.stdout, "the PGM receiver")?;
@@ -701,9 +701,9 @@ fn route_groups(place: &Place) -> Result<()> {
         let out = place
             .tool_command(side, "ip", &["route", "replace", OPENPGM_GROUPS, "dev", &dev])
             .output()
-            .map_err(|e| Error::Runtime(format!("cannot run ip: {e}")))?;
+            .map_err(|e| Error::failed(format!("cannot run ip: {e}")))?;
         if !out.status.success() {
-            return Err(Error::Runtime(format!(
+            return Err(Error::failed(format!(
                 "cannot route {OPENPGM_GROUPS} onto {dev} in partition {}: {}",
                 side.partition(),
                 String::from_utf8_lossy(&out.stderr).trim()
@@ -793,10 +793,10 @@ fn openpgm_point(
     let dropped = rule.dropped()?;
     drop(rule);
     let s = parse_json(&sent.stdout, "the OpenPGM source")
-        .map_err(|e| Error::Runtime(format!("{e}; it said: {}", why(&sent.stderr, &sent.status))))?;
+        .map_err(|e| Error::failed(format!("{e}; it said: {}", why(&sent.stderr, &sent.status))))?;
     // The receiver exits 1 when not all arrived; its report says what did.
     let r = parse_json(&got.stdout, "the OpenPGM receiver")
-        .map_err(|e| Error::Runtime(format!("{e}; it said: {}", why(&got.stderr, &got.status))))?;
+        .map_err(|e| Error::failed(format!("{e}; it said: {}", why(&got.stderr, &got.status))))?;
     let sent_n = u(&s, "sent");
     let rdata_sent = ou(&s, "rdata_sent");
     Ok(Some(OpenPgmRow {
@@ -845,7 +845,7 @@ pub fn openpgm_line(r: &OpenPgmRow) -> String {
 fn cost_part(runner: &Runner, cfg: &PgmBenchConfig, progress: &mut dyn FnMut(&str)) -> Result<(CostPart, bool)> {
     let mut part = CostPart { searches: Vec::new(), cpu: Vec::new() };
     let scfg = SearchConfig { lo: cfg.lo_bps, hi: None, precision: cfg.precision, max_probes: 40 };
-    scfg.validate().map_err(Error::Usage)?;
+    scfg.validate().map_err(Error::invalid)?;
     let pcfg =
         |size: usize, rate: Rate| PointConfig { rate, size, duration: cfg.duration, gso: false, rcvbuf: cfg.rcvbuf };
     runner.warm_up(&pcfg(cfg.sizes[0], Rate::Max))?;

@@ -127,7 +127,7 @@ struct Pct {
 fn exe() -> Result<String> {
     std::env::current_exe()
         .map(|p| p.display().to_string())
-        .map_err(|e| Error::Runtime(format!("cannot find this program's path: {e}")))
+        .map_err(|e| Error::failed(format!("cannot find this program's path: {e}")))
 }
 
 /// Run the part; `Ok(None)` when stopped by a signal.
@@ -192,7 +192,7 @@ fn wirespeed_pair(runner: &Runner, cfg: &LatencyConfig, pgm: bool) -> Result<Opt
     )?;
     let target = server.ready_line.split("listening on ").nth(1).and_then(|r| r.split_whitespace().next());
     let Some(target) = target.map(str::to_string) else {
-        return Err(Error::Runtime(format!("the reflector said '{}', not where it listens", server.ready_line)));
+        return Err(Error::io(format!("the reflector said '{}', not where it listens", server.ready_line)));
     };
     let rates = cfg.pps.iter().map(|p| p.to_string()).collect::<Vec<_>>().join(",");
     let mut cargs = vec![
@@ -289,7 +289,7 @@ fn openpgm_rate(runner: &Runner, cfg: &LatencyConfig, peer: &Path, pps: u64) -> 
         Some(d) => d.join("openpgm"),
         None => std::env::temp_dir().join(format!("wirespeed-bench-pgm-rtt-{}", std::process::id())),
     };
-    std::fs::create_dir_all(&work).map_err(|e| Error::Runtime(format!("cannot create {}: {e}", work.display())))?;
+    std::fs::create_dir_all(&work).map_err(|e| Error::io(format!("cannot create {}: {e}", work.display())))?;
     let rtt_file = work.join(format!("rtt-{pps}.txt"));
     let snet = super::pgm::openpgm_network(Side::Send, OPENPGM_GROUP);
     let count = (pps as f64 * cfg.duration.as_secs_f64()).round().max(1.0) as u64;
@@ -325,11 +325,11 @@ fn openpgm_rate(runner: &Runner, cfg: &LatencyConfig, peer: &Path, pps: u64) -> 
         return Ok(None);
     }
     if ended.timed_out {
-        return Err(Error::Runtime(format!("the OpenPGM pinger did not finish within {} s: killed", limit.as_secs())));
+        return Err(Error::failed(format!("the OpenPGM pinger did not finish within {} s: killed", limit.as_secs())));
     }
     let v: serde_json::Value =
         ended.stdout.lines().last().and_then(|l| serde_json::from_str(l).ok()).ok_or_else(|| {
-            Error::Runtime(format!(
+            Error::failed(format!(
                 "the OpenPGM pinger printed no report: {}",
                 ended.stderr.lines().last().unwrap_or("it said nothing").trim()
             ))
@@ -371,7 +371,7 @@ fn draw_openpgm(
     rtt: &RttUs,
 ) -> Result<String> {
     let text = std::fs::read_to_string(rtt_file)
-        .map_err(|e| Error::Runtime(format!("cannot read the OpenPGM pinger's {}: {e}", rtt_file.display())))?;
+        .map_err(|e| Error::io(format!("cannot read the OpenPGM pinger's {}: {e}", rtt_file.display())))?;
     let mut grid = Grid::new(grid::column_for(cfg.duration.as_nanos() as u64));
     for l in text.lines() {
         let mut f = l.split_whitespace().map(|x| x.parse::<u64>());

@@ -205,7 +205,7 @@ impl Runner {
     /// 1, the receiver in partition 2. Needs CAP_NET_ADMIN; removed when the runner is dropped.
     pub fn partitions(stop: &'static AtomicBool) -> Result<Runner> {
         let place = Place::partitions("wsbench", "bench").map_err(|e| {
-            Error::Runtime(format!("cannot make the two partitions ({e}); --loopback runs the benchmark on loopback"))
+            Error::failed(format!("cannot make the two partitions ({e}); --loopback runs the benchmark on loopback"))
         })?;
         Ok(Runner { place, stop, record: None, keep: false, raw: false, priority: Priority::default() })
     }
@@ -217,7 +217,7 @@ impl Runner {
     /// full ring are not in the ledger (it describes what was kept), so they count as missing.
     pub fn record_to(&mut self, dir: PathBuf) -> Result<()> {
         std::fs::create_dir_all(&dir)
-            .map_err(|e| Error::Runtime(format!("cannot create the recording directory {}: {e}", dir.display())))?;
+            .map_err(|e| Error::io(format!("cannot create the recording directory {}: {e}", dir.display())))?;
         wirespeed::record::check_dir(&dir)?;
         self.record = Some(dir);
         Ok(())
@@ -227,8 +227,8 @@ impl Runner {
     /// link. Partitions only: on loopback the kernel drops IPv4 frames handed to `lo` raw.
     pub fn raw_sender(&mut self) -> Result<()> {
         if !self.place.is_partitions() {
-            return Err(Error::Usage(
-                "--raw needs partitions (run as root, without --loopback): the raw sender sends on the partition's link".into(),
+            return Err(Error::invalid(
+                "--raw needs partitions (run as root, without --loopback): the raw sender sends on the partition's link",
             ));
         }
         self.raw = true;
@@ -367,14 +367,14 @@ impl Runner {
         let mut recv = Proc::spawn_listener(rcmd, "the receiver")?;
         let addr: SocketAddr = match recv.listening(stream.recv_lines) {
             Ok(a) => a.parse().map_err(|_| {
-                Error::Runtime(format!("the receiver said it listens on '{a}', which is not an address"))
+                Error::failed(format!("the receiver said it listens on '{a}', which is not an address"))
             })?,
             Err(said) => {
                 if self.stop.load(Ordering::Relaxed) {
                     return Ok(None);
                 }
                 let why = said.lines().last().unwrap_or("it exited without a word").trim().to_string();
-                return Err(Error::Runtime(format!("the receiver did not start: {why}")));
+                return Err(Error::failed(format!("the receiver did not start: {why}")));
             }
         };
 
@@ -407,7 +407,7 @@ impl Runner {
         let how = Wait::new().stop(self.stop).also_stop(&others).limit(cfg.duration + RECV_SLACK).kill_at_limit();
         let sent = send.wait(how)?;
         if sent.timed_out {
-            return Err(Error::Runtime(format!(
+            return Err(Error::failed(format!(
                 "the sender did not finish {} s after its {} s: killed",
                 RECV_SLACK.as_secs(),
                 cfg.duration.as_secs_f64()
@@ -445,10 +445,10 @@ impl Runner {
             });
         }
         if !send_status.success() {
-            return Err(Error::Runtime(format!("the sender failed: {}", last_line(&send_err, &send_status))));
+            return Err(Error::failed(format!("the sender failed: {}", last_line(&send_err, &send_status))));
         }
         if !rstatus.success() {
-            return Err(Error::Runtime(format!("the receiver failed: {}", last_line(&rerr, &rstatus))));
+            return Err(Error::failed(format!("the receiver failed: {}", last_line(&rerr, &rstatus))));
         }
         let s: SendDoc = parse_doc(&send_out, "wirespeed.send/1", "sender")?;
         let r: RecvDoc = self.recv_doc(&rout)?;
@@ -473,12 +473,12 @@ impl Runner {
             return parse_doc(text, "wirespeed.recv/1", "receiver");
         }
         let v: serde_json::Value = serde_json::from_str(text)
-            .map_err(|e| Error::Runtime(format!("the recorder printed no JSON report ({e})")))?;
+            .map_err(|e| Error::failed(format!("the recorder printed no JSON report ({e})")))?;
         if v["schema"] != "wirespeed.record/1" {
-            return Err(Error::Runtime(format!("the recorder's report is not wirespeed.record/1: {}", v["schema"])));
+            return Err(Error::failed(format!("the recorder's report is not wirespeed.record/1: {}", v["schema"])));
         }
         serde_json::from_value(v["capture"].clone())
-            .map_err(|e| Error::Runtime(format!("the recorder's report cannot be read: {e}")))
+            .map_err(|e| Error::io(format!("the recorder's report cannot be read: {e}")))
     }
 }
 
@@ -519,11 +519,11 @@ pub(crate) fn last_line(stderr: &str, st: &ExitStatus) -> String {
 
 pub(crate) fn parse_doc<T: for<'de> Deserialize<'de>>(text: &str, schema: &str, who: &str) -> Result<T> {
     let v: serde_json::Value =
-        serde_json::from_str(text).map_err(|e| Error::Runtime(format!("the {who} printed no JSON report ({e})")))?;
+        serde_json::from_str(text).map_err(|e| Error::failed(format!("the {who} printed no JSON report ({e})")))?;
     if v["schema"] != schema {
-        return Err(Error::Runtime(format!("the {who}'s report is not {schema}: {}", v["schema"])));
+        return Err(Error::failed(format!("the {who}'s report is not {schema}: {}", v["schema"])));
     }
-    serde_json::from_value(v).map_err(|e| Error::Runtime(format!("the {who}'s report cannot be read: {e}")))
+    serde_json::from_value(v).map_err(|e| Error::io(format!("the {who}'s report cannot be read: {e}")))
 }
 
 /// Removes, when dropped, the files that appeared in a recording directory since it was made:

@@ -165,7 +165,7 @@ pub fn check(cfg: &PriorityConfig) -> Result<()> {
     for s in Setting::all() {
         s.priority(cfg.lock_memory).check(false, 0)?;
     }
-    cfg.max.search.validate().map_err(Error::Usage)
+    cfg.max.search.validate().map_err(Error::invalid)
 }
 
 /// Start the hog (unless `--no-hog`), then run every setting's search `repeat` times,
@@ -194,9 +194,7 @@ pub fn run(runner: &mut Runner, cfg: &PriorityConfig, progress: &mut dyn FnMut(P
     if let Some(h) = &hog {
         // The hog must have run through every probe, or the figures are of an idle core.
         if wirespeed::sys::send_signal(h.pid(), 0).is_err() {
-            return Err(Error::Runtime(
-                "the CPU hog ended during the run: the figures are not of a busy core; run again".into(),
-            ));
+            return Err(Error::busy("the CPU hog ended during the run: the figures are not of a busy core; run again"));
         }
     }
     drop(hog);

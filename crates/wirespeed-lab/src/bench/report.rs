@@ -132,8 +132,8 @@ pub fn write(dir: &Path, doc: &SweepDoc) -> Result<Vec<PathBuf>> {
     let mut svgs = Vec::new();
     for f in &figs {
         let (png, svg) = plot::line_chart_files(&f.chart, &dir.join(f.name))?;
-        let body = std::fs::read_to_string(&svg)
-            .map_err(|e| Error::Runtime(format!("cannot read back {}: {e}", svg.display())))?;
+        let body =
+            std::fs::read_to_string(&svg).map_err(|e| Error::io(format!("cannot read back {}: {e}", svg.display())))?;
         svgs.push(body);
         files.push(png);
         files.push(svg);

@@ -272,7 +272,9 @@ fn pinned(exe: &Path, cpu: Option<usize>) -> Command {
 pub fn make_cold() -> Result<()> {
     let _ = Command::new("sync").status();
     std::fs::write("/proc/sys/vm/drop_caches", "3\n").map_err(|e| {
-        Error::Usage(format!("cannot drop the caches for a cold run ({e}): run as root, or measure --states warm only"))
+        Error::invalid(format!(
+            "cannot drop the caches for a cold run ({e}): run as root, or measure --states warm only"
+        ))
     })?;
     std::thread::sleep(COLD_SETTLE);
     Ok(())
@@ -289,10 +291,10 @@ impl RunDir {
             match std::fs::create_dir(&d) {
                 Ok(()) => return Ok(RunDir(d)),
                 Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
-                Err(e) => return Err(Error::Runtime(format!("cannot create {}: {e}", d.display()))),
+                Err(e) => return Err(Error::io(format!("cannot create {}: {e}", d.display()))),
             }
         }
-        Err(Error::Runtime(format!("cannot create a run directory in {}: 1000 names taken", dir.display())))
+        Err(Error::io(format!("cannot create a run directory in {}: 1000 names taken", dir.display())))
     }
 }
 
@@ -328,7 +330,7 @@ fn run_once(cfg: &RingConfig, exe: &Path, at: RunAt<'_>, stop: &AtomicBool) -> R
         }
         let why = format!("{said}{}", exit.stderr);
         let why = why.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("it exited without a word").to_string();
-        return Err(Error::Runtime(format!("the recorder ({}) did not start: {why}", exe.display())));
+        return Err(Error::failed(format!("the recorder ({}) did not start: {why}", exe.display())));
     };
     // The stream starts the moment the recorder says it listens.
     let mut send = pinned(exe, send_cpu);
@@ -346,14 +348,14 @@ fn run_once(cfg: &RingConfig, exe: &Path, at: RunAt<'_>, stop: &AtomicBool) -> R
     let sent_doc: serde_json::Value = serde_json::from_str(&sender.stdout).unwrap_or_default();
     let sent = sent_doc["sent"].as_u64().or_else(|| sent_doc["total"]["sent"].as_u64()).unwrap_or(0);
     if sent == 0 {
-        return Err(Error::Runtime(format!(
+        return Err(Error::failed(format!(
             "the sender ({}) reported nothing sent: {}",
             exe.display(),
             crate::testbed::proc::last_line(&sender.stderr).unwrap_or("it said nothing")
         )));
     }
     let report: serde_json::Value = serde_json::from_str(&exit.stdout).map_err(|e| {
-        Error::Runtime(format!(
+        Error::failed(format!(
             "the recorder ({}) gave no report ({e}): {}",
             exe.display(),
             crate::testbed::proc::last_line(&exit.stderr).unwrap_or("it said nothing")

@@ -271,12 +271,12 @@ pub fn load_earlier(
 ) -> Result<(Vec<SweepRow>, String)> {
     let p = dir.join("results.json");
     let text = std::fs::read_to_string(&p).map_err(|e| {
-        Error::Usage(format!("--resume: cannot read {} ({e}); run the sweep without --resume first", p.display()))
+        Error::invalid(format!("--resume: cannot read {} ({e}); run the sweep without --resume first", p.display()))
     })?;
     let e: Earlier = serde_json::from_str(&text)
-        .map_err(|e| Error::Usage(format!("--resume: {} is not a sweep's results ({e})", p.display())))?;
+        .map_err(|e| Error::invalid(format!("--resume: {} is not a sweep's results ({e})", p.display())))?;
     if e.schema != SCHEMA {
-        return Err(Error::Usage(format!("--resume: {} is {}, not {SCHEMA}", p.display(), e.schema)));
+        return Err(Error::invalid(format!("--resume: {} is {}, not {SCHEMA}", p.display(), e.schema)));
     }
     let mut differ = Vec::new();
     if (e.duration_s - cfg.duration.as_secs_f64()).abs() > 1e-9 {
@@ -295,7 +295,7 @@ pub fn load_earlier(
         differ.push(if e.receiver == "record" { "--record".to_string() } else { "no --record".to_string() });
     }
     if !differ.is_empty() {
-        return Err(Error::Usage(format!(
+        return Err(Error::invalid(format!(
             "--resume: the sweep in {} was run with {}; resume with the same, or write to another -o directory",
             dir.display(),
             differ.join(", ")
@@ -305,7 +305,7 @@ pub fn load_earlier(
     // rows outside it would be drawn and summarized as part of a sweep that did not plan them.
     let plan: std::collections::BTreeSet<_> = cfg.plan().iter().map(Planned::key).collect();
     if let Some(r) = e.rows.iter().find(|r| !plan.contains(&r.key())) {
-        return Err(Error::Usage(format!(
+        return Err(Error::invalid(format!(
             "--resume: {} holds a point this sweep does not plan ({} B at {}, rcvbuf {}, pass {}); give --rates, --sizes, --rcvbuf and --repeat that include the earlier ones",
             dir.display(),
             r.point.size,
@@ -432,13 +432,13 @@ pub fn write_atomic(path: &Path, body: &[u8]) -> Result<()> {
     let mut tmp = path.as_os_str().to_owned();
     tmp.push(".tmp");
     let tmp = std::path::PathBuf::from(tmp);
-    std::fs::write(&tmp, body).map_err(|e| Error::Runtime(format!("cannot write {}: {e}", tmp.display())))?;
-    std::fs::rename(&tmp, path).map_err(|e| Error::Runtime(format!("cannot rename {} into place: {e}", tmp.display())))
+    std::fs::write(&tmp, body).map_err(|e| Error::io(format!("cannot write {}: {e}", tmp.display())))?;
+    std::fs::rename(&tmp, path).map_err(|e| Error::io(format!("cannot rename {} into place: {e}", tmp.display())))
 }
 
 /// Save the results so far: results.json and results.csv in `dir`.
 pub fn save(dir: &Path, doc: &SweepDoc) -> Result<()> {
-    let json = serde_json::to_string_pretty(doc).map_err(|e| Error::Runtime(format!("cannot encode JSON: {e}")))?;
+    let json = serde_json::to_string_pretty(doc).map_err(|e| Error::failed(format!("cannot encode JSON: {e}")))?;
     write_atomic(&dir.join("results.json"), json.as_bytes())?;
     write_atomic(&dir.join("results.csv"), csv(doc).as_bytes())
 }

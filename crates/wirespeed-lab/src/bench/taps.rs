@@ -100,15 +100,15 @@ fn spawn(exe: &Path, args: &[String]) -> Result<Child> {
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .map_err(|e| Error::Runtime(format!("cannot start {}: {e}", exe.display())))
+        .map_err(|e| Error::failed(format!("cannot start {}: {e}", exe.display())))
 }
 
 /// The first stderr line of `c` (its "listening on" or "attached" line), the rest read by a
 /// thread so the child never blocks on a full pipe.
 fn first_line(c: &mut Child) -> Result<(String, std::thread::JoinHandle<String>)> {
-    let mut err = BufReader::new(c.stderr.take().ok_or_else(|| Error::Runtime("no stderr".into()))?);
+    let mut err = BufReader::new(c.stderr.take().ok_or_else(|| Error::failed("no stderr"))?);
     let mut first = String::new();
-    err.read_line(&mut first).map_err(|e| Error::Runtime(format!("reading a child's stderr: {e}")))?;
+    err.read_line(&mut first).map_err(|e| Error::io(format!("reading a child's stderr: {e}")))?;
     let rest = std::thread::spawn(move || {
         let mut s = String::new();
         let _ = err.read_to_string(&mut s);
@@ -122,19 +122,19 @@ fn output_json(mut c: Child, rest: std::thread::JoinHandle<String>, what: &str) 
     if let Some(mut o) = c.stdout.take() {
         let _ = o.read_to_string(&mut out);
     }
-    let st = c.wait().map_err(|e| Error::Runtime(format!("waiting for the {what}: {e}")))?;
+    let st = c.wait().map_err(|e| Error::failed(format!("waiting for the {what}: {e}")))?;
     let err = rest.join().unwrap_or_default();
     if !st.success() {
-        return Err(Error::Runtime(format!("the {what} failed ({st}): {}", err.trim())));
+        return Err(Error::failed(format!("the {what} failed ({st}): {}", err.trim())));
     }
-    serde_json::from_str(&out).map_err(|e| Error::Runtime(format!("the {what}'s JSON: {e}")))
+    serde_json::from_str(&out).map_err(|e| Error::failed(format!("the {what}'s JSON: {e}")))
 }
 
 /// One run with `taps` taps.
 fn one(cfg: &TapsConfig, round: u32, taps: usize) -> Result<TapsRun> {
     let name = format!("bench-taps-{}-{round}-{taps}", std::process::id());
     let dir = cfg.dir.join(&name);
-    std::fs::create_dir_all(&dir).map_err(|e| Error::Runtime(format!("cannot create {}: {e}", dir.display())))?;
+    std::fs::create_dir_all(&dir).map_err(|e| Error::io(format!("cannot create {}: {e}", dir.display())))?;
     let result = (|| {
         let s = |v: &str| v.to_string();
         let size = cfg.size.to_string();
@@ -164,13 +164,13 @@ fn one(cfg: &TapsConfig, round: u32, taps: usize) -> Result<TapsRun> {
             .and_then(|r| r.split_whitespace().next())
             .and_then(|a| a.rsplit(':').next())
             .and_then(|p| p.parse::<u16>().ok())
-            .ok_or_else(|| Error::Runtime(format!("the recorder did not start: {}", first.trim())))?;
+            .ok_or_else(|| Error::failed(format!("the recorder did not start: {}", first.trim())))?;
         let mut tapped = Vec::new();
         for _ in 0..taps {
             let mut t = spawn(&cfg.exe, &[s("tap"), name.clone(), s("--json")])?;
             let (first, rest) = first_line(&mut t)?;
             if !first.contains("attached") {
-                return Err(Error::Runtime(format!("a tap did not attach: {}", first.trim())));
+                return Err(Error::failed(format!("a tap did not attach: {}", first.trim())));
             }
             tapped.push((t, rest));
         }
@@ -182,9 +182,9 @@ fn one(cfg: &TapsConfig, round: u32, taps: usize) -> Result<TapsRun> {
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .output()
-            .map_err(|e| Error::Runtime(format!("cannot run the sender: {e}")))?;
+            .map_err(|e| Error::failed(format!("cannot run the sender: {e}")))?;
         if !send.status.success() {
-            return Err(Error::Runtime(format!("the sender failed: {}", String::from_utf8_lossy(&send.stderr).trim())));
+            return Err(Error::failed(format!("the sender failed: {}", String::from_utf8_lossy(&send.stderr).trim())));
         }
         let r = output_json(rec, rec_rest, "recorder")?;
         let mut run = TapsRun {

@@ -61,16 +61,16 @@ impl TtcpBenchConfig {
     /// here once rather than in every child.
     pub fn validate(&self) -> Result<()> {
         if self.protos.is_empty() && !self.table3 {
-            return Err(Error::Usage("nothing to run: --proto none needs --table3".into()));
+            return Err(Error::invalid("nothing to run: --proto none needs --table3"));
         }
         if let Some(b) = self.buffers.iter().find(|&&b| b == 0) {
-            return Err(Error::Usage(format!("--buffers {b}: a socket buffer size must be at least 1 byte")));
+            return Err(Error::invalid(format!("--buffers {b}: a socket buffer size must be at least 1 byte")));
         }
         if self.writes == 0 {
-            return Err(Error::Usage("--writes must be at least 1".into()));
+            return Err(Error::invalid("--writes must be at least 1"));
         }
         if self.streams == 0 || self.streams > usize::from(xplink::DEVICES) {
-            return Err(Error::Usage(format!(
+            return Err(Error::invalid(format!(
                 "--devices {}: give 1 to {} (a remote partition has 16 raw devices)",
                 self.streams,
                 xplink::DEVICES
@@ -81,7 +81,7 @@ impl TtcpBenchConfig {
                 return Err(devices_need_partitions());
             }
             if self.streams > 1 && self.over.contains(&Over::Tcp) {
-                return Err(Error::Usage(format!(
+                return Err(Error::invalid(format!(
                     "--devices {} runs that many raw streams at once; the tcp column has one: leave tcp out of --over",
                     self.streams
                 )));
@@ -132,9 +132,8 @@ impl TtcpBenchConfig {
 }
 
 fn devices_need_partitions() -> Error {
-    Error::Usage(
-        "--over devices needs partitions (the raw devices join two of them): run as root without --loopback, or use --over pipe,unix,tcp on loopback"
-            .into(),
+    Error::invalid(
+        "--over devices needs partitions (the raw devices join two of them): run as root without --loopback, or use --over pipe,unix,tcp on loopback",
     )
 }
 
@@ -230,11 +229,11 @@ pub fn run_pair(
             if stop.load(Ordering::Relaxed) {
                 return Ok(None);
             }
-            return Err(Error::Runtime(format!("the ttcp receiver did not start: {}", last_line(&said))));
+            return Err(Error::failed(format!("the ttcp receiver did not start: {}", last_line(&said))));
         }
     };
     let Some(port) = port else {
-        return Err(Error::Runtime("the ttcp receiver did not say its port".into()));
+        return Err(Error::failed("the ttcp receiver did not say its port"));
     };
     let tx_args = ttcp_argv(Role::Transmit, &spec, &port.to_string(), &host, place.pin(Side::Send));
     let tx_out = Proc::spawn(place.command(Side::Send, &tx_args), "the ttcp transmitter")
@@ -252,14 +251,14 @@ pub fn run_pair(
     }
     let tx_out = tx_out?;
     if !tx_out.status.success() {
-        return Err(Error::Runtime(format!("the ttcp transmitter failed: {}", last_line(&tx_out.stderr))));
+        return Err(Error::failed(format!("the ttcp transmitter failed: {}", last_line(&tx_out.stderr))));
     }
     if !rx_out.status.success() {
-        return Err(Error::Runtime(format!("the ttcp receiver failed: {}", last_line(&rx_out.stderr))));
+        return Err(Error::failed(format!("the ttcp receiver failed: {}", last_line(&rx_out.stderr))));
     }
     let parse = |who: &str, out: &str, err: &str| {
         serde_json::from_str::<Report>(out)
-            .map_err(|e| Error::Runtime(format!("the ttcp {who} printed no report ({e}): {}", last_line(err))))
+            .map_err(|e| Error::failed(format!("the ttcp {who} printed no report ({e}): {}", last_line(err))))
     };
     Ok(Some(BenchRow {
         proto,
@@ -296,7 +295,7 @@ impl WorkDir {
     fn new() -> Result<WorkDir> {
         let dir = WorkDir::path();
         std::fs::create_dir(&dir).map_err(|e| {
-            Error::Runtime(format!(
+            Error::failed(format!(
                 "cannot make {} for the pipe and unix references: {e} (a run of the same pid left it? remove it)",
                 dir.display()
             ))
@@ -309,7 +308,7 @@ impl WorkDir {
         while self.fifos.len() < k {
             let p = WorkDir::fifo_path(&self.dir, self.fifos.len());
             wirespeed::sys::fifo::make_fifo(&p, 0o600)
-                .map_err(|e| Error::Runtime(format!("cannot make the FIFO {}: {e}", p.display())))?;
+                .map_err(|e| Error::failed(format!("cannot make the FIFO {}: {e}", p.display())))?;
             self.fifos.push(p);
         }
         Ok(self.fifos[..k].to_vec())
@@ -354,7 +353,7 @@ fn await_devices(place: &Place, k: usize) -> Result<()> {
         match missing {
             None => return Ok(()),
             Some(p) if t.elapsed() >= DEVICES_APPEAR => {
-                return Err(Error::Runtime(format!(
+                return Err(Error::failed(format!(
                     "the raw devices are not there: {} does not exist {} s after partitions '{prefix}' were made (their daemons serve them once the pair is active)",
                     p.display(),
                     DEVICES_APPEAR.as_secs()
@@ -385,7 +384,7 @@ fn raw_paths(over: Over, k: usize, work: &mut Option<WorkDir>) -> Result<(RawKin
             let s = w.sockets(k);
             (RawKind::Unix, s.clone(), s)
         }
-        _ => return Err(Error::Runtime("tcp is not a raw transport".into())),
+        _ => return Err(Error::failed("tcp is not a raw transport")),
     })
 }
 
@@ -431,7 +430,7 @@ fn run_raw_pair(
         if stop.load(Ordering::Relaxed) {
             return Ok(None);
         }
-        return Err(Error::Runtime(format!("the {} ttcp receiver did not start: {}", over.name(), last_line(&said))));
+        return Err(Error::failed(format!("the {} ttcp receiver did not start: {}", over.name(), last_line(&said))));
     }
     let tx_args = raw_argv(Role::Transmit, kind, tx_paths, &l, &n, place.pin(Side::Send));
     let tx_out = Proc::spawn(place.command(Side::Send, &tx_args), "the ttcp transmitter")
@@ -447,17 +446,17 @@ fn run_raw_pair(
     let tx_out = tx_out?;
     if !tx_out.status.success() && !rx_out.status.success() && tx_out.stderr.contains("the reader went away") {
         // The receiver gave up first (a failed check, a short stream): its reason is the one.
-        return Err(Error::Runtime(format!("the {} ttcp receiver failed: {}", over.name(), last_line(&rx_out.stderr))));
+        return Err(Error::failed(format!("the {} ttcp receiver failed: {}", over.name(), last_line(&rx_out.stderr))));
     }
     if !tx_out.status.success() {
-        return Err(Error::Runtime(format!(
+        return Err(Error::failed(format!(
             "the {} ttcp transmitter failed: {}",
             over.name(),
             last_line(&tx_out.stderr)
         )));
     }
     if rx_out.timed_out {
-        return Err(Error::Runtime(format!(
+        return Err(Error::failed(format!(
             "the {} ttcp receiver had not finished {} s after its transmitter (-l {buflen}): stopped; it said: {}",
             over.name(),
             RAW_DRAIN.as_secs(),
@@ -465,11 +464,11 @@ fn run_raw_pair(
         )));
     }
     if !rx_out.status.success() {
-        return Err(Error::Runtime(format!("the {} ttcp receiver failed: {}", over.name(), last_line(&rx_out.stderr))));
+        return Err(Error::failed(format!("the {} ttcp receiver failed: {}", over.name(), last_line(&rx_out.stderr))));
     }
     let parse = |who: &str, out: &str, err: &str| {
         serde_json::from_str::<RawReport>(out).map_err(|e| {
-            Error::Runtime(format!("the {} ttcp {who} printed no report ({e}): {}", over.name(), last_line(err)))
+            Error::failed(format!("the {} ttcp {who} printed no report ({e}): {}", over.name(), last_line(err)))
         })
     };
     let t = parse("transmitter", &tx_out.stdout, &tx_out.stderr)?;
@@ -774,6 +773,7 @@ fn raw_command_rows(place: &Place, over: Over, k: usize, writes: &str) -> [Strin
 #[cfg(test)]
 mod tests {
     use super::*;
+    use wirespeed::Kind;
 
     #[test]
     fn the_command_lines_are_the_seeds() {
@@ -822,7 +822,9 @@ mod tests {
         assert_eq!(asked.over(&place), [Over::Pipe, Over::Unix], "column order, no repeats");
         let dev = TtcpBenchConfig { over: vec![Over::Devices], loopback: false, ..cfg };
         assert!(dev.validate().is_ok());
-        assert!(matches!(dev.check_place(&place), Err(Error::Usage(m)) if m.contains("needs partitions")));
+        assert!(
+            matches!(dev.check_place(&place), Err(e) if e.kind() == Kind::Invalid && e.to_string().contains("needs partitions"))
+        );
     }
 
     #[test]
@@ -838,9 +840,9 @@ mod tests {
             over: vec![],
             streams: 1,
         };
-        assert!(matches!(cfg.validate(), Err(Error::Usage(_))));
+        assert!(matches!(cfg.validate(), Err(e) if e.kind() == Kind::Invalid));
         let cfg = TtcpBenchConfig { protos: vec![Proto::Tcp, Proto::Tcp], buffers: vec![0], ..cfg };
-        assert!(matches!(cfg.validate(), Err(Error::Usage(_))));
+        assert!(matches!(cfg.validate(), Err(e) if e.kind() == Kind::Invalid));
         assert_eq!(cfg.protos(), [Proto::Tcp]);
     }
 }

@@ -135,7 +135,7 @@ fn order_of(rep: u32) -> [usize; 2] {
 }
 
 fn rt(what: &str, e: impl std::fmt::Display) -> Error {
-    Error::Runtime(format!("bench xpc: {what}: {e}"))
+    Error::failed(format!("bench xpc: {what}: {e}"))
 }
 
 /// The two endpoints of one side.

@@ -552,7 +552,7 @@ impl Applied {
         } else {
             format!(", so the {} made before were put back", self.rolled_back.len())
         };
-        Some(Error::Runtime(format!("{n} of {of} changes were not applied (said above){back}{undo}")))
+        Some(Error::failed(format!("{n} of {of} changes were not applied (said above){back}{undo}")))
     }
 }
 
@@ -587,7 +587,7 @@ pub fn apply_as(
     say: &mut dyn FnMut(&str),
 ) -> Result<Applied> {
     if !root.is_live() {
-        return Err(Error::Usage(format!(
+        return Err(Error::invalid(format!(
             "doctor --apply changes the live system, but this run reads a snapshot at {}: run it on the host itself, or use --persist to write the settings as files",
             root.dir().display()
         )));
@@ -597,7 +597,7 @@ pub fn apply_as(
         return Ok(Applied::default());
     }
     if !changes.iter().all(|c| privilege.allows(c)) {
-        return Err(Error::Runtime(NOT_PRIVILEGED.into()));
+        return Err(Error::permission(NOT_PRIVILEGED));
     }
     let mut out = Applied::default();
     // 1. Every value in force, before anything is written.
@@ -817,12 +817,12 @@ fn write_undo(path: &Path, text: &str, fresh: bool) -> Result<()> {
     }
     let mut f = o.open(path).map_err(|e| {
         if e.kind() == io::ErrorKind::AlreadyExists {
-            Error::Runtime(format!(
+            Error::busy(format!(
                 "{} already exists (the undo of an earlier --apply?): run or move it, or give another undo path; nothing was changed",
                 path.display()
             ))
         } else {
-            Error::Runtime(format!(
+            Error::io(format!(
                 "cannot write the undo script {}: {}: nothing was changed",
                 path.display(),
                 err_text(&e)
@@ -832,7 +832,7 @@ fn write_undo(path: &Path, text: &str, fresh: bool) -> Result<()> {
     f.write_all(text.as_bytes())
         .and_then(|()| f.set_permissions(std::fs::Permissions::from_mode(0o700)))
         .and_then(|()| f.sync_all())
-        .map_err(|e| Error::Runtime(format!("cannot write the undo script {}: {}", path.display(), err_text(&e))))
+        .map_err(|e| Error::io(format!("cannot write the undo script {}: {}", path.display(), err_text(&e))))
 }
 
 /// Quote a word for `sh` when it needs it.
@@ -1029,12 +1029,12 @@ fn rule_key(line: &str) -> Option<String> {
 fn ours(path: &Path) -> Result<Option<String>> {
     match std::fs::read_to_string(path) {
         Ok(s) if s.lines().next().is_some_and(|l| l.starts_with(PERSIST_MARK)) => Ok(Some(s)),
-        Ok(_) => Err(Error::Runtime(format!(
+        Ok(_) => Err(Error::failed(format!(
             "{} is there and was not written by wirespeed doctor --persist: move it away or persist into another directory; nothing was written",
             path.display()
         ))),
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(Error::Runtime(format!(
+        Err(e) => Err(Error::io(format!(
             "cannot read {} to see whose it is: {}: nothing was written",
             path.display(),
             err_text(&e)
@@ -1049,7 +1049,7 @@ fn write_file(path: &Path, text: &str) -> Result<()> {
     let tmp = PathBuf::from(tmp);
     std::fs::write(&tmp, text).and_then(|()| std::fs::rename(&tmp, path)).map_err(|e| {
         let _ = std::fs::remove_file(&tmp);
-        Error::Runtime(format!("cannot write {}: {}", path.display(), err_text(&e)))
+        Error::io(format!("cannot write {}: {}", path.display(), err_text(&e)))
     })
 }
 

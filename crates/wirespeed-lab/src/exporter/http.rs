@@ -70,19 +70,19 @@ impl Server {
                 ErrorKind::PermissionDenied => "permission denied: use a port from 1024 up".to_string(),
                 _ => e.to_string(),
             };
-            Error::Usage(format!("--metrics {addr}: cannot listen there: {why}"))
+            Error::invalid(format!("--metrics {addr}: cannot listen there: {why}"))
         })?;
         let local = listener.local_addr().unwrap_or(addr);
         listener
             .set_nonblocking(true)
-            .map_err(|e| Error::Runtime(format!("--metrics {local}: cannot set up the listener: {e}")))?;
+            .map_err(|e| Error::failed(format!("--metrics {local}: cannot set up the listener: {e}")))?;
         let stop = Arc::new(AtomicBool::new(false));
         let scrapes = Arc::new(AtomicU64::new(0));
         let (stop_t, scrapes_t) = (stop.clone(), scrapes.clone());
         let thread = std::thread::Builder::new()
             .name("ws-metrics".into())
             .spawn(move || serve_all(listener, shown, &stop_t, &scrapes_t))
-            .map_err(|e| Error::Runtime(format!("cannot start the metrics thread: {e}")))?;
+            .map_err(|e| Error::io(format!("cannot start the metrics thread: {e}")))?;
         Ok(Server { addr: local, stop, scrapes, thread: Some(thread) })
     }
 

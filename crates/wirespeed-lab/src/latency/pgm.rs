@@ -73,17 +73,17 @@ impl Out {
     /// A session to `dest` from `from` (an address of this host; None: the route's choice).
     fn open(cfg: &PgmConfig, dest: SocketAddr, max_tsdu: usize, from: Option<IpAddr>) -> Result<Out> {
         let any = SocketAddr::new(from.unwrap_or(IpAddr::from([0, 0, 0, 0])), 0);
-        let data = UdpSocket::bind(any).map_err(|e| Error::Runtime(format!("cannot open a UDP socket: {e}")))?;
-        data.connect(dest).map_err(|e| Error::Runtime(format!("cannot reach {dest}: {e}")))?;
-        let local = data.local_addr().map_err(|e| Error::Runtime(format!("cannot read a socket's address: {e}")))?;
+        let data = UdpSocket::bind(any).map_err(|e| Error::io(format!("cannot open a UDP socket: {e}")))?;
+        data.connect(dest).map_err(|e| Error::failed(format!("cannot reach {dest}: {e}")))?;
+        let local = data.local_addr().map_err(|e| Error::io(format!("cannot read a socket's address: {e}")))?;
         let nla = cfg.nla.unwrap_or(local.ip());
         let at = SocketAddr::new(nla, dest.port());
         let naks = UdpSocket::bind(at).map_err(|e| {
-            Error::Runtime(format!(
+            Error::failed(format!(
                 "cannot bind the PGM NAK socket to {at}: {e} (on one host the two ends need two addresses, e.g. 127.0.0.1 and 127.0.0.2)"
             ))
         })?;
-        naks.set_nonblocking(true).map_err(|e| Error::Runtime(format!("cannot make a socket non-blocking: {e}")))?;
+        naks.set_nonblocking(true).map_err(|e| Error::failed(format!("cannot make a socket non-blocking: {e}")))?;
         let seed = sys::realtime_ns() ^ u64::from(std::process::id()) ^ u64::from(local.port()).rotate_left(40);
         let tsi = Tsi { gsi: wirespeed::pgm::new_gsi(seed), sport: local.port().max(1) };
         let now = sys::monotonic_ns();
@@ -137,9 +137,9 @@ struct In {
 impl In {
     fn open(cfg: &PgmConfig, at: SocketAddr, max_tsdu: usize) -> Result<In> {
         let sock = UdpSocket::bind(at).map_err(|e| wirespeed::error::bind_error(at, e))?;
-        sock.set_nonblocking(true).map_err(|e| Error::Runtime(format!("cannot make a socket non-blocking: {e}")))?;
+        sock.set_nonblocking(true).map_err(|e| Error::failed(format!("cannot make a socket non-blocking: {e}")))?;
         let naks = UdpSocket::bind("0.0.0.0:0")
-            .map_err(|e| Error::Runtime(format!("cannot open the socket NAKs leave by: {e}")))?;
+            .map_err(|e| Error::io(format!("cannot open the socket NAKs leave by: {e}")))?;
         // The port actually bound (port 0 asks the kernel for one): NAKs go to it at the source.
         let port = sock.local_addr().map(|a| a.port()).unwrap_or(at.port());
         let seed = sys::monotonic_ns() ^ u64::from(port);
@@ -184,7 +184,7 @@ impl PingWire {
     pub fn open(cfg: &PgmConfig, target: SocketAddr, reply_port: u16, size: usize) -> Result<PingWire> {
         check(cfg, target)?;
         if size > MAX_PROBE {
-            return Err(Error::Usage(format!(
+            return Err(Error::invalid(format!(
                 "--transport pgm probes are at most {MAX_PROBE} bytes (the reflector's window holds that much per probe): use a smaller --size"
             )));
         }
@@ -222,16 +222,14 @@ impl PingWire {
 }
 
 fn check(cfg: &PgmConfig, addr: SocketAddr) -> Result<()> {
-    cfg.validate().map_err(Error::Usage)?;
+    cfg.validate().map_err(Error::invalid)?;
     if !addr.is_ipv4() || addr.ip().is_multicast() {
-        return Err(Error::Usage(format!(
+        return Err(Error::invalid(format!(
             "--transport pgm ping and reflect run unicast IPv4 sessions here ({addr} is not an IPv4 host address)"
         )));
     }
     if addr.port() == u16::MAX {
-        return Err(Error::Usage(
-            "the PGM port must leave room for the reply port above it: use a port below 65535".into(),
-        ));
+        return Err(Error::invalid("the PGM port must leave room for the reply port above it: use a port below 65535"));
     }
     Ok(())
 }
@@ -297,7 +295,7 @@ impl ReflectWire {
         if !at.ip().is_unspecified() {
             check(cfg, at)?;
         } else {
-            cfg.validate().map_err(Error::Usage)?;
+            cfg.validate().map_err(Error::invalid)?;
         }
         let inn = In::open(cfg, at, size)?;
         let listen = inn.sock.local_addr().unwrap_or(at);
@@ -305,8 +303,8 @@ impl ReflectWire {
             Some(p) => p,
             None if listen.port() < u16::MAX => listen.port() + 1,
             None => {
-                return Err(Error::Usage(
-                    "the reply port defaults to the listening port + 1: listen below 65535 or give --reply-port".into(),
+                return Err(Error::invalid(
+                    "the reply port defaults to the listening port + 1: listen below 65535 or give --reply-port",
                 ))
             }
         };

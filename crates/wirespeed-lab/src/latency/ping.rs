@@ -351,12 +351,12 @@ fn new_hist() -> Histogram<u64> {
 /// Explain a socket error seen while probing.
 fn probe_error(target: SocketAddr, e: &std::io::Error) -> Error {
     if e.raw_os_error() == Some(libc::ECONNREFUSED) {
-        Error::Runtime(format!(
+        Error::failed(format!(
             "nothing answers at {target} (ICMP port unreachable): start `wirespeed reflect {}` there, or check the port",
             target.port()
         ))
     } else {
-        Error::Runtime(format!("cannot probe {target}: {e}"))
+        Error::failed(format!("cannot probe {target}: {e}"))
     }
 }
 
@@ -370,7 +370,7 @@ const STOP_LINGER_NS: u64 = 200_000_000;
 /// most 200 ms).
 pub fn run(cfg: &PingConfig, stop: &AtomicBool) -> Result<PingRun> {
     if cfg.size < probe::MIN_SIZE || cfg.size > 65507 {
-        return Err(Error::Usage(format!(
+        return Err(Error::invalid(format!(
             "a probe of {} bytes cannot work: use --size {}..65507 (the probe header is {} bytes)",
             cfg.size,
             probe::MIN_SIZE,
@@ -378,21 +378,21 @@ pub fn run(cfg: &PingConfig, stop: &AtomicBool) -> Result<PingRun> {
         )));
     }
     if !(cfg.pps.is_finite() && cfg.pps > 0.0 && cfg.pps <= MAX_PPS) {
-        return Err(Error::Usage(format!("{} probes/s is not a rate ping can keep: use 1..10000000", cfg.pps)));
+        return Err(Error::invalid(format!("{} probes/s is not a rate ping can keep: use 1..10000000", cfg.pps)));
     }
     if cfg.interval < Duration::from_millis(10) {
-        return Err(Error::Usage("the interval must be at least 10 ms".into()));
+        return Err(Error::invalid("the interval must be at least 10 ms"));
     }
     // A run that would send nothing must not look like a measurement (and 0 probes gives the
     // ledger nothing to settle).
     if cfg.count == Some(0) || (cfg.count.is_none() && cfg.duration.is_some_and(|d| d.is_zero())) {
-        return Err(Error::Usage(
-            "a ping of 0 probes or of no time measures nothing: give --count or --duration above 0".into(),
+        return Err(Error::invalid(
+            "a ping of 0 probes or of no time measures nothing: give --count or --duration above 0",
         ));
     }
     let bind: SocketAddr = if cfg.target.is_ipv4() { "0.0.0.0:0" } else { "[::]:0" }.parse().expect("static");
-    let sock = UdpSocket::bind(bind).map_err(|e| Error::Runtime(format!("cannot open a UDP socket: {e}")))?;
-    sock.connect(cfg.target).map_err(|e| Error::Runtime(format!("cannot reach {}: {e}", cfg.target)))?;
+    let sock = UdpSocket::bind(bind).map_err(|e| Error::io(format!("cannot open a UDP socket: {e}")))?;
+    sock.connect(cfg.target).map_err(|e| Error::failed(format!("cannot reach {}: {e}", cfg.target)))?;
     let fd = sock.as_raw_fd();
     let _ = sys::set_rcvbuf(fd, 4 << 20, true).or_else(|_| sys::set_rcvbuf(fd, 4 << 20, false));
 
@@ -400,7 +400,7 @@ pub fn run(cfg: &PingConfig, stop: &AtomicBool) -> Result<PingRun> {
     let mut log = match &cfg.hlog {
         Some(p) => Some(std::io::BufWriter::new(
             std::fs::File::create(p)
-                .map_err(|e| Error::Runtime(format!("cannot create the histogram log {}: {e}", p.display())))?,
+                .map_err(|e| Error::io(format!("cannot create the histogram log {}: {e}", p.display())))?,
         )),
         None => None,
     };
@@ -419,7 +419,7 @@ pub fn run(cfg: &PingConfig, stop: &AtomicBool) -> Result<PingRun> {
         std::thread::Builder::new()
             .name("ping-log".into())
             .spawn(move || logger(full_rx, spare_tx, log.take(), wall_start, live, progress, target, pps))
-            .map_err(|e| Error::Runtime(format!("cannot start the logger thread: {e}")))?
+            .map_err(|e| Error::io(format!("cannot start the logger thread: {e}")))?
     };
 
     let wire = match &cfg.pgm {
@@ -427,7 +427,7 @@ pub fn run(cfg: &PingConfig, stop: &AtomicBool) -> Result<PingRun> {
         None => None,
     };
     let result = probe_loop(cfg, &sock, wire, stop, full_tx, spare_rx, &live);
-    let logged = logger.join().map_err(|_| Error::Runtime("the histogram logger failed".into()))?;
+    let logged = logger.join().map_err(|_| Error::failed("the histogram logger failed"))?;
     let (mut report, grid, period_s) = result?;
     let (total, intervals) = logged?;
     report.rtt = Percentiles::of(&total);
@@ -450,7 +450,7 @@ fn probe_loop(
     live: &Live,
 ) -> LoopResult {
     if let Some(cpu) = cfg.cpu {
-        sys::pin_current_thread(cpu).map_err(|e| Error::Usage(format!("cannot pin ping to CPU {cpu}: {e}")))?;
+        sys::pin_current_thread(cpu).map_err(|e| Error::invalid(format!("cannot pin ping to CPU {cpu}: {e}")))?;
     }
     let _ = sys::set_timer_slack_ns(1);
     // Over PGM the replies come to the reply session's socket.
@@ -625,7 +625,7 @@ fn probe_loop(
             }
             match sys::poll_readable(fd, Some(wait)) {
                 Ok(r) => r,
-                Err(e) => return Err(Error::Runtime(format!("cannot wait for replies: {e}"))),
+                Err(e) => return Err(Error::failed(format!("cannot wait for replies: {e}"))),
             }
         };
         if !readable && wire.is_none() {
@@ -749,7 +749,7 @@ fn logger(
     let mut total = new_hist();
     let mut summaries = Vec::new();
     let mut serializer = V2DeflateSerializer::new();
-    let log_err = |e: std::io::Error| Error::Runtime(format!("cannot write the histogram log: {e}"));
+    let log_err = |e: std::io::Error| Error::io(format!("cannot write the histogram log: {e}"));
     let mut writer = match log.as_mut() {
         Some(w) => Some(
             IntervalLogWriterBuilder::new()
@@ -781,9 +781,9 @@ fn logger(
                 Duration::from_nanos(slice.end_ns.saturating_sub(slice.start_ns)),
                 None,
             )
-            .map_err(|e| Error::Runtime(format!("cannot write the histogram log: {e:?}")))?;
+            .map_err(|e| Error::io(format!("cannot write the histogram log: {e:?}")))?;
         }
-        total.add(&h).map_err(|e| Error::Runtime(format!("cannot merge histograms: {e:?}")))?;
+        total.add(&h).map_err(|e| Error::failed(format!("cannot merge histograms: {e:?}")))?;
         let s = IntervalSummary {
             start_s: slice.start_ns as f64 / 1e9,
             seconds: slice.end_ns.saturating_sub(slice.start_ns) as f64 / 1e9,

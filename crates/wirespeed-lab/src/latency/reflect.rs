@@ -164,23 +164,23 @@ impl ReflectConfig {
     /// Check the policy options; the message says what to write instead.
     pub fn validate(&self) -> Result<()> {
         if !(self.max_pps_per_client.is_finite() && self.max_pps_per_client >= 0.0) {
-            return Err(Error::Usage(format!(
+            return Err(Error::invalid(format!(
                 "--max-pps-per-client {} is not a rate: give probes per second, e.g. 100000, or 0 for no cap",
                 self.max_pps_per_client
             )));
         }
         if self.client_burst == Some(0) {
-            return Err(Error::Usage("--client-burst 0 would refuse every probe: give 1 or more".into()));
+            return Err(Error::invalid("--client-burst 0 would refuse every probe: give 1 or more"));
         }
         // A reflector that stops before it starts would exit 0 having answered nothing.
         if self.count == Some(0) {
-            return Err(Error::Usage("--count 0 would reflect nothing: give 1 or more".into()));
+            return Err(Error::invalid("--count 0 would reflect nothing: give 1 or more"));
         }
         if self.duration.is_some_and(|d| d.is_zero()) {
-            return Err(Error::Usage("--duration 0 would reflect nothing: give a length like 10s".into()));
+            return Err(Error::invalid("--duration 0 would reflect nothing: give a length like 10s"));
         }
         if self.batch == 0 || self.batch > wirespeed::rx::MAX_BATCH {
-            return Err(Error::Usage(format!(
+            return Err(Error::invalid(format!(
                 "--batch {} is out of range: use 1..{}",
                 self.batch,
                 wirespeed::rx::MAX_BATCH
@@ -491,7 +491,7 @@ impl Reflector {
         let _ = sys::set_rcvbuf(fd, cfg.buffer, true).or_else(|_| sys::set_rcvbuf(fd, cfg.buffer, false));
         let _ = sys::set_sndbuf(fd, cfg.buffer, true).or_else(|_| sys::set_sndbuf(fd, cfg.buffer, false));
         sys::set_rcvtimeo(fd, Duration::from_millis(100))
-            .map_err(|e| Error::Runtime(format!("cannot set a receive timeout: {e}")))?;
+            .map_err(|e| Error::failed(format!("cannot set a receive timeout: {e}")))?;
         Ok(Reflector { sock })
     }
 
@@ -505,7 +505,7 @@ impl Reflector {
     pub fn run(self, cfg: &ReflectConfig, stop: &AtomicBool, progress: Option<&AtomicU64>) -> Result<ReflectReport> {
         if let Some(cpu) = cfg.cpu {
             sys::pin_current_thread(cpu)
-                .map_err(|e| Error::Usage(format!("cannot pin the reflector to CPU {cpu}: {e}")))?;
+                .map_err(|e| Error::invalid(format!("cannot pin the reflector to CPU {cpu}: {e}")))?;
         }
         let fd = self.sock.as_raw_fd();
         let listen = self.local_addr().map(|a| a.to_string()).unwrap_or_default();
@@ -551,7 +551,7 @@ impl Reflector {
                 Err(e) => {
                     recv_errors += 1;
                     if recv_errors > 1000 {
-                        return Err(Error::Runtime(format!("the reflector cannot receive: {e}")));
+                        return Err(Error::failed(format!("the reflector cannot receive: {e}")));
                     }
                     continue;
                 }

@@ -109,7 +109,7 @@ impl SweepConfig {
             PathBuf::from(format!("wirespeed-ping-{}", wirespeed::spool::utc_compact(sys::realtime_ns())))
         });
         std::fs::create_dir_all(&dir)
-            .map_err(|e| Error::Runtime(format!("cannot create the output directory {}: {e}", dir.display())))?;
+            .map_err(|e| Error::io(format!("cannot create the output directory {}: {e}", dir.display())))?;
         Ok(Some(dir))
     }
 
@@ -255,13 +255,12 @@ pub fn sweep(
             table: rows.clone(),
             files: files.clone(),
         };
-        let json =
-            serde_json::to_string_pretty(&doc).map_err(|e| Error::Runtime(format!("cannot encode JSON: {e}")))?;
+        let json = serde_json::to_string_pretty(&doc).map_err(|e| Error::failed(format!("cannot encode JSON: {e}")))?;
         for (name, body) in
             [("latency.txt", text.as_str()), ("latency.csv", &report::table_csv(&rows)), ("latency.json", &json)]
         {
             let p = d.join(name);
-            std::fs::write(&p, body).map_err(|e| Error::Runtime(format!("cannot write {}: {e}", p.display())))?;
+            std::fs::write(&p, body).map_err(|e| Error::io(format!("cannot write {}: {e}", p.display())))?;
             files.push(p.display().to_string());
         }
     }
@@ -298,8 +297,8 @@ impl Drop for SetOnDrop<'_> {
 /// (the reflector failing is the error).
 pub fn loopback(cfg: &SweepConfig, stop: &AtomicBool, on: &mut dyn FnMut(Progress)) -> Result<(Result<Swept>, String)> {
     if cfg.pgm.is_some() {
-        return Err(Error::Usage(
-            "ping --transport pgm without a target runs in two partitions (root): give HOST:PORT of a `wirespeed reflect --transport pgm`, or run as root".into(),
+        return Err(Error::invalid(
+            "ping --transport pgm without a target runs in two partitions (root): give HOST:PORT of a `wirespeed reflect --transport pgm`, or run as root",
         ));
     }
     let mut rcfg = ReflectConfig::new("127.0.0.1:0".parse().expect("static address"));
@@ -311,7 +310,7 @@ pub fn loopback(cfg: &SweepConfig, stop: &AtomicBool, on: &mut dyn FnMut(Progres
         pcfg.cpu = pcfg.cpu.or(Some(0));
     }
     let reflector = Reflector::bind(&rcfg)?;
-    let target = reflector.local_addr().ok_or_else(|| Error::Runtime("cannot read the reflector's port".into()))?;
+    let target = reflector.local_addr().ok_or_else(|| Error::io("cannot read the reflector's port"))?;
     if !cfg.json {
         on(Progress::Note(&format!(
             "wirespeed ping: no target given, so a reflector runs here on loopback ({target}{}); give HOST:PORT to measure a real path",
@@ -327,7 +326,7 @@ pub fn loopback(cfg: &SweepConfig, stop: &AtomicBool, on: &mut dyn FnMut(Progres
         let stop_reflector = SetOnDrop(&done);
         let r = sweep(&pcfg, target, &label, stop, on);
         drop(stop_reflector);
-        let refl = h.join().map_err(|_| Error::Runtime("the reflector thread failed".into()))??;
+        let refl = h.join().map_err(|_| Error::io("the reflector thread failed"))??;
         Ok((r, refl.human().lines().next().unwrap_or_default().to_string()))
     })
 }
@@ -340,12 +339,12 @@ pub fn in_partitions(cfg: &SweepConfig, stop: &AtomicBool, on: &mut dyn FnMut(Pr
     let dir = match cfg.out_dir()? {
         Some(d) => Some(
             std::fs::canonicalize(&d)
-                .map_err(|e| Error::Runtime(format!("cannot resolve the output directory {}: {e}", d.display())))?,
+                .map_err(|e| Error::failed(format!("cannot resolve the output directory {}: {e}", d.display())))?,
         ),
         None => None,
     };
     let place = Place::partitions("wslat", "ping")?;
-    let pair = place.pair().ok_or_else(|| Error::Runtime("the partitions are gone".into()))?;
+    let pair = place.pair().ok_or_else(|| Error::failed("the partitions are gone"))?;
     let (prefix, cpus) = (&pair.prefix, &pair.cpus);
     let target = SocketAddr::new(place.ip(Side::Recv), PARTITION_PORT).to_string();
     let label = cfg.label.clone().unwrap_or_else(|| "a partition link (veth)".into());
@@ -367,7 +366,7 @@ pub fn in_partitions(cfg: &SweepConfig, stop: &AtomicBool, on: &mut dyn FnMut(Pr
     }
     let mut refl = Proc::spawn_listener(place.command(Side::Recv, &refl_args), "the reflector")?;
     if let Err(said) = refl.listening(None) {
-        return Err(Error::Runtime(format!("the reflector did not start: {}", proc::first_line(&said).unwrap_or(""))));
+        return Err(Error::failed(format!("the reflector did not start: {}", proc::first_line(&said).unwrap_or(""))));
     }
     // A Ctrl-C in the terminal reaches the children too; a signal sent to this process alone
     // (kill, timeout) is passed on.

@@ -29,7 +29,7 @@ pub(super) fn check_size(what: &str, path: &Path, w: u32, h: u32) -> Result<(), 
     if ok {
         return Ok(());
     }
-    Err(Error::Usage(format!(
+    Err(Error::invalid(format!(
         "cannot draw {what} {}: size {w}x{h} is outside {}x{} to {MAX_SIDE}x{MAX_SIDE} (at most {MAX_PIXELS} pixels): choose a size in that range",
         path.display(),
         MIN_SIZE.0,
@@ -67,7 +67,7 @@ pub(super) fn write_png<F>(what: &str, path: &Path, size: (u32, u32), draw: F) -
 where
     F: FnOnce(&DrawingArea<BitMapBackend<'_>, Shift>) -> Result<(), String>,
 {
-    let fail = |e: String| Error::Runtime(format!("cannot write {what} {}: {e}", path.display()));
+    let fail = |e: String| Error::io(format!("cannot write {what} {}: {e}", path.display()));
     ensure_fonts().map_err(fail)?;
     let tmp = temp_sibling(path, "png");
     let drawn = (|| {
@@ -86,7 +86,7 @@ pub(super) fn write_svg<F>(what: &str, path: &Path, size: (u32, u32), draw: F) -
 where
     F: FnOnce(&DrawingArea<SVGBackend<'_>, Shift>) -> Result<(), String>,
 {
-    let fail = |e: String| Error::Runtime(format!("cannot write {what} {}: {e}", path.display()));
+    let fail = |e: String| Error::io(format!("cannot write {what} {}: {e}", path.display()));
     ensure_fonts().map_err(fail)?;
     let mut svg = String::new();
     {

@@ -40,7 +40,7 @@ pub(super) fn cgroup_dirs(prefix: &str, id: u32) -> [PathBuf; 2] {
 pub(super) fn own_cgroup(st: &mut State, dir: &Path) -> Result<bool> {
     match cgroup_held(&st.made, dir) {
         Held::Ours => Ok(false),
-        Held::Foreign => Err(Error::Usage(format!(
+        Held::Foreign => Err(Error::invalid(format!(
             "cgroup {} exists but was not made by wirespeed: it is left alone; remove it yourself (rmdir) if it is yours to remove, or choose another --prefix",
             dir.display()
         ))),
@@ -50,7 +50,7 @@ pub(super) fn own_cgroup(st: &mut State, dir: &Path) -> Result<bool> {
                 record_cgroup(dir),
                 || {
                     std::fs::create_dir(dir)
-                        .map_err(|e| Error::Runtime(format!("cannot create cgroup {}: {e}", dir.display())))
+                        .map_err(|e| Error::io(format!("cannot create cgroup {}: {e}", dir.display())))
                 },
                 || Ident::of(dir),
             )?;
@@ -68,7 +68,7 @@ pub(super) fn cgroups_for(st: &mut State, p: &PartSpec, out: &mut Outcome) -> Re
         let r = std::fs::write(cpuset.join("cpuset.mems"), mems.trim())
             .and_then(|_| std::fs::write(cpuset.join("cpuset.cpus"), format_cpu_list(&p.cpus)));
         if let Err(e) = r {
-            return Err(Error::Runtime(format!("cannot set up cpuset cgroup {}: {e}", cpuset.display())));
+            return Err(Error::failed(format!("cannot set up cpuset cgroup {}: {e}", cpuset.display())));
         }
         if new {
             out.changed = true;
@@ -81,7 +81,7 @@ pub(super) fn cgroups_for(st: &mut State, p: &PartSpec, out: &mut Outcome) -> Re
         if Path::new("/sys/fs/cgroup/memory/memory.limit_in_bytes").exists() {
             let new = own_cgroup(st, &memory)?;
             std::fs::write(memory.join("memory.limit_in_bytes"), limit.to_string())
-                .map_err(|e| Error::Runtime(format!("cannot set up memory cgroup {}: {e}", memory.display())))?;
+                .map_err(|e| Error::failed(format!("cannot set up memory cgroup {}: {e}", memory.display())))?;
             if new {
                 out.changed = true;
             }
@@ -98,7 +98,7 @@ pub(super) fn join_cgroups(st: &State, id: u32, pid: u32) -> Result<()> {
     for dir in cgroup_dirs(&st.layout.prefix, id) {
         if cgroup_held(&st.made, &dir) == Held::Ours {
             std::fs::write(dir.join("cgroup.procs"), pid.to_string())
-                .map_err(|e| Error::Runtime(format!("cannot move process {pid} into {}: {e}", dir.display())))?;
+                .map_err(|e| Error::failed(format!("cannot move process {pid} into {}: {e}", dir.display())))?;
         }
     }
     Ok(())
@@ -125,7 +125,7 @@ pub(super) fn remove(st: &State, u: &mut Undone) -> Result<()> {
                         Err(e) if e.kind() == std::io::ErrorKind::NotFound => break,
                         Err(_) if t.elapsed() < Duration::from_secs(2) => std::thread::sleep(Duration::from_millis(20)),
                         Err(e) => {
-                            return Err(Error::Runtime(format!(
+                            return Err(Error::io(format!(
                                 "cannot remove cgroup {} ({e}): a process is still in it; kill it and run init again",
                                 dir.display()
                             )))

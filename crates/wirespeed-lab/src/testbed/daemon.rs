@@ -80,11 +80,11 @@ pub(super) fn start_daemon(st: &State, id: u32, exe: &Path) -> Result<()> {
         .create(true)
         .append(true)
         .open(log_file(prefix, id))
-        .map_err(|e| Error::Runtime(format!("cannot open the daemon log: {e}")))?;
-    let log2 = log.try_clone().map_err(|e| Error::Runtime(format!("cannot open the daemon log: {e}")))?;
+        .map_err(|e| Error::io(format!("cannot open the daemon log: {e}")))?;
+    let log2 = log.try_clone().map_err(|e| Error::io(format!("cannot open the daemon log: {e}")))?;
     let ns = ns_name(prefix, id);
     let ns_file = std::fs::File::open(ns_path(&ns))
-        .map_err(|e| Error::Runtime(format!("cannot open namespace {ns} for partition {id}'s daemon: {e}")))?;
+        .map_err(|e| Error::io(format!("cannot open namespace {ns} for partition {id}'s daemon: {e}")))?;
     let mut cmd = Command::new(exe);
     // In the partition's network namespace only: the daemon mounts the partition's raw devices,
     // and they must be seen from the host (and so from every partition), which a mount
@@ -98,13 +98,13 @@ pub(super) fn start_daemon(st: &State, id: u32, exe: &Path) -> Result<()> {
         .stderr(log2)
         .process_group(0)
         .spawn()
-        .map_err(|e| Error::Runtime(format!("cannot start the heartbeat daemon of partition {id}: {e}")))?;
+        .map_err(|e| Error::failed(format!("cannot start the heartbeat daemon of partition {id}: {e}")))?;
     let pid = child.id();
     // The daemon is not our child to wait for: it outlives this command. Its exit status is
     // collected by init (the process is re-parented when we exit).
     drop(child);
     std::fs::write(pid_file(prefix, id), pid.to_string())
-        .map_err(|e| Error::Runtime(format!("cannot write the daemon pid file: {e}")))?;
+        .map_err(|e| Error::io(format!("cannot write the daemon pid file: {e}")))?;
     join_cgroups(st, id, pid)?;
     Ok(())
 }
@@ -177,13 +177,13 @@ pub fn run_daemon(prefix: &str, id: u32, o: DaemonOptions, console: &mut dyn FnM
     // The namespace this daemon runs in; if PREFIXN is deleted and made again, it is another one.
     let my_ns = ns_inode(Path::new("/proc/self/ns/net"));
     if my_ns.is_none() || ns_inode(&Path::new("/run/netns").join(&ns)) != my_ns {
-        return Err(Error::Usage(format!(
+        return Err(Error::invalid(format!(
             "the daemon of partition {id} must run inside namespace {ns}: `ip netns exec {ns} wirespeed partition daemon {id} --prefix {prefix}` (create starts it for you)"
         )));
     }
     let _ = std::fs::create_dir_all(work_dir(prefix));
     std::fs::write(pid_file(prefix, id), std::process::id().to_string())
-        .map_err(|e| Error::Runtime(format!("cannot write the daemon pid file: {e}")))?;
+        .map_err(|e| Error::io(format!("cannot write the daemon pid file: {e}")))?;
     let dir = xpc::dir(prefix);
     let node = xpc::Node::open(&dir, id, xpc::NodeOptions { version: o.version, xpc: o.xpc })?;
     let link = Arc::new(xpc::XpcDevLink::new(node));

@@ -37,7 +37,7 @@ pub(super) fn ensure_hw() -> Result<()> {
         // Another configuration's create or exec made it a moment ago: it records it.
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && hw.is_dir() => return Ok(()),
         Err(e) => {
-            return Err(Error::Runtime(format!(
+            return Err(Error::failed(format!(
                 "cannot make {} (where `partition exec` shows the raw devices): {e}",
                 hw.display()
             )))
@@ -46,7 +46,7 @@ pub(super) fn ensure_hw() -> Result<()> {
     let id = Ident::of(&hw);
     let _ = std::fs::create_dir_all(run_dir());
     std::fs::write(hw_marker(), serde_json::to_string(&id).unwrap_or_default())
-        .map_err(|e| Error::Runtime(format!("cannot record that {} was made: {e}", hw.display())))
+        .map_err(|e| Error::failed(format!("cannot record that {} was made: {e}", hw.display())))
 }
 
 /// Whether a FUSE filesystem (a daemon's devices, live or dead) is mounted at `dir`.
@@ -75,7 +75,7 @@ pub(super) fn exec_view(prefix: &str, id: u32) -> Result<()> {
     // The last `init` of another configuration may have removed it since this one's create.
     ensure_hw()?;
     let fail = |what: &str, e: std::io::Error| {
-        Error::Runtime(format!("cannot show partition {id}'s raw devices at {}: {what}: {e}", xplink::EXEC_PATH))
+        Error::failed(format!("cannot show partition {id}'s raw devices at {}: {what}: {e}", xplink::EXEC_PATH))
     };
     sys::mount::private_mount_ns().map_err(|e| fail("own mount namespace", e))?;
     sys::mount::mount_tmpfs(&hw, "64k").map_err(|e| fail("tmpfs", e))?;

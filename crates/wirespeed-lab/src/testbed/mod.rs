@@ -87,19 +87,19 @@ pub fn create(topo: &Topology, mut layout: Layout, opts: &CreateOptions) -> Resu
     check_prefix(&layout.prefix)?;
     layout.partitions.sort_by_key(|p| p.id);
     if !(68..=65535).contains(&layout.mtu) {
-        return Err(Error::Usage(format!(
+        return Err(Error::invalid(format!(
             "--mtu {} is not a usable IPv4 MTU: use 68..65535 (9000 for jumbo)",
             layout.mtu
         )));
     }
     if let Some(m) = layout.mem {
         if m < 16 << 20 {
-            return Err(Error::Usage(format!("--mem {m} bytes is too small for a partition: use at least 16M")));
+            return Err(Error::invalid(format!("--mem {m} bytes is too small for a partition: use at least 16M")));
         }
     }
     let verdict = match validate(topo, &layout.partitions, layout.share_cpus) {
         Ok(v) => v,
-        Err(errs) => return Err(Error::Usage(errs.join("\nwirespeed: "))),
+        Err(errs) => return Err(Error::invalid(errs.join("\nwirespeed: "))),
     };
     let mut out = Outcome { lines: verdict.warnings, changed: false };
     let mut deactivated = BTreeSet::new();
@@ -107,7 +107,7 @@ pub fn create(topo: &Topology, mut layout: Layout, opts: &CreateOptions) -> Resu
     if let Some(old) = load(&layout.prefix)? {
         // Partitions made for a run that still goes on are that run's: never taken over.
         if let Some(o) = old.owner.as_ref().filter(|o| o.alive() && opts.owner.as_ref() != Some(*o)) {
-            return Err(Error::Usage(format!(
+            return Err(Error::invalid(format!(
                 "partitions '{}' belong to a running {} (pid {}), which removes them when it ends: choose another --prefix",
                 layout.prefix, o.what, o.pid
             )));
@@ -124,7 +124,7 @@ pub fn create(topo: &Topology, mut layout: Layout, opts: &CreateOptions) -> Resu
                         if old.daemons { "on" } else { "off" }
                     )
                 };
-                return Err(Error::Usage(format!(
+                return Err(Error::invalid(format!(
                     "partitions with prefix '{}' already exist with another configuration ({what}): add --force to replace them, or `wirespeed partition init --prefix {}` first",
                     layout.prefix, layout.prefix
                 )));
@@ -178,7 +178,7 @@ fn refuse_foreign(layout: &Layout, made: &Made) -> Result<()> {
     let one = foreign.len() == 1;
     let last = foreign.pop().unwrap_or_default();
     let names = if foreign.is_empty() { last } else { format!("{} and {last}", foreign.join(", ")) };
-    Err(Error::Usage(format!(
+    Err(Error::invalid(format!(
         "{names} already exist{} and {} not made by wirespeed, so partitions '{}' were not created and nothing was changed: choose another --prefix, or remove {} yourself if {} yours to remove (`{}`)",
         if one { "s" } else { "" },
         if one { "was" } else { "were" },
@@ -235,7 +235,7 @@ pub fn init(prefix: &str) -> Result<Undone> {
         }
         Err(e) => {
             // Unreadable: what it recorded is unknown, so only the file itself goes.
-            std::fs::remove_file(&sp).map_err(|e| Error::Runtime(format!("cannot remove {}: {e}", sp.display())))?;
+            std::fs::remove_file(&sp).map_err(|e| Error::io(format!("cannot remove {}: {e}", sp.display())))?;
             u.removed.push(format!("unreadable state {} removed ({e})", sp.display()));
             left_alone(prefix, &Made::default(), &mut u, "its record was unreadable");
             return Ok(u);
@@ -275,7 +275,7 @@ pub fn init(prefix: &str) -> Result<Undone> {
     left_alone(prefix, &st.made, &mut u, "wirespeed has no record of making it");
     let _ = std::fs::remove_file(sp.with_extension("json.tmp"));
     if sp.exists() {
-        std::fs::remove_file(&sp).map_err(|e| Error::Runtime(format!("cannot remove {}: {e}", sp.display())))?;
+        std::fs::remove_file(&sp).map_err(|e| Error::io(format!("cannot remove {}: {e}", sp.display())))?;
         u.removed.push(format!("state {} removed", sp.display()));
     }
     Ok(u)
@@ -334,20 +334,20 @@ pub fn exec(prefix: &str, id: u32, cmd: &[String]) -> Result<std::convert::Infal
     match ns_held(&st.made, &ns) {
         Held::Ours => {}
         Held::Gone => {
-            return Err(Error::Runtime(format!(
+            return Err(Error::failed(format!(
                 "partition {id}'s namespace {ns} is gone: run `wirespeed partition create` again to repair it"
             )))
         }
         Held::Foreign => return Err(foreign_ns(&ns, prefix)),
     }
     if cmd.is_empty() {
-        return Err(Error::Usage("no command given: write `wirespeed partition exec N -- CMD ARGS...`".into()));
+        return Err(Error::invalid("no command given: write `wirespeed partition exec N -- CMD ARGS...`"));
     }
     join_cgroups(&st, id, std::process::id())?;
     devices::exec_view(prefix, id)?;
     let cpus: Vec<usize> = p.cpus.iter().copied().collect();
     sys::set_process_affinity(&cpus)
-        .map_err(|e| Error::Runtime(format!("cannot restrict to CPUs {}: {e}", format_cpu_list(&p.cpus))))?;
+        .map_err(|e| Error::failed(format!("cannot restrict to CPUs {}: {e}", format_cpu_list(&p.cpus))))?;
     let e = Command::new("ip").args(["netns", "exec", &ns]).args(cmd).exec();
-    Err(Error::Runtime(format!("cannot run `ip netns exec {ns} {}`: {e}", cmd.join(" "))))
+    Err(Error::failed(format!("cannot run `ip netns exec {ns} {}`: {e}", cmd.join(" "))))
 }

@@ -62,7 +62,7 @@ pub fn ipv6_for(layout: &Layout) -> bool {
 /// Written from a thread that joins the namespace, as `/proc/sys/net` answers for the thread's.
 fn no_dad(ns: &str) -> Result<()> {
     let f = std::fs::File::open(ns_path(ns))
-        .map_err(|e| Error::Runtime(format!("cannot open namespace {ns} to turn IPv6 DAD off: {e}")))?;
+        .map_err(|e| Error::io(format!("cannot open namespace {ns} to turn IPv6 DAD off: {e}")))?;
     let r = std::thread::scope(|sc| {
         sc.spawn(|| -> std::io::Result<()> {
             sys::netns::enter_thread(&f)?;
@@ -75,8 +75,8 @@ fn no_dad(ns: &str) -> Result<()> {
     });
     match r {
         Ok(Ok(())) => Ok(()),
-        Ok(Err(e)) => Err(Error::Runtime(format!("cannot turn IPv6 DAD off in namespace {ns}: {e}"))),
-        Err(_) => Err(Error::Runtime(format!("turning IPv6 DAD off in namespace {ns} failed"))),
+        Ok(Err(e)) => Err(Error::failed(format!("cannot turn IPv6 DAD off in namespace {ns}: {e}"))),
+        Err(_) => Err(Error::failed(format!("turning IPv6 DAD off in namespace {ns} failed"))),
     }
 }
 
@@ -162,7 +162,7 @@ pub fn require_net_admin(what: &str) -> Result<()> {
     if ok {
         Ok(())
     } else {
-        Err(Error::Runtime(format!(
+        Err(Error::permission(format!(
             "`wirespeed partition {what}` needs CAP_NET_ADMIN (network namespaces, links, cgroups): run it as root, e.g. with sudo"
         )))
     }
@@ -172,15 +172,15 @@ pub fn require_net_admin(what: &str) -> Result<()> {
 pub(super) fn ip(args: &[&str]) -> Result<String> {
     let out = Command::new("ip").args(args).stdin(Stdio::null()).output().map_err(|e| {
         if e.kind() == std::io::ErrorKind::NotFound {
-            Error::Runtime("the `ip` command (iproute2) is not installed: apt-get install iproute2".into())
+            Error::failed("the `ip` command (iproute2) is not installed: apt-get install iproute2")
         } else {
-            Error::Runtime(format!("cannot run `ip`: {e}"))
+            Error::failed(format!("cannot run `ip`: {e}"))
         }
     })?;
     if out.status.success() {
         Ok(String::from_utf8_lossy(&out.stdout).into_owned())
     } else {
-        Err(Error::Runtime(format!("`ip {}` failed: {}", args.join(" "), String::from_utf8_lossy(&out.stderr).trim())))
+        Err(Error::failed(format!("`ip {}` failed: {}", args.join(" "), String::from_utf8_lossy(&out.stderr).trim())))
     }
 }
 
@@ -208,7 +208,7 @@ pub(super) fn record_ns(ns: &str) -> impl Fn(&mut Made, Option<Option<Ident>>) +
 
 /// The refusal for a namespace of our name that wirespeed did not make.
 pub(super) fn foreign_ns(ns: &str, prefix: &str) -> Error {
-    Error::Usage(format!(
+    Error::invalid(format!(
         "namespace {ns} exists but is not the one wirespeed made for partitions '{prefix}': it is left alone; remove it yourself if it is yours to remove, then `wirespeed partition init --prefix {prefix}`"
     ))
 }
@@ -268,7 +268,7 @@ pub fn check_routes(st: &State) -> Result<()> {
             for addr in peers {
                 let r = ip(&["-n", &ns, "route", "get", &addr])?;
                 if !r.contains(&want) {
-                    return Err(Error::Runtime(format!(
+                    return Err(Error::peer(format!(
                         "route check failed: in {ns}, {addr} goes `{}` instead of over {}: run `wirespeed partition init --prefix {}` and create again",
                         r.trim(),
                         link_name(peer),
@@ -340,7 +340,7 @@ pub(super) fn converge(st: &mut State, out: &mut Outcome) -> Result<()> {
         let (xa, xb) = (link_exists(&na, &da), link_exists(&nb, &db));
         for (x, e, ns, dev) in [(xa, &ea, &na, &da), (xb, &eb, &nb, &db)] {
             if x && !st.made.links.contains(e) {
-                return Err(Error::Usage(format!(
+                return Err(Error::invalid(format!(
                     "link {dev} in namespace {ns} was not made by wirespeed: it is left alone; remove it yourself (`ip -n {ns} link del {dev}`) or `wirespeed partition init --prefix {}` and create again",
                     l.prefix
                 )));

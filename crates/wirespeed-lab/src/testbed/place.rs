@@ -84,7 +84,7 @@ fn allowed_cpus() -> Vec<usize> {
 }
 
 fn current_exe() -> Result<PathBuf> {
-    std::env::current_exe().map_err(|e| Error::Runtime(format!("cannot find this program's path: {e}")))
+    std::env::current_exe().map_err(|e| Error::failed(format!("cannot find this program's path: {e}")))
 }
 
 impl Place {
@@ -184,8 +184,8 @@ impl Place {
     /// this host has no IPv6.
     pub fn use_ipv6(&mut self) -> Result<()> {
         if !std::path::Path::new("/proc/sys/net/ipv6").exists() {
-            return Err(Error::Usage(
-                "--ipv6: this host has no IPv6 (/proc/sys/net/ipv6 is missing): leave --ipv6 out".into(),
+            return Err(Error::invalid(
+                "--ipv6: this host has no IPv6 (/proc/sys/net/ipv6 is missing): leave --ipv6 out",
             ));
         }
         self.ipv6 = true;

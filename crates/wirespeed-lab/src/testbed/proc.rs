@@ -156,7 +156,7 @@ impl Proc {
         if !matches!(out, Out::Inherit) {
             cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
         }
-        let mut child = cmd.spawn().map_err(|e| Error::Runtime(format!("cannot start {who}: {e}")))?;
+        let mut child = cmd.spawn().map_err(|e| Error::failed(format!("cannot start {who}: {e}")))?;
         let (out_tee, err_tee) = match &out {
             Out::Watch(Stream::Stdout, tx) => (Some(tx.clone()), None),
             Out::Watch(Stream::Stderr, tx) => (None, Some(tx.clone())),
@@ -233,7 +233,7 @@ impl Proc {
                 Err(mpsc::RecvTimeoutError::Timeout) => {}
                 Err(mpsc::RecvTimeoutError::Disconnected) => {
                     self.reaped = true;
-                    return Err(Error::Runtime(format!("lost track of {}", self.who)));
+                    return Err(Error::failed(format!("lost track of {}", self.who)));
                 }
             }
             if !stopped && how.stop.is_some_and(|s| s.load(Ordering::Relaxed)) {
@@ -264,7 +264,7 @@ impl Proc {
             }
         };
         self.reaped = true;
-        let status = st.map_err(|e| Error::Runtime(format!("cannot wait for {}: {e}", self.who)))?;
+        let status = st.map_err(|e| Error::failed(format!("cannot wait for {}: {e}", self.who)))?;
         let stdout = self.stdout.take().map(|h| h.join().unwrap_or_default()).unwrap_or_default();
         let stderr = match std::mem::replace(&mut self.stderr, Stderr::None) {
             Stderr::Draining(h) => h.join().unwrap_or_default(),
@@ -279,7 +279,7 @@ impl Proc {
         let who = self.who.clone();
         let exit = self.wait(Wait::new().limit(grace).kill_after(Duration::from_secs(10)))?;
         if exit.killed {
-            return Err(Error::Runtime(format!("{who} did not stop when asked: killed")));
+            return Err(Error::failed(format!("{who} did not stop when asked: killed")));
         }
         Ok(exit)
     }

@@ -167,7 +167,7 @@ pub fn check_prefix(p: &str) -> Result<()> {
     if ok {
         Ok(())
     } else {
-        Err(Error::Usage(format!(
+        Err(Error::invalid(format!(
             "--prefix '{p}' is not usable: 1-16 characters of a-z, 0-9 and -, starting with a letter and not ending with a digit"
         )))
     }
@@ -189,7 +189,7 @@ pub fn load(prefix: &str) -> Result<Option<State>> {
     match std::fs::read_to_string(&p) {
         Ok(s) => {
             let bad = |why: String| {
-                Error::Runtime(format!(
+                Error::failed(format!(
                     "{} is not a usable wirespeed partition state ({why}): run `wirespeed partition init --prefix {prefix}` to start over",
                     p.display()
                 ))
@@ -203,14 +203,14 @@ pub fn load(prefix: &str) -> Result<Option<State>> {
             Ok(Some(st))
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(Error::Runtime(format!("cannot read {}: {e}", p.display()))),
+        Err(e) => Err(Error::io(format!("cannot read {}: {e}", p.display()))),
     }
 }
 
 /// Load the state of `prefix`, or say how to create it.
 pub fn load_existing(prefix: &str) -> Result<State> {
     load(prefix)?.ok_or_else(|| {
-        Error::Usage(format!(
+        Error::invalid(format!(
             "no partitions with prefix '{prefix}': create them first, e.g. `wirespeed partition create --prefix {prefix} -p 1 -c 0 -p 2 -c 1`"
         ))
     })
@@ -220,13 +220,13 @@ pub fn load_existing(prefix: &str) -> Result<State> {
 pub(super) fn save(st: &State) -> Result<()> {
     let dir = run_dir();
     std::fs::create_dir_all(work_dir(&st.layout.prefix))
-        .map_err(|e| Error::Runtime(format!("cannot create {}: {e}", dir.display())))?;
+        .map_err(|e| Error::io(format!("cannot create {}: {e}", dir.display())))?;
     let p = state_path(&st.layout.prefix);
     let tmp = p.with_extension("json.tmp");
-    let s = serde_json::to_string_pretty(st).map_err(|e| Error::Runtime(format!("cannot encode state: {e}")))?;
+    let s = serde_json::to_string_pretty(st).map_err(|e| Error::failed(format!("cannot encode state: {e}")))?;
     std::fs::write(&tmp, s + "\n")
         .and_then(|_| std::fs::rename(&tmp, &p))
-        .map_err(|e| Error::Runtime(format!("cannot write {}: {e}", p.display())))
+        .map_err(|e| Error::io(format!("cannot write {}: {e}", p.display())))
 }
 
 /// One-line description of a layout, like `mkpart -l` would print it.
@@ -303,7 +303,7 @@ pub(super) fn alive(pid: u32) -> bool {
 pub(super) fn find(st: &State, id: u32) -> Result<&PartSpec> {
     st.layout.partitions.iter().find(|p| p.id == id).ok_or_else(|| {
         let ids: Vec<String> = st.layout.partitions.iter().map(|p| p.id.to_string()).collect();
-        Error::Usage(format!(
+        Error::invalid(format!(
             "there is no partition {id} (partitions: {}): see `wirespeed partition list`",
             ids.join(", ")
         ))

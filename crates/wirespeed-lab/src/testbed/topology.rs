@@ -99,8 +99,8 @@ impl Topology {
     pub fn read_from(root: &Path) -> Result<Topology> {
         let online_path = root.join("cpu/online");
         let online = std::fs::read_to_string(&online_path)
-            .map_err(|e| Error::Runtime(format!("cannot read {}: {e}", online_path.display())))
-            .and_then(|s| parse_cpu_list(&s).map_err(|e| Error::Runtime(format!("{}: {e}", online_path.display()))))?;
+            .map_err(|e| Error::io(format!("cannot read {}: {e}", online_path.display())))
+            .and_then(|s| parse_cpu_list(&s).map_err(|e| Error::failed(format!("{}: {e}", online_path.display()))))?;
         let mut cores: Vec<BTreeSet<usize>> = Vec::new();
         for &cpu in &online {
             if cores.iter().any(|c| c.contains(&cpu)) {

@@ -138,32 +138,31 @@ impl Config {
     /// Refuse settings that cannot make a run, each with one line saying what to do.
     pub fn validate(&self) -> Result<()> {
         if self.buflen == 0 {
-            return Err(Error::Usage("-l (buffer length) must be at least 1 byte".into()));
+            return Err(Error::invalid("-l (buffer length) must be at least 1 byte"));
         }
         if self.buflen > MAX_BUFLEN {
-            return Err(Error::Usage(format!(
+            return Err(Error::invalid(format!(
                 "-l {} is larger than the {} MiB this ttcp allocates for one buffer: use a smaller -l and a larger -n",
                 self.buflen,
                 MAX_BUFLEN >> 20
             )));
         }
         if self.proto == Proto::Udp && self.buflen > MAX_UDP_PAYLOAD {
-            return Err(Error::Usage(format!(
+            return Err(Error::invalid(format!(
                 "-l {} does not fit a UDP datagram (at most {MAX_UDP_PAYLOAD} bytes over IPv4): use -l {MAX_UDP_PAYLOAD} or less with -u",
                 self.buflen
             )));
         }
         if self.nbuf == 0 {
-            return Err(Error::Usage("-n (number of buffers) must be at least 1".into()));
+            return Err(Error::invalid("-n (number of buffers) must be at least 1"));
         }
         if self.sockbuf == Some(0) {
-            return Err(Error::Usage(
-                "-b 0 is not a socket buffer size: give bytes like 65536 or 1M, or leave -b out for the kernel's default"
-                    .into(),
+            return Err(Error::invalid(
+                "-b 0 is not a socket buffer size: give bytes like 65536 or 1M, or leave -b out for the kernel's default",
             ));
         }
         if self.timeout.is_zero() {
-            return Err(Error::Usage("--timeout must be longer than zero".into()));
+            return Err(Error::invalid("--timeout must be longer than zero"));
         }
         Ok(())
     }
@@ -192,7 +191,7 @@ pub fn dropped_pct(bytes_sent: u64, bytes_received: u64) -> f64 {
 fn pin(cfg: &Config, who: &str) -> Result<()> {
     if let Some(cpu) = cfg.cpu {
         sys::pin_current_thread(cpu)
-            .map_err(|e| Error::Usage(format!("cannot pin the ttcp {who} to CPU {cpu}: {e} (see `nproc`)")))?;
+            .map_err(|e| Error::invalid(format!("cannot pin the ttcp {who} to CPU {cpu}: {e} (see `nproc`)")))?;
     }
     Ok(())
 }
@@ -213,6 +212,7 @@ fn pace(pacer: &mut Option<Pacer>, i: u64, stop: &AtomicBool) -> bool {
 mod tests {
     use super::*;
     use std::net::UdpSocket;
+    use wirespeed::Kind;
 
     #[test]
     fn dropped_percentage() {
@@ -225,12 +225,14 @@ mod tests {
     fn validation_says_what_is_wrong() {
         let mut c = Config::new(Proto::Udp);
         c.buflen = 65508;
-        assert!(matches!(c.validate(), Err(Error::Usage(m)) if m.contains("does not fit a UDP datagram")));
+        assert!(
+            matches!(c.validate(), Err(e) if e.kind() == Kind::Invalid && e.to_string().contains("does not fit a UDP datagram"))
+        );
         c.buflen = 0;
-        assert!(matches!(c.validate(), Err(Error::Usage(m)) if m.contains("-l")));
+        assert!(matches!(c.validate(), Err(e) if e.kind() == Kind::Invalid && e.to_string().contains("-l")));
         let mut c = Config::new(Proto::Tcp);
         c.nbuf = 0;
-        assert!(matches!(c.validate(), Err(Error::Usage(m)) if m.contains("-n")));
+        assert!(matches!(c.validate(), Err(e) if e.kind() == Kind::Invalid && e.to_string().contains("-n")));
         c.nbuf = 1;
         c.buflen = 65508;
         assert!(c.validate().is_ok(), "TCP buffers may exceed a datagram");

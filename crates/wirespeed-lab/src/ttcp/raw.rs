@@ -87,40 +87,40 @@ impl RawConfig {
     pub fn validate(&self) -> Result<()> {
         let opt = self.kind.option();
         if self.paths.is_empty() {
-            return Err(Error::Usage(format!("{opt} needs a PATH")));
+            return Err(Error::invalid(format!("{opt} needs a PATH")));
         }
         if self.paths.len() > MAX_STREAMS {
-            return Err(Error::Usage(format!(
+            return Err(Error::invalid(format!(
                 "{} paths: at most {MAX_STREAMS} streams at once (a remote partition has 16 raw devices)",
                 self.paths.len()
             )));
         }
         for (i, p) in self.paths.iter().enumerate() {
             if p.as_os_str().is_empty() {
-                return Err(Error::Usage(format!("{opt}: an empty path (check the commas)")));
+                return Err(Error::invalid(format!("{opt}: an empty path (check the commas)")));
             }
             if self.paths[..i].contains(p) {
-                return Err(Error::Usage(format!(
+                return Err(Error::invalid(format!(
                     "{opt}: {} is given twice: each stream needs its own path",
                     p.display()
                 )));
             }
         }
         if self.buflen == 0 {
-            return Err(Error::Usage("-l (read/write size) must be at least 1 byte".into()));
+            return Err(Error::invalid("-l (read/write size) must be at least 1 byte"));
         }
         if self.buflen > MAX_BUFLEN {
-            return Err(Error::Usage(format!(
+            return Err(Error::invalid(format!(
                 "-l {} is larger than the {} MiB this ttcp allocates for one buffer: use a smaller -l and a larger -n",
                 self.buflen,
                 MAX_BUFLEN >> 20
             )));
         }
         if self.nbuf == 0 {
-            return Err(Error::Usage("-n (number of writes) must be at least 1".into()));
+            return Err(Error::invalid("-n (number of writes) must be at least 1"));
         }
         if self.nbuf.checked_mul(self.buflen as u64).is_none() {
-            return Err(Error::Usage("-n x -l overflows a 64-bit byte count: use a smaller -n".into()));
+            return Err(Error::invalid("-n x -l overflows a 64-bit byte count: use a smaller -n"));
         }
         Ok(())
     }
@@ -372,19 +372,19 @@ fn open_error(path: &Path, how: &str, e: std::io::Error) -> Error {
         ErrorKind::ConnectionRefused => " (is the receiver, wirespeed ttcp -r --unix, running?)",
         _ => "",
     };
-    Error::Runtime(format!("cannot open {} {how}: {e}{hint}", path.display()))
+    Error::io(format!("cannot open {} {how}: {e}{hint}", path.display()))
 }
 
 fn pin(cpu: Option<usize>) -> Result<()> {
     if let Some(c) = cpu {
         sys::pin_current_thread(c)
-            .map_err(|e| Error::Usage(format!("cannot pin the ttcp stream to CPU {c}: {e} (see `nproc`)")))?;
+            .map_err(|e| Error::invalid(format!("cannot pin the ttcp stream to CPU {c}: {e} (see `nproc`)")))?;
     }
     Ok(())
 }
 
 fn stopped(path: &Path, what: &str, done: u64) -> Error {
-    Error::Runtime(format!("{}: stopped by a signal {what} after {done} bytes", path.display()))
+    Error::failed(format!("{}: stopped by a signal {what} after {done} bytes", path.display()))
 }
 
 fn write_stream(cfg: &RawConfig, path: &Path, stop: &AtomicBool) -> Result<StreamReport> {
@@ -409,7 +409,7 @@ fn write_stream(cfg: &RawConfig, path: &Path, stop: &AtomicBool) -> Result<Strea
         while !b.is_empty() {
             match out.write(b) {
                 Ok(0) => {
-                    return Err(Error::Runtime(format!(
+                    return Err(Error::io(format!(
                         "{}: a write took no bytes after {offset} bytes: the device or pipe is closed",
                         path.display()
                     )))
@@ -427,10 +427,7 @@ fn write_stream(cfg: &RawConfig, path: &Path, stop: &AtomicBool) -> Result<Strea
                 }
                 Err(e) => {
                     let why = if e.kind() == ErrorKind::BrokenPipe { ": the reader went away" } else { "" };
-                    return Err(Error::Runtime(format!(
-                        "{}: write failed after {offset} bytes: {e}{why}",
-                        path.display()
-                    )));
+                    return Err(Error::io(format!("{}: write failed after {offset} bytes: {e}{why}", path.display())));
                 }
             }
         }
@@ -461,7 +458,7 @@ fn read_stream(
     let mut input: Box<dyn Read> = match listener {
         None => Box::new(std::fs::File::open(path).map_err(|e| open_error(path, "for reading", e))?),
         Some(l) => {
-            Box::new(l.accept().map_err(|e| Error::Runtime(format!("{}: accept failed: {e}", path.display())))?.0)
+            Box::new(l.accept().map_err(|e| Error::failed(format!("{}: accept failed: {e}", path.display())))?.0)
         }
     };
     let want = cfg.want();
@@ -473,7 +470,7 @@ fn read_stream(
     while got < want {
         match input.read(buf.bytes_mut()) {
             Ok(0) => {
-                return Err(Error::Runtime(format!(
+                return Err(Error::io(format!(
                     "{}: the stream ended after {got} of {want} bytes ({} writes of {}): the writer stopped early or bytes were lost",
                     path.display(),
                     cfg.nbuf,
@@ -488,7 +485,7 @@ fn read_stream(
                 let take = (n as u64).min(want - got) as usize;
                 if cfg.check {
                     if let Some(m) = check(&buf.bytes()[..take], got) {
-                        return Err(Error::Runtime(format!(
+                        return Err(Error::io(format!(
                             "{}: data check failed at {}: expected 0x{:02x}, got 0x{:02x}: bytes were lost, repeated or changed on the way (or the writer ran with --no-check)",
                             path.display(),
                             where_(m.offset),
@@ -507,7 +504,7 @@ fn read_stream(
                     return Err(stopped(path, "while reading", got));
                 }
             }
-            Err(e) => return Err(Error::Runtime(format!("{}: read failed after {got} bytes: {e}", path.display()))),
+            Err(e) => return Err(Error::io(format!("{}: read failed after {got} bytes: {e}", path.display()))),
         }
     }
     let last_ns = sys::monotonic_ns();
@@ -524,7 +521,7 @@ fn read_stream(
                 }
             }
             Err(e) => {
-                return Err(Error::Runtime(format!(
+                return Err(Error::io(format!(
                     "{}: read of the end of stream failed after {got} bytes: {e}",
                     path.display()
                 )))
@@ -546,7 +543,7 @@ fn read_stream(
 }
 
 fn too_long(path: &Path, want: u64, extra: usize) -> Error {
-    Error::Runtime(format!(
+    Error::io(format!(
         "{}: more than the {want} bytes expected arrived ({extra} more in one read): the writer wrote more than -n x -l, or someone else writes to this path",
         path.display()
     ))
@@ -586,14 +583,14 @@ where
             }
             Err(mpsc::RecvTimeoutError::Timeout) => {
                 if stop.load(Ordering::Relaxed) || (own_flag && stop_ptr.load(Ordering::Relaxed)) {
-                    return Err(Error::Runtime(format!(
+                    return Err(Error::failed(format!(
                         "stopped by a signal with {left} of {} streams unfinished",
                         cfg.paths.len()
                     )));
                 }
             }
             Err(mpsc::RecvTimeoutError::Disconnected) => {
-                return Err(Error::Runtime("a stream's thread ended without a report".into()))
+                return Err(Error::io("a stream's thread ended without a report"))
             }
         }
     }
@@ -634,13 +631,13 @@ impl RawReceiver {
         if cfg.kind == RawKind::Unix {
             for p in &cfg.paths {
                 if p.symlink_metadata().is_ok() {
-                    return Err(Error::Runtime(format!(
+                    return Err(Error::failed(format!(
                         "{} exists: the receiver makes its own socket there; remove it or give another path",
                         p.display()
                     )));
                 }
                 let l = UnixListener::bind(p)
-                    .map_err(|e| Error::Runtime(format!("cannot bind a Unix socket at {}: {e}", p.display())))?;
+                    .map_err(|e| Error::failed(format!("cannot bind a Unix socket at {}: {e}", p.display())))?;
                 r.made.push(p.clone());
                 r.listeners.push(Some(l));
             }

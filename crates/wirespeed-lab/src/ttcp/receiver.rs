@@ -37,7 +37,7 @@ impl Receiver {
         let (sock, fd) = match cfg.proto {
             Proto::Tcp => {
                 let l = TcpListener::bind(addr).map_err(|e| match e.kind() {
-                    ErrorKind::AddrInUse => Error::Runtime(format!(
+                    ErrorKind::AddrInUse => Error::busy(format!(
                         "TCP port {} is already in use on {} (another receiver? `ss -tlpn 'sport = :{}'` shows who): stop it or choose another -p",
                         addr.port(),
                         addr.ip(),
@@ -62,7 +62,7 @@ impl Receiver {
             Sock::Tcp(l) => l.local_addr(),
             Sock::Udp(u) => u.local_addr(),
         }
-        .map_err(|e| Error::Runtime(format!("cannot read the bound address: {e}")))?;
+        .map_err(|e| Error::io(format!("cannot read the bound address: {e}")))?;
         Ok(Receiver { cfg: cfg.clone(), sock, local, sockbuf, notes })
     }
 
@@ -105,13 +105,13 @@ fn receive_tcp(cfg: &Config, listener: TcpListener, rep: &mut Report, stop: &Ato
                 }
             }
             Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
-                return Err(Error::Runtime("the accepting thread ended without a connection".into()))
+                return Err(Error::io("the accepting thread ended without a connection"))
             }
         }
     };
-    let (mut stream, peer) = accepted.map_err(|e| Error::Runtime(format!("accept failed: {e}")))?;
+    let (mut stream, peer) = accepted.map_err(|e| Error::failed(format!("accept failed: {e}")))?;
     rep.peer = peer.to_string();
-    let setup = |e: std::io::Error| Error::Runtime(format!("cannot set up the connection: {e}"));
+    let setup = |e: std::io::Error| Error::failed(format!("cannot set up the connection: {e}"));
     stream.set_nonblocking(false).map_err(setup)?;
     stream.set_read_timeout(Some(POLL)).map_err(setup)?;
     let mut buf = vec![0u8; cfg.buflen];
@@ -137,7 +137,7 @@ fn receive_tcp(cfg: &Config, listener: TcpListener, rep: &mut Report, stop: &Ato
                 rep.notes.push("the transmitter reset the connection before its end of stream".into());
                 break sys::monotonic_ns();
             }
-            Err(e) => return Err(Error::Runtime(format!("read from {peer} failed after {} bytes: {e}", rep.bytes))),
+            Err(e) => return Err(Error::peer(format!("read from {peer} failed after {} bytes: {e}", rep.bytes))),
         }
     };
     let cpu = sys::process_cpu_ns().saturating_sub(cpu0);
@@ -153,7 +153,7 @@ fn receive_tcp(cfg: &Config, listener: TcpListener, rep: &mut Report, stop: &Ato
 type StartSeen = (SocketAddr, (u64, u64), (u64, u64));
 
 fn receive_udp(cfg: &Config, sock: UdpSocket, rep: &mut Report, stop: &AtomicBool) -> Result<()> {
-    sock.set_read_timeout(Some(POLL)).map_err(|e| Error::Runtime(format!("cannot set up the socket: {e}")))?;
+    sock.set_read_timeout(Some(POLL)).map_err(|e| Error::failed(format!("cannot set up the socket: {e}")))?;
     let mut buf = vec![0u8; UDP_RECV_BUF.max(cfg.buflen)];
     let mut peer: Option<SocketAddr> = None;
     // Timer: from the start marker (or the first data when it was lost) to the last data.
@@ -241,7 +241,7 @@ fn receive_udp(cfg: &Config, sock: UdpSocket, rep: &mut Report, stop: &AtomicBoo
                     }
                 }
             }
-            Err(e) => return Err(Error::Runtime(format!("receive failed after {datagrams} datagrams: {e}"))),
+            Err(e) => return Err(Error::failed(format!("receive failed after {datagrams} datagrams: {e}"))),
         }
     }
     let cpu_end = sys::process_cpu_ns();

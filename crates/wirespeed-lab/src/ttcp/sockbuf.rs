@@ -30,7 +30,7 @@ pub(super) fn apply_sockbuf(fd: RawFd, want: usize, receive: bool, notes: &mut V
     let (option, sysctl) =
         if receive { ("SO_RCVBUF", "net.core.rmem_max") } else { ("SO_SNDBUF", "net.core.wmem_max") };
     let set = |force: bool| if receive { sys::set_rcvbuf(fd, want, force) } else { sys::set_sndbuf(fd, want, force) };
-    let mut granted = set(false).map_err(|e| Error::Runtime(format!("cannot set {option} to {want}: {e}")))?;
+    let mut granted = set(false).map_err(|e| Error::failed(format!("cannot set {option} to {want}: {e}")))?;
     if granted / 2 < want {
         if let Ok(g) = set(true) {
             if g / 2 >= want {

@@ -13,14 +13,14 @@ use wirespeed::sys;
 
 fn connect_error(dest: SocketAddr, e: std::io::Error) -> Error {
     match e.kind() {
-        ErrorKind::ConnectionRefused => Error::Runtime(format!(
+        ErrorKind::ConnectionRefused => Error::failed(format!(
             "connection refused by {dest}: start the receiver there first (`wirespeed ttcp -r -p {}`)",
             dest.port()
         )),
         ErrorKind::TimedOut | ErrorKind::WouldBlock => {
-            Error::Runtime(format!("no answer from {dest} within 10 s: is the host up and the port open?"))
+            Error::failed(format!("no answer from {dest} within 10 s: is the host up and the port open?"))
         }
-        _ => Error::Runtime(format!("cannot connect to {dest}: {e}")),
+        _ => Error::failed(format!("cannot connect to {dest}: {e}")),
     }
 }
 
@@ -46,9 +46,9 @@ fn transmit_tcp(cfg: &Config, dest: SocketAddr, stop: &AtomicBool) -> Result<Rep
         None => default_sndbuf(Proto::Tcp),
     };
     if cfg.nodelay {
-        stream.set_nodelay(true).map_err(|e| Error::Runtime(format!("cannot set TCP_NODELAY: {e}")))?;
+        stream.set_nodelay(true).map_err(|e| Error::failed(format!("cannot set TCP_NODELAY: {e}")))?;
     }
-    let local = stream.local_addr().map_err(|e| Error::Runtime(format!("cannot read the local address: {e}")))?;
+    let local = stream.local_addr().map_err(|e| Error::io(format!("cannot read the local address: {e}")))?;
     let mut rep = Report::new(Role::Transmit, cfg, local, sockbuf);
     rep.notes = notes;
     rep.peer = dest.to_string();
@@ -75,12 +75,12 @@ fn transmit_tcp(cfg: &Config, dest: SocketAddr, stop: &AtomicBool) -> Result<Rep
                     }
                 }
                 Err(e) if matches!(e.kind(), ErrorKind::BrokenPipe | ErrorKind::ConnectionReset) => {
-                    return Err(Error::Runtime(format!(
+                    return Err(Error::failed(format!(
                         "the receiver at {dest} closed the connection after {} bytes",
                         rep.bytes
                     )))
                 }
-                Err(e) => return Err(Error::Runtime(format!("write to {dest} failed after {} bytes: {e}", rep.bytes))),
+                Err(e) => return Err(Error::io(format!("write to {dest} failed after {} bytes: {e}", rep.bytes))),
             }
         }
     }
@@ -111,20 +111,20 @@ fn transmit_tcp(cfg: &Config, dest: SocketAddr, stop: &AtomicBool) -> Result<Rep
 
 fn transmit_udp(cfg: &Config, dest: SocketAddr, stop: &AtomicBool) -> Result<Report> {
     let any: SocketAddr = if dest.is_ipv4() { "0.0.0.0:0" } else { "[::]:0" }.parse().expect("static address");
-    let sock = UdpSocket::bind(any).map_err(|e| Error::Runtime(format!("cannot open a UDP socket: {e}")))?;
+    let sock = UdpSocket::bind(any).map_err(|e| Error::io(format!("cannot open a UDP socket: {e}")))?;
     // Connected, so that an ICMP port unreachable (no receiver) comes back as an error.
-    sock.connect(dest).map_err(|e| Error::Runtime(format!("cannot address {dest}: {e}")))?;
+    sock.connect(dest).map_err(|e| Error::failed(format!("cannot address {dest}: {e}")))?;
     let mut notes = Vec::new();
     let sockbuf = match cfg.sockbuf {
         Some(b) => apply_sockbuf(sock.as_raw_fd(), b, false, &mut notes)?,
         None => default_sndbuf(Proto::Udp),
     };
-    let local = sock.local_addr().map_err(|e| Error::Runtime(format!("cannot read the local address: {e}")))?;
+    let local = sock.local_addr().map_err(|e| Error::io(format!("cannot read the local address: {e}")))?;
     let mut rep = Report::new(Role::Transmit, cfg, local, sockbuf);
     rep.notes = notes;
     rep.peer = dest.to_string();
     let no_receiver = || {
-        Error::Runtime(format!(
+        Error::failed(format!(
             "nothing listens on {dest} (ICMP port unreachable): start `wirespeed ttcp -r -u -p {}` there first",
             dest.port()
         ))
@@ -136,7 +136,7 @@ fn transmit_udp(cfg: &Config, dest: SocketAddr, stop: &AtomicBool) -> Result<Rep
     let cpu0 = sys::process_cpu_ns();
     send_retrying(&sock, &start.encode(), &mut enobufs, stop).map_err(|e| match e.kind() {
         ErrorKind::ConnectionRefused => no_receiver(),
-        _ => Error::Runtime(format!("cannot send to {dest}: {e}")),
+        _ => Error::failed(format!("cannot send to {dest}: {e}")),
     })?;
     let mut pacer = cfg.pacer(t0);
     rep.ended_by = "count".into();
@@ -156,7 +156,7 @@ fn transmit_udp(cfg: &Config, dest: SocketAddr, stop: &AtomicBool) -> Result<Rep
                 break;
             }
             Err(e) if e.kind() == ErrorKind::ConnectionRefused => return Err(no_receiver()),
-            Err(e) => return Err(Error::Runtime(format!("send to {dest} failed after {datagrams} datagrams: {e}"))),
+            Err(e) => return Err(Error::failed(format!("send to {dest} failed after {datagrams} datagrams: {e}"))),
         }
     }
     let t1 = sys::monotonic_ns();

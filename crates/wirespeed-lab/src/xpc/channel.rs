@@ -323,17 +323,17 @@ impl Channel {
     pub fn open_with(node: &Node, remote: u32, chan: u32, o: ChannelOptions) -> Result<Channel> {
         let local = node.local();
         if !node.options().xpc {
-            return Err(Error::Usage(format!(
+            return Err(Error::invalid(format!(
                 "Partition {local} does not support XPC messaging (it was opened with xpc = false): no channel can be opened"
             )));
         }
         if remote == local {
-            return Err(Error::Usage(format!(
+            return Err(Error::invalid(format!(
                 "xpc: a channel from partition {local} to itself is not a channel: name another partition"
             )));
         }
         if o.slots < 2 || o.slots > 1 << 20 || o.data_bytes < SLOT as u32 || o.data_bytes > 1 << 30 {
-            return Err(Error::Usage(format!(
+            return Err(Error::invalid(format!(
                 "xpc: channel sizes {} slots / {} bytes out of range: 2..1Mi slots, 128 B..1 GiB of out-of-line area",
                 o.slots, o.data_bytes
             )));
@@ -454,7 +454,7 @@ impl Channel {
         self.core.own.store_u64(H_PEER_GEN, pgen, Ordering::Release);
         let half = PeerHalf { mem, slots: pslots, data_len: pdata, data_off: data_offset(pslots), peer };
         if self.core.peer.set(half).is_err() {
-            return Err(Error::Runtime("xpc: channel connected twice (a bug)".into()));
+            return Err(Error::failed("xpc: channel connected twice (a bug)"));
         }
         self.state = ChanState::Connected;
         // The peer may be waiting for exactly this.
@@ -515,7 +515,7 @@ impl Channel {
         self.closed_here = true;
         // Harmless if the own half is the one that shrank: its mapping is zeros of our own now.
         self.core.own.store_u32(H_STATE, STATE_CLOSED, Ordering::Release);
-        Err(Error::Runtime(why))
+        Err(Error::failed(why))
     }
 
     /// The connected peer half, or why there is none yet (`Ok(None)`: still connecting).
@@ -526,15 +526,15 @@ impl Channel {
         match self.poll_connect()? {
             ChanState::Connected => Ok(true),
             ChanState::Connecting => Ok(false),
-            ChanState::Refused(r) => Err(Error::Runtime(r.to_string())),
-            ChanState::Closed(why) => Err(Error::Runtime(why)),
+            ChanState::Refused(r) => Err(Error::failed(r.to_string())),
+            ChanState::Closed(why) => Err(Error::failed(why)),
         }
     }
 
     fn send_check(&mut self) -> Result<bool> {
         self.fail_if_shrunk()?;
         if self.closed_here {
-            return Err(Error::Runtime(format!(
+            return Err(Error::failed(format!(
                 "xpc: channel {} to partition {} is closed here: nothing more can be sent",
                 self.core.chan, self.core.remote
             )));
@@ -547,7 +547,7 @@ impl Channel {
         if p.mem.load_u32(H_STATE, Ordering::Relaxed) == STATE_CLOSED || p.peer.dead.load(Ordering::Relaxed) {
             if let Some(why) = self.closed_reason(true) {
                 self.state = ChanState::Closed(why.clone());
-                return Err(Error::Runtime(why));
+                return Err(Error::failed(why));
             }
         }
         Ok(true)
@@ -579,7 +579,7 @@ impl Channel {
         }
         if let Some(why) = self.closed_reason(false) {
             self.state = ChanState::Closed(why.clone());
-            return Err(Error::Runtime(why));
+            return Err(Error::failed(why));
         }
         self.node.inner.remember(seen);
         Ok(false)
@@ -639,7 +639,7 @@ impl Channel {
             return Ok(true);
         }
         if msg.len() as u64 > self.data_len {
-            return Err(Error::Usage(format!(
+            return Err(Error::invalid(format!(
                 "xpc: a message of {} bytes is larger than channel {}'s out-of-line area of {} bytes: send it with send_rendezvous, or split it",
                 msg.len(),
                 self.core.chan,
@@ -690,7 +690,7 @@ impl Channel {
             ChanState::Connecting => "it never connected",
             _ => "its side is full",
         };
-        Error::Runtime(format!(
+        Error::failed(format!(
             "xpc: partition {} did not {what} on channel {} within {:?} ({why})",
             self.core.remote, self.core.chan, t
         ))
@@ -739,7 +739,7 @@ impl Channel {
     pub fn send_rendezvous(&mut self, buf: &[u8], timeout: Duration) -> Result<()> {
         let end = Instant::now() + timeout;
         if buf.len() > u32::MAX as usize {
-            return Err(Error::Usage(format!(
+            return Err(Error::invalid(format!(
                 "xpc: a rendezvous of {} bytes is over the 4 GiB limit: split it",
                 buf.len()
             )));
@@ -778,7 +778,7 @@ impl Channel {
                 continue;
             }
             let fail = if let Some(why) = self.closed_reason(false) {
-                Some(Error::Runtime(why))
+                Some(Error::failed(why))
             } else if Instant::now() >= end {
                 Some(self.timeout_error("pull a rendezvous", timeout))
             } else {
@@ -855,7 +855,7 @@ impl Channel {
         self.state = ChanState::Closed(why.clone());
         self.closed_here = true;
         self.core.own.store_u32(H_STATE, STATE_CLOSED, Ordering::Release);
-        Error::Runtime(why)
+        Error::failed(why)
     }
 
     /// [`Channel::take_unchecked`], then the check that nothing it read came from a file that
@@ -889,7 +889,7 @@ impl Channel {
                             continue;
                         }
                         self.state = ChanState::Closed(why.clone());
-                        return Err(Error::Runtime(why));
+                        return Err(Error::failed(why));
                     }
                     self.node.inner.remember(seen);
                     return Ok(None);
@@ -997,7 +997,7 @@ impl Channel {
             self.core.remote, self.core.chan
         );
         self.state = ChanState::Closed(why.clone());
-        Error::Runtime(why)
+        Error::failed(why)
     }
 
     /// Copy the immediate bytes of the message whose first slot `s` is at index `i` into `dst`.
@@ -1048,7 +1048,7 @@ impl Channel {
 }
 
 fn too_small(len: usize) -> Error {
-    Error::Usage(format!("xpc: the receive buffer is smaller than the next message ({len} bytes): give a larger one"))
+    Error::invalid(format!("xpc: the receive buffer is smaller than the next message ({len} bytes): give a larger one"))
 }
 
 impl Drop for Channel {

@@ -57,7 +57,7 @@ fn page_path(dir: &Path, id: u32) -> PathBuf {
 }
 
 fn io_err(what: &str, p: &Path, e: std::io::Error) -> Error {
-    Error::Runtime(format!("xpc: cannot {what} {}: {e}", p.display()))
+    Error::failed(format!("xpc: cannot {what} {}: {e}", p.display()))
 }
 
 /// A fresh generation number: distinct for every page or channel half made on this host.
@@ -129,7 +129,7 @@ impl RemotePage {
     pub fn open(dir: &Path, id: u32) -> Result<RemotePage> {
         let path = page_path(dir, id);
         let (mem, ino) = open_shared(&path)
-            .map_err(|e| Error::Runtime(format!("xpc: partition {id} has no page at {}: {e}", path.display())))?;
+            .map_err(|e| Error::failed(format!("xpc: partition {id} has no page at {}: {e}", path.display())))?;
         Ok(RemotePage { id, path, mem, ino })
     }
 
@@ -286,11 +286,11 @@ impl Node {
     /// process is replaced by a new generation) with its doorbell.
     pub fn open(dir: &Path, local: u32, opts: NodeOptions) -> Result<Node> {
         std::fs::create_dir_all(dir).map_err(|e| io_err("create the XPC directory", dir, e))?;
-        let bell = sx::eventfd().map_err(|e| Error::Runtime(format!("xpc: cannot make a doorbell (eventfd): {e}")))?;
-        let epoll = Epoll::new().map_err(|e| Error::Runtime(format!("xpc: cannot make an epoll set: {e}")))?;
+        let bell = sx::eventfd().map_err(|e| Error::failed(format!("xpc: cannot make a doorbell (eventfd): {e}")))?;
+        let epoll = Epoll::new().map_err(|e| Error::failed(format!("xpc: cannot make an epoll set: {e}")))?;
         epoll
             .add(bell.as_raw_fd(), 0, true)
-            .map_err(|e| Error::Runtime(format!("xpc: cannot watch the doorbell: {e}")))?;
+            .map_err(|e| Error::failed(format!("xpc: cannot watch the doorbell: {e}")))?;
         remove_stale_halves(dir, local);
         let path = page_path(dir, local);
         let gen = new_generation();
@@ -553,7 +553,7 @@ impl NodeInner {
                 // Exiting (no descriptors left) or exited: gone.
                 Err(e) if sx::no_such_process(&e) || sx::readable_now(f.as_raw_fd()) => None,
                 Err(e) => {
-                    return Err(Error::Runtime(format!(
+                    return Err(Error::failed(format!(
                         "xpc: cannot reach partition {id}'s doorbell in process {} (pidfd_getfd: {e}): XPC needs the same user or root on both sides",
                         v.pid
                     )))

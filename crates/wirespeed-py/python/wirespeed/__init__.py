@@ -9,7 +9,11 @@
 - ``wirespeed.tap(name)``: a live ring of ``wirespeed record --share NAME``, batch by batch.
 
 Every failure raises ``WirespeedError`` (``UsageError``, a subclass, for bad arguments or input)
-with one line saying what is wrong and what to do. The parsing, checking and accounting are the
+with one line saying what is wrong and what to do. The class says the kind, and each is also the
+matching built-in: ``InvalidValueError`` and ``BadDataError`` are ``ValueError``\ s,
+``NotFoundError`` a ``FileNotFoundError``, ``PermissionDeniedError`` a ``PermissionError``,
+``BusyError``, ``UnsupportedError`` and ``IOFailedError`` ``OSError``\ s, ``PeerError`` a
+``ConnectionError``, ``RunFailedError`` a ``RuntimeError``. A bad argument's name is ``.param``. The parsing, checking and accounting are the
 Rust library's own (``wirespeed._native``); this module shapes its results as numpy arrays.
 """
 
@@ -23,14 +27,35 @@ from typing import Iterator, Optional, Sequence, Union
 import numpy as np
 
 from . import _native
-from ._native import UsageError, WirespeedError
+from ._native import (
+    BadDataError,
+    BusyError,
+    IOFailedError,
+    InvalidValueError,
+    NotFoundError,
+    PeerError,
+    PermissionDeniedError,
+    RunFailedError,
+    UnsupportedError,
+    UsageError,
+    WirespeedError,
+)
 
 __all__ = [
+    "BadDataError",
     "Batch",
+    "BusyError",
+    "IOFailedError",
+    "InvalidValueError",
+    "NotFoundError",
+    "PeerError",
+    "PermissionDeniedError",
     "Receiver",
     "Recording",
     "RecordingFile",
+    "RunFailedError",
     "Tap",
+    "UnsupportedError",
     "UsageError",
     "WirespeedError",
     "open",
@@ -132,7 +157,7 @@ class RecordingFile:
 
     def _pcap(self) -> dict:
         if self.file_format != "pcap":
-            raise UsageError(f"{self.path} is a raw file: it keeps no time stamps or sources (record with file_format pcap)")
+            raise InvalidValueError(f"{self.path} is a raw file: it keeps no time stamps or sources (record with file_format pcap)")
         if self._index_cache is None:
             self._index_cache = self._native.pcap_index(self._index)
         return self._index_cache
@@ -231,7 +256,7 @@ class RecordingFile:
         if self._headers is None:
             cols = self._native.header_columns(self._index)
             if cols is None:
-                raise UsageError(
+                raise InvalidValueError(
                     f"{self.path} holds {self.format}, which has no VDIF or Mark5B header: use payloads instead"
                 )
             self._headers = {name: _column((dtype, raw)) for name, dtype, raw in cols}
@@ -274,13 +299,13 @@ class Recording:
         if len(self.files) == 1:
             led = self.files[0].ledger
             if led is None:
-                raise UsageError(f"{self.files[0].path} has no sidecar, so no ledger: use wirespeed.verify(path)")
+                raise InvalidValueError(f"{self.files[0].path} has no sidecar, so no ledger: use wirespeed.verify(path)")
             return led
         return {"total": self._sidecar_total, "files": [f.ledger for f in self.files]}
 
     def _one(self) -> RecordingFile:
         if len(self.files) != 1:
-            raise UsageError(f"this recording has {len(self.files)} files: use rec.files[i] (or iterate over rec)")
+            raise InvalidValueError(f"this recording has {len(self.files)} files: use rec.files[i] (or iterate over rec)")
         return self.files[0]
 
     sidecar = property(lambda self: self._one().sidecar, doc="The sidecar of a one-file recording.")
@@ -347,7 +372,7 @@ class Batch:
 
     def _r(self) -> np.ndarray:
         if self._rows is None:
-            raise UsageError("this batch was released: take the arrays (or copies) before release()")
+            raise InvalidValueError("this batch was released: take the arrays (or copies) before release()")
         return self._rows
 
     def _field(self, name: str, dtype: str) -> np.ndarray:

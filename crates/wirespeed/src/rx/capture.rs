@@ -716,9 +716,8 @@ fn capture_loop<'a, B: Backend, S: Sink>(
         }
         cap.now = sys::monotonic_ns();
         let lease = cap.sink.lend(cfg.batch);
-        let n = backend
-            .recv_into(lease, |l| cap.landed(l))
-            .map_err(|e| Error::Runtime(format!("receiving failed: {e}")))?;
+        let n =
+            backend.recv_into(lease, |l| cap.landed(l)).map_err(|e| Error::os(format!("receiving failed: {e}"), &e))?;
         let now = sys::monotonic_ns();
         cap.sink.end_batch(now, backend.kernel_drops());
         if let Some(why) = cap.sink.must_stop() {

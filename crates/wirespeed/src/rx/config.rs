@@ -145,31 +145,37 @@ impl RecvConfig {
             }
         }
         if self.max_streams == 0 || self.batch == 0 {
-            return Err(Error::Usage("--max-streams and --batch must be at least 1".into()));
+            return Err(Error::invalid("--max-streams and --batch must be at least 1"));
         }
         if self.batch > MAX_BATCH {
-            return Err(Error::Usage(format!("--batch {} is more than {MAX_BATCH} datagrams a call", self.batch)));
+            return Err(Error::param("batch", format!("{} is more than {MAX_BATCH} datagrams a call", self.batch)));
         }
         if self.max_streams > MAX_TRACKED_STREAMS {
-            return Err(Error::Usage(format!(
-                "--max-streams {} is more than the {MAX_TRACKED_STREAMS} streams one receiver tracks",
-                self.max_streams
-            )));
+            return Err(Error::param(
+                "max-streams",
+                format!("{} is more than the {MAX_TRACKED_STREAMS} streams one receiver tracks", self.max_streams),
+            ));
         }
         if self.ledger.window == 0 || self.ledger.window > MAX_WINDOW {
-            return Err(Error::Usage(format!(
-                "--window {} is out of range: give 1..{MAX_WINDOW} (one bit per number per stream, allocated up front)",
-                self.ledger.window
-            )));
+            return Err(Error::param(
+                "window",
+                format!(
+                    "{} is out of range: give 1..{MAX_WINDOW} (one bit per number per stream, allocated up front)",
+                    self.ledger.window
+                ),
+            ));
         }
         if self.threads == 0 || self.threads > MAX_THREADS {
-            return Err(Error::Usage(format!(
-                "--threads {} is out of range: give 1..{MAX_THREADS} (one socket and one set of ledgers per thread)",
-                self.threads
-            )));
+            return Err(Error::param(
+                "threads",
+                format!(
+                    "{} is out of range: give 1..{MAX_THREADS} (one socket and one set of ledgers per thread)",
+                    self.threads
+                ),
+            ));
         }
         if !self.cpus.is_empty() && self.cpus.len() < self.threads {
-            return Err(Error::Usage(format!(
+            return Err(Error::invalid(format!(
                 "--cpus names {} CPU(s) for {} capture threads: give one CPU per thread, e.g. --cpus 2-{}",
                 self.cpus.len(),
                 self.threads,
@@ -177,14 +183,14 @@ impl RecvConfig {
             )));
         }
         if self.cpu.is_some() && self.threads > 1 {
-            return Err(Error::Usage(format!(
+            return Err(Error::invalid(format!(
                 "--cpu pins one capture thread, and there are {}: give --cpus with one CPU per thread instead, e.g. --cpus 2-{}",
                 self.threads,
                 1 + self.threads
             )));
         }
         if self.cpu.is_some() && !self.cpus.is_empty() {
-            return Err(Error::Usage("--cpu and --cpus both pin the capture: give one of them".into()));
+            return Err(Error::invalid("--cpu and --cpus both pin the capture: give one of them"));
         }
         // Every thread preallocates ledgers for --max-streams streams (any stream may be
         // steered to any thread).
@@ -198,7 +204,7 @@ pub fn check_ledger_budget(max_streams: usize, window: u64) -> Result<()> {
     let per = StreamLedger::bytes_for(window);
     let total = per.saturating_mul(max_streams as u64);
     if total > LEDGER_BUDGET {
-        return Err(Error::Usage(format!(
+        return Err(Error::invalid(format!(
             "--max-streams {max_streams} with --window {window} needs {} of ledger memory ({} a stream), more than the {} allowed: lower --max-streams or --window",
             units::bytes(total),
             units::bytes(per),

@@ -107,12 +107,12 @@ pub fn learn(
     hold_max: usize,
 ) -> Result<FormatLearned> {
     if listener.threads() > 1 {
-        return Err(Error::Usage(format!(
+        return Err(Error::invalid(format!(
             "learning the {family} layout reads one socket: give --threads 1, or the format's keys (`wirespeed probe` prints them)"
         )));
     }
     let Opened::Mmsg(ep) = &listener.endpoint else {
-        return Err(Error::Usage(format!(
+        return Err(Error::invalid(format!(
             "learning the {family} layout reads a UDP socket: leave --backend out, or give the format's keys (`wirespeed probe` prints them)"
         )));
     };
@@ -120,9 +120,9 @@ pub fn learn(
     // Never blocked in a receive call (a datagram the kernel drops after poll said readable,
     // a bad checksum, must not hold learning past its time); the capture's own calls do not
     // depend on the mode, which is put back.
-    sock.set_nonblocking(true).map_err(|e| Error::Runtime(format!("receiving failed: {e}")))?;
+    sock.set_nonblocking(true).map_err(|e| Error::os(format!("receiving failed: {e}"), &e))?;
     let result = read_and_learn(sock, ep.fd(), family, stop, wait_first, hold_max);
-    sock.set_nonblocking(false).map_err(|e| Error::Runtime(format!("receiving failed: {e}")))?;
+    sock.set_nonblocking(false).map_err(|e| Error::os(format!("receiving failed: {e}"), &e))?;
     let (held, layout) = result?;
     listener.held = held;
     listener.relearn = LEARNABLE.iter().find(|f| **f == family).map(|f| (*f, true));
@@ -155,7 +155,7 @@ fn read_and_learn(
             Some(f) if now - f >= LEARN_WAIT.as_nanos() as u64 => break,
             _ => {}
         }
-        if !sys::poll_readable(fd, Some(20_000_000)).map_err(|e| Error::Runtime(format!("receiving failed: {e}")))? {
+        if !sys::poll_readable(fd, Some(20_000_000)).map_err(|e| Error::os(format!("receiving failed: {e}"), &e))? {
             continue;
         }
         // Everything queued, then look at what was learned.
@@ -165,7 +165,7 @@ fn read_and_learn(
                 Ok(x) => x,
                 Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => break,
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => break,
-                Err(e) => return Err(Error::Runtime(format!("receiving failed: {e}"))),
+                Err(e) => return Err(Error::os(format!("receiving failed: {e}"), &e)),
             };
             // Named as the capture names it (an IPv4 sender on a dual-stack socket is a.b.c.d).
             let src = crate::addr::unmap(src);
@@ -223,9 +223,9 @@ fn read_and_learn(
     let (fmt, source, facts) = match &chosen {
         Some(l) => {
             let spec = l.spec.as_deref().unwrap_or(family);
-            (spec::parse(spec).map_err(Error::Runtime)?, l.source.clone(), l.facts.clone())
+            (spec::parse(spec).map_err(Error::failed)?, l.source.clone(), l.facts.clone())
         }
-        None => (spec::parse(family).map_err(Error::Usage)?, String::new(), Vec::new()),
+        None => (spec::parse(family).map_err(Error::invalid)?, String::new(), Vec::new()),
     };
     let layout = LearnedLayout { spec: fmt.spec(), source, facts, assumed, datagrams, seconds, spent };
     Ok((held, (fmt, layout)))

@@ -83,7 +83,10 @@ impl Listener {
     pub fn bind(cfg: &RecvConfig) -> Result<Listener> {
         let n = cfg.threads.max(1);
         if n > super::config::MAX_THREADS {
-            return Err(Error::Usage(format!("--threads {n} is out of range: give 1..{}", super::config::MAX_THREADS)));
+            return Err(Error::param(
+                "threads",
+                format!("{n} is out of range: give 1..{}", super::config::MAX_THREADS),
+            ));
         }
         // An id no other run of this process or another shares (a fanout group id).
         let group = (std::process::id() << 8) ^ (sys::monotonic_ns() as u32 & 0xff);
@@ -326,7 +329,7 @@ pub fn capture_group<S: Sink>(
 ) -> Result<(RecvReport, Vec<S>)> {
     let n = listener.threads();
     if sinks.len() != n {
-        return Err(Error::Runtime(format!("{} sinks for {n} capture threads", sinks.len())));
+        return Err(Error::failed(format!("{} sinks for {n} capture threads", sinks.len())));
     }
     let mut tcfg = cfg.clone();
     tcfg.threads = n;
@@ -401,7 +404,7 @@ pub fn capture_group<S: Sink>(
                         if let Some(cpu) = pin {
                             sys::pin_current_thread(cpu).map_err(|e| {
                                 run_stop_flag.store(true, Ordering::Relaxed);
-                                Error::Usage(format!("cannot pin capture thread {i} to CPU {cpu}: {e} (see `nproc`)"))
+                                Error::invalid(format!("cannot pin capture thread {i} to CPU {cpu}: {e} (see `nproc`)"))
                             })?;
                         }
                         // Once, before the first receive call: SCHED_FIFO when --realtime asks.

@@ -91,7 +91,7 @@ pub fn open(paths: &[PathBuf], format: Option<Arc<dyn Format>>) -> Result<Record
     let found = verify::collect(paths, format.as_ref())?;
     if found.files.is_empty() {
         let names: Vec<String> = found.orphans.iter().map(|p| p.display().to_string()).collect();
-        return Err(Error::Usage(format!(
+        return Err(Error::not_found(format!(
             "no data files to open: only sidecars whose data file is missing ({})",
             names.join(", ")
         )));
@@ -107,7 +107,7 @@ pub fn open(paths: &[PathBuf], format: Option<Arc<dyn Format>>) -> Result<Record
             None => (None, None, None),
         };
         let layout = verify::layout_for(path, sidecar.as_ref(), &opts, sibling.as_ref())?;
-        let md = std::fs::metadata(path).map_err(|e| Error::Runtime(format!("cannot read {}: {e}", path.display())))?;
+        let md = std::fs::metadata(path).map_err(|e| Error::io(format!("cannot read {}: {e}", path.display())))?;
         let part = path.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.ends_with(PART_SUFFIX));
         files.push(OpenFile {
             path: path.clone(),
@@ -156,7 +156,7 @@ pub fn index_pcap(path: &Path, len: u64) -> Result<PcapIndex> {
 }
 
 fn open_read(path: &Path, len: u64) -> Result<std::io::Take<BufReader<std::fs::File>>> {
-    let f = std::fs::File::open(path).map_err(|e| Error::Runtime(format!("cannot open {}: {e}", path.display())))?;
+    let f = std::fs::File::open(path).map_err(|e| Error::io(format!("cannot open {}: {e}", path.display())))?;
     Ok(BufReader::with_capacity(1 << 20, f).take(len))
 }
 
@@ -168,7 +168,7 @@ fn fill(r: &mut impl Read, buf: &mut [u8], path: &Path) -> Result<usize> {
             Ok(0) => break,
             Ok(k) => n += k,
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(Error::Runtime(format!("cannot read {}: {e}", path.display()))),
+            Err(e) => return Err(Error::io(format!("cannot read {}: {e}", path.display()))),
         }
     }
     Ok(n)

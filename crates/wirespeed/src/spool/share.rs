@@ -128,36 +128,43 @@ impl Descriptor {
 
     /// Read the descriptor of share `name`: a missing one, an unreadable one or one of a dead
     /// recorder is an error that says so.
-    pub fn load(name: &str) -> Result<Descriptor, String> {
-        validate_name(name)?;
+    pub fn load(name: &str) -> crate::Result<Descriptor> {
+        validate_name(name).map_err(crate::Error::invalid)?;
         let path = descriptor_path(name);
         let text = match std::fs::read_to_string(&path) {
             Ok(t) => t,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                return Err(format!(
-                    "no recorder shares {name:?} ({} does not exist): start one with `wirespeed record ... --file-format pcap --share {name}`",
-                    path.display()
+                return Err(crate::Error::usage_io(
+                    format!(
+                        "no recorder shares {name:?} ({} does not exist): start one with `wirespeed record ... --file-format pcap --share {name}`",
+                        path.display()
+                    ),
+                    &e,
                 ))
             }
-            Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
+            Err(e) => return Err(crate::Error::usage_io(format!("cannot read {}: {e}", path.display()), &e)),
         };
-        let d: Descriptor =
-            serde_json::from_str(&text).map_err(|e| format!("{} is not a share descriptor: {e}", path.display()))?;
+        let d: Descriptor = serde_json::from_str(&text)
+            .map_err(|e| crate::Error::bad_data(format!("{} is not a share descriptor: {e}", path.display())))?;
         if d.schema != SHARE_SCHEMA {
-            return Err(format!("{} has schema {:?}, this wirespeed reads {SHARE_SCHEMA}", path.display(), d.schema));
+            return Err(crate::Error::bad_data(format!(
+                "{} has schema {:?}, this wirespeed reads {SHARE_SCHEMA}",
+                path.display(),
+                d.schema
+            )));
         }
         if !d.alive() {
-            return Err(format!(
+            return Err(crate::Error::not_found(format!(
                 "share {name:?} is stale: its recorder (pid {}) is no longer running; the next `record --share {name}` replaces {}",
                 d.pid,
                 path.display()
-            ));
+            )));
         }
         if d.rings.is_empty() {
-            return Err(format!(
+            return Err(crate::Error::bad_data(format!(
                 "{} names no ring: a recorder always shares one per capture thread, so this descriptor is not a recorder's; remove it",
                 path.display()
-            ));
+            )));
         }
         Ok(d)
     }

@@ -20,7 +20,7 @@ use super::{
     looks_recorded, reasons, sidecar_name, sidecar_part_name, FileFormat, FileLedger, FileStream, ReadLayout,
     RecordWalker, Sidecar, PART_SUFFIX, PCAP_GLOBAL_LEN, SIDECAR_SCHEMAS_READ,
 };
-use crate::error::{Error, Result};
+use crate::error::{Error, Kind, Result};
 use crate::ledger::LedgerCounts;
 use crate::rx::InvalidReasons;
 use crate::units;
@@ -258,14 +258,14 @@ pub fn collect(paths: &[PathBuf], format: Option<&Arc<dyn Format>>) -> Result<Co
     let mut out = Collected::default();
     for p in paths {
         let md = std::fs::metadata(p).map_err(|e| {
-            Error::Usage(format!("cannot read {}: {e} (give recorded files or their directory)", p.display()))
+            Error::usage_io(format!("cannot read {}: {e} (give recorded files or their directory)", p.display()), &e)
         })?;
         if md.is_file() {
             out.files.push(p.clone());
             continue;
         }
         if !md.is_dir() {
-            return Err(Error::Usage(format!(
+            return Err(Error::invalid(format!(
                 "{} is {}: verify reads recorded files or their directory",
                 p.display(),
                 not_regular(&md)
@@ -273,7 +273,7 @@ pub fn collect(paths: &[PathBuf], format: Option<&Arc<dyn Format>>) -> Result<Co
         }
         let before = out.files.len() + out.orphans.len();
         let mut entries: Vec<PathBuf> = std::fs::read_dir(p)
-            .map_err(|e| Error::Runtime(format!("cannot list {}: {e}", p.display())))?
+            .map_err(|e| Error::failed(format!("cannot list {}: {e}", p.display())))?
             .filter_map(|e| e.ok().map(|e| e.path()))
             .filter(|e| !name_of(e).starts_with('.'))
             .collect();
@@ -333,7 +333,7 @@ pub fn collect(paths: &[PathBuf], format: Option<&Arc<dyn Format>>) -> Result<Co
         }
         if out.files.len() + out.orphans.len() == before {
             let names: Vec<String> = skipped.iter().map(|s| format!("{} ({})", s.path, s.reason)).collect();
-            return Err(Error::Usage(if names.is_empty() {
+            return Err(Error::not_found(if names.is_empty() {
                 format!("{} holds no recordings", p.display())
             } else {
                 format!("{} holds no recordings: {}", p.display(), names.join("; "))
@@ -388,7 +388,10 @@ pub(crate) fn layout_for(
 ) -> Result<ReadLayout> {
     let from_side = |s: &Sidecar| -> Result<ReadLayout> {
         let reader = spec::parse(&s.reader_format).map_err(|e| {
-            Error::Runtime(format!("the sidecar of {} names a format this wirespeed cannot read: {e}", path.display()))
+            Error::unsupported(format!(
+                "the sidecar of {} names a format this wirespeed cannot read: {e}",
+                path.display()
+            ))
         })?;
         Ok(ReadLayout { file_format: s.file_format, record_len: s.record_len.unwrap_or(0), reader })
     };
@@ -398,7 +401,7 @@ pub(crate) fn layout_for(
             None => magic_kind(&head_of(path)).is_some() || has_pcap_name(path),
         };
         let ff = if pcap { FileFormat::Pcap } else { FileFormat::Raw };
-        return ReadLayout::for_stream(f, ff).map_err(Error::Usage);
+        return ReadLayout::for_stream(f, ff).map_err(Error::invalid);
     }
     if let Some(s) = side {
         return from_side(s);
@@ -410,7 +413,7 @@ pub(crate) fn layout_for(
         }
         return Ok(l);
     }
-    Err(Error::Usage(format!(
+    Err(Error::invalid(format!(
         "cannot tell what {} holds: it has no sidecar; give --format (e.g. --format counter,size=8800)",
         path.display()
     )))
@@ -558,7 +561,7 @@ pub fn verify(found: &Collected, opts: &VerifyOptions) -> Result<VerifyReport> {
             None => (None, None, None),
         };
         let layout = layout_for(path, side.as_ref(), opts, sibling.as_ref()).map_err(|e| match (&side_err, e) {
-            (Some(why), Error::Usage(_)) => Error::Usage(format!(
+            (Some(why), e) if e.kind() == Kind::Invalid => Error::invalid(format!(
                 "cannot tell what {} holds: its sidecar cannot be used ({why}); give --format (e.g. --format counter,size=8800)",
                 path.display()
             )),
@@ -575,11 +578,10 @@ pub fn verify(found: &Collected, opts: &VerifyOptions) -> Result<VerifyReport> {
         );
         v.complete = true;
         v.unwritten = side.as_ref().map_or(0, |s| s.unwritten);
-        let mut f =
-            std::fs::File::open(path).map_err(|e| Error::Runtime(format!("cannot open {}: {e}", path.display())))?;
-        let md = f.metadata().map_err(|e| Error::Runtime(format!("cannot read {}: {e}", path.display())))?;
+        let mut f = std::fs::File::open(path).map_err(|e| Error::io(format!("cannot open {}: {e}", path.display())))?;
+        let md = f.metadata().map_err(|e| Error::io(format!("cannot read {}: {e}", path.display())))?;
         if !md.is_file() {
-            return Err(Error::Usage(format!(
+            return Err(Error::invalid(format!(
                 "{} is {}: verify reads recorded files",
                 path.display(),
                 not_regular(&md)
@@ -614,8 +616,7 @@ pub fn verify(found: &Collected, opts: &VerifyOptions) -> Result<VerifyReport> {
         let mut bytes = 0u64;
         while bytes < len_at_open {
             let want = (len_at_open - bytes).min(buf.len() as u64) as usize;
-            let n =
-                f.read(&mut buf[..want]).map_err(|e| Error::Runtime(format!("cannot read {}: {e}", path.display())))?;
+            let n = f.read(&mut buf[..want]).map_err(|e| Error::io(format!("cannot read {}: {e}", path.display())))?;
             if n == 0 {
                 break;
             }

@@ -772,10 +772,10 @@ pub fn remove_if_empty(path: &Path) {
 /// it took.
 pub fn drain_once(dir: &Path, bytes: usize, engine: &str, depth: usize) -> crate::Result<(WriterReport, f64)> {
     use crate::wire::{ByteOrder, Counter, Format};
-    let fmt: Arc<dyn Format> = Arc::new(Counter::new(8192, ByteOrder::Be).map_err(crate::Error::Runtime)?);
-    let layout = ReadLayout::for_stream(&fmt, FileFormat::Raw).map_err(crate::Error::Runtime)?;
+    let fmt: Arc<dyn Format> = Arc::new(Counter::new(8192, ByteOrder::Be).map_err(crate::Error::failed)?);
+    let layout = ReadLayout::for_stream(&fmt, FileFormat::Raw).map_err(crate::Error::failed)?;
     let (mut prod, cons) = sys::byte_ring(bytes, true)
-        .map_err(|e| crate::Error::Runtime(format!("cannot allocate a {bytes}-byte ring: {e}")))?;
+        .map_err(|e| crate::Error::failed(format!("cannot allocate a {bytes}-byte ring: {e}")))?;
     let rec = vec![0u8; 8192];
     while prod.write(&[&rec]) {}
     prod.publish();
@@ -801,11 +801,11 @@ pub fn drain_once(dir: &Path, bytes: usize, engine: &str, depth: usize) -> crate
         "io_uring" => {
             w.uring = Some(
                 sys::uring::WriteRing::new(w.depth as u32)
-                    .map_err(|e| crate::Error::Runtime(format!("io_uring is not available here: {e}")))?,
+                    .map_err(|e| crate::Error::unsupported(format!("io_uring is not available here: {e}")))?,
             )
         }
         "threads" => {}
-        other => return Err(crate::Error::Usage(format!("unknown write engine '{other}': use io_uring or threads"))),
+        other => return Err(crate::Error::invalid(format!("unknown write engine '{other}': use io_uring or threads"))),
     }
     // Threads means threads, even where `run` would choose io_uring by itself.
     w.force_threads = engine == "threads";
@@ -817,7 +817,7 @@ pub fn drain_once(dir: &Path, bytes: usize, engine: &str, depth: usize) -> crate
         let _ = std::fs::remove_file(&f.sidecar);
     }
     if let Some(e) = &r.error {
-        return Err(crate::Error::Runtime(format!("writing to {} failed: {e}", dir.display())));
+        return Err(crate::Error::io(format!("writing to {} failed: {e}", dir.display())));
     }
     Ok((r, dt))
 }

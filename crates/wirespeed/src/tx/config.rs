@@ -106,37 +106,37 @@ impl SendConfig {
 /// Check a configuration before any socket is opened (usage errors, exit code 2).
 pub fn validate(cfg: &SendConfig, fmt: &dyn Format) -> Result<()> {
     if let Some(why) = fmt.cannot_send() {
-        return Err(Error::Usage(why));
+        return Err(Error::invalid(why));
     }
     let len = fmt.packet_len();
     if len == 0 || len > MAX_UDP_PAYLOAD {
-        return Err(Error::Usage(format!(
+        return Err(Error::invalid(format!(
             "payload of {len} bytes does not fit a UDP datagram: use 1..{MAX_UDP_PAYLOAD} bytes (8800 is the usual jumbo size)"
         )));
     }
     if cfg.streams == 0 || cfg.streams > 1024 {
-        return Err(Error::Usage("--streams must be between 1 and 1024".into()));
+        return Err(Error::param("streams", format!("{} must be between 1 and 1024", cfg.streams)));
     }
     if cfg.duration.is_none() && cfg.count.is_none() {
-        return Err(Error::Usage("say how long to send: --duration SECS or --count PACKETS".into()));
+        return Err(Error::invalid("say how long to send: --duration SECS or --count PACKETS"));
     }
     if cfg.skip_every == Some(0) {
-        return Err(Error::Usage("--skip-every needs N >= 1".into()));
+        return Err(Error::param("skip-every", "0 skips nothing: give N >= 1 (every Nth datagram is left out)"));
     }
     if let Some(&(a, b)) = cfg.skip_ranges.iter().find(|(a, b)| a > b) {
-        return Err(Error::Usage(format!("--skip {a}..{b} is empty: write the smaller number first")));
+        return Err(Error::param("skip", format!("{a}..{b} is empty: write the smaller number first")));
     }
     if cfg.raw.is_some() && cfg.gso {
-        return Err(Error::Usage(
-            "--gso and --raw do not mix: a raw socket sends whole frames, one per datagram; leave one out".into(),
+        return Err(Error::invalid(
+            "--gso and --raw do not mix: a raw socket sends whole frames, one per datagram; leave one out",
         ));
     }
     if cfg.dest.ip().is_unspecified() {
-        return Err(Error::Usage(format!("{} is not a destination: give the receiver's address", cfg.dest.ip())));
+        return Err(Error::invalid(format!("{} is not a destination: give the receiver's address", cfg.dest.ip())));
     }
     if let (Some(b), d) = (cfg.bind, cfg.dest) {
         if b.is_ipv4() != d.is_ipv4() {
-            return Err(Error::Usage(format!(
+            return Err(Error::invalid(format!(
                 "--bind {b} and the destination {} are of different families (IPv4 and IPv6): give a --bind address of the destination's family",
                 d.ip()
             )));
@@ -147,7 +147,7 @@ pub fn validate(cfg: &SendConfig, fmt: &dyn Format) -> Result<()> {
             crate::addr::multicast_v6_index(g, cfg.multicast_iface.as_ref(), "--iface")?;
         }
         _ if cfg.multicast_iface.is_some() && !cfg.dest.ip().is_multicast() => {
-            return Err(Error::Usage(format!(
+            return Err(Error::invalid(format!(
                 "--iface chooses where multicast leaves, and {} is not a multicast group: leave --iface out",
                 cfg.dest.ip()
             )));

@@ -76,15 +76,14 @@ impl PgmTx {
     /// Open the NAK socket next to the stream's data socket `data` (connected to the
     /// destination) and start the session.
     pub(super) fn open(cfg: &SendConfig, pgm: &PgmConfig, data: &UdpSocket, max_tsdu: usize) -> Result<PgmTx> {
-        pgm.validate().map_err(Error::Usage)?;
+        pgm.validate().map_err(Error::invalid)?;
         if !cfg.dest.is_ipv4() {
-            return Err(Error::Usage(format!(
-                "--transport pgm sends over IPv4 here ({} is IPv6): give an IPv4 host or group",
-                cfg.dest
-            )));
+            return Err(Error::param(
+                "transport",
+                format!("pgm sends over IPv4 here ({} is IPv6): give an IPv4 host or group", cfg.dest),
+            ));
         }
-        let local =
-            data.local_addr().map_err(|e| Error::Runtime(format!("cannot read the data socket's address: {e}")))?;
+        let local = data.local_addr().map_err(|e| Error::io(format!("cannot read the data socket's address: {e}")))?;
         let nla = match pgm.nla {
             Some(a) => a,
             None if local.ip().is_unspecified() && cfg.dest.ip().is_multicast() => {
@@ -93,20 +92,20 @@ impl PgmTx {
             None => local.ip(),
         };
         if nla.is_unspecified() {
-            return Err(Error::Usage(format!(
+            return Err(Error::invalid(format!(
                 "no source address for the SPMs to name (the route to {} gives none): give --pgm-nla ADDR",
                 cfg.dest.ip()
             )));
         }
         let at = SocketAddr::new(nla, cfg.dest.port());
         let naks = UdpSocket::bind(at).map_err(|e| {
-            Error::Runtime(format!(
+            Error::failed(format!(
                 "cannot bind the PGM source's NAK socket to {at}: {e} (receivers send NAKs to the source's address at the session's port; a receiver on this host must listen on another address, e.g. recv 127.0.0.2:{})",
                 cfg.dest.port()
             ))
         })?;
         naks.set_nonblocking(true)
-            .map_err(|e| Error::Runtime(format!("cannot make the NAK socket non-blocking: {e}")))?;
+            .map_err(|e| Error::failed(format!("cannot make the NAK socket non-blocking: {e}")))?;
         let now = sys::monotonic_ns();
         let seed = sys::realtime_ns() ^ u64::from(std::process::id()).rotate_left(17) ^ u64::from(local.port());
         let tsi = Tsi { gsi: crate::pgm::new_gsi(seed), sport: local.port().max(1) };

@@ -262,15 +262,15 @@ impl RawStream {
 }
 
 fn no_cap() -> Error {
-    Error::Runtime(
-        "send --raw needs CAP_NET_RAW to open an AF_PACKET socket: run it as root, or give the binary the capability (`setcap cap_net_raw+ep $(command -v wirespeed)`)".into(),
+    Error::permission(
+        "send --raw needs CAP_NET_RAW to open an AF_PACKET socket: run it as root, or give the binary the capability (`setcap cap_net_raw+ep $(command -v wirespeed)`)",
     )
 }
 
 fn open_error(e: io::Error, iface: &str) -> Error {
     match e.raw_os_error() {
         Some(libc::EPERM) | Some(libc::EACCES) => no_cap(),
-        _ => Error::Runtime(format!("cannot open a raw socket on {iface}: {e}")),
+        _ => Error::io(format!("cannot open a raw socket on {iface}: {e}")),
     }
 }
 
@@ -288,16 +288,16 @@ pub fn prepare(
     payload: usize,
 ) -> Result<(RawTarget, Vec<RawStream>)> {
     let ifindex = packet_tx::if_index(iface)
-        .map_err(|_| Error::Usage(format!("there is no interface named '{iface}' here: `ip link` lists them")))?;
+        .map_err(|_| Error::not_found(format!("there is no interface named '{iface}' here: `ip link` lists them")))?;
     // The privilege check first, so that an unprivileged user hears about it and nothing else.
     let first = PacketTx::open(ifindex).map_err(|e| open_error(e, iface))?;
     let (mac, hw) = packet_tx::if_hwaddr(iface)
-        .map_err(|e| Error::Runtime(format!("cannot read the hardware address of {iface}: {e}")))?;
+        .map_err(|e| Error::io(format!("cannot read the hardware address of {iface}: {e}")))?;
     let loopback = match hw {
         HW_LOOPBACK => true,
         HW_ETHER => false,
         t => {
-            return Err(Error::Usage(format!(
+            return Err(Error::invalid(format!(
                 "{iface} is not an Ethernet interface (hardware type {t}): --raw builds Ethernet frames; send without --raw"
             )))
         }
@@ -305,17 +305,17 @@ pub fn prepare(
     if loopback {
         loopback_accepts(cfg.dest.ip(), iface)?;
     }
-    let mtu = packet_tx::if_mtu(iface).map_err(|e| Error::Runtime(format!("cannot read the MTU of {iface}: {e}")))?;
+    let mtu = packet_tx::if_mtu(iface).map_err(|e| Error::io(format!("cannot read the MTU of {iface}: {e}")))?;
     let ip_len = ip_packet_len(&cfg.dest, payload);
     if ip_len > mtu as usize {
         let most = payload - (ip_len - mtu as usize).min(payload);
-        return Err(Error::Usage(format!(
+        return Err(Error::invalid(format!(
             "a {payload}-byte payload makes {ip_len}-byte IP packets, above the MTU of {iface} ({mtu}): use --size {most} or less, or raise the MTU (`ip link set {iface} mtu 9000`)"
         )));
     }
     if let Some(b) = cfg.bind {
         if b.is_ipv4() != cfg.dest.is_ipv4() {
-            return Err(Error::Usage(format!("--bind {b} and the target {} are not of one address family", cfg.dest)));
+            return Err(Error::param("bind", format!("{b} and the target {} are not of one address family", cfg.dest)));
         }
     }
     let mut t = RawTarget {
@@ -346,7 +346,7 @@ pub fn prepare(
         };
         let local = SocketAddr::new(t.src_ip, 0);
         let port_holder = UdpSocket::bind(local).map_err(|e| crate::error::bind_error(local, e))?;
-        let src = port_holder.local_addr().map_err(|e| Error::Runtime(format!("cannot read a bound port: {e}")))?;
+        let src = port_holder.local_addr().map_err(|e| Error::io(format!("cannot read a bound port: {e}")))?;
         let ttl = if cfg.dest.ip().is_multicast() { cfg.ttl.min(255) as u8 } else { 64 };
         let addrs = FrameAddrs { src_mac: t.src_mac, dst_mac: t.dst_mac, src, dst: cfg.dest, ttl };
         streams.push(RawStream { tx, port_holder, data: FrameTemplate::new(&addrs, payload), addrs });
@@ -374,7 +374,7 @@ fn loopback_accepts(dest: IpAddr, iface: &str) -> Result<()> {
     if need.is_empty() {
         return Ok(());
     }
-    Err(Error::Runtime(format!(
+    Err(Error::failed(format!(
         "the kernel drops IPv4 frames sent into {iface} as martians unless `sysctl -w {}` (best in a network namespace of your own); or send to [::1], which needs neither",
         need.join(" ")
     )))
@@ -384,19 +384,19 @@ fn loopback_accepts(dest: IpAddr, iface: &str) -> Result<()> {
 fn source_for(dest: SocketAddr, iface: &str) -> Result<IpAddr> {
     let any: SocketAddr =
         if dest.is_ipv4() { (Ipv4Addr::UNSPECIFIED, 0).into() } else { (Ipv6Addr::UNSPECIFIED, 0).into() };
-    let s = UdpSocket::bind(any).map_err(|e| Error::Runtime(format!("cannot open a probe socket: {e}")))?;
+    let s = UdpSocket::bind(any).map_err(|e| Error::io(format!("cannot open a probe socket: {e}")))?;
     packet_tx::bind_to_device(s.as_raw_fd(), iface)
-        .map_err(|e| Error::Runtime(format!("cannot tie a probe socket to {iface}: {e}")))?;
+        .map_err(|e| Error::failed(format!("cannot tie a probe socket to {iface}: {e}")))?;
     s.connect(dest).map_err(|_| {
-        Error::Runtime(format!(
+        Error::failed(format!(
             "no route to {} through {iface}: check `ip route get {} oif {iface}`, or give the source with --bind",
             dest.ip(),
             dest.ip()
         ))
     })?;
-    let ip = s.local_addr().map_err(|e| Error::Runtime(format!("cannot read the probe's address: {e}")))?.ip();
+    let ip = s.local_addr().map_err(|e| Error::io(format!("cannot read the probe's address: {e}")))?.ip();
     if ip.is_unspecified() {
-        return Err(Error::Runtime(format!(
+        return Err(Error::failed(format!(
             "{iface} has no address to send to {} from: give one with --bind",
             dest.ip()
         )));
@@ -426,7 +426,7 @@ fn resolve_mac(ip: IpAddr, iface: &str) -> Result<Mac> {
             return Ok(m);
         }
     }
-    Err(Error::Runtime(format!(
+    Err(Error::failed(format!(
         "cannot find the hardware address of {hop} on {iface} (no answer to neighbour resolution): give it with --dst-mac, or `ping -c1 {hop}` first"
     )))
 }

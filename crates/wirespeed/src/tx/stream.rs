@@ -70,35 +70,35 @@ fn explain_send_error(e: &io::Error, plan: &Plan, cfg: &SendConfig) -> Error {
     if let Some(r) = &cfg.raw {
         let iface = &r.iface;
         return match e.raw_os_error() {
-            Some(libc::EMSGSIZE) => Error::Runtime(format!(
+            Some(libc::EMSGSIZE) => Error::failed(format!(
                 "{iface} refused a {}-byte frame as too large (EMSGSIZE): use a smaller --size or raise its MTU",
                 plan.pkt_len
             )),
             Some(libc::ENETDOWN) | Some(libc::ENXIO) | Some(libc::ENODEV) => {
-                Error::Runtime(format!("{iface} is down or gone ({e}): `ip link set {iface} up`, then send again"))
+                Error::failed(format!("{iface} is down or gone ({e}): `ip link set {iface} up`, then send again"))
             }
-            _ => Error::Runtime(format!("sending raw frames to {dest} on {iface} failed: {e}")),
+            _ => Error::failed(format!("sending raw frames to {dest} on {iface} failed: {e}")),
         };
     }
     match e.raw_os_error() {
-        Some(libc::EMSGSIZE) => Error::Runtime(format!(
+        Some(libc::EMSGSIZE) => Error::failed(format!(
             "the kernel refused a {}-byte datagram to {dest} as too large (EMSGSIZE): use a smaller --size",
             plan.pkt_len
         )),
-        Some(libc::EINVAL) if plan.gso_used => Error::Runtime(format!(
+        Some(libc::EINVAL) if plan.gso_used => Error::failed(format!(
             "the kernel refused GSO with {}-byte segments to {dest} (EINVAL): the segment plus headers must fit the path MTU; use a smaller --size or drop --gso",
             plan.pkt_len
         )),
-        Some(libc::EIO) if plan.gso_used => Error::Runtime(format!(
+        Some(libc::EIO) if plan.gso_used => Error::unsupported(format!(
             "the device towards {dest} cannot do UDP GSO (EIO: no checksum offload): run without --gso"
         )),
         Some(libc::ENETUNREACH) | Some(libc::EHOSTUNREACH) => {
-            Error::Runtime(format!("no route to {dest}: check the address and `ip route get {}`", dest.ip()))
+            Error::failed(format!("no route to {dest}: check the address and `ip route get {}`", dest.ip()))
         }
-        Some(libc::EACCES) => Error::Runtime(format!(
+        Some(libc::EACCES) => Error::permission(format!(
             "sending to {dest} was refused (EACCES): a broadcast address needs SO_BROADCAST, or a firewall forbids it"
         )),
-        _ => Error::Runtime(format!("sending to {dest} failed: {e}")),
+        _ => Error::os(format!("sending to {dest} failed: {e}"), e),
     }
 }
 
@@ -107,7 +107,7 @@ fn explain_send_error(e: &io::Error, plan: &Plan, cfg: &SendConfig) -> Error {
 fn set_multicast(sock: &UdpSocket, cfg: &SendConfig) -> Result<()> {
     use crate::addr::Iface;
     let fd = sock.as_raw_fd();
-    let failed = |what: &str, e: std::io::Error| Error::Runtime(format!("cannot set {what} for {}: {e}", cfg.dest));
+    let failed = |what: &str, e: std::io::Error| Error::failed(format!("cannot set {what} for {}: {e}", cfg.dest));
     match cfg.dest {
         SocketAddr::V4(_) => {
             sock.set_multicast_ttl_v4(cfg.ttl).map_err(|e| failed("the multicast TTL", e))?;
@@ -150,9 +150,9 @@ fn open_socket(cfg: &SendConfig) -> Result<UdpSocket> {
     };
     sock.connect(dest).map_err(|e| match e.raw_os_error() {
         Some(libc::ENETUNREACH) => {
-            Error::Runtime(format!("no route to {}: check the address and `ip route get {}`", cfg.dest, cfg.dest.ip()))
+            Error::failed(format!("no route to {}: check the address and `ip route get {}`", cfg.dest, cfg.dest.ip()))
         }
-        _ => Error::Runtime(format!("cannot address {}: {e}", cfg.dest)),
+        _ => Error::failed(format!("cannot address {}: {e}", cfg.dest)),
     })?;
     let fd = sock.as_raw_fd();
     if sys::set_sndbuf(fd, 4 << 20, true).is_err() {
@@ -183,7 +183,7 @@ fn run_stream(
     if !cfg.cpus.is_empty() {
         let cpu = cfg.cpus[index as usize % cfg.cpus.len()];
         sys::pin_current_thread(cpu)
-            .map_err(|e| Error::Usage(format!("cannot pin sender thread to CPU {cpu}: {e} (see `nproc`)")))?;
+            .map_err(|e| Error::invalid(format!("cannot pin sender thread to CPU {cpu}: {e} (see `nproc`)")))?;
     }
     // Once, before the first datagram: SCHED_FIFO when --realtime asks.
     cfg.priority.apply_thread(&format!("sender thread {index}"))?;
@@ -374,8 +374,8 @@ pub fn run(cfg: &SendConfig, fmt: Arc<dyn Format>, stop: &AtomicBool) -> Result<
     let mut pgms: Vec<Option<PgmTx>> = match (&cfg.pgm, &socks[0]) {
         (Some(p), Transport::Udp(data)) => {
             if cfg.streams != 1 {
-                return Err(Error::Usage(
-                    "--transport pgm sends one session: drop --streams (several senders make several sessions)".into(),
+                return Err(Error::invalid(
+                    "--transport pgm sends one session: drop --streams (several senders make several sessions)",
                 ));
             }
             notes.push(format!(
@@ -386,7 +386,7 @@ pub fn run(cfg: &SendConfig, fmt: Arc<dyn Format>, stop: &AtomicBool) -> Result<
             vec![Some(PgmTx::open(cfg, p, data, pkt_len.max(crate::control::END_LEN))?)]
         }
         (Some(_), Transport::Raw(_)) => {
-            return Err(Error::Usage("--transport pgm sends through a UDP socket: drop --raw".into()))
+            return Err(Error::invalid("--transport pgm sends through a UDP socket: drop --raw"))
         }
         (None, _) => socks.iter().map(|_| None).collect(),
     };

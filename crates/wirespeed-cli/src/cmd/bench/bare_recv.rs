@@ -32,10 +32,10 @@ pub struct BareRecvArgs {
 pub fn cmd_bare_recv(a: BareRecvArgs) -> Result<u8, Error> {
     let stop = sys::install_stop_handler();
     if let Some(c) = a.cpu {
-        sys::pin_current_thread(c).map_err(|e| Error::Runtime(format!("cannot pin to CPU {c}: {e}")))?;
+        sys::pin_current_thread(c).map_err(|e| Error::failed(format!("cannot pin to CPU {c}: {e}")))?;
     }
     let (sock, granted) = bare::bind(a.addr, a.rcvbuf)?;
-    let at = sock.local_addr().map_err(|e| Error::Runtime(format!("cannot read the bound address: {e}")))?;
+    let at = sock.local_addr().map_err(|e| Error::io(format!("cannot read the bound address: {e}")))?;
     eprintln!("listening on {at} (rcvbuf granted {granted})");
     if a.hold {
         while !stop.load(std::sync::atomic::Ordering::Relaxed) {
@@ -44,6 +44,6 @@ pub fn cmd_bare_recv(a: BareRecvArgs) -> Result<u8, Error> {
         return Ok(0);
     }
     let r = bare::receive(&sock, a.size, Duration::from_millis(a.idle_ms.max(1)), stop)?;
-    println!("{}", serde_json::to_string(&r).map_err(|e| Error::Runtime(format!("cannot encode JSON: {e}")))?);
+    println!("{}", serde_json::to_string(&r).map_err(|e| Error::failed(format!("cannot encode JSON: {e}")))?);
     Ok(0)
 }

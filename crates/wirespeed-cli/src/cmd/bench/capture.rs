@@ -49,7 +49,7 @@ pub struct CaptureArgs {
 
 pub fn cmd_capture(a: CaptureArgs) -> Result<u8, Error> {
     let count = a.count;
-    let this = std::env::current_exe().map_err(|e| Error::Runtime(format!("cannot find this program's path: {e}")))?;
+    let this = std::env::current_exe().map_err(|e| Error::failed(format!("cannot find this program's path: {e}")))?;
     let builds = match &a.ab {
         None => vec![Build { label: "this".into(), exe: this }],
         Some(p) => {
@@ -87,7 +87,7 @@ pub fn cmd_capture(a: CaptureArgs) -> Result<u8, Error> {
         }
     }
     if doc.stopped {
-        return Err(Error::Runtime(format!(
+        return Err(Error::failed(format!(
             "stopped by a signal after {} run(s); the results above are partial",
             doc.runs.len()
         )));

@@ -368,7 +368,7 @@ pub fn cmd_compare(a: CompareArgs) -> Result<u8, Error> {
         }
     }
     if doc.stopped {
-        return Err(Error::Runtime(format!(
+        return Err(Error::failed(format!(
             "stopped by a signal after {} of {} runs; the results above are partial",
             doc.runs.len(),
             cfg.rates.len() * cfg.sizes.len() * cfg.repeat as usize * tools.len()
@@ -435,7 +435,7 @@ fn search(
         }
     }
     if doc.stopped {
-        return Err(Error::Runtime(format!(
+        return Err(Error::failed(format!(
             "stopped by a signal after {} search(es); the results above are partial",
             doc.searches.len()
         )));

@@ -110,8 +110,8 @@ pub fn cmd_doctor(a: DoctorArgs) -> Result<u8, Error> {
     if testbed::require_net_admin("bench").is_err()
         || std::fs::OpenOptions::new().write(true).open("/proc/sys/net/core/rmem_max").is_err()
     {
-        return Err(Error::Runtime(
-            "bench doctor needs root: it sets net.core.rmem_max, runs doctor --apply and makes partitions".into(),
+        return Err(Error::permission(
+            "bench doctor needs root: it sets net.core.rmem_max, runs doctor --apply and makes partitions",
         ));
     }
     let dir = out_dir(&a.output.out)?;
@@ -133,7 +133,7 @@ pub fn cmd_doctor(a: DoctorArgs) -> Result<u8, Error> {
     let table = doctor::table(&doc);
     finish_bench(json, dir.as_deref(), "doctor", text, &doc, &table)?;
     if doc.stopped {
-        return Err(Error::Runtime("stopped by a signal; the results above are partial (host values put back)".into()));
+        return Err(Error::failed("stopped by a signal; the results above are partial (host values put back)"));
     }
     Ok(0)
 }

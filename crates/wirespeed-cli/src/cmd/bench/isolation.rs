@@ -45,7 +45,7 @@ pub struct IsolationArgs {
 pub fn cmd_isolation(a: IsolationArgs) -> Result<u8, Error> {
     let ms = a.hb_check.as_millis() as u64;
     if !(10..=60_000).contains(&ms) {
-        return Err(Error::Usage("--hb-check must be between 10ms and 60s".into()));
+        return Err(Error::invalid("--hb-check must be between 10ms and 60s"));
     }
     testbed::require_net_admin("bench isolation")?;
     let json = a.output.json;

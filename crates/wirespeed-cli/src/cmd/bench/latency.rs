@@ -151,7 +151,7 @@ pub fn cmd_latency(a: LatencyArgs) -> Result<u8, Error> {
         }
     }
     if doc.stopped {
-        return Err(Error::Runtime(format!(
+        return Err(Error::failed(format!(
             "stopped by a signal after {} run(s); the results above are partial",
             doc.runs.len()
         )));

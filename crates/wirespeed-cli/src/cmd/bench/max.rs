@@ -72,7 +72,7 @@ pub fn cmd_max(a: MaxArgs) -> Result<u8, Error> {
         rcvbuf: a.buf.rcvbuf,
         repeat: a.repeat,
     };
-    cfg.search.validate().map_err(Error::Usage)?;
+    cfg.search.validate().map_err(Error::invalid)?;
     let dir = out_dir(&a.output.out)?;
     // Ctrl-C reaches the children too; this process lives on to report and remove partitions.
     let stop = sys::install_stop_handler();
@@ -101,7 +101,7 @@ pub fn cmd_max(a: MaxArgs) -> Result<u8, Error> {
     finish_bench(json, dir.as_deref(), "max", text, &doc, &summary)?;
     if doc.stopped {
         let n: usize = doc.searches.iter().map(|s| s.probes.len()).sum();
-        return Err(Error::Runtime(format!("stopped by a signal after {n} probe(s); the results above are partial")));
+        return Err(Error::failed(format!("stopped by a signal after {n} probe(s); the results above are partial")));
     }
     Ok(0)
 }

@@ -71,7 +71,7 @@ pub fn cmd_pacing(a: PacingArgs) -> Result<u8, Error> {
     }
     let iperf3 = !a.no_iperf3;
     if let (true, Some(why)) = (iperf3, pacing::iperf3_refuses(&cases)) {
-        return Err(Error::Usage(why));
+        return Err(Error::invalid(why));
     }
     let cfg = PacingConfig { cases, duration: a.duration, repeat: a.repeat, rcvbuf: a.buf.rcvbuf, iperf3 };
     let dir = out_dir(&a.output.out)?;
@@ -98,7 +98,7 @@ pub fn cmd_pacing(a: PacingArgs) -> Result<u8, Error> {
         }
     }
     if doc.stopped {
-        return Err(Error::Runtime(format!(
+        return Err(Error::failed(format!(
             "stopped by a signal after {} of {} cases; the rows above are partial",
             doc.rows.len(),
             cfg.cases.len()

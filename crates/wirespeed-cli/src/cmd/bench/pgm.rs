@@ -154,9 +154,8 @@ fn pps(s: &str) -> Result<f64, String> {
 
 pub fn cmd_pgm(a: PgmArgs) -> Result<u8, Error> {
     if testbed::require_net_admin("bench").is_err() {
-        return Err(Error::Runtime(
-            "bench pgm needs root: it makes two partitions and sets an nftables loss rule in one; run it with sudo"
-                .into(),
+        return Err(Error::permission(
+            "bench pgm needs root: it makes two partitions and sets an nftables loss rule in one; run it with sudo",
         ));
     }
     let part = match a.part {
@@ -175,10 +174,10 @@ pub fn cmd_pgm(a: PgmArgs) -> Result<u8, Error> {
         (None, a.no_openpgm.then(|| "--no-openpgm".to_string()))
     } else {
         std::fs::create_dir_all(&build_dir)
-            .map_err(|e| Error::Runtime(format!("cannot create {}: {e}", build_dir.display())))?;
+            .map_err(|e| Error::io(format!("cannot create {}: {e}", build_dir.display())))?;
         match pgm::openpgm_peer(a.openpgm_peer.as_deref(), &build_dir) {
             Ok(p) => (Some(p), None),
-            Err(why) if a.openpgm_peer.is_some() => return Err(Error::Usage(format!("--openpgm-peer: {why}"))),
+            Err(why) if a.openpgm_peer.is_some() => return Err(Error::invalid(format!("--openpgm-peer: {why}"))),
             Err(why) => {
                 say(&format!("OpenPGM pair skipped: {why}"));
                 (None, Some(why))
@@ -223,7 +222,7 @@ pub fn cmd_pgm(a: PgmArgs) -> Result<u8, Error> {
     let table = pgm::table(&doc);
     finish_bench(json, dir.as_deref(), "pgm", text, &doc, &table)?;
     if doc.stopped {
-        return Err(Error::Runtime("stopped by a signal; the results above are partial".into()));
+        return Err(Error::failed("stopped by a signal; the results above are partial"));
     }
     Ok(0)
 }

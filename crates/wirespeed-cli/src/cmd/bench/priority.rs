@@ -85,10 +85,10 @@ pub fn cmd_priority(a: PriorityArgs) -> Result<u8, Error> {
         hog: !a.no_hog,
         lock_memory: a.place.prio.lock_memory,
     };
-    cfg.max.search.validate().map_err(Error::Usage)?;
+    cfg.max.search.validate().map_err(Error::invalid)?;
     if !sys::sched::has_capability(sys::sched::CAP_SYS_NICE) {
-        return Err(Error::Runtime(
-            "bench priority needs root: its receiver runs at nice -20 and under SCHED_FIFO (CAP_SYS_NICE), and its partitions need CAP_NET_ADMIN".into(),
+        return Err(Error::permission(
+            "bench priority needs root: its receiver runs at nice -20 and under SCHED_FIFO (CAP_SYS_NICE), and its partitions need CAP_NET_ADMIN",
         ));
     }
     priority::check(&cfg)?;
@@ -111,7 +111,7 @@ pub fn cmd_priority(a: PriorityArgs) -> Result<u8, Error> {
     let table = priority::table(&doc);
     finish_bench(json, dir.as_deref(), "priority", text, &doc, &table)?;
     if doc.stopped {
-        return Err(Error::Runtime("stopped by a signal; the results above are partial".into()));
+        return Err(Error::failed("stopped by a signal; the results above are partial"));
     }
     Ok(0)
 }

@@ -97,7 +97,7 @@ pub fn cmd_rates(a: RatesArgs) -> Result<u8, Error> {
         }
     }
     if doc.stopped {
-        return Err(Error::Runtime(format!(
+        return Err(Error::failed(format!(
             "stopped by a signal after {} of {} points; the rows above are partial",
             doc.rows.len(),
             cfg.rates.len() * cfg.repeat as usize

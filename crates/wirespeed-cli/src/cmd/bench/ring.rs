@@ -99,7 +99,7 @@ fn ring_sizes(s: &str) -> Result<List<u64>, String> {
 }
 
 pub fn cmd_ring(a: RingArgs) -> Result<u8, Error> {
-    let this = std::env::current_exe().map_err(|e| Error::Runtime(format!("cannot find this program's path: {e}")))?;
+    let this = std::env::current_exe().map_err(|e| Error::failed(format!("cannot find this program's path: {e}")))?;
     let mut builds = vec![Build { label: "this".into(), exe: this }];
     if let Some(p) = &a.other_build {
         let other = std::fs::canonicalize(p).map_err(|e| {
@@ -176,7 +176,7 @@ pub fn cmd_ring(a: RingArgs) -> Result<u8, Error> {
         }
     }
     if doc.stopped {
-        return Err(Error::Runtime(format!("stopped by a signal after {} run(s)", doc.runs.len())));
+        return Err(Error::failed(format!("stopped by a signal after {} run(s)", doc.runs.len())));
     }
     Ok(0)
 }

@@ -184,7 +184,7 @@ pub fn cmd_soak(a: SoakArgs) -> Result<u8, Error> {
     let upto = doc.intervals.last().map_or(0.0, |r| r.end_s);
     if let Some(e) = &doc.error {
         // The rows measured before the failure are printed and written above; then the failure.
-        return Err(Error::Runtime(format!(
+        return Err(Error::failed(format!(
             "{e} (after {} of {}; the {} row(s) measured are reported{})",
             soak::human_duration(upto),
             soak::human_duration(cfg.duration.as_secs_f64()),
@@ -193,7 +193,7 @@ pub fn cmd_soak(a: SoakArgs) -> Result<u8, Error> {
         )));
     }
     if doc.stopped {
-        return Err(Error::Runtime(format!(
+        return Err(Error::failed(format!(
             "stopped by a signal after {} of {} ({} row(s)); the record above is partial",
             soak::human_duration(upto),
             soak::human_duration(cfg.duration.as_secs_f64()),

@@ -183,7 +183,7 @@ pub fn cmd_sweep(a: SweepArgs) -> Result<u8, Error> {
         );
     }
     if doc.stopped {
-        return Err(Error::Runtime(format!(
+        return Err(Error::failed(format!(
             "stopped by a signal after {} of {} points; the results so far are in {} (--resume -o {} runs the rest)",
             doc.rows.len(),
             doc.planned,

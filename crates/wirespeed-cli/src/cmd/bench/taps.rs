@@ -48,7 +48,7 @@ pub struct TapsArgs {
 }
 
 pub fn cmd_taps(a: TapsArgs) -> Result<u8, Error> {
-    let exe = std::env::current_exe().map_err(|e| Error::Runtime(format!("cannot find this program's path: {e}")))?;
+    let exe = std::env::current_exe().map_err(|e| Error::failed(format!("cannot find this program's path: {e}")))?;
     let cfg = TapsConfig {
         exe,
         size: a.size,
@@ -79,7 +79,7 @@ pub fn cmd_taps(a: TapsArgs) -> Result<u8, Error> {
         print!("{summary}");
     }
     if stop.load(std::sync::atomic::Ordering::Relaxed) {
-        return Err(Error::Runtime("stopped by a signal; the results above are partial".into()));
+        return Err(Error::failed("stopped by a signal; the results above are partial"));
     }
     Ok(0)
 }

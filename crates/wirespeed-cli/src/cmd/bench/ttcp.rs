@@ -124,7 +124,7 @@ pub fn cmd_bench_ttcp(a: BenchTtcpArgs) -> Result<u8, Error> {
     cfg.validate()?;
     if let Some(d) = &a.out {
         std::fs::create_dir_all(d)
-            .map_err(|e| Error::Runtime(format!("cannot create the output directory {}: {e}", d.display())))?;
+            .map_err(|e| Error::io(format!("cannot create the output directory {}: {e}", d.display())))?;
     }
     let stop = sys::install_stop_handler();
     let place = bench_ttcp::open_place(cfg.loopback, cfg.wants_devices())?;
@@ -143,7 +143,7 @@ pub fn cmd_bench_ttcp(a: BenchTtcpArgs) -> Result<u8, Error> {
         print!("{}", r.text);
     }
     if r.done < r.planned {
-        return Err(Error::Runtime(format!(
+        return Err(Error::failed(format!(
             "stopped by a signal after {} of {} runs; the tables above are partial{}",
             r.done,
             r.planned,
@@ -155,5 +155,5 @@ pub fn cmd_bench_ttcp(a: BenchTtcpArgs) -> Result<u8, Error> {
 
 fn write_out(dir: &Path, name: &str, body: &str) -> Result<(), Error> {
     let p = dir.join(name);
-    std::fs::write(&p, body).map_err(|e| Error::Runtime(format!("cannot write {}: {e}", p.display())))
+    std::fs::write(&p, body).map_err(|e| Error::io(format!("cannot write {}: {e}", p.display())))
 }

@@ -71,7 +71,7 @@ pub struct XpcPeerArgs {
 }
 
 pub fn cmd_xpc(a: XpcArgs) -> Result<u8, Error> {
-    let exe = std::env::current_exe().map_err(|e| Error::Runtime(format!("cannot find this program's path: {e}")))?;
+    let exe = std::env::current_exe().map_err(|e| Error::failed(format!("cannot find this program's path: {e}")))?;
     let cfg = XpcConfig {
         messages: a.messages,
         size: a.size as usize,

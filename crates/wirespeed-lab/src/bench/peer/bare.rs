@@ -60,12 +60,12 @@ pub struct BareReport {
 /// Bind the loop's socket and ask for `rcvbuf` bytes of receive buffer (forced past
 /// net.core.rmem_max when permitted); the granted size is returned.
 pub fn bind(addr: SocketAddr, rcvbuf: u64) -> Result<(UdpSocket, u64)> {
-    let sock = UdpSocket::bind(addr).map_err(|e| Error::Runtime(format!("cannot bind {addr}: {e}")))?;
+    let sock = UdpSocket::bind(addr).map_err(|e| Error::failed(format!("cannot bind {addr}: {e}")))?;
     let fd = sock.as_raw_fd();
     let want = rcvbuf.min(i32::MAX as u64 / 2) as usize;
     let granted = sys::set_rcvbuf(fd, want, true)
         .or_else(|_| sys::set_rcvbuf(fd, want, false))
-        .map_err(|e| Error::Runtime(format!("cannot set the receive buffer: {e}")))?;
+        .map_err(|e| Error::failed(format!("cannot set the receive buffer: {e}")))?;
     Ok((sock, granted as u64))
 }
 
@@ -74,7 +74,7 @@ pub fn bind(addr: SocketAddr, rcvbuf: u64) -> Result<(UdpSocket, u64)> {
 pub fn receive(sock: &UdpSocket, size: usize, idle: Duration, stop: &AtomicBool) -> Result<BareReport> {
     let fd = sock.as_raw_fd();
     sys::set_rcvtimeo(fd, idle.min(Duration::from_millis(100)))
-        .map_err(|e| Error::Runtime(format!("cannot set the receive timeout: {e}")))?;
+        .map_err(|e| Error::failed(format!("cannot set the receive timeout: {e}")))?;
     let mut batch = sys::RecvBatch::new(BATCH, BUF_LEN);
     let mut r = BareReport { rcvbuf: sys::rcvbuf(fd).unwrap_or(0) as u64, ..BareReport::default() };
     let (mut first, mut last): (Option<Instant>, Option<Instant>) = (None, None);
@@ -107,7 +107,7 @@ pub fn receive(sock: &UdpSocket, size: usize, idle: Duration, stop: &AtomicBool)
                     break "idle".into();
                 }
             }
-            Err(e) => return Err(Error::Runtime(format!("recvmmsg failed: {e}"))),
+            Err(e) => return Err(Error::failed(format!("recvmmsg failed: {e}"))),
         }
     };
     if let (Some(a), Some(b)) = (first, last) {
@@ -148,13 +148,13 @@ impl Tool for Bare {
             return Ok(None);
         }
         if !st.success() {
-            return Err(Error::Runtime(format!(
+            return Err(Error::failed(format!(
                 "the bare receiver failed: {}",
                 super::super::point::last_line(&err, &st)
             )));
         }
         let rep: BareReport = serde_json::from_str(out.trim())
-            .map_err(|e| Error::Runtime(format!("the bare receiver printed no report ({e})")))?;
+            .map_err(|e| Error::failed(format!("the bare receiver printed no report ({e})")))?;
         let mut p = tool::tool_point(self, cfg, &s, rep.received, self.counts());
         p.recv_cpu_ns_per_packet = (rep.received > 0).then(|| rep.cpu_ns as f64 / rep.received as f64);
         p.own.insert("ignored".into(), rep.ignored.into());

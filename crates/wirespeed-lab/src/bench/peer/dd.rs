@@ -59,7 +59,7 @@ pub fn disk_ceiling(dir: &Path, when: &'static str) -> Result<DiskCeiling> {
         cmd.args(&args).env("LC_ALL", "C").stdin(Stdio::null());
         let out = wirespeed::sys::die_with_parent(&mut cmd)
             .output()
-            .map_err(|e| Error::Runtime(format!("cannot run dd: {e}")))?;
+            .map_err(|e| Error::failed(format!("cannot run dd: {e}")))?;
         let _ = std::fs::remove_file(&file);
         let text = String::from_utf8_lossy(&out.stderr).into_owned();
         if out.status.success() {
@@ -76,7 +76,7 @@ pub fn disk_ceiling(dir: &Path, when: &'static str) -> Result<DiskCeiling> {
         }
         last = text.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("no word").to_string();
     }
-    Err(Error::Runtime(format!("dd could not measure {}: {last}", dir.display())))
+    Err(Error::failed(format!("dd could not measure {}: {last}", dir.display())))
 }
 
 #[cfg(test)]

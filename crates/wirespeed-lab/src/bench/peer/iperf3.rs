@@ -168,7 +168,7 @@ struct Cpu {
 }
 
 fn read_doc(text: &str, who: &str) -> Result<Doc> {
-    serde_json::from_str(text).map_err(|e| Error::Runtime(format!("the iperf3 {who} printed no JSON report ({e})")))
+    serde_json::from_str(text).map_err(|e| Error::failed(format!("the iperf3 {who} printed no JSON report ({e})")))
 }
 
 /// Where one iperf3 point ran and what it was given, for [`PeerPoint::from_iperf3`].
@@ -188,18 +188,19 @@ impl PeerPoint {
     pub fn from_iperf3(cfg: &PointConfig, client: &str, server: &str, set: &PeerSetting) -> Result<PeerPoint> {
         let c = read_doc(client, "client")?;
         if let Some(e) = c.error.as_deref() {
-            return Err(Error::Runtime(format!("iperf3 (client) failed: {e}")));
+            return Err(Error::failed(format!("iperf3 (client) failed: {e}")));
         }
         let s = read_doc(server, "server")?;
         if let Some(e) = s.error.as_deref() {
-            return Err(Error::Runtime(format!("iperf3 (server) failed: {e}")));
+            return Err(Error::failed(format!("iperf3 (server) failed: {e}")));
         }
         let sent_sum = c.end.sum_sent.as_ref().ok_or_else(|| {
-            Error::Runtime("the iperf3 client's report has no end.sum_sent (is it iperf3 3.x in UDP mode?)".into())
+            Error::failed("the iperf3 client's report has no end.sum_sent (is it iperf3 3.x in UDP mode?)")
         })?;
-        let recv_sum = s.end.sum_received.as_ref().ok_or_else(|| {
-            Error::Runtime("the iperf3 server's report has no end.sum_received (is it iperf3 3.x?)".into())
-        })?;
+        let recv_sum =
+            s.end.sum_received.as_ref().ok_or_else(|| {
+                Error::failed("the iperf3 server's report has no end.sum_received (is it iperf3 3.x?)")
+            })?;
         let size = cfg.size;
         let received = recv_sum.bytes / size.max(1) as u64;
         let sent = sent_sum.packets;
@@ -268,8 +269,8 @@ pub fn iperf3_version() -> Result<String> {
     let out =
         match wirespeed::sys::die_with_parent(Command::new("iperf3").arg("--version")).stdin(Stdio::null()).output() {
             Ok(o) => o,
-            Err(e) if e.kind() == ErrorKind::NotFound => return Err(Error::Runtime(IPERF3_MISSING.into())),
-            Err(e) => return Err(Error::Runtime(format!("cannot run iperf3 --version: {e}"))),
+            Err(e) if e.kind() == ErrorKind::NotFound => return Err(Error::unsupported(IPERF3_MISSING)),
+            Err(e) => return Err(Error::failed(format!("cannot run iperf3 --version: {e}"))),
         };
     let text = String::from_utf8_lossy(&out.stdout);
     let first = text.lines().next().unwrap_or("").trim();
@@ -277,7 +278,7 @@ pub fn iperf3_version() -> Result<String> {
     let mut w = first.split_whitespace();
     match (w.next(), w.next()) {
         (Some("iperf"), Some(v)) if v.starts_with('3') => Ok(format!("iperf {v}")),
-        _ => Err(Error::Runtime(format!(
+        _ => Err(Error::failed(format!(
             "iperf3 --version printed '{first}', not iperf 3.x: install iperf3 (apt-get install iperf3)"
         ))),
     }
@@ -356,7 +357,7 @@ impl Iperf3 {
                 return Ok(None);
             }
             if c.timed_out {
-                return Err(Error::Runtime(format!(
+                return Err(Error::failed(format!(
                     "the iperf3 client did not finish {} s after its {secs} s: killed",
                     SLACK.as_secs()
                 )));
@@ -371,10 +372,10 @@ impl Iperf3 {
             break (c, error);
         };
         if let Some(e) = error {
-            return Err(Error::Runtime(format!("iperf3 (client) failed: {e}")));
+            return Err(Error::failed(format!("iperf3 (client) failed: {e}")));
         }
         if !client.status.success() {
-            return Err(Error::Runtime(format!(
+            return Err(Error::failed(format!(
                 "iperf3 (client) failed: {}",
                 last_line(&client.stderr, &client.status)
             )));
@@ -388,7 +389,7 @@ impl Iperf3 {
                 .ok()
                 .and_then(|d| d.error)
                 .unwrap_or_else(|| last_line(&served.stderr, &served.status));
-            return Err(Error::Runtime(format!("iperf3 (server) failed: {why}")));
+            return Err(Error::failed(format!("iperf3 (server) failed: {why}")));
         }
         let pl = runner.placement();
         let set = PeerSetting { send_cpus: pl.send_cpus, recv_cpus: pl.recv_cpus, socket_buffer: self.socket_buffer };
@@ -400,8 +401,8 @@ impl Iperf3 {
 /// partition's fresh network stack has every port free.
 fn free_port() -> Result<u16> {
     let l = std::net::TcpListener::bind("127.0.0.1:0")
-        .map_err(|e| Error::Runtime(format!("cannot find a free port for iperf3: {e}")))?;
-    let port = l.local_addr().map_err(|e| Error::Runtime(format!("cannot find a free port for iperf3: {e}")))?.port();
+        .map_err(|e| Error::failed(format!("cannot find a free port for iperf3: {e}")))?;
+    let port = l.local_addr().map_err(|e| Error::failed(format!("cannot find a free port for iperf3: {e}")))?.port();
     Ok(port)
 }
 

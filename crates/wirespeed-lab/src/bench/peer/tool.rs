@@ -176,8 +176,8 @@ pub(crate) fn program_version(program: &str, args: &[&str], missing: &str) -> Re
         .output()
     {
         Ok(o) => o,
-        Err(e) if e.kind() == ErrorKind::NotFound => return Err(Error::Runtime(missing.into())),
-        Err(e) => return Err(Error::Runtime(format!("cannot run {program}: {e}"))),
+        Err(e) if e.kind() == ErrorKind::NotFound => return Err(Error::unsupported(missing)),
+        Err(e) => return Err(Error::failed(format!("cannot run {program}: {e}"))),
     };
     let text = format!("{}\n{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     Ok(text.lines().map(str::trim).find(|l| !l.is_empty()).unwrap_or(program).to_string())
@@ -246,12 +246,12 @@ pub(crate) fn send(runner: &Runner, cfg: &PointConfig, addr: SocketAddr, gso: bo
         return Ok(None);
     }
     if !st.success() {
-        return Err(Error::Runtime(format!("the sender failed: {}", last_line(&err, &st))));
+        return Err(Error::failed(format!("the sender failed: {}", last_line(&err, &st))));
     }
     let v: serde_json::Value =
-        serde_json::from_str(&out).map_err(|e| Error::Runtime(format!("the sender printed no JSON report ({e})")))?;
+        serde_json::from_str(&out).map_err(|e| Error::failed(format!("the sender printed no JSON report ({e})")))?;
     if v["schema"] != "wirespeed.send/1" {
-        return Err(Error::Runtime(format!("the sender's report is not wirespeed.send/1: {}", v["schema"])));
+        return Err(Error::failed(format!("the sender's report is not wirespeed.send/1: {}", v["schema"])));
     }
     let f = |k: &str| v[k].as_f64().unwrap_or(0.0);
     Ok(Some(Sent {
@@ -293,11 +293,11 @@ pub(crate) fn start_bare(runner: &Runner, size: usize, rcvbuf: u64, hold: bool) 
     let command = command_text(&cmd);
     let mut proc = Proc::spawn_listener(cmd, "the bare receiver")?;
     let addr = match proc.listening(None) {
-        Ok(a) => a.parse().map_err(|_| Error::Runtime(format!("the bare receiver listens on '{a}'?")))?,
+        Ok(a) => a.parse().map_err(|_| Error::failed(format!("the bare receiver listens on '{a}'?")))?,
         Err(_) if runner.stop_flag().load(std::sync::atomic::Ordering::Relaxed) => return Ok(None),
         Err(said) => {
             let why = said.lines().last().unwrap_or("it exited without a word").trim().to_string();
-            return Err(Error::Runtime(format!("the bare receiver did not start: {why}")));
+            return Err(Error::failed(format!("the bare receiver did not start: {why}")));
         }
     };
     Ok(Some((proc, addr, command)))
@@ -361,9 +361,9 @@ const SETTLE: Duration = Duration::from_millis(1500);
 
 /// A pcap file's data records (not checked: the count `verify` is compared against).
 pub fn pcap_records(path: &Path) -> Result<u64> {
-    let b = std::fs::read(path).map_err(|e| Error::Runtime(format!("cannot read {}: {e}", path.display())))?;
+    let b = std::fs::read(path).map_err(|e| Error::io(format!("cannot read {}: {e}", path.display())))?;
     let info = wirespeed::spool::parse_pcap_global(&b)
-        .ok_or_else(|| Error::Runtime(format!("{} is not a pcap file", path.display())))?;
+        .ok_or_else(|| Error::failed(format!("{} is not a pcap file", path.display())))?;
     let mut off = wirespeed::spool::PCAP_GLOBAL_LEN;
     let mut n = 0u64;
     while off + 16 <= b.len() {
@@ -392,8 +392,10 @@ impl Capture {
         ready_line: Option<&'static str>,
         counters: fn(&str) -> BTreeMap<String, serde_json::Value>,
     ) -> Result<Capture> {
-        let dir =
-            setup.record.ok_or_else(|| Error::Usage(format!("{name} is a recorder: give --record DIR")))?.to_path_buf();
+        let dir = setup
+            .record
+            .ok_or_else(|| Error::invalid(format!("{name} is a recorder: give --record DIR")))?
+            .to_path_buf();
         let partitions = setup.runner.placement().kind == "partitions";
         let iface = if partitions { crate::testbed::link_name(1) } else { "lo".to_string() };
         let segments = partitions
@@ -451,7 +453,7 @@ impl Capture {
                         return Ok(None);
                     }
                     let why = said.lines().last().unwrap_or("it exited without a word").trim().to_string();
-                    return Err(Error::Runtime(format!("{} did not start: {why} ({command})", self.name)));
+                    return Err(Error::failed(format!("{} did not start: {why} ({command})", self.name)));
                 };
                 if line.contains(ready) {
                     break;
@@ -491,7 +493,7 @@ impl Capture {
             return Ok(None);
         }
         if !file.exists() {
-            return Err(Error::Runtime(format!(
+            return Err(Error::failed(format!(
                 "{} wrote no file ({}): {}",
                 self.name,
                 st,
@@ -516,7 +518,7 @@ impl Capture {
 /// The datagrams of the counter format in a pcap file, as `wirespeed verify FILE --format
 /// counter,size=N` counts them (`total.received`: unique sequence numbers whose payload checks).
 pub fn stored_datagrams(file: &Path, size: usize) -> Result<u64> {
-    let fmt = wirespeed::wire::spec::parse(&format!("counter,size={size}")).map_err(Error::Runtime)?;
+    let fmt = wirespeed::wire::spec::parse(&format!("counter,size={size}")).map_err(Error::failed)?;
     let found = wirespeed::spool::verify::collect(&[file.to_path_buf()], Some(&fmt))?;
     let rep = wirespeed::spool::verify::verify(
         &found,

@@ -63,7 +63,7 @@ impl Variant {
     /// The receiver is the wirespeed binary at `exe` (checked: it must answer `--version`).
     pub fn other_build(mut self, exe: PathBuf) -> Result<Variant> {
         let exe = std::fs::canonicalize(&exe).map_err(|e| {
-            Error::Usage(format!("--other-build {}: {e}: give the path of another wirespeed binary", exe.display()))
+            Error::invalid(format!("--other-build {}: {e}: give the path of another wirespeed binary", exe.display()))
         })?;
         let shown = exe.display().to_string();
         self.version = tool::program_version(&shown, &["--version"], &format!("cannot run {shown}"))?;

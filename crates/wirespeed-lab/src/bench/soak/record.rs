@@ -126,7 +126,7 @@ pub fn read_verify(command: String, exit_code: i32, json: &str, received: Option
 /// host's: no partition needed).
 pub fn verify(dir: &Path, received: Option<u64>) -> Result<VerifyVerdict> {
     let exe: PathBuf =
-        std::env::current_exe().map_err(|e| Error::Runtime(format!("cannot find this program's path: {e}")))?;
+        std::env::current_exe().map_err(|e| Error::failed(format!("cannot find this program's path: {e}")))?;
     // At the lowest priority: while a soak runs, the recorder and the sender come first.
     let mut cmd = Command::new("nice");
     cmd.args(["-n", "19"]).arg(&exe);
@@ -134,7 +134,7 @@ pub fn verify(dir: &Path, received: Option<u64>) -> Result<VerifyVerdict> {
     let command = super::super::peer::tool::command_text(&cmd);
     let out = wirespeed::sys::die_with_parent(&mut cmd)
         .output()
-        .map_err(|e| Error::Runtime(format!("cannot run {command}: {e}")))?;
+        .map_err(|e| Error::failed(format!("cannot run {command}: {e}")))?;
     let code = out.status.code().unwrap_or(-1);
     Ok(read_verify(command, code, &String::from_utf8_lossy(&out.stdout), received))
 }
@@ -211,10 +211,10 @@ pub fn merge_verdicts(parts: &[VerifyVerdict], received: Option<u64>) -> VerifyV
 /// (and nothing of the user's is mixed into it); it is created when missing.
 pub fn check_empty(dir: &Path) -> Result<()> {
     std::fs::create_dir_all(dir)
-        .map_err(|e| Error::Runtime(format!("cannot create the recording directory {}: {e}", dir.display())))?;
-    let n = std::fs::read_dir(dir).map_err(|e| Error::Runtime(format!("cannot read {}: {e}", dir.display())))?.count();
+        .map_err(|e| Error::io(format!("cannot create the recording directory {}: {e}", dir.display())))?;
+    let n = std::fs::read_dir(dir).map_err(|e| Error::io(format!("cannot read {}: {e}", dir.display())))?.count();
     if n > 0 {
-        return Err(Error::Usage(format!(
+        return Err(Error::invalid(format!(
             "--record {}: the directory already holds {n} entr{}; give an empty or new directory, so verify judges this run's recording alone",
             dir.display(),
             if n == 1 { "y" } else { "ies" }

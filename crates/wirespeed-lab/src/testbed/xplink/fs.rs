@@ -706,23 +706,23 @@ impl Devices {
     /// `link`, and serve them from background threads. Needs root and `/dev/fuse`.
     pub fn mount(mountpoint: &Path, local: u32, link: Arc<dyn DevLink>) -> Result<Devices> {
         if !sys::fuse::is_root() {
-            return Err(Error::Runtime(format!(
+            return Err(Error::permission(format!(
                 "raw devices of partition {local} need root (they are a FUSE filesystem mounted with mount(2)): run as root"
             )));
         }
         let dev = sys::fuse::open_dev().map_err(|e| match e.kind() {
-            io::ErrorKind::NotFound => Error::Runtime(
-                "/dev/fuse is missing: load the module (`modprobe fuse`), or give the container the device (--device /dev/fuse)".into(),
+            io::ErrorKind::NotFound => Error::failed(
+                "/dev/fuse is missing: load the module (`modprobe fuse`), or give the container the device (--device /dev/fuse)",
             ),
-            _ => Error::Runtime(format!("cannot open /dev/fuse for the raw devices: {e}")),
+            _ => Error::io(format!("cannot open /dev/fuse for the raw devices: {e}")),
         })?;
         detach_stale(mountpoint)?;
         std::fs::create_dir_all(mountpoint).map_err(|e| {
-            Error::Runtime(format!("cannot create the raw devices' directory {}: {e}", mountpoint.display()))
+            Error::io(format!("cannot create the raw devices' directory {}: {e}", mountpoint.display()))
         })?;
         let opts = format!("allow_other,default_permissions,max_read={MAX_IO}");
         sys::fuse::mount(&dev, mountpoint, "fuse.wirespeed", &opts)
-            .map_err(|e| Error::Runtime(format!("cannot mount the raw devices at {}: {e}", mountpoint.display())))?;
+            .map_err(|e| Error::failed(format!("cannot mount the raw devices at {}: {e}", mountpoint.display())))?;
         let dev = Arc::new(dev);
         let core = Arc::new(Core::new(link, Box::new(DevSink(Arc::clone(&dev)))));
         let mut me = Devices {
@@ -736,7 +736,7 @@ impl Devices {
             std::thread::Builder::new()
                 .name(name)
                 .spawn(f)
-                .map_err(|e| Error::Runtime(format!("cannot start a raw-device thread: {e}")))
+                .map_err(|e| Error::io(format!("cannot start a raw-device thread: {e}")))
         };
         let c = Arc::clone(&core);
         me.threads.push(spawn(format!("xplink-fuse-{local}"), Box::new(move || serve(&c, &dev)))?);
@@ -765,7 +765,7 @@ impl Devices {
         let res = match sys::mount::detach(&self.mountpoint) {
             Ok(()) => Ok(()),
             Err(e) if e.raw_os_error() == Some(libc::EINVAL) || e.raw_os_error() == Some(libc::ENOENT) => Ok(()),
-            Err(e) => Err(Error::Runtime(format!(
+            Err(e) => Err(Error::failed(format!(
                 "cannot unmount partition {}'s raw devices at {}: {e}",
                 self.local,
                 self.mountpoint.display()
@@ -792,7 +792,7 @@ pub fn detach_stale(mountpoint: &Path) -> Result<bool> {
     match std::fs::metadata(mountpoint) {
         Err(e) if e.raw_os_error() == Some(libc::ENOTCONN) => {
             sys::mount::detach(mountpoint).map_err(|e| {
-                Error::Runtime(format!("cannot detach the dead raw devices at {}: {e}", mountpoint.display()))
+                Error::failed(format!("cannot detach the dead raw devices at {}: {e}", mountpoint.display()))
             })?;
             Ok(true)
         }

@@ -76,15 +76,15 @@ pub use memlink::MemLink;
 pub fn enter_view(devices: &std::path::Path, at: &std::path::Path) -> wirespeed::Result<()> {
     use wirespeed::error::Error;
     if !devices.join("raw").is_dir() {
-        return Err(Error::Runtime(format!(
+        return Err(Error::failed(format!(
             "no raw devices are mounted at {}: is the partition's daemon running (`wirespeed partition status`)?",
             devices.display()
         )));
     }
     wirespeed::sys::mount::private_mount_ns()
-        .map_err(|e| Error::Runtime(format!("cannot give the command its own mount namespace (needs root): {e}")))?;
-    std::fs::create_dir_all(at).map_err(|e| Error::Runtime(format!("cannot create {}: {e}", at.display())))?;
+        .map_err(|e| Error::permission(format!("cannot give the command its own mount namespace (needs root): {e}")))?;
+    std::fs::create_dir_all(at).map_err(|e| Error::io(format!("cannot create {}: {e}", at.display())))?;
     wirespeed::sys::mount::bind_mount(devices, at).map_err(|e| {
-        Error::Runtime(format!("cannot show the raw devices {} at {}: {e}", devices.display(), at.display()))
+        Error::failed(format!("cannot show the raw devices {} at {}: {e}", devices.display(), at.display()))
     })
 }

@@ -233,7 +233,7 @@ impl FromStr for BackendKind {
     fn from_str(s: &str) -> Result<Self> {
         BackendKind::ALL.iter().copied().find(|k| k.name() == s).ok_or_else(|| {
             let names: Vec<&str> = BackendKind::ALL.iter().map(|k| k.name()).collect();
-            Error::Usage(format!("unknown receive backend {s:?}: give one of {}", names.join(", ")))
+            Error::invalid(format!("unknown receive backend {s:?}: give one of {}", names.join(", ")))
         })
     }
 }

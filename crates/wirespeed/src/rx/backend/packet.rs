@@ -272,9 +272,9 @@ const REJECT_ALL: [BpfInsn; 1] = [BpfInsn { code: RET_K, jt: 0, jf: 0, k: 0 }];
 
 fn ring_error(e: io::Error, what: &str) -> Error {
     if e.raw_os_error() == Some(libc::EPERM) {
-        Error::Runtime(NEEDS_NET_RAW.into())
+        Error::permission(NEEDS_NET_RAW)
     } else {
-        Error::Runtime(format!("cannot set up the packet ring ({what}): {e}"))
+        Error::failed(format!("cannot set up the packet ring ({what}): {e}"))
     }
 }
 
@@ -309,7 +309,7 @@ impl Backend for PacketBackend {
                 Some(crate::addr::Iface::Addr(a)) => sys::packet::interface_of(IpAddr::V4(*a))
                     .ok()
                     .flatten()
-                    .ok_or_else(|| Error::Usage(format!("--iface {a} is not an address of this host (`ip -br addr`)")))?,
+                    .ok_or_else(|| Error::param("iface", format!("{a} is not an address of this host (`ip -br addr`)")))?,
                 Some(crate::addr::Iface::Index { index, name }) => (*index, name.clone()),
                 None => match cfg.listen {
                     SocketAddr::V6(g) if g.scope_id() != 0 => (g.scope_id(), format!("interface {}", g.scope_id())),
@@ -318,9 +318,9 @@ impl Backend for PacketBackend {
             }
         } else {
             let (index, name) = sys::packet::interface_of(ip)
-                .map_err(|e| Error::Runtime(format!("cannot list the interfaces: {e}")))?
+                .map_err(|e| Error::failed(format!("cannot list the interfaces: {e}")))?
                 .ok_or_else(|| {
-                    Error::Usage(format!(
+                    Error::invalid(format!(
                         "address {ip} is not assigned to any interface here: use a bare PORT (every address), 0.0.0.0, or one of this host's addresses (`ip -br addr`)"
                     ))
                 })?;
@@ -341,11 +341,11 @@ impl Backend for PacketBackend {
             hcfg.gro = false;
             let (h, b) = UdpEndpoint::bind(&hcfg)?;
             sys::packet::attach_filter(h.fd(), &REJECT_ALL)
-                .map_err(|e| Error::Runtime(format!("cannot filter the port-holding socket: {e}")))?;
+                .map_err(|e| Error::failed(format!("cannot filter the port-holding socket: {e}")))?;
             Some((h, b.local_addr.map_or(cfg.listen.port(), |a| a.port())))
         } else if cfg.listen.port() == 0 {
-            return Err(Error::Usage(
-                "with several capture threads the packet backend needs the port: give one, not 0".into(),
+            return Err(Error::invalid(
+                "with several capture threads the packet backend needs the port: give one, not 0",
             ));
         } else {
             None

@@ -201,27 +201,26 @@ impl Backend for PgmBackend {
 
     fn open(cfg: &RecvConfig, member: Member) -> Result<(PgmEndpoint, Bound)> {
         if member.count > 1 {
-            return Err(Error::Usage(
-                "--transport pgm runs one capture thread (a session's window and NAKs live on one thread): drop --threads"
-                    .into(),
+            return Err(Error::invalid(
+                "--transport pgm runs one capture thread (a session's window and NAKs live on one thread): drop --threads",
             ));
         }
         if !cfg.listen.is_ipv4() {
-            return Err(Error::Usage(format!(
-                "--transport pgm listens on IPv4 here ({} is IPv6): give an IPv4 address, group or 0.0.0.0:PORT",
+            return Err(Error::param("transport", format!(
+                "pgm listens on IPv4 here ({} is IPv6): give an IPv4 address, group or 0.0.0.0:PORT",
                 crate::addr::shown(cfg.listen)
             )));
         }
-        cfg.pgm.validate().map_err(Error::Usage)?;
+        cfg.pgm.validate().map_err(Error::invalid)?;
         let (udp, mut bound) = UdpEndpoint::bind(cfg)?;
         let port = bound.local_addr.map_or(cfg.listen.port(), |a| a.port());
         // NAKs leave by a socket of their own, bound to no address: the receiving socket may
         // be bound to the group, and a unicast datagram from a group address is dropped on
         // the way (OpenPGM sends from a separate socket too).
         let naks = UdpSocket::bind("0.0.0.0:0")
-            .map_err(|e| Error::Runtime(format!("cannot open the socket PGM NAKs are sent from: {e}")))?;
+            .map_err(|e| Error::io(format!("cannot open the socket PGM NAKs are sent from: {e}")))?;
         sys::set_rcvtimeo(udp.fd(), Duration::from_millis(1))
-            .map_err(|e| Error::Runtime(format!("cannot set a receive timeout: {e}")))?;
+            .map_err(|e| Error::failed(format!("cannot set a receive timeout: {e}")))?;
         bound.notes.push(format!(
             "PGM: data-destination port {}, receive window {} sequence numbers, NAK back-off {:?}, repeat {:?}, repair wait {:?}, {} retries",
             cfg.pgm.dport, cfg.pgm.window, cfg.pgm.nak_backoff, cfg.pgm.nak_repeat, cfg.pgm.nak_rdata, cfg.pgm.nak_retries

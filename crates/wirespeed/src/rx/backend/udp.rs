@@ -113,7 +113,7 @@ impl UdpEndpoint {
             }
         }
         sys::set_rcvtimeo(fd, Duration::from_millis(100))
-            .map_err(|e| Error::Runtime(format!("cannot set a receive timeout: {e}")))?;
+            .map_err(|e| Error::failed(format!("cannot set a receive timeout: {e}")))?;
         let bound = Bound {
             local_addr: sock.local_addr().ok(),
             rcvbuf_granted: granted,
@@ -139,7 +139,7 @@ fn join_group(sock: &UdpSocket, cfg: &RecvConfig) -> Result<()> {
             };
             let on = cfg.multicast_iface.as_ref().map(|i| i.to_string()).unwrap_or_else(|| "0.0.0.0".into());
             r.map_err(|e| {
-                Error::Runtime(format!("cannot join multicast group {g} on {on}: {e} ({})", route_hint("224.0.0.0/4")))
+                Error::failed(format!("cannot join multicast group {g} on {on}: {e} ({})", route_hint("224.0.0.0/4")))
             })
         }
         std::net::SocketAddr::V6(a) => {
@@ -147,7 +147,7 @@ fn join_group(sock: &UdpSocket, cfg: &RecvConfig) -> Result<()> {
             sock.join_multicast_v6(a.ip(), index).map_err(|e| {
                 let on =
                     if index == 0 { "the routing table's interface".to_string() } else { format!("interface {index}") };
-                Error::Runtime(format!(
+                Error::failed(format!(
                     "cannot join multicast group {} on {on}: {e} ({})",
                     a.ip(),
                     route_hint("ff00::/8")

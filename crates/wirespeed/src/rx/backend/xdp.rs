@@ -110,17 +110,17 @@ fn frames_for(rcvbuf: usize, queues: usize) -> u32 {
 fn explain(e: XskError, iface: &str) -> Error {
     let alt = "or use --backend recvmmsg";
     match e.err.raw_os_error() {
-        Some(libc::EPERM) | Some(libc::EACCES) => Error::Runtime(format!(
+        Some(libc::EPERM) | Some(libc::EACCES) => Error::permission(format!(
             "the xdp backend needs CAP_NET_ADMIN, CAP_BPF and CAP_NET_RAW ({} was refused: {}): run as root, {alt}",
             e.step, e.err
         )),
-        Some(libc::EBUSY) | Some(libc::EEXIST) if e.step.contains("LINK_CREATE") => Error::Runtime(format!(
+        Some(libc::EBUSY) | Some(libc::EEXIST) if e.step.contains("LINK_CREATE") => Error::busy(format!(
             "{iface} already has an XDP program attached, and wirespeed does not replace what it did not create: see `ip link show {iface}`, detach it if it is yours, {alt}"
         )),
-        Some(libc::EBUSY) if e.step.contains("bind") => Error::Runtime(format!(
+        Some(libc::EBUSY) if e.step.contains("bind") => Error::busy(format!(
             "a receive queue of {iface} is already taken by another AF_XDP socket: stop the other receiver, {alt}"
         )),
-        _ => Error::Runtime(format!("cannot set up AF_XDP on {iface}: {} failed: {} ({alt})", e.step, e.err)),
+        _ => Error::failed(format!("cannot set up AF_XDP on {iface}: {} failed: {} ({alt})", e.step, e.err)),
     }
 }
 
@@ -154,24 +154,23 @@ impl Backend for XdpBackend {
 
     fn open(cfg: &RecvConfig, member: Member) -> Result<(XdpEndpoint, Bound)> {
         if let Some(why) = refuse_listen(cfg.listen) {
-            return Err(Error::Usage(why));
+            return Err(Error::invalid(why));
         }
         if member.count > 1 {
-            return Err(Error::Usage(
-                "the xdp backend captures with one thread for now: drop --threads, or use --backend recvmmsg"
-                    .into(),
+            return Err(Error::invalid(
+                "the xdp backend captures with one thread for now: drop --threads, or use --backend recvmmsg",
             ));
         }
         let IpAddr::V4(addr) = cfg.listen.ip() else { unreachable!("refuse_listen passes IPv4 only") };
         let iface = interface_with(addr)
-            .map_err(|e| Error::Runtime(format!("cannot list this host's interfaces: {e}")))?
+            .map_err(|e| Error::failed(format!("cannot list this host's interfaces: {e}")))?
             .ok_or_else(|| {
-                Error::Usage(format!(
+                Error::invalid(format!(
                     "address {addr} is not assigned to any interface here: give the address of the interface to capture on (`ip -br addr`)"
                 ))
             })?;
         if iface.loopback {
-            return Err(Error::Usage(format!(
+            return Err(Error::invalid(format!(
                 "XDP needs a real interface (a NIC or a veth), not the loopback {}: listen on such an interface's address, or use --backend recvmmsg",
                 iface.name
             )));
