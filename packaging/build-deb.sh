@@ -8,6 +8,8 @@
 # the path of the .deb on its last line.
 #
 # Needs cargo-deb (cargo install cargo-deb --locked) and dpkg-dev (dpkg-shlibdeps, for Depends).
+# WIRESPEED_PROFILE=NAME packs the build of another Cargo profile (the test suite packs its
+# `tests` build, so that it tests the packaging without a second build); a release is `release`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -20,13 +22,16 @@ command -v dpkg-shlibdeps >/dev/null 2>&1 || {
     exit 1
 }
 
-cargo build --release --locked -p wirespeed-cli >&2
-bin="${CARGO_TARGET_DIR:-target}/release/wirespeed"
+profile=${WIRESPEED_PROFILE:-release}
+# --workspace: the crates' features are resolved over the whole workspace, as `cargo test`
+# resolves them, so after the test suite this finds its build fresh instead of making another.
+cargo build --profile "$profile" --locked --workspace --bins >&2
+bin="${CARGO_TARGET_DIR:-target}/$profile/wirespeed"
 
 # cargo-deb reads this tree as one asset glob (target/release/deb-stage/usr/**/* -> /usr/,
-# found in the real target directory as the binary is), so it is made afresh each time and
-# holds only what this build generated.
-stage="${CARGO_TARGET_DIR:-target}/release/deb-stage"
+# found in the real target directory of the profile, as the binary is), so it is made afresh
+# each time and holds only what this build generated.
+stage="${CARGO_TARGET_DIR:-target}/$profile/deb-stage"
 rm -rf "$stage"
 man1="$stage/usr/share/man/man1"
 "$bin" man --out "$man1" >/dev/null
@@ -56,4 +61,4 @@ echo "build-deb.sh: $(ls "$man1" | wc -l) manual pages, 3 completion scripts, $s
 
 out="${CARGO_TARGET_DIR:-target}/debian"
 mkdir -p "$out"
-cargo deb -p wirespeed-cli --no-build --locked --output "$out/"
+cargo deb -p wirespeed-cli --no-build --locked --profile "$profile" --output "$out/"

@@ -44,8 +44,11 @@ if ! command -v cargo >/dev/null 2>&1; then
 fi
 rustup component add rustfmt clippy >/dev/null 2>&1 || true
 
+# Tests are built with the `tests` profile (Cargo.toml: release without LTO); the suites below
+# use the same build, named by WIRESPEED_PROFILE.
+export WIRESPEED_PROFILE=tests
 cargo fmt --all -- --check
-cargo clippy --all-targets --release -- -D warnings
+cargo clippy --all-targets --profile "$WIRESPEED_PROFILE" -- -D warnings
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 # Root-only tests are marked #[ignore = "needs root"]: they run when this runs as root (CI does),
@@ -53,7 +56,7 @@ trap 'rm -f "$log"' EXIT
 extra=()
 [ "$(id -u)" = 0 ] && extra=(--include-ignored)
 set +e
-cargo test --release --no-fail-fast -- "${extra[@]}" 2>&1 | tee "$log"
+cargo test --profile "$WIRESPEED_PROFILE" --no-fail-fast -- "${extra[@]}" 2>&1 | tee "$log"
 status=${PIPESTATUS[0]}
 # Further suites that cargo test cannot run (the Python package, the Debian package) live in
 # scripts/suites/*.sh; each ends with a line "test result: ok. N passed; M failed" like cargo's.

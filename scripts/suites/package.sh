@@ -80,7 +80,7 @@ else
     fail build "packaging/build-deb.sh made no .deb:" "$(tail -5 "$work/build.err")"
     summary
 fi
-bin="${CARGO_TARGET_DIR:-target}/release/wirespeed"
+bin="${CARGO_TARGET_DIR:-target}/${WIRESPEED_PROFILE:-release}/wirespeed"
 echo "package suite: $deb ($(du -h "$deb" | cut -f1))"
 
 # --- contents ---

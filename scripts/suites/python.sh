@@ -20,12 +20,15 @@ python3 -c "import maturin, numpy, pytest, baseband" 2>/dev/null ||
   die "needs the Python packages maturin, numpy, pytest and baseband: python3 -m pip install maturin numpy pytest baseband (scripts/test.sh installs them)"
 if command -v maturin >/dev/null 2>&1; then maturin=(maturin); else maturin=(python3 -m maturin); fi
 
-# The tests drive the command itself (record, send, verify); cargo test has built it already.
-cargo build --release -p wirespeed-cli --quiet || die "cargo build --release -p wirespeed-cli failed"
+# The tests drive the command itself (record, send, verify); cargo test has built it already,
+# with the profile scripts/test.sh names (release when this runs alone). The wheel is built
+# with the same profile.
+profile=${WIRESPEED_PROFILE:-release}
+cargo build --profile "$profile" --workspace --bins --quiet || die "cargo build --profile $profile --workspace --bins failed"
 
 wheels=target/wheels-python
 rm -rf "$wheels"
-"${maturin[@]}" build --release --quiet -m crates/wirespeed-py/Cargo.toml -o "$wheels" ||
+"${maturin[@]}" build --profile "$profile" --quiet -m crates/wirespeed-py/Cargo.toml -o "$wheels" ||
   die "maturin could not build the wheel"
 wheel=$(ls "$wheels"/wirespeed-*.whl 2>/dev/null | head -n 1)
 [ -n "$wheel" ] || die "maturin left no wheel in $wheels"
@@ -38,7 +41,7 @@ junit=$(mktemp)
 trap 'rm -f "$junit"' EXIT
 # Run from outside the source tree, so `import wirespeed` is the installed wheel.
 (cd crates/wirespeed-py/tests &&
-  WIRESPEED_BIN="$PWD/../../../target/release/wirespeed" timeout 900 \
+  WIRESPEED_BIN="$PWD/../../../target/$profile/wirespeed" timeout 900 \
     python3 -m pytest -q -p no:cacheprovider --junitxml="$junit" .)
 status=$?
 read -r tests failures errors skipped < <(python3 - "$junit" <<'PY'

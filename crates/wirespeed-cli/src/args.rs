@@ -10,7 +10,7 @@ use clap::Args;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
-use wirespeed::error::parse_listen;
+use wirespeed::addr::parse_listen;
 use wirespeed::ledger::LedgerConfig;
 use wirespeed::rx::{BackendKind, RecvConfig};
 use wirespeed::units::Rate;

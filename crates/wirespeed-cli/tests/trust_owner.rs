@@ -41,7 +41,7 @@ struct Guard {
     child: Option<Child>,
     /// No test of the default run directory runs beside a private one (see `traffic`). Last,
     /// so that it is let go after the clean-up above.
-    _alone: std::sync::MutexGuard<'static, ()>,
+    _alone: crate::common::Turn,
 }
 
 impl Guard {

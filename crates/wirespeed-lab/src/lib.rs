@@ -20,3 +20,13 @@ pub mod plot;
 pub mod testbed;
 pub mod ttcp;
 pub mod xpc;
+
+/// Where the lab's run-time state lives: the partitions' state, heartbeats, daemon logs and pid
+/// files, and the XPC pages and channels (a tmpfs: gone after a reboot, like the namespaces
+/// themselves). `WIRESPEED_RUN_DIR` overrides it. Here, not in `testbed`, because XPC needs it
+/// too and must not depend on the partitions that use it.
+pub fn run_dir() -> std::path::PathBuf {
+    std::env::var_os("WIRESPEED_RUN_DIR")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| std::path::PathBuf::from("/run/wirespeed"))
+}

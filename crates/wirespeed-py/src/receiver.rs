@@ -150,7 +150,7 @@ impl Receiver {
         gro: bool,
     ) -> PyResult<Self> {
         let listen = text(listen)?;
-        let mut cfg = RecvConfig::new(wirespeed::error::parse_listen(&listen).map_err(to_py)?);
+        let mut cfg = RecvConfig::new(wirespeed::addr::parse_listen(&listen).map_err(to_py)?);
         if let Some(b) = opt_text(rcvbuf)? {
             let n = bytes_arg("rcvbuf", &b)?;
             if n == 0 || n > 1 << 30 {

@@ -13,7 +13,8 @@
 //! rather than silently dropped. An IPv6 address with a port and no brackets (`::1:7148`) is
 //! ambiguous, and is refused with the bracketed form to write instead.
 
-use crate::error::{bind_error, Error, Result};
+use crate::error::{Error, Result};
+use std::io;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
 
 /// The dual-stack listening address of a bare `PORT`: `[::]:PORT`, IPv4 senders included.
@@ -331,9 +332,33 @@ pub fn bind_listen(addr: SocketAddr, reuseport: bool) -> Result<(std::net::UdpSo
     }
 }
 
+/// Explain a failed bind in the user's terms.
+pub fn bind_error(addr: SocketAddr, e: io::Error) -> Error {
+    let os = e.raw_os_error();
+    let err = match e.kind() {
+        io::ErrorKind::AddrInUse => Error::busy(format!(
+            "port {} is already in use on {} (another receiver? `ss -ulpn 'sport = :{}'` shows who): stop it or choose another port",
+            addr.port(),
+            if is_dual_stack(addr) { "this host (IPv4 or IPv6)".to_string() } else { addr.ip().to_string() },
+            addr.port()
+        )),
+        io::ErrorKind::PermissionDenied => Error::permission(format!(
+            "binding to port {} needs root or CAP_NET_BIND_SERVICE: run as root or use a port above 1023",
+            addr.port()
+        )),
+        io::ErrorKind::AddrNotAvailable => Error::invalid(format!(
+            "address {} is not assigned to any interface here: use a bare PORT (every address), 0.0.0.0, or one of this host's addresses (`ip -br addr`)",
+            addr.ip()
+        )),
+        _ => Error::io(format!("cannot bind UDP socket to {addr}: {e}")),
+    };
+    err.with_errno(os)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::Kind;
 
     fn listen(s: &str) -> String {
         parse_listen(s).map(|a| a.to_string()).unwrap_or_else(|e| format!("ERR {e}"))
@@ -417,5 +442,16 @@ mod tests {
         assert_eq!(unmap(m).to_string(), "198.18.0.1:5000");
         let v6: SocketAddr = "[2001:2::1]:5000".parse().unwrap();
         assert_eq!(unmap(v6), v6);
+    }
+
+    #[test]
+    fn a_bind_failure_keeps_its_kind_and_error_number() {
+        let a: SocketAddr = "127.0.0.1:9".parse().unwrap();
+        let e = bind_error(a, io::Error::from_raw_os_error(libc::EADDRINUSE));
+        assert_eq!((e.kind(), e.raw_os_error()), (Kind::Busy, Some(libc::EADDRINUSE)));
+        let e = bind_error(a, io::Error::from_raw_os_error(libc::EACCES));
+        assert_eq!((e.kind(), e.exit_code()), (Kind::Permission, 1));
+        let e = bind_error(a, io::Error::from_raw_os_error(libc::EADDRNOTAVAIL));
+        assert_eq!((e.kind(), e.exit_code()), (Kind::Invalid, 2));
     }
 }

@@ -10,7 +10,6 @@
 
 use std::fmt;
 use std::io;
-use std::net::SocketAddr;
 
 /// What kind of failure an [`Error`] is: what a program branches on. It decides the
 /// command's exit code ([`Kind::exit_code`]) and the Python exception.
@@ -160,6 +159,12 @@ impl Error {
         Error::new(Kind::Failed, message)
     }
 
+    /// The same error carrying the operating system's error number `n` (the cause it reports).
+    pub fn with_errno(mut self, n: Option<i32>) -> Error {
+        self.os = n;
+        self
+    }
+
     /// What kind of failure this is.
     pub fn kind(&self) -> Kind {
         self.kind
@@ -195,32 +200,6 @@ impl Error {
     }
 }
 
-/// Explain a failed bind in the user's terms.
-pub fn bind_error(addr: SocketAddr, e: io::Error) -> Error {
-    let os = e.raw_os_error();
-    let mut err = match e.kind() {
-        io::ErrorKind::AddrInUse => Error::busy(format!(
-            "port {} is already in use on {} (another receiver? `ss -ulpn 'sport = :{}'` shows who): stop it or choose another port",
-            addr.port(),
-            if crate::addr::is_dual_stack(addr) { "this host (IPv4 or IPv6)".to_string() } else { addr.ip().to_string() },
-            addr.port()
-        )),
-        io::ErrorKind::PermissionDenied => Error::permission(format!(
-            "binding to port {} needs root or CAP_NET_BIND_SERVICE: run as root or use a port above 1023",
-            addr.port()
-        )),
-        io::ErrorKind::AddrNotAvailable => Error::invalid(format!(
-            "address {} is not assigned to any interface here: use a bare PORT (every address), 0.0.0.0, or one of this host's addresses (`ip -br addr`)",
-            addr.ip()
-        )),
-        _ => Error::io(format!("cannot bind UDP socket to {addr}: {e}")),
-    };
-    err.os = os;
-    err
-}
-
-pub use crate::addr::{parse_listen, resolve};
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -245,16 +224,5 @@ mod tests {
         }
         let c = Error::param("block", "1000 is odd").context("record: ");
         assert_eq!((c.to_string().as_str(), c.param_name()), ("record: block 1000 is odd", None));
-    }
-
-    #[test]
-    fn a_bind_failure_keeps_its_kind_and_error_number() {
-        let a: SocketAddr = "127.0.0.1:9".parse().unwrap();
-        let e = bind_error(a, io::Error::from_raw_os_error(libc::EADDRINUSE));
-        assert_eq!((e.kind(), e.raw_os_error()), (Kind::Busy, Some(libc::EADDRINUSE)));
-        let e = bind_error(a, io::Error::from_raw_os_error(libc::EACCES));
-        assert_eq!((e.kind(), e.exit_code()), (Kind::Permission, 1));
-        let e = bind_error(a, io::Error::from_raw_os_error(libc::EADDRNOTAVAIL));
-        assert_eq!((e.kind(), e.exit_code()), (Kind::Invalid, 2));
     }
 }

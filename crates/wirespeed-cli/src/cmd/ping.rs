@@ -6,7 +6,7 @@ use crate::out::print_json;
 use clap::Args;
 use std::path::PathBuf;
 use std::time::Duration;
-use wirespeed::error::resolve;
+use wirespeed::addr::resolve;
 use wirespeed::units::Rate;
 use wirespeed::{sys, Error};
 use wirespeed_lab::latency::ping;

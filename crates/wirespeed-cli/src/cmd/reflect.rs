@@ -4,7 +4,7 @@ use crate::args;
 use crate::out::print_json;
 use clap::Args;
 use std::time::Duration;
-use wirespeed::error::parse_listen;
+use wirespeed::addr::parse_listen;
 use wirespeed::units::{self};
 use wirespeed::{sys, Error};
 use wirespeed_lab::exporter::WithMetrics;

@@ -4,7 +4,7 @@ use crate::args::{self, parse_range, resolve_format, FormatArgs, PriorityArgs, T
 use crate::out::{guard_verdict, print_json, WithPriority};
 use clap::Args;
 use std::time::Duration;
-use wirespeed::error::resolve;
+use wirespeed::addr::resolve;
 use wirespeed::tx::{self, SendConfig};
 use wirespeed::units::{self, Rate};
 use wirespeed::{sys, Error};

@@ -5,7 +5,7 @@ use clap::Args;
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::time::Duration;
-use wirespeed::error::resolve;
+use wirespeed::addr::resolve;
 use wirespeed::units::{self, Rate};
 use wirespeed::{sys, Error};
 use wirespeed_lab::ttcp::{self, Config, Proto, RawConfig, RawKind, RawReceiver, Receiver, Role};

@@ -257,9 +257,30 @@ pub fn share_dir() -> &'static str {
 /// shared `/hw` mount point from under them) never runs beside them.
 static TRAFFIC: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
+/// A test's turn at the traffic; with `WS_TRAFFIC_LOG=FILE` set, how long the test held it is
+/// appended to FILE when it ends (`SECONDS TEST`), to see which tests the suite's time goes to.
+pub struct Turn {
+    _held: std::sync::MutexGuard<'static, ()>,
+    since: std::time::Instant,
+}
+
+impl Drop for Turn {
+    fn drop(&mut self) {
+        if let Some(path) = std::env::var_os("WS_TRAFFIC_LOG") {
+            use std::io::Write;
+            let name = std::thread::current().name().unwrap_or("?").to_string();
+            let line = format!("{:.2} {name}\n", self.since.elapsed().as_secs_f64());
+            if let Ok(mut f) = std::fs::OpenOptions::new().create(true).append(true).open(path) {
+                let _ = f.write_all(line.as_bytes());
+            }
+        }
+    }
+}
+
 /// Hold this while a test sends traffic.
-pub fn traffic() -> std::sync::MutexGuard<'static, ()> {
-    TRAFFIC.lock().unwrap_or_else(|e| e.into_inner())
+pub fn traffic() -> Turn {
+    let held = TRAFFIC.lock().unwrap_or_else(|e| e.into_inner());
+    Turn { _held: held, since: std::time::Instant::now() }
 }
 
 /// The command fails with exit code `code` and one line on stderr that contains `needle`, with

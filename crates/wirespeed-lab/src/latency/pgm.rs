@@ -136,7 +136,7 @@ struct In {
 
 impl In {
     fn open(cfg: &PgmConfig, at: SocketAddr, max_tsdu: usize) -> Result<In> {
-        let sock = UdpSocket::bind(at).map_err(|e| wirespeed::error::bind_error(at, e))?;
+        let sock = UdpSocket::bind(at).map_err(|e| wirespeed::addr::bind_error(at, e))?;
         sock.set_nonblocking(true).map_err(|e| Error::failed(format!("cannot make a socket non-blocking: {e}")))?;
         let naks = UdpSocket::bind("0.0.0.0:0")
             .map_err(|e| Error::io(format!("cannot open the socket NAKs leave by: {e}")))?;

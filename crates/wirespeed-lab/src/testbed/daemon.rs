@@ -186,7 +186,7 @@ pub fn run_daemon(prefix: &str, id: u32, o: DaemonOptions, console: &mut dyn FnM
         .map_err(|e| Error::io(format!("cannot write the daemon pid file: {e}")))?;
     let dir = xpc::dir(prefix);
     let node = xpc::Node::open(&dir, id, xpc::NodeOptions { version: o.version, xpc: o.xpc })?;
-    let link = Arc::new(xpc::XpcDevLink::new(node));
+    let link = Arc::new(xplink::xpc::XpcDevLink::new(node));
     let devices = if o.xpc {
         let dl: Arc<dyn xplink::DevLink> = link.clone();
         match xplink::Devices::mount(&xplink::mount_dir(prefix, id), id, dl) {
@@ -303,7 +303,7 @@ struct XpcPeer {
 /// One check's XPC step with peer `p`: while it beats, connect its control channel (version
 /// exchange) and, once connected, activate its devices; when it stops, deactivate them.
 fn xpc_step(
-    link: &Arc<xpc::XpcDevLink>,
+    link: &Arc<xplink::xpc::XpcDevLink>,
     xpcs: &mut BTreeMap<u32, XpcPeer>,
     p: u32,
     up: bool,

@@ -16,11 +16,7 @@ use wirespeed::{sys, Error, Result};
 /// Schema name of the state file and of `status --json`.
 pub const SCHEMA: &str = "wirespeed.partition/1";
 
-/// Where state, heartbeats, daemon logs and pid files live (a tmpfs: gone after a reboot, like
-/// the namespaces themselves). `WIRESPEED_RUN_DIR` overrides it.
-pub fn run_dir() -> PathBuf {
-    std::env::var_os("WIRESPEED_RUN_DIR").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("/run/wirespeed"))
-}
+pub use crate::run_dir;
 
 /// The requested layout: what `create` was asked for. Two layouts that compare equal describe
 /// the same partitions, which is what makes `create` idempotent.

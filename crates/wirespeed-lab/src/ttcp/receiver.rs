@@ -7,7 +7,8 @@ use std::io::{ErrorKind, Read};
 use std::net::{SocketAddr, TcpListener, UdpSocket};
 use std::os::fd::AsRawFd;
 use std::sync::atomic::AtomicBool;
-use wirespeed::error::{bind_error, Error, Result};
+use wirespeed::addr::bind_error;
+use wirespeed::error::{Error, Result};
 use wirespeed::sys;
 
 /// Receive buffer of the UDP receiver: the largest datagram, whatever `-l` says, so that a

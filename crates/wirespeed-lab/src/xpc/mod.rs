@@ -27,7 +27,7 @@
 //!   sender posts (pid, address, length) of its own buffer and waits; the receiver pulls the
 //!   cache-line body with `process_vm_readv` straight into its buffer when both are 128-byte
 //!   aligned, and the ragged tail (the last partial cache line) arrives in the slot, copied.
-//! - **Raw devices** ([`devlink::XpcDevLink`]): the byte streams of the `cl` driver over XPC,
+//! - **Raw devices** ([`XpcDevLink`](crate::testbed::xplink::xpc::XpcDevLink), in the devices' own module): the byte streams of the `cl` driver over XPC,
 //!   as the `testbed::xplink` filesystem consumes them.
 //!
 //! Waiting without missed wakeups: a node's page holds an "I sleep" flag, raised only while a
@@ -63,11 +63,9 @@
 use std::path::PathBuf;
 
 pub mod channel;
-pub mod devlink;
 pub mod node;
 
 pub use channel::{ChanState, ChanStats, Channel, ChannelOptions, Kind, Received, Refusal, DEFAULT_SPIN_NS};
-pub use devlink::XpcDevLink;
 pub use node::{Armed, Node, NodeOptions, PageView, RemotePage};
 
 /// The XPC protocol version this build speaks (major, minor): peers with another major are
@@ -93,7 +91,7 @@ pub const DEFAULT_DATA: u32 = 1 << 20;
 /// The XPC directory of the partitions with namespace prefix `prefix`:
 /// `/run/wirespeed/PREFIX/xpc`, where the partition pages and channel halves live.
 pub fn dir(prefix: &str) -> PathBuf {
-    crate::testbed::run_dir().join(prefix).join("xpc")
+    crate::run_dir().join(prefix).join("xpc")
 }
 
 #[cfg(test)]

@@ -3,7 +3,6 @@
 //! limits that a correct implementation never reaches.
 
 use super::*;
-use crate::testbed::xplink::DevLink;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -348,74 +347,6 @@ fn the_heartbeat_is_read_through_the_page_even_after_its_owner_left() {
     assert_eq!(fresh.counter, 0);
     drop((a, b2));
     assert!(RemotePage::open(t.path(), 1).is_err(), "a node removes its page when it goes");
-}
-
-#[test]
-fn xpc_devlink_carries_byte_streams_with_eof_and_deactivation_gives_enotconn() {
-    let t = Tmp::new("dev");
-    let (l1, l2) = (XpcDevLink::new(node(t.path(), 1)), XpcDevLink::new(node(t.path(), 2)));
-    let e = l1.send(2, 0, b"x").expect_err("not activated");
-    assert_eq!(e.kind(), std::io::ErrorKind::NotConnected);
-    l1.activate(2).expect("activate");
-    l2.activate(1).expect("activate");
-    assert_eq!(l1.remotes(), [2]);
-    let data: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8).collect();
-    let (mut off, mut got, mut eof) = (0, Vec::new(), false);
-    let mut buf = [0u8; 1000];
-    let mut eof_sent = false;
-    while !eof {
-        if off < data.len() {
-            off += l1.send(2, 3, &data[off..(off + 70_000).min(data.len())]).expect("send");
-        } else if !eof_sent {
-            eof_sent = l1.send_eof(2, 3).expect("eof");
-        }
-        loop {
-            match l2.recv(1, 3, &mut buf).expect("recv") {
-                Some(0) => {
-                    eof = true;
-                    break;
-                }
-                Some(n) => got.extend_from_slice(&buf[..n]),
-                None => break,
-            }
-        }
-    }
-    assert_eq!(got, data, "byte-exact, in order, then EOF");
-    // Other devices are separate streams.
-    assert_eq!(l2.recv(1, 4, &mut buf).expect("recv"), None);
-    // Deactivation: this side fails at once; the peer reads what was sent, then ENOTCONN.
-    assert!(l1.send(2, 5, b"last words").expect("send") == 10);
-    l1.deactivate(2);
-    let e = l1.send(2, 5, b"more").expect_err("deactivated");
-    assert_eq!(e.kind(), std::io::ErrorKind::NotConnected);
-    assert_eq!(e.to_string(), "partition 2 is deactivated");
-    assert_eq!(l1.recv(2, 5, &mut buf).expect_err("deactivated").kind(), std::io::ErrorKind::NotConnected);
-    assert_eq!(l1.remotes(), [2], "devices stay");
-    assert_eq!(l2.recv(1, 5, &mut buf).expect("recv"), Some(10));
-    let e = l2.recv(1, 5, &mut buf).expect_err("peer deactivated");
-    assert_eq!(e.kind(), std::io::ErrorKind::NotConnected);
-    assert!(e.to_string().contains("partition 1 closed channel 6"), "{e}");
-    // Activation again: the devices work again.
-    l1.activate(2).expect("activate");
-    let mut n = 0;
-    for _ in 0..100_000 {
-        n = l1.send(2, 5, b"again").expect("send");
-        if n > 0 {
-            break;
-        }
-        l1.wait(Duration::from_millis(10));
-    }
-    assert_eq!(n, 5);
-    let mut r = None;
-    for _ in 0..100_000 {
-        r = l2.recv(1, 5, &mut buf).expect("recv");
-        if r.is_some() {
-            break;
-        }
-        l2.wait(Duration::from_millis(10));
-    }
-    assert_eq!(r, Some(5));
-    assert_eq!(&buf[..5], b"again");
 }
 
 /// Set in a child process started by the dying-peer tests: "DIR MODE".

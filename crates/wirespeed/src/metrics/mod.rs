@@ -12,7 +12,8 @@
 
 pub mod live;
 
-pub use live::{ReflectLive, TapLive, WriteSnapshot, WriteStats};
+pub use crate::spool::stats::{WriteSnapshot, WriteStats};
+pub use live::{ReflectLive, TapLive};
 
 use crate::rx::Live;
 use crate::spool::writer::Shared;

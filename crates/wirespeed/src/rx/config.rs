@@ -225,13 +225,14 @@ mod tests {
         let mut c = RecvConfig::new("127.0.0.1:0".parse().unwrap());
         assert!(c.check_limits().is_ok());
         c.ledger.window = 1 << 40;
-        assert!(c.check_limits().unwrap_err().to_string().contains("--window"));
+        let e = c.check_limits().unwrap_err();
+        assert_eq!((e.kind(), e.param_name()), (crate::Kind::Invalid, Some("window")), "{e}");
         c.ledger.window = MAX_WINDOW;
         c.max_streams = MAX_TRACKED_STREAMS;
         assert!(c.check_limits().unwrap_err().to_string().contains("ledger memory"));
         c.ledger.window = 65536;
         c.batch = MAX_BATCH + 1;
-        assert!(c.check_limits().unwrap_err().to_string().contains("--batch"));
+        assert_eq!(c.check_limits().unwrap_err().param_name(), Some("batch"));
         c.batch = 0;
         assert!(c.check_limits().is_err());
         let mut t = RecvConfig::new("127.0.0.1:0".parse().unwrap());
@@ -244,6 +245,6 @@ mod tests {
         assert!(t.check_limits().unwrap_err().to_string().contains("--cpus"));
         t.cpu = None;
         t.threads = MAX_THREADS + 1;
-        assert!(t.check_limits().unwrap_err().to_string().contains("--threads"));
+        assert_eq!(t.check_limits().unwrap_err().param_name(), Some("threads"));
     }
 }

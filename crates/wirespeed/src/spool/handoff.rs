@@ -61,7 +61,7 @@ pub struct Shared {
     /// Files completed so far.
     pub files_done: AtomicU64,
     /// Every disk write's latency and the stalls among them, for a metrics exporter.
-    pub write_stats: crate::metrics::WriteStats,
+    pub write_stats: super::stats::WriteStats,
 }
 
 impl Default for Shared {
@@ -78,7 +78,7 @@ impl Default for Shared {
             ring_fill: AtomicU64::new(0),
             high_water: AtomicU64::new(0),
             files_done: AtomicU64::new(0),
-            write_stats: crate::metrics::WriteStats::default(),
+            write_stats: super::stats::WriteStats::default(),
         }
     }
 }

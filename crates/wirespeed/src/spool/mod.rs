@@ -18,6 +18,7 @@ pub mod pcap;
 pub mod recordable;
 pub mod share;
 pub mod sink;
+pub mod stats;
 pub mod verify;
 pub mod writer;
 

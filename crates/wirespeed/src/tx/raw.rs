@@ -345,7 +345,7 @@ pub fn prepare(
             None => PacketTx::open(t.ifindex).map_err(|e| open_error(e, iface))?,
         };
         let local = SocketAddr::new(t.src_ip, 0);
-        let port_holder = UdpSocket::bind(local).map_err(|e| crate::error::bind_error(local, e))?;
+        let port_holder = UdpSocket::bind(local).map_err(|e| crate::addr::bind_error(local, e))?;
         let src = port_holder.local_addr().map_err(|e| Error::io(format!("cannot read a bound port: {e}")))?;
         let ttl = if cfg.dest.ip().is_multicast() { cfg.ttl.min(255) as u8 } else { 64 };
         let addrs = FrameAddrs { src_mac: t.src_mac, dst_mac: t.dst_mac, src, dst: cfg.dest, ttl };

@@ -137,7 +137,7 @@ fn open_socket(cfg: &SendConfig) -> Result<UdpSocket> {
         (None, SocketAddr::V4(_)) => SocketAddr::from(([0, 0, 0, 0], 0)),
         (None, SocketAddr::V6(_)) => SocketAddr::from(([0u16; 8], 0)),
     };
-    let sock = UdpSocket::bind(local).map_err(|e| crate::error::bind_error(local, e))?;
+    let sock = UdpSocket::bind(local).map_err(|e| crate::addr::bind_error(local, e))?;
     if cfg.dest.ip().is_multicast() {
         set_multicast(&sock, cfg)?;
     }

@@ -66,6 +66,7 @@ pub fn device_path(prefix: &str, local: u32, remote: u32, d: u8) -> std::path::P
 mod abi;
 mod fs;
 mod memlink;
+pub mod xpc;
 
 pub use fs::{detach_stale, Devices, MAX_IO};
 pub use memlink::MemLink;

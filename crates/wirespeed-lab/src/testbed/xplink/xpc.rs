@@ -1,5 +1,5 @@
-//! The raw devices' transport over XPC: [`XpcDevLink`] implements the `testbed::xplink`
-//! [`DevLink`] contract for one node. Device `d` (00..0f) of remote `r` is channel `d + 1` to
+//! The raw devices' transport over XPC: [`XpcDevLink`] implements the [`DevLink`] contract
+//! for one XPC node (the devices know XPC; XPC knows nothing of the devices). Device `d` (00..0f) of remote `r` is channel `d + 1` to
 //! `r` (channel 0 is kept for control); a write becomes one or more messages (up to 64 KiB
 //! each, out of line beyond the slot's immediate bytes), the end-of-stream marker is a message
 //! of its own kind, and a read shorter than a message keeps the rest for the next one.
@@ -10,8 +10,8 @@
 //! readers get the bytes sent before, then ENOTCONN. A later activation opens new channels (a
 //! new generation) and the devices work again once the peer has activated too.
 
-use super::{Channel, Kind, Node};
-use crate::testbed::xplink::{DevLink, DEVICES};
+use super::{DevLink, DEVICES};
+use crate::xpc::{Channel, Kind, Node};
 use std::collections::{BTreeSet, HashMap};
 use std::io;
 use std::sync::{Mutex, MutexGuard};
@@ -177,5 +177,105 @@ impl DevLink for XpcDevLink {
 
     fn wait(&self, timeout: Duration) {
         self.node.wait(timeout);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::xpc::NodeOptions;
+    use std::path::{Path, PathBuf};
+
+    /// A temporary directory of this process, removed when dropped.
+    struct Tmp(PathBuf);
+
+    impl Tmp {
+        fn new(tag: &str) -> Tmp {
+            let d = std::env::temp_dir().join(format!("wsxpc-{tag}-{}", std::process::id()));
+            let _ = std::fs::remove_dir_all(&d);
+            std::fs::create_dir_all(&d).expect("temp dir");
+            Tmp(d)
+        }
+        fn path(&self) -> &Path {
+            &self.0
+        }
+    }
+
+    impl Drop for Tmp {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    fn node(d: &Path, id: u32) -> Node {
+        Node::open(d, id, NodeOptions { version: (1, 0), xpc: true }).expect("node")
+    }
+
+    #[test]
+    fn xpc_devlink_carries_byte_streams_with_eof_and_deactivation_gives_enotconn() {
+        let t = Tmp::new("dev");
+        let (l1, l2) = (XpcDevLink::new(node(t.path(), 1)), XpcDevLink::new(node(t.path(), 2)));
+        let e = l1.send(2, 0, b"x").expect_err("not activated");
+        assert_eq!(e.kind(), std::io::ErrorKind::NotConnected);
+        l1.activate(2).expect("activate");
+        l2.activate(1).expect("activate");
+        assert_eq!(l1.remotes(), [2]);
+        let data: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8).collect();
+        let (mut off, mut got, mut eof) = (0, Vec::new(), false);
+        let mut buf = [0u8; 1000];
+        let mut eof_sent = false;
+        while !eof {
+            if off < data.len() {
+                off += l1.send(2, 3, &data[off..(off + 70_000).min(data.len())]).expect("send");
+            } else if !eof_sent {
+                eof_sent = l1.send_eof(2, 3).expect("eof");
+            }
+            loop {
+                match l2.recv(1, 3, &mut buf).expect("recv") {
+                    Some(0) => {
+                        eof = true;
+                        break;
+                    }
+                    Some(n) => got.extend_from_slice(&buf[..n]),
+                    None => break,
+                }
+            }
+        }
+        assert_eq!(got, data, "byte-exact, in order, then EOF");
+        // Other devices are separate streams.
+        assert_eq!(l2.recv(1, 4, &mut buf).expect("recv"), None);
+        // Deactivation: this side fails at once; the peer reads what was sent, then ENOTCONN.
+        assert!(l1.send(2, 5, b"last words").expect("send") == 10);
+        l1.deactivate(2);
+        let e = l1.send(2, 5, b"more").expect_err("deactivated");
+        assert_eq!(e.kind(), std::io::ErrorKind::NotConnected);
+        assert_eq!(e.to_string(), "partition 2 is deactivated");
+        assert_eq!(l1.recv(2, 5, &mut buf).expect_err("deactivated").kind(), std::io::ErrorKind::NotConnected);
+        assert_eq!(l1.remotes(), [2], "devices stay");
+        assert_eq!(l2.recv(1, 5, &mut buf).expect("recv"), Some(10));
+        let e = l2.recv(1, 5, &mut buf).expect_err("peer deactivated");
+        assert_eq!(e.kind(), std::io::ErrorKind::NotConnected);
+        assert!(e.to_string().contains("partition 1 closed channel 6"), "{e}");
+        // Activation again: the devices work again.
+        l1.activate(2).expect("activate");
+        let mut n = 0;
+        for _ in 0..100_000 {
+            n = l1.send(2, 5, b"again").expect("send");
+            if n > 0 {
+                break;
+            }
+            l1.wait(Duration::from_millis(10));
+        }
+        assert_eq!(n, 5);
+        let mut r = None;
+        for _ in 0..100_000 {
+            r = l2.recv(1, 5, &mut buf).expect("recv");
+            if r.is_some() {
+                break;
+            }
+            l2.wait(Duration::from_millis(10));
+        }
+        assert_eq!(r, Some(5));
+        assert_eq!(&buf[..5], b"again");
     }
 }
