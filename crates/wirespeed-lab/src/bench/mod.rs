@@ -8,7 +8,9 @@
 
 pub mod capture;
 pub mod compare;
+pub mod compare_notes;
 pub mod doctor;
+pub mod doctor_host;
 pub mod formats;
 pub mod isolation;
 pub mod latency;
@@ -16,7 +18,9 @@ pub mod max;
 pub mod pacing;
 pub mod peer;
 pub mod pgm;
+pub mod pgm_cost;
 pub mod pgm_latency;
+pub mod pgm_openpgm;
 pub mod point;
 pub mod priority;
 pub mod progress;

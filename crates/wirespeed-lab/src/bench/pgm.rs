@@ -9,35 +9,39 @@
 //! what price (NAKs, RDATA, repair bytes, the repaired packets' added latency). The same points
 //! are run with an OpenPGM pair (the test peer in `tests/pgm-peer/`) when it is given.
 //!
-//! Part *cost*: the highest zero-loss rate of `recv --transport pgm` on a clean link against
-//! plain UDP, by the search `bench max` uses ([`super::search`] over [`Runner`] probes), and the
-//! CPU per datagram of both ends at one fixed rate for both transports.
+//! Part *cost* ([`super::pgm_cost`]): the highest zero-loss rate of `recv --transport pgm` on a
+//! clean link against plain UDP, and the CPU per datagram of both ends at one fixed rate.
 
-use super::point::{Placement, Point, PointConfig, Runner, Stream};
-use super::search::{self, Outcome, SearchConfig, SearchResult, Verdict};
+use super::pgm_cost::cost_part;
+pub use super::pgm_cost::{cpu_line, CostPart, CostProbe, CostSearch, CpuRow};
+pub use super::pgm_openpgm::{openpgm_line, openpgm_peer, OpenPgmPart, OpenPgmRow};
+pub(super) use super::pgm_openpgm::{openpgm_network, wait_joined};
+use super::pgm_openpgm::{openpgm_point, opt, route_groups};
+use super::point::{Placement, Runner};
+use super::search::Outcome;
 use crate::testbed::place::{Place, Side};
 use crate::testbed::proc::{Proc, Wait};
 use serde::Serialize;
 use serde_json::Value;
 use std::fmt::Write as _;
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
-use wirespeed::units::{self, Rate};
+use std::time::Duration;
+use wirespeed::units;
 use wirespeed::{Error, Result};
 
 /// Schema name of the JSON document.
 pub const SCHEMA: &str = "wirespeed.bench.pgm/1";
 
 /// The nftables table the loss rule lives in (inside the receiver's partition only).
-const NFT_TABLE: &str = "wspgmbench";
+pub(super) const NFT_TABLE: &str = "wspgmbench";
 
 /// The multicast range the OpenPGM pair uses, routed onto the partitions' link for the run.
-const OPENPGM_GROUPS: &str = "239.192.0.0/16";
+pub(super) const OPENPGM_GROUPS: &str = "239.192.0.0/16";
 
 /// First UDP port of the OpenPGM pair's sessions (one port per point).
-const OPENPGM_PORT: u16 = 7701;
+pub(super) const OPENPGM_PORT: u16 = 7701;
 
 /// Which parts to run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -161,120 +165,6 @@ pub struct RepairRow {
     pub exact: bool,
 }
 
-/// One repair point of the OpenPGM pair (OpenPGM's source into OpenPGM's receiver).
-#[derive(Clone, Debug, Serialize)]
-pub struct OpenPgmRow {
-    /// Payload bytes per message.
-    pub size: usize,
-    /// ODATA share nft was told to drop, %.
-    pub loss_percent: f64,
-    /// ODATA packets the nft rule dropped.
-    pub dropped: u64,
-    /// Messages the source handed to OpenPGM.
-    pub sent: u64,
-    /// Messages the receiver got.
-    pub delivered: u64,
-    /// Whether they came in order from 0, intact.
-    pub in_order: bool,
-    /// PGM_IO_STATUS_RESET events (OpenPGM reporting unrecoverable loss).
-    pub resets: u64,
-    /// NAK packets the receiver sent, on the wire (`null` without wire counts).
-    pub naks_sent: Option<u64>,
-    /// RDATA packets the source sent, on the wire.
-    pub rdata_sent: Option<u64>,
-    /// RDATA packets seen at the receiver's device (before nft).
-    pub rdata_seen: Option<u64>,
-    /// NCFs the source sent, on the wire.
-    pub ncf_sent: Option<u64>,
-    /// rdata_sent / (sent + rdata_sent), % (equal sizes: the byte share within headers).
-    pub overhead_percent: Option<f64>,
-    /// Whether the receiver timed out before all messages came.
-    pub timed_out: bool,
-    /// Messages/s the source achieved.
-    pub achieved_pps: f64,
-}
-
-/// The OpenPGM pair's part of the document.
-#[derive(Clone, Debug, Serialize)]
-pub struct OpenPgmPart {
-    /// The peer binary used.
-    pub binary: String,
-    /// One row per point.
-    pub rows: Vec<OpenPgmRow>,
-}
-
-/// A cost-search probe: the point, with what PGM did during it (zeros for UDP).
-#[derive(Clone, Debug, Serialize)]
-pub struct CostProbe {
-    /// The measurement (the verdict is the ledger's: PGM repairs are not loss).
-    #[serde(flatten)]
-    pub point: Point,
-    /// Sequence numbers PGM repaired during the probe.
-    pub repaired: u64,
-    /// Sequence numbers PGM gave up on.
-    pub unrecoverable: u64,
-    /// NAKs the receiver sent.
-    pub naks_sent: u64,
-}
-
-impl Verdict for CostProbe {
-    fn achieved_bps(&self) -> f64 {
-        self.point.achieved_bps
-    }
-    fn lossy(&self) -> bool {
-        self.point.lossy
-    }
-}
-
-/// The zero-loss searches of one transport and size.
-#[derive(Clone, Debug, Serialize)]
-pub struct CostSearch {
-    /// "udp" or "pgm".
-    pub transport: &'static str,
-    /// Payload bytes per datagram.
-    pub size: usize,
-    /// Every search with every probe.
-    pub searches: Vec<SearchResult<CostProbe>>,
-    /// Median of the searches' zero-loss rates, payload bits/s.
-    pub median_bps: Option<f64>,
-    /// The same in datagrams/s.
-    pub median_pps: Option<f64>,
-    /// How the median search ended.
-    pub median_outcome: Option<Outcome>,
-}
-
-/// CPU per datagram of both ends at the fixed rate.
-#[derive(Clone, Debug, Serialize)]
-pub struct CpuRow {
-    /// "udp" or "pgm".
-    pub transport: &'static str,
-    /// Payload bytes per datagram.
-    pub size: usize,
-    /// Datagrams/s asked.
-    pub rate_pps: f64,
-    /// Datagrams/s achieved.
-    pub achieved_pps: f64,
-    /// Sender CPU per datagram, ns (pacing waits included).
-    pub send_cpu_ns_per_packet: f64,
-    /// Receiver capture-thread CPU per datagram, ns.
-    pub recv_cpu_ns_per_packet: f64,
-    /// Whether the point lost anything.
-    pub lossy: bool,
-    /// Sequence numbers PGM repaired during it.
-    pub repaired: u64,
-    /// The whole point, for what the row leaves out (which layer lost what).
-    pub probe: CostProbe,
-}
-
-/// The cost part of the document.
-#[derive(Clone, Debug, Serialize)]
-pub struct CostPart {
-    /// One entry per size and transport.
-    pub searches: Vec<CostSearch>,
-    /// One row per size and transport.
-    pub cpu: Vec<CpuRow>,
-}
-
 /// Everything a `bench pgm` run found, as `--json` prints it and pgm.json holds it.
 #[derive(Clone, Debug, Serialize)]
 pub struct PgmDoc {
@@ -360,7 +250,7 @@ pub fn header(cfg: &PgmBenchConfig, placement: &Placement) -> String {
     format!("wirespeed bench pgm: {sizes}{}; {}", parts.join("; "), placement.description)
 }
 
-fn fmt_pct(permille: u32) -> String {
+pub(super) fn fmt_pct(permille: u32) -> String {
     let p = permille as f64 / 10.0;
     if permille % 10 == 0 {
         format!("{p:.0}")
@@ -465,7 +355,7 @@ pub fn run(runner: &Runner, cfg: &PgmBenchConfig, progress: &mut dyn FnMut(&str)
 }
 
 /// `nft` in the receiver's partition; the one line it said on failure.
-fn nft(place: &Place, args: &[&str]) -> Result<String> {
+pub(super) fn nft(place: &Place, args: &[&str]) -> Result<String> {
     let out = place
         .tool_command(Side::Recv, "nft", args)
         .output()
@@ -483,12 +373,12 @@ fn nft(place: &Place, args: &[&str]) -> Result<String> {
 /// The loss rule in the receiver's partition: drop `permille`/1000 of the ODATA packets (PGM
 /// type 0x04, bits 96..103 after the UDP header's start) to UDP port `port`, at random; RDATA
 /// (0x05) passes, so every drop can be repaired. A fresh table, so the counter starts at zero.
-struct LossRule<'a> {
+pub(super) struct LossRule<'a> {
     place: &'a Place,
 }
 
 impl<'a> LossRule<'a> {
-    fn install(place: &'a Place, port: u16, permille: u32) -> Result<LossRule<'a>> {
+    pub(super) fn install(place: &'a Place, port: u16, permille: u32) -> Result<LossRule<'a>> {
         let _ = nft(place, &["delete", "table", "inet", NFT_TABLE]);
         nft(place, &["add", "table", "inet", NFT_TABLE])?;
         let rule = LossRule { place };
@@ -505,7 +395,7 @@ impl<'a> LossRule<'a> {
     }
 
     /// Packets the rule dropped so far.
-    fn dropped(&self) -> Result<u64> {
+    pub(super) fn dropped(&self) -> Result<u64> {
         let text = nft(self.place, &["list", "chain", "inet", NFT_TABLE, "in"])?;
         text.split("counter packets ")
             .nth(1)
@@ -522,31 +412,31 @@ impl Drop for LossRule<'_> {
 }
 
 /// How long a repair point's ends may take at most: the sending time, the linger, slack.
-fn point_limit(cfg: &PgmBenchConfig) -> Duration {
+pub(super) fn point_limit(cfg: &PgmBenchConfig) -> Duration {
     Duration::from_secs_f64(cfg.count as f64 / cfg.rate_pps) + Duration::from_secs(90)
 }
 
-fn u(v: &Value, k: &str) -> u64 {
+pub(super) fn u(v: &Value, k: &str) -> u64 {
     v[k].as_u64().unwrap_or(0)
 }
 
-fn ou(v: &Value, k: &str) -> Option<u64> {
+pub(super) fn ou(v: &Value, k: &str) -> Option<u64> {
     v[k].as_u64()
 }
 
-fn parse_json(text: &str, who: &str) -> Result<Value> {
+pub(super) fn parse_json(text: &str, who: &str) -> Result<Value> {
     let line = text.lines().rev().find(|l| l.trim_start().starts_with('{')).unwrap_or("");
     serde_json::from_str(text)
         .or_else(|_| serde_json::from_str(line))
         .map_err(|e| Error::failed(format!("{who} printed no JSON report ({e})")))
 }
 
-fn why(stderr: &str, st: &std::process::ExitStatus) -> String {
+pub(super) fn why(stderr: &str, st: &std::process::ExitStatus) -> String {
     super::point::last_line(stderr, st)
 }
 
 /// One repair point of wirespeed's pair. `Ok(None)` when stopped by a signal.
-fn repair_point(
+pub(super) fn repair_point(
     place: &Place,
     stop: &'static AtomicBool,
     cfg: &PgmBenchConfig,
@@ -690,299 +580,6 @@ pub fn repair_line(r: &RepairRow) -> String {
         r.overhead_percent,
         units::nanos(r.repair_mean_ns),
         units::nanos(r.repair_max_ns as f64)
-    )
-}
-
-/// Route the OpenPGM pair's groups onto the link in both partitions (their namespaces go with
-/// the partitions, so nothing is left behind).
-fn route_groups(place: &Place) -> Result<()> {
-    for (side, peer) in [(Side::Send, 2), (Side::Recv, 1)] {
-        let dev = crate::testbed::link_name(peer);
-        let out = place
-            .tool_command(side, "ip", &["route", "replace", OPENPGM_GROUPS, "dev", &dev])
-            .output()
-            .map_err(|e| Error::failed(format!("cannot run ip: {e}")))?;
-        if !out.status.success() {
-            return Err(Error::failed(format!(
-                "cannot route {OPENPGM_GROUPS} onto {dev} in partition {}: {}",
-                side.partition(),
-                String::from_utf8_lossy(&out.stderr).trim()
-            )));
-        }
-    }
-    Ok(())
-}
-
-/// The OpenPGM peer's `--network` for one end: its address on the link, not the partition's
-/// stable address (that one is on its loopback): OpenPGM picks the interface holding it, and
-/// the group is routed there.
-pub(super) fn openpgm_network(side: Side, group: &str) -> String {
-    let link = crate::testbed::Link::between(Side::Send.partition(), Side::Recv.partition());
-    format!("{};{group}", link.addr_of(side.partition()))
-}
-
-/// Give an OpenPGM peer time to join its group: it prints nothing when ready, so wait as the
-/// peer's own self-test does, a little longer. False when stopped by a signal meanwhile.
-pub(super) fn wait_joined(stop: &AtomicBool) -> bool {
-    let t = Instant::now();
-    while t.elapsed() < Duration::from_millis(1000) {
-        if stop.load(Ordering::Relaxed) {
-            return false;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    true
-}
-
-/// One repair point of the OpenPGM pair. `Ok(None)` when stopped by a signal.
-#[allow(clippy::too_many_arguments)]
-fn openpgm_point(
-    place: &Place,
-    stop: &'static AtomicBool,
-    peer: &Path,
-    cfg: &PgmBenchConfig,
-    size: usize,
-    permille: u32,
-    port: u16,
-    group: &str,
-) -> Result<Option<OpenPgmRow>> {
-    if stop.load(Ordering::Relaxed) {
-        return Ok(None);
-    }
-    let exe = peer.display().to_string();
-    let limit = point_limit(cfg);
-    let (p, n) = (port.to_string(), cfg.count.to_string());
-    let rule = LossRule::install(place, port, permille)?;
-    // Each end's address on the link, not the partition's stable address (that one is on its
-    // loopback): OpenPGM picks the interface holding it, and the group is routed there.
-    let rnet = openpgm_network(Side::Recv, group);
-    let timeout = format!("{}", (limit - Duration::from_secs(60)).as_millis());
-    let rargs = ["recv", "--network", &rnet, "--port", &p, "--count", &n, "--timeout-ms", &timeout, "--wire-stats"];
-    let recv = Proc::spawn(place.tool_command(Side::Recv, &exe, &rargs), "the OpenPGM receiver")?;
-    // The receiver must have joined the group before the source's first SPM and ODATA (an
-    // OpenPGM receiver starts its window at the first packet it sees).
-    if !wait_joined(stop) {
-        return Ok(None);
-    }
-    let snet = openpgm_network(Side::Send, group);
-    let rate = format!("{}", cfg.rate_pps);
-    let size_s = size.to_string();
-    let sargs = [
-        "send",
-        "--network",
-        &snet,
-        "--port",
-        &p,
-        "--count",
-        &n,
-        "--size",
-        &size_s,
-        "--rate",
-        &rate,
-        "--linger-ms",
-        "3000",
-        "--wire-stats",
-    ];
-    let send = Proc::spawn(place.tool_command(Side::Send, &exe, &sargs), "the OpenPGM source")?;
-    let others = [&recv];
-    let sent = send.wait(Wait::new().stop(stop).also_stop(&others).limit(limit).kill_at_limit())?;
-    let got = recv.wait(Wait::new().stop(stop).limit(limit).kill_after(Duration::from_secs(5)))?;
-    if stop.load(Ordering::Relaxed) {
-        return Ok(None);
-    }
-    let dropped = rule.dropped()?;
-    drop(rule);
-    let s = parse_json(&sent.stdout, "the OpenPGM source")
-        .map_err(|e| Error::failed(format!("{e}; it said: {}", why(&sent.stderr, &sent.status))))?;
-    // The receiver exits 1 when not all arrived; its report says what did.
-    let r = parse_json(&got.stdout, "the OpenPGM receiver")
-        .map_err(|e| Error::failed(format!("{e}; it said: {}", why(&got.stderr, &got.status))))?;
-    let sent_n = u(&s, "sent");
-    let rdata_sent = ou(&s, "rdata_sent");
-    Ok(Some(OpenPgmRow {
-        size,
-        loss_percent: permille as f64 / 10.0,
-        dropped,
-        sent: sent_n,
-        delivered: u(&r, "received"),
-        in_order: r["in_order"].as_bool().unwrap_or(false),
-        resets: u(&r, "resets"),
-        naks_sent: ou(&r, "naks_sent"),
-        rdata_sent,
-        rdata_seen: ou(&r, "rdata_received"),
-        ncf_sent: ou(&s, "ncf_sent"),
-        overhead_percent: rdata_sent
-            .map(|rd| if sent_n + rd > 0 { 100.0 * rd as f64 / (sent_n + rd) as f64 } else { 0.0 }),
-        timed_out: r["timed_out"].as_bool().unwrap_or(false),
-        achieved_pps: s["pps"].as_f64().unwrap_or(0.0),
-    }))
-}
-
-fn opt(v: Option<u64>) -> String {
-    v.map_or("-".into(), units::thousands)
-}
-
-/// A progress line for an OpenPGM point.
-pub fn openpgm_line(r: &OpenPgmRow) -> String {
-    format!(
-        "OpenPGM   {:>5} B, loss {:>4} %: nft dropped {:>5}, delivered {:>7} of {:>7}{}, resets {}, NAKs {}, RDATA sent {} seen {}, overhead {}",
-        r.size,
-        r.loss_percent,
-        units::thousands(r.dropped),
-        units::thousands(r.delivered),
-        units::thousands(r.sent),
-        if r.in_order { " in order" } else { " NOT in order" },
-        r.resets,
-        opt(r.naks_sent),
-        opt(r.rdata_sent),
-        opt(r.rdata_seen),
-        r.overhead_percent.map_or("-".into(), |o| format!("{o:.2} %"))
-    )
-}
-
-/// The cost part: searches per size and transport, then CPU at the fixed rate. The bool says
-/// whether a signal stopped it.
-fn cost_part(runner: &Runner, cfg: &PgmBenchConfig, progress: &mut dyn FnMut(&str)) -> Result<(CostPart, bool)> {
-    let mut part = CostPart { searches: Vec::new(), cpu: Vec::new() };
-    let scfg = SearchConfig { lo: cfg.lo_bps, hi: None, precision: cfg.precision, max_probes: 40 };
-    scfg.validate().map_err(Error::invalid)?;
-    let pcfg =
-        |size: usize, rate: Rate| PointConfig { rate, size, duration: cfg.duration, gso: false, rcvbuf: cfg.rcvbuf };
-    runner.warm_up(&pcfg(cfg.sizes[0], Rate::Max))?;
-    for &size in &cfg.sizes {
-        for transport in ["udp", "pgm"] {
-            let mut searches = Vec::new();
-            for k in 1..=cfg.repeat {
-                let mut failure = None;
-                let mut n = 0;
-                let r = search::search(&scfg, |asked| {
-                    match probe(runner, &pcfg(size, asked.map_or(Rate::Max, Rate::Bits)), transport) {
-                        Ok(Some(p)) => {
-                            n += 1;
-                            progress(&format!(
-                                "{transport} {size:>5} B search {k} probe {n:>2}: {}{}",
-                                p.point.line(),
-                                if transport == "pgm" {
-                                    format!(
-                                        "  (repaired {}, unrecoverable {})",
-                                        units::thousands(p.repaired),
-                                        units::thousands(p.unrecoverable)
-                                    )
-                                } else {
-                                    String::new()
-                                }
-                            ));
-                            Some(p)
-                        }
-                        Ok(None) => None,
-                        Err(e) => {
-                            failure = Some(e);
-                            None
-                        }
-                    }
-                });
-                if let Some(e) = failure {
-                    return Err(e);
-                }
-                let stopped = r.outcome == Outcome::Stopped;
-                progress(&format!("{transport} {size:>5} B: {}", super::max::search_line(k, &as_points(&r))));
-                searches.push(r);
-                if stopped {
-                    part.searches.push(summarise(transport, size, searches));
-                    return Ok((part, true));
-                }
-            }
-            part.searches.push(summarise(transport, size, searches));
-        }
-    }
-    for &size in &cfg.sizes {
-        for transport in ["udp", "pgm"] {
-            let Some(p) = probe(runner, &pcfg(size, Rate::Packets(cfg.cpu_rate_pps)), transport)? else {
-                return Ok((part, true));
-            };
-            let row = CpuRow {
-                transport,
-                size,
-                rate_pps: cfg.cpu_rate_pps,
-                achieved_pps: p.point.achieved_pps,
-                send_cpu_ns_per_packet: p.point.send_cpu_ns_per_packet,
-                recv_cpu_ns_per_packet: p.point.recv_cpu_ns_per_packet,
-                lossy: p.point.lossy,
-                repaired: p.repaired,
-                probe: p,
-            };
-            progress(&cpu_line(&row));
-            part.cpu.push(row);
-        }
-    }
-    Ok((part, false))
-}
-
-/// The search result with plain points, for `bench max`'s one-line summary of a search.
-fn as_points(r: &SearchResult<CostProbe>) -> SearchResult<Point> {
-    SearchResult {
-        outcome: r.outcome,
-        zero_loss_bps: r.zero_loss_bps,
-        best_clean_bps: r.best_clean_bps,
-        lowest_lossy_bps: r.lowest_lossy_bps,
-        bracket_bps: r.bracket_bps,
-        probes: r
-            .probes
-            .iter()
-            .map(|s| search::Step {
-                asked_bps: s.asked_bps,
-                point: s.point.point.clone(),
-                bracket_after: s.bracket_after,
-            })
-            .collect(),
-        notes: r.notes.clone(),
-    }
-}
-
-fn summarise(transport: &'static str, size: usize, searches: Vec<SearchResult<CostProbe>>) -> CostSearch {
-    let done: Vec<&SearchResult<CostProbe>> = searches.iter().filter(|s| s.outcome != Outcome::Stopped).collect();
-    let median_bps = super::stats::lower_median(&done.iter().map(|s| s.zero_loss_bps).collect::<Vec<_>>());
-    let median_outcome = done.iter().find(|s| s.zero_loss_bps == median_bps).map(|s| s.outcome);
-    CostSearch {
-        transport,
-        size,
-        median_pps: median_bps.map(|b| b / (size as f64 * 8.0)),
-        median_bps,
-        median_outcome,
-        searches,
-    }
-}
-
-/// One probe of the cost part: a [`Runner`] point with `--transport pgm` on both ends for PGM.
-fn probe(runner: &Runner, pc: &PointConfig, transport: &str) -> Result<Option<CostProbe>> {
-    let mut stream = Stream::default();
-    if transport == "pgm" {
-        stream.recv_args = vec!["--transport".into(), "pgm".into()];
-        stream.send_args = vec!["--transport".into(), "pgm".into()];
-    }
-    let Some(s) = runner.run_with(pc, stream)? else {
-        return Ok(None);
-    };
-    let p = &s.recv_report["pgm"];
-    Ok(Some(CostProbe {
-        point: s.point,
-        repaired: u(p, "repaired"),
-        unrecoverable: u(p, "unrecoverable"),
-        naks_sent: u(p, "naks_sent"),
-    }))
-}
-
-/// A progress line for a CPU point.
-pub fn cpu_line(r: &CpuRow) -> String {
-    format!(
-        "cpu {} {:>5} B at {}: achieved {}, sender {}/datagram, receiver {}/datagram{}",
-        r.transport,
-        r.size,
-        units::pps(r.rate_pps),
-        units::pps(r.achieved_pps),
-        units::nanos(r.send_cpu_ns_per_packet),
-        units::nanos(r.recv_cpu_ns_per_packet),
-        if r.lossy { " (LOSS)" } else { "" }
     )
 }
 
@@ -1134,42 +731,10 @@ pub fn table(doc: &PgmDoc) -> String {
     s
 }
 
-/// Find or build the OpenPGM test peer: `explicit` when given (it must be executable), else
-/// `tests/pgm-peer/build.sh` of the source tree this binary was built in or the current
-/// directory is in, built into `dir`. `Err` says in one phrase why there is none.
-pub fn openpgm_peer(explicit: Option<&Path>, dir: &Path) -> std::result::Result<PathBuf, String> {
-    if let Some(p) = explicit {
-        return if p.is_file() { Ok(p.to_path_buf()) } else { Err(format!("{} is not a file", p.display())) };
-    }
-    let mut roots: Vec<PathBuf> = Vec::new();
-    if let Ok(cwd) = std::env::current_dir() {
-        roots.extend(cwd.ancestors().map(Path::to_path_buf));
-    }
-    if let Ok(exe) = std::env::current_exe() {
-        roots.extend(exe.ancestors().map(Path::to_path_buf));
-    }
-    let Some(script) = roots.iter().map(|r| r.join("tests/pgm-peer/build.sh")).find(|p| p.is_file()) else {
-        return Err("tests/pgm-peer/build.sh not found: run from the source tree or give --openpgm-peer PATH".into());
-    };
-    let out = dir.join("openpgm-peer");
-    let o = std::process::Command::new("bash")
-        .arg(&script)
-        .arg(&out)
-        .output()
-        .map_err(|e| format!("cannot run {}: {e}", script.display()))?;
-    if !o.status.success() || !out.is_file() {
-        let err = String::from_utf8_lossy(&o.stderr);
-        return Err(format!(
-            "the OpenPGM peer did not build: {}",
-            err.lines().last().unwrap_or("build.sh failed without a message").trim()
-        ));
-    }
-    Ok(out)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::path::Path;
 
     #[test]
     fn percent_text() {
