@@ -95,4 +95,4 @@ pub fn dir(prefix: &str) -> PathBuf {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -8,16 +8,18 @@ use std::time::Duration;
 
 const LONG: Duration = Duration::from_secs(30);
 
-struct Tmp(PathBuf);
+/// A temporary directory of this process, removed when dropped (the raw devices' XPC tests use
+/// it too).
+pub(crate) struct Tmp(PathBuf);
 
 impl Tmp {
-    fn new(tag: &str) -> Tmp {
+    pub(crate) fn new(tag: &str) -> Tmp {
         let d = std::env::temp_dir().join(format!("wsxpc-{tag}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&d);
         std::fs::create_dir_all(&d).expect("temp dir");
         Tmp(d)
     }
-    fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         &self.0
     }
 }
@@ -30,7 +32,8 @@ impl Drop for Tmp {
 
 const OPTS: NodeOptions = NodeOptions { version: (1, 0), xpc: true };
 
-fn node(d: &Path, id: u32) -> Node {
+/// Node `id` in directory `d`, with XPC on.
+pub(crate) fn node(d: &Path, id: u32) -> Node {
     Node::open(d, id, OPTS).expect("node")
 }
 

@@ -183,33 +183,7 @@ impl DevLink for XpcDevLink {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::xpc::NodeOptions;
-    use std::path::{Path, PathBuf};
-
-    /// A temporary directory of this process, removed when dropped.
-    struct Tmp(PathBuf);
-
-    impl Tmp {
-        fn new(tag: &str) -> Tmp {
-            let d = std::env::temp_dir().join(format!("wsxpc-{tag}-{}", std::process::id()));
-            let _ = std::fs::remove_dir_all(&d);
-            std::fs::create_dir_all(&d).expect("temp dir");
-            Tmp(d)
-        }
-        fn path(&self) -> &Path {
-            &self.0
-        }
-    }
-
-    impl Drop for Tmp {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_dir_all(&self.0);
-        }
-    }
-
-    fn node(d: &Path, id: u32) -> Node {
-        Node::open(d, id, NodeOptions { version: (1, 0), xpc: true }).expect("node")
-    }
+    use crate::xpc::tests::{node, Tmp};
 
     #[test]
     fn xpc_devlink_carries_byte_streams_with_eof_and_deactivation_gives_enotconn() {
