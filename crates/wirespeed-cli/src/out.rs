@@ -126,35 +126,90 @@ pub fn out_dir(p: &Option<PathBuf>) -> Result<Option<PathBuf>, Error> {
     }
 }
 
-/// Write a report's files into its directory, naming the file that could not be written.
-/// How a bench command ends: the running `text` with the closing `table` after it as NAME.txt,
-/// and the document as NAME.json, in `dir` when given; on stdout the JSON document (`json`) or
-/// the table and where the files went.
+/// How every bench command ends: its files in the output directory (`-o`) when given, NAME.txt
+/// first, then the bench's other files, then NAME.json; on stdout the JSON document alone
+/// (`--json`), or else what the bench shows at its end and which files went where.
+pub struct BenchEnd<'a, T: serde::Serialize> {
+    /// The bench's name: the stem of its files.
+    pub name: &'a str,
+    /// The document, for NAME.json and `--json`.
+    pub doc: &'a T,
+    /// NAME.txt: the running text and what closes it.
+    pub text: String,
+    /// Further files written beside NAME.txt, `(file name, contents)`.
+    pub extra: Vec<(String, String)>,
+    /// Files the bench wrote itself (charts), named in the closing line after NAME.json.
+    pub also: Vec<String>,
+    /// What stdout shows at the end without `--json` (the table, the verdict).
+    pub shown: String,
+}
+
+impl<T: serde::Serialize> BenchEnd<'_, T> {
+    /// Write the files and print the ending.
+    pub fn finish(self, json: bool, dir: Option<&Path>) -> Result<(), Error> {
+        let txt = format!("{}.txt", self.name);
+        let doc_name = format!("{}.json", self.name);
+        if let Some(d) = dir {
+            let mut files: Vec<(&str, &str)> = vec![(&txt, &self.text)];
+            files.extend(self.extra.iter().map(|(n, b)| (n.as_str(), b.as_str())));
+            let body = to_json(self.doc)?;
+            files.push((&doc_name, &body));
+            write_files(d, &files)?;
+        }
+        if json {
+            print_json(self.doc)?;
+        } else {
+            print!("{}", self.shown);
+            if let Some(d) = dir {
+                let mut names = vec![txt.clone()];
+                names.extend(self.extra.iter().map(|(n, _)| n.clone()));
+                names.push(doc_name.clone());
+                names.extend(self.also.iter().cloned());
+                println!("{} in {}", list_and(&names), d.display());
+            }
+        }
+        Ok(())
+    }
+}
+
+/// `a`, `a and b`, `a, b and c`.
+fn list_and(items: &[String]) -> String {
+    match items {
+        [] => String::new(),
+        [one] => one.clone(),
+        [rest @ .., last] => format!("{} and {last}", rest.join(", ")),
+    }
+}
+
+/// The usual ending ([`BenchEnd`]): the running `text` with the closing `table` after a blank
+/// line as NAME.txt, the document as NAME.json; on stdout a blank line and the table.
 pub fn finish_bench<T: serde::Serialize>(
     json: bool,
     dir: Option<&Path>,
     name: &str,
-    mut text: String,
+    text: String,
     doc: &T,
     table: &str,
 ) -> Result<(), Error> {
-    text.push('\n');
-    text.push_str(table);
-    if let Some(d) = dir {
-        write_files(d, &[(&format!("{name}.txt"), &text), (&format!("{name}.json"), &to_json(doc)?)])?;
+    BenchEnd {
+        name,
+        doc,
+        text: format!("{text}\n{table}"),
+        extra: Vec::new(),
+        also: Vec::new(),
+        shown: format!("\n{table}"),
     }
-    if json {
-        print_json(doc)?;
-    } else {
-        println!();
-        print!("{table}");
-        if let Some(d) = dir {
-            println!("{name}.txt and {name}.json in {}", d.display());
-        }
-    }
-    Ok(())
+    .finish(json, dir)
 }
 
+/// The error a bench stopped by a signal ends with: what was measured before it (`done`, or
+/// nothing said when empty), and that the results shown are partial.
+pub fn stopped(done: &str) -> Error {
+    let after = if done.is_empty() { String::new() } else { format!(" after {done}") };
+    Error::failed(format!("stopped by a signal{after}; the results above are partial"))
+}
+
+/// Write a report's files into its directory, naming the file that could not be written.
 pub fn write_files(dir: &Path, files: &[(&str, &str)]) -> Result<(), Error> {
     for (name, body) in files {
         let p = dir.join(name);

@@ -12,6 +12,7 @@ mod bench_misc;
 mod bench_peers;
 mod bench_pgm;
 mod bench_writer;
+mod book;
 mod compare;
 mod doctor;
 mod e2e;

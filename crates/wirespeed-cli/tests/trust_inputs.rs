@@ -222,7 +222,7 @@ fn destination(line: &str) -> Option<String> {
 }
 
 /// Every example that sends, in `text`, is on loopback or run inside partitions.
-fn check_examples(source: &str, lines: impl Iterator<Item = String>) -> usize {
+pub(crate) fn check_examples(source: &str, lines: impl Iterator<Item = String>) -> usize {
     let mut checked = 0;
     for line in lines {
         let Some(dest) = destination(&line) else { continue };
@@ -237,12 +237,12 @@ fn check_examples(source: &str, lines: impl Iterator<Item = String>) -> usize {
     checked
 }
 
-#[test]
-fn readme_examples_that_send_stay_on_the_host() {
-    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md")).unwrap();
+/// The commands of a Markdown text: its code blocks' lines, and the inline code of its prose
+/// (`wirespeed send ...`).
+pub(crate) fn markdown_code(text: &str) -> Vec<String> {
     let mut in_code = false;
     let mut code = Vec::new();
-    for line in readme.lines() {
+    for line in text.lines() {
         if line.trim_start().starts_with("```") {
             in_code = !in_code;
             continue;
@@ -250,13 +250,18 @@ fn readme_examples_that_send_stay_on_the_host() {
         if in_code {
             code.push(line.to_string());
         } else {
-            // Inline commands in prose too: `wirespeed send ...`.
             for piece in line.split('`').skip(1).step_by(2) {
                 code.push(piece.to_string());
             }
         }
     }
-    let n = check_examples("README.md", code.into_iter());
+    code
+}
+
+#[test]
+fn readme_examples_that_send_stay_on_the_host() {
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md")).unwrap();
+    let n = check_examples("README.md", markdown_code(&readme).into_iter());
     assert!(n >= 5, "expected the README's send examples to be found (found {n})");
 }
 

@@ -8,7 +8,6 @@
 
 pub mod capture;
 pub mod compare;
-pub mod compare_notes;
 pub mod doctor;
 pub mod doctor_host;
 pub mod formats;
@@ -18,9 +17,6 @@ pub mod max;
 pub mod pacing;
 pub mod peer;
 pub mod pgm;
-pub mod pgm_cost;
-pub mod pgm_latency;
-pub mod pgm_openpgm;
 pub mod point;
 pub mod priority;
 pub mod progress;

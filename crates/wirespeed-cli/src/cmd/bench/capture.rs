@@ -1,7 +1,7 @@
 //! `wirespeed bench capture`: the capture thread's CPU per datagram, one build or two (A/B).
 
 use crate::args::{self, usage, OutputArgs};
-use crate::out::{out_dir, print_json, say_line, to_json, write_files};
+use crate::out::{out_dir, say_line, stopped, BenchEnd};
 use clap::Args;
 use std::path::PathBuf;
 use wirespeed::{sys, Error};
@@ -75,22 +75,10 @@ pub fn cmd_capture(a: CaptureArgs) -> Result<u8, Error> {
     drop(runner);
     let summary = capture::summary(&doc);
     text.push_str(&summary);
-    if let Some(d) = &dir {
-        write_files(d, &[("capture.txt", &text), ("capture.json", &to_json(&doc)?)])?;
-    }
-    if a.output.json {
-        print_json(&doc)?;
-    } else {
-        print!("{summary}");
-        if let Some(d) = &dir {
-            println!("capture.txt and capture.json in {}", d.display());
-        }
-    }
+    let end = BenchEnd { name: "capture", doc: &doc, text, extra: Vec::new(), also: Vec::new(), shown: summary };
+    end.finish(a.output.json, dir.as_deref())?;
     if doc.stopped {
-        return Err(Error::failed(format!(
-            "stopped by a signal after {} run(s); the results above are partial",
-            doc.runs.len()
-        )));
+        return Err(stopped(&format!("{} run(s)", doc.runs.len())));
     }
     Ok(0)
 }

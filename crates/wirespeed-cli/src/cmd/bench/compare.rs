@@ -4,7 +4,7 @@
 //! Options are read as text and checked here, so a bad value is one line and exit code 2.
 
 use crate::args::{self, usage, List, OutputArgs, PlaceArgs};
-use crate::out::{out_dir, print_json, say, say_line, write_files};
+use crate::out::{finish_bench, out_dir, say, say_line, stopped, BenchEnd};
 use clap::Args;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -336,40 +336,23 @@ pub fn cmd_compare(a: CompareArgs) -> Result<u8, Error> {
     })?;
     drop(runner);
     let table = compare::table(&doc);
-    let mut plotted = false;
-    if let Some(d) = &dir {
-        let body = crate::out::to_json(&doc)?;
-        write_files(
-            d,
-            &[
-                ("compare.txt", &compare::text(&doc, &head)),
-                ("compare.csv", &compare::csv(&doc)),
-                ("compare.json", &body),
-            ],
-        )?;
-        let chart = compare::chart(&doc);
-        if !chart.series.is_empty() {
-            plot::line_chart_files(&chart, &d.join("compare"))?;
-            plotted = true;
-        }
+    // The chart is drawn after the data files are safe, and named in the closing line.
+    let chart = compare::chart(&doc);
+    let plotted = !chart.series.is_empty();
+    let also = if plotted { vec!["compare.png".to_string(), "compare.svg".to_string()] } else { Vec::new() };
+    let mut shown = format!("\n{table}");
+    if !plotted && dir.is_some() && !json {
+        shown.push_str("(no plot: no offered rate to draw against)\n");
     }
-    if json {
-        print_json(&doc)?;
-    } else {
-        println!();
-        print!("{table}");
-        if let Some(d) = &dir {
-            let files = if plotted {
-                "compare.txt, .csv, .json, .png and .svg"
-            } else {
-                "compare.txt, .csv and .json (no plot: no offered rate to draw against)"
-            };
-            println!("{files} in {}", d.display());
-        }
+    let extra = vec![("compare.csv".to_string(), compare::csv(&doc))];
+    let end = BenchEnd { name: "compare", doc: &doc, text: compare::text(&doc, &head), extra, also, shown };
+    end.finish(json, dir.as_deref())?;
+    if let (Some(d), true) = (&dir, plotted) {
+        plot::line_chart_files(&chart, &d.join("compare"))?;
     }
     if doc.stopped {
-        return Err(Error::failed(format!(
-            "stopped by a signal after {} of {} runs; the results above are partial",
+        return Err(stopped(&format!(
+            "{} of {} runs",
             doc.runs.len(),
             cfg.rates.len() * cfg.sizes.len() * cfg.repeat as usize * tools.len()
         )));
@@ -420,25 +403,9 @@ fn search(
         lines.push(l);
     })?;
     let table = pmax::table(&doc);
-    if let Some(d) = dir {
-        let body = crate::out::to_json(&doc)?;
-        let text = format!("{}\n\n{table}", lines.join("\n"));
-        write_files(d, &[("compare-search.txt", &text), ("compare-search.json", &body)])?;
-    }
-    if json {
-        print_json(&doc)?;
-    } else {
-        println!();
-        print!("{table}");
-        if let Some(d) = dir {
-            println!("compare-search.txt and .json in {}", d.display());
-        }
-    }
+    finish_bench(json, dir, "compare-search", format!("{}\n", lines.join("\n")), &doc, &table)?;
     if doc.stopped {
-        return Err(Error::failed(format!(
-            "stopped by a signal after {} search(es); the results above are partial",
-            doc.searches.len()
-        )));
+        return Err(stopped(&format!("{} search(es)", doc.searches.len())));
     }
     Ok(0)
 }

@@ -1,7 +1,7 @@
 //! `wirespeed bench formats`: payload build and check cost per format, on one core.
 
 use crate::args::{self, List, OutputArgs};
-use crate::out::{out_dir, print_json, to_json, write_files};
+use crate::out::{out_dir, BenchEnd};
 use clap::Args;
 use wirespeed::{units, Error};
 use wirespeed_lab::bench::formats::{self, FormatsConfig};
@@ -87,24 +87,10 @@ pub fn cmd_formats(a: FormatsArgs) -> Result<u8, Error> {
             println!("{l}");
         }
     })?;
-    if let Some(d) = &dir {
-        write_files(
-            d,
-            &[
-                ("formats.txt", &formats::text(&doc, &cfg)),
-                ("formats.csv", &formats::csv(&doc)),
-                ("formats.json", &to_json(&doc)?),
-            ],
-        )?;
-    }
-    if a.output.json {
-        print_json(&doc)?;
-    } else {
-        let t = formats::text(&doc, &cfg);
-        print!("{}", t.lines().last().map(|l| format!("{l}\n")).unwrap_or_default());
-        if let Some(d) = &dir {
-            println!("formats.txt, formats.csv and formats.json in {}", d.display());
-        }
-    }
+    let text = formats::text(&doc, &cfg);
+    let shown = text.lines().last().map(|l| format!("{l}\n")).unwrap_or_default();
+    let extra = vec![("formats.csv".to_string(), formats::csv(&doc))];
+    BenchEnd { name: "formats", doc: &doc, text, extra, also: Vec::new(), shown }
+        .finish(a.output.json, dir.as_deref())?;
     Ok(0)
 }

@@ -1,7 +1,7 @@
 //! `wirespeed bench latency`: wirespeed ping/reflect beside sockperf, open and closed loop.
 
 use crate::args::{self, List, OutputArgs};
-use crate::out::{out_dir, print_json, say_line, to_json, write_files};
+use crate::out::{finish_bench, out_dir, say_line};
 use clap::Args;
 use std::time::Duration;
 use wirespeed::units::Rate;
@@ -136,25 +136,9 @@ pub fn cmd_latency(a: LatencyArgs) -> Result<u8, Error> {
     }
     let doc = latency::finish(&cfg, placements, runs, sockperf, stopped);
     let tables = latency::tables(&doc);
-    text.push('\n');
-    text.push_str(&tables);
-    if let Some(d) = &dir {
-        write_files(d, &[("latency.txt", &text), ("latency.json", &to_json(&doc)?)])?;
-    }
-    if a.output.json {
-        print_json(&doc)?;
-    } else {
-        println!();
-        print!("{tables}");
-        if let Some(d) = &dir {
-            println!("latency.txt and latency.json in {}", d.display());
-        }
-    }
+    finish_bench(a.output.json, dir.as_deref(), "latency", text, &doc, &tables)?;
     if doc.stopped {
-        return Err(Error::failed(format!(
-            "stopped by a signal after {} run(s); the results above are partial",
-            doc.runs.len()
-        )));
+        return Err(crate::out::stopped(&format!("{} run(s)", doc.runs.len())));
     }
     Ok(0)
 }

@@ -1,7 +1,7 @@
 //! `wirespeed bench max`: the highest zero-loss rate, by binary search (RFC 2544 style).
 
 use crate::args::{self, OutputArgs, PlaceArgs, RcvbufArgs};
-use crate::out::{finish_bench, out_dir, say_line};
+use crate::out::{finish_bench, out_dir, say_line, stopped};
 use clap::Args;
 use std::time::Duration;
 use wirespeed::units::Rate;
@@ -101,7 +101,7 @@ pub fn cmd_max(a: MaxArgs) -> Result<u8, Error> {
     finish_bench(json, dir.as_deref(), "max", text, &doc, &summary)?;
     if doc.stopped {
         let n: usize = doc.searches.iter().map(|s| s.probes.len()).sum();
-        return Err(Error::failed(format!("stopped by a signal after {n} probe(s); the results above are partial")));
+        return Err(stopped(&format!("{n} probe(s)")));
     }
     Ok(0)
 }

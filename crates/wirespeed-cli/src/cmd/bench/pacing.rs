@@ -2,7 +2,7 @@
 //! at what CPU cost against iperf3.
 
 use crate::args::{self, List, OutputArgs, PlaceArgs, RcvbufArgs};
-use crate::out::{out_dir, print_json, say, say_line, to_json, write_files};
+use crate::out::{out_dir, say, say_line, stopped, BenchEnd};
 use clap::Args;
 use std::time::Duration;
 use wirespeed::{sys, Error};
@@ -85,24 +85,18 @@ pub fn cmd_pacing(a: PacingArgs) -> Result<u8, Error> {
         say_line(json, &l);
     })?;
     drop(runner);
-    if let Some(d) = &dir {
-        write_files(d, &[("pacing.txt", &pacing::text(&doc, &cfg)), ("pacing.json", &to_json(&doc)?)])?;
-    }
-    if json {
-        print_json(&doc)?;
-    } else {
-        println!("=> {}", pacing::verdict(&doc));
-        print!("{}", pacing::tools_text(&doc));
-        if let Some(d) = &dir {
-            println!("pacing.txt and pacing.json in {}", d.display());
-        }
-    }
+    let shown = format!("=> {}\n{}", pacing::verdict(&doc), pacing::tools_text(&doc));
+    let end = BenchEnd {
+        name: "pacing",
+        doc: &doc,
+        text: pacing::text(&doc, &cfg),
+        extra: Vec::new(),
+        also: Vec::new(),
+        shown,
+    };
+    end.finish(json, dir.as_deref())?;
     if doc.stopped {
-        return Err(Error::failed(format!(
-            "stopped by a signal after {} of {} cases; the rows above are partial",
-            doc.rows.len(),
-            cfg.cases.len()
-        )));
+        return Err(stopped(&format!("{} of {} cases", doc.rows.len(), cfg.cases.len())));
     }
     Ok(0)
 }

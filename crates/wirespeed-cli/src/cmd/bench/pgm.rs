@@ -2,7 +2,7 @@
 //! pair, and what `--transport pgm` costs in zero-loss rate and CPU against plain UDP.
 
 use crate::args::{self, List, OutputArgs, RcvbufArgs};
-use crate::out::{finish_bench, out_dir, say_line};
+use crate::out::{finish_bench, out_dir, say_line, stopped};
 use clap::{Args, ValueEnum};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -199,7 +199,7 @@ pub fn cmd_pgm(a: PgmArgs) -> Result<u8, Error> {
         cpu_rate_pps: a.cpu_rate,
         rcvbuf: a.buf.rcvbuf,
         repair_rate: a.repair_rate.clone(),
-        latency: wirespeed_lab::bench::pgm_latency::LatencyConfig {
+        latency: wirespeed_lab::bench::pgm::LatencyConfig {
             pps: a.pps.0.clone(),
             size: a.probe_size,
             duration: a.latency_duration,
@@ -222,7 +222,7 @@ pub fn cmd_pgm(a: PgmArgs) -> Result<u8, Error> {
     let table = pgm::table(&doc);
     finish_bench(json, dir.as_deref(), "pgm", text, &doc, &table)?;
     if doc.stopped {
-        return Err(Error::failed("stopped by a signal; the results above are partial"));
+        return Err(stopped(""));
     }
     Ok(0)
 }

@@ -1,7 +1,7 @@
 //! `wirespeed bench priority`: seed 004's nice -20 vs +20 on this host, against a CPU hog.
 
 use crate::args::{self, usage, OutputArgs, PlaceArgs, RcvbufArgs};
-use crate::out::{finish_bench, out_dir, say_line};
+use crate::out::{finish_bench, out_dir, say_line, stopped};
 use clap::Args;
 use std::time::Duration;
 use wirespeed::units::Rate;
@@ -111,7 +111,7 @@ pub fn cmd_priority(a: PriorityArgs) -> Result<u8, Error> {
     let table = priority::table(&doc);
     finish_bench(json, dir.as_deref(), "priority", text, &doc, &table)?;
     if doc.stopped {
-        return Err(Error::failed("stopped by a signal; the results above are partial"));
+        return Err(stopped(""));
     }
     Ok(0)
 }

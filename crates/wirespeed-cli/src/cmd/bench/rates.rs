@@ -1,7 +1,7 @@
 //! `wirespeed bench rates`: seed 002's table, per offered rate the packets captured and lost.
 
 use crate::args::{self, List, OutputArgs, PlaceArgs, RcvbufArgs};
-use crate::out::{out_dir, print_json, say, say_line, to_json, write_files};
+use crate::out::{out_dir, say, say_line, stopped, BenchEnd};
 use clap::Args;
 use std::time::Duration;
 use wirespeed::units::Rate;
@@ -80,28 +80,12 @@ pub fn cmd_rates(a: RatesArgs) -> Result<u8, Error> {
         say_line(json, &l);
     })?;
     drop(runner);
-    if let Some(d) = &dir {
-        write_files(
-            d,
-            &[("rates.txt", &rates::text(&doc)), ("rates.csv", &rates::csv(&doc)), ("rates.json", &to_json(&doc)?)],
-        )?;
-    }
-    if json {
-        print_json(&doc)?;
-    } else {
-        for l in &doc.summary {
-            println!("=> {l}");
-        }
-        if let Some(d) = &dir {
-            println!("rates.txt, rates.csv and rates.json in {}", d.display());
-        }
-    }
+    let shown: String = doc.summary.iter().map(|l| format!("=> {l}\n")).collect();
+    let extra = vec![("rates.csv".to_string(), rates::csv(&doc))];
+    let end = BenchEnd { name: "rates", doc: &doc, text: rates::text(&doc), extra, also: Vec::new(), shown };
+    end.finish(json, dir.as_deref())?;
     if doc.stopped {
-        return Err(Error::failed(format!(
-            "stopped by a signal after {} of {} points; the rows above are partial",
-            doc.rows.len(),
-            cfg.rates.len() * cfg.repeat as usize
-        )));
+        return Err(stopped(&format!("{} of {} points", doc.rows.len(), cfg.rates.len() * cfg.repeat as usize)));
     }
     Ok(0)
 }

@@ -1,7 +1,7 @@
 //! `wirespeed bench ring`: time from starting `wirespeed record` until it receives, per ring size.
 
 use crate::args::{self, usage, List, OutputArgs};
-use crate::out::{out_dir, print_json, say_line, to_json, write_files};
+use crate::out::{out_dir, say_line, stopped, BenchEnd};
 use clap::Args;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -162,21 +162,17 @@ pub fn cmd_ring(a: RingArgs) -> Result<u8, Error> {
         text.push('\n');
     })?;
     let table = ring::table(&doc);
-    text.push_str(&table);
-    if let Some(d) = &out {
-        write_files(d, &[("ring.txt", &text), ("ring.json", &to_json(&doc)?)])?;
-    }
-    if a.output.json {
-        print_json(&doc)?;
-    } else {
-        println!();
-        print!("{table}");
-        if let Some(d) = &out {
-            println!("ring.txt and ring.json in {}", d.display());
-        }
-    }
+    let end = BenchEnd {
+        name: "ring",
+        doc: &doc,
+        text: text + &table,
+        extra: Vec::new(),
+        also: Vec::new(),
+        shown: format!("\n{table}"),
+    };
+    end.finish(a.output.json, out.as_deref())?;
     if doc.stopped {
-        return Err(Error::failed(format!("stopped by a signal after {} run(s)", doc.runs.len())));
+        return Err(stopped(&format!("{} run(s)", doc.runs.len())));
     }
     Ok(0)
 }

@@ -3,7 +3,7 @@
 //! Options are read as text and checked here, so a bad value is one line and exit code 2.
 
 use crate::args::{self, usage, OutputArgs, PlaceArgs, RcvbufArgs};
-use crate::out::{out_dir, print_json, say_line, write_files};
+use crate::out::{out_dir, say_line, BenchEnd};
 use clap::Args;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -162,24 +162,15 @@ pub fn cmd_soak(a: SoakArgs) -> Result<u8, Error> {
     if doc.stopped {
         say("(stopped early)");
     }
+    // The charts are drawn after the data files are safe, and named in the closing line.
+    let shown = format!("\n{}=> {}\n", doc.summary.iter().map(|l| format!("{l}\n")).collect::<String>(), doc.verdict);
+    let extra = vec![("soak.csv".to_string(), soak::csv(&doc))];
+    let also = vec!["soak-rate.png/.svg".to_string(), "soak-loss.png/.svg".to_string()];
+    BenchEnd { name: "soak", doc: &doc, text: soak::text(&doc), extra, also, shown }.finish(json, dir.as_deref())?;
     if let Some(d) = &dir {
-        let body = crate::out::to_json(&doc)?;
-        write_files(d, &[("soak.txt", &soak::text(&doc)), ("soak.csv", &soak::csv(&doc)), ("soak.json", &body)])?;
         let (rate, loss) = soak::charts(&doc);
         plot::line_chart_files(&rate, &d.join("soak-rate"))?;
         plot::line_chart_files(&loss, &d.join("soak-loss"))?;
-    }
-    if json {
-        print_json(&doc)?;
-    } else {
-        println!();
-        for l in &doc.summary {
-            println!("{l}");
-        }
-        println!("=> {}", doc.verdict);
-        if let Some(d) = &dir {
-            println!("soak.txt, soak.csv, soak.json, soak-rate.png/.svg and soak-loss.png/.svg in {}", d.display());
-        }
     }
     let upto = doc.intervals.last().map_or(0.0, |r| r.end_s);
     if let Some(e) = &doc.error {

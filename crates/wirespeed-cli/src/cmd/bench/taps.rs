@@ -1,7 +1,7 @@
 //! `wirespeed bench taps`: the recorder's capture CPU per datagram with 0, 1 and 3 live taps.
 
 use crate::args::{self, OutputArgs};
-use crate::out::{out_dir, print_json, say_line, to_json, write_files};
+use crate::out::{out_dir, say_line, stopped, BenchEnd};
 use clap::Args;
 use std::path::PathBuf;
 use wirespeed::{sys, Error};
@@ -70,16 +70,10 @@ pub fn cmd_taps(a: TapsArgs) -> Result<u8, Error> {
     })?;
     let summary = taps::summary(&doc);
     text.push_str(&summary);
-    if let Some(d) = &dir {
-        write_files(d, &[("taps.txt", &text), ("taps.json", &to_json(&doc)?)])?;
-    }
-    if a.output.json {
-        print_json(&doc)?;
-    } else {
-        print!("{summary}");
-    }
+    let end = BenchEnd { name: "taps", doc: &doc, text, extra: Vec::new(), also: Vec::new(), shown: summary };
+    end.finish(a.output.json, dir.as_deref())?;
     if stop.load(std::sync::atomic::Ordering::Relaxed) {
-        return Err(Error::failed("stopped by a signal; the results above are partial"));
+        return Err(stopped(""));
     }
     Ok(0)
 }

@@ -2,7 +2,7 @@
 //! pair; and the hidden `bench xpc-peer`, the second process.
 
 use crate::args::{self, OutputArgs};
-use crate::out::{out_dir, print_json, say_line, to_json, write_files};
+use crate::out::{finish_bench, out_dir, say_line};
 use clap::Args;
 use std::path::PathBuf;
 use wirespeed::Error;
@@ -94,20 +94,7 @@ pub fn cmd_xpc(a: XpcArgs) -> Result<u8, Error> {
         text.push('\n');
     })?;
     let table = xpc::table(&rep);
-    text.push('\n');
-    text.push_str(&table);
-    if let Some(d) = &out {
-        write_files(d, &[("xpc.txt", &text), ("xpc.json", &to_json(&rep)?)])?;
-    }
-    if json {
-        print_json(&rep)?;
-    } else {
-        println!();
-        print!("{table}");
-        if let Some(d) = &out {
-            println!("xpc.txt and xpc.json in {}", d.display());
-        }
-    }
+    finish_bench(json, out.as_deref(), "xpc", text, &rep, &table)?;
     Ok(0)
 }
 

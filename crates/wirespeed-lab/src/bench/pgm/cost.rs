@@ -1,10 +1,10 @@
 //! `bench pgm`'s cost part: the highest zero-loss rate of `recv --transport pgm` on a clean link
-//! against plain UDP, by the search `bench max` uses ([`super::search`] over [`Runner`] probes),
+//! against plain UDP, by the search `bench max` uses ([`crate::bench::search`] over [`Runner`] probes),
 //! and the CPU per datagram of both ends at one fixed rate for both transports.
 
-use super::pgm::{u, PgmBenchConfig};
-use super::point::{Point, PointConfig, Runner, Stream};
-use super::search::{self, Outcome, SearchConfig, SearchResult, Verdict};
+use super::shared::{u, PgmBenchConfig};
+use crate::bench::point::{Point, PointConfig, Runner, Stream};
+use crate::bench::search::{self, Outcome, SearchConfig, SearchResult, Verdict};
 use serde::Serialize;
 use wirespeed::units::{self, Rate};
 use wirespeed::{Error, Result};
@@ -130,7 +130,7 @@ pub(super) fn cost_part(
                     return Err(e);
                 }
                 let stopped = r.outcome == Outcome::Stopped;
-                progress(&format!("{transport} {size:>5} B: {}", super::max::search_line(k, &as_points(&r))));
+                progress(&format!("{transport} {size:>5} B: {}", crate::bench::max::search_line(k, &as_points(&r))));
                 searches.push(r);
                 if stopped {
                     part.searches.push(summarise(transport, size, searches));
@@ -186,7 +186,7 @@ fn as_points(r: &SearchResult<CostProbe>) -> SearchResult<Point> {
 
 fn summarise(transport: &'static str, size: usize, searches: Vec<SearchResult<CostProbe>>) -> CostSearch {
     let done: Vec<&SearchResult<CostProbe>> = searches.iter().filter(|s| s.outcome != Outcome::Stopped).collect();
-    let median_bps = super::stats::lower_median(&done.iter().map(|s| s.zero_loss_bps).collect::<Vec<_>>());
+    let median_bps = crate::bench::stats::lower_median(&done.iter().map(|s| s.zero_loss_bps).collect::<Vec<_>>());
     let median_outcome = done.iter().find(|s| s.zero_loss_bps == median_bps).map(|s| s.outcome);
     CostSearch {
         transport,

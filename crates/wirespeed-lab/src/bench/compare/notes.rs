@@ -1,14 +1,14 @@
 //! The notes under `bench compare`'s table: what the figures mean for the tools and the
 //! placement of this run (which CPU ran what, how each tool was set up, threads per tool).
 
-use super::compare::*;
-use super::peer::tool::Tool;
-use super::point::{Placement, Point};
-use super::stats::median;
+use super::doc::*;
+use crate::bench::peer::tool::Tool;
+use crate::bench::point::{Placement, Point};
+use crate::bench::stats::median;
 use std::collections::BTreeMap;
 use wirespeed::units;
 
-pub(super) fn notes(
+pub(crate) fn notes(
     cfg: &CompareConfig,
     tools: &[Box<dyn Tool>],
     buffer: u64,
@@ -52,7 +52,7 @@ pub(super) fn notes(
             cfg.rcvbuf
         ));
     }
-    if let Some(n) = super::point::rcvbuf_note(buffer, runs.iter().filter_map(|r| r.wirespeed.as_ref())) {
+    if let Some(n) = crate::bench::point::rcvbuf_note(buffer, runs.iter().filter_map(|r| r.wirespeed.as_ref())) {
         out.push(format!("wirespeed: {n}"));
     }
     if cfg.gso && names.contains(&TOOLS[1]) {
@@ -125,7 +125,7 @@ pub fn writer_placement(pl: &Placement, writer_cpu: Option<usize>) -> String {
 
 /// Per tool, rate and size with several capture threads: how evenly they shared the datagrams
 /// (the busiest thread over the mean, median over the runs) and each thread's CPU per datagram.
-pub(super) fn thread_notes(runs: &[Run]) -> Vec<String> {
+pub(crate) fn thread_notes(runs: &[Run]) -> Vec<String> {
     let mut groups: BTreeMap<(&str, usize, usize), Vec<&Point>> = BTreeMap::new();
     for r in runs {
         if let Some(p) = r.wirespeed.as_ref().filter(|p| p.recv_threads.len() >= 2) {
@@ -135,7 +135,7 @@ pub(super) fn thread_notes(runs: &[Run]) -> Vec<String> {
     groups
         .into_iter()
         .map(|((tool, size, _), ps)| {
-            let bal = median(ps.iter().filter_map(|p| super::recv_cpu::balance(&p.recv_threads)).collect());
+            let bal = median(ps.iter().filter_map(|p| crate::bench::recv_cpu::balance(&p.recv_threads)).collect());
             let n = ps[0].recv_threads.len();
             let per: Vec<String> = (0..n)
                 .map(|i| {

@@ -4,7 +4,8 @@
 //! test peer's own `ping`/`reflect` (libpgm on both ends). Every pair gets a heat map per rate
 //! (the same renderer, so the pictures compare) and a row of percentiles.
 
-use super::point::Runner;
+pub use super::latency_config::LatencyConfig;
+use crate::bench::point::Runner;
 use crate::latency::grid::{self, Grid};
 use crate::latency::report;
 use crate::plot;
@@ -22,21 +23,6 @@ const WS_PGM_PORT: u16 = 7640;
 /// The OpenPGM pair's probe session port (replies at + 1) and its group.
 const OPENPGM_PORT: u16 = 7650;
 const OPENPGM_GROUP: &str = "239.192.1.1";
-
-/// What the latency part runs.
-#[derive(Clone, Debug)]
-pub struct LatencyConfig {
-    /// Probe rates, per second.
-    pub pps: Vec<u64>,
-    /// Probe size, bytes.
-    pub size: usize,
-    /// Length of each rate's run.
-    pub duration: Duration,
-    /// Where heat maps go (`None`: the table only).
-    pub dir: Option<PathBuf>,
-    /// The OpenPGM test peer, when its pair is to run.
-    pub openpgm: Option<PathBuf>,
-}
 
 /// Round-trip percentiles, microseconds.
 #[derive(Clone, Debug, Serialize)]
@@ -184,10 +170,10 @@ fn wirespeed_pair(runner: &Runner, cfg: &LatencyConfig, pgm: bool) -> Result<Opt
     if pgm {
         rargs.extend(["--transport".into(), "pgm".into()]);
     }
-    let server = super::latency::start_server(
+    let server = crate::bench::latency::start_server(
         runner.place().tool_command(Side::Recv, &exe, &rargs),
         "the reflector",
-        super::latency::ReadyOn::Stderr,
+        crate::bench::latency::ReadyOn::Stderr,
         "listening on ",
     )?;
     let target = server.ready_line.split("listening on ").nth(1).and_then(|r| r.split_whitespace().next());
@@ -216,17 +202,18 @@ fn wirespeed_pair(runner: &Runner, cfg: &LatencyConfig, pgm: bool) -> Result<Opt
     }
     let command = format!("wirespeed {}", cargs.join(" "));
     let limit = cfg.duration * cfg.pps.len() as u32 + Duration::from_secs(10 * cfg.pps.len() as u64);
-    let ended = super::latency::run_client(
+    let ended = crate::bench::latency::run_client(
         runner.place().tool_command(Side::Send, &exe, &cargs),
         "wirespeed ping",
         limit,
         runner.stop_flag(),
     );
-    let stopped = super::latency::stop_server(server, Duration::ZERO);
-    let Some((e, _)) = super::latency::client_and_server(ended, stopped, "wirespeed ping", "wirespeed reflect")? else {
+    let stopped = crate::bench::latency::stop_server(server, Duration::ZERO);
+    let Some((e, _)) = crate::bench::latency::client_and_server(ended, stopped, "wirespeed ping", "wirespeed reflect")?
+    else {
         return Ok(None);
     };
-    let doc: SweepDoc = super::point::parse_doc(&e.out, "wirespeed.latency/1", "ping")?;
+    let doc: SweepDoc = crate::bench::point::parse_doc(&e.out, "wirespeed.latency/1", "ping")?;
     let rows = doc
         .runs
         .into_iter()
@@ -279,10 +266,10 @@ fn openpgm_rate(runner: &Runner, cfg: &LatencyConfig, peer: &Path, pps: u64) -> 
     let place = runner.place();
     let exe = peer.display().to_string();
     let (p, q) = (OPENPGM_PORT.to_string(), (OPENPGM_PORT + 1).to_string());
-    let rnet = super::pgm::openpgm_network(Side::Recv, OPENPGM_GROUP);
+    let rnet = super::openpgm::openpgm_network(Side::Recv, OPENPGM_GROUP);
     let rargs = ["reflect", "--network", &rnet, "--port", &p, "--reply-port", &q, "--linger-ms", "500"];
     let reflector = Proc::spawn(place.tool_command(Side::Recv, &exe, &rargs), "the OpenPGM reflector")?;
-    if !super::pgm::wait_joined(stop) {
+    if !super::openpgm::wait_joined(stop) {
         return Ok(None);
     }
     let work = match &cfg.dir {
@@ -291,7 +278,7 @@ fn openpgm_rate(runner: &Runner, cfg: &LatencyConfig, peer: &Path, pps: u64) -> 
     };
     std::fs::create_dir_all(&work).map_err(|e| Error::io(format!("cannot create {}: {e}", work.display())))?;
     let rtt_file = work.join(format!("rtt-{pps}.txt"));
-    let snet = super::pgm::openpgm_network(Side::Send, OPENPGM_GROUP);
+    let snet = super::openpgm::openpgm_network(Side::Send, OPENPGM_GROUP);
     let count = (pps as f64 * cfg.duration.as_secs_f64()).round().max(1.0) as u64;
     let (rate, n, size, out) =
         (pps.to_string(), count.to_string(), cfg.size.to_string(), rtt_file.display().to_string());

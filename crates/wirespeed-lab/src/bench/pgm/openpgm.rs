@@ -2,7 +2,7 @@
 //! `tests/pgm-peer/`) when one is given, so wirespeed's repairs stand beside the reference
 //! implementation's on the same link and loss.
 
-use super::pgm::*;
+use super::shared::*;
 use crate::testbed::place::{Place, Side};
 use crate::testbed::proc::{Proc, Wait};
 use serde::Serialize;
