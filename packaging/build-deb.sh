@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Build the Debian package of wirespeed: target/debian/wirespeed_VERSION-1_ARCH.deb.
 #
-# 1. builds the release binary; 2. runs it to generate what the package installs besides it,
-# into target/release/deb-stage/usr: the manual pages (one per command, gzipped), the bash, zsh and fish
+# 1. builds the binary (the release profile, or WIRESPEED_PROFILE's); 2. runs it to generate
+# what the package installs besides it, into target/PROFILE/deb-stage/usr: the manual pages (one per command, gzipped), the bash, zsh and fish
 # completions, and the JSON Schemas found in schemas/ (none yet is fine); 3. packs everything
 # with cargo-deb (metadata: [package.metadata.deb] in crates/wirespeed-cli/Cargo.toml). Prints
 # the path of the .deb on its last line.

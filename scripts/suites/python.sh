@@ -41,7 +41,7 @@ junit=$(mktemp)
 trap 'rm -f "$junit"' EXIT
 # Run from outside the source tree, so `import wirespeed` is the installed wheel.
 (cd crates/wirespeed-py/tests &&
-  WIRESPEED_BIN="$PWD/../../../target/$profile/wirespeed" timeout 900 \
+  WIRESPEED_BIN="$(cd ../../.. && realpath -m "${CARGO_TARGET_DIR:-target}")/$profile/wirespeed" timeout 900 \
     python3 -m pytest -q -p no:cacheprovider --junitxml="$junit" .)
 status=$?
 read -r tests failures errors skipped < <(python3 - "$junit" <<'PY'

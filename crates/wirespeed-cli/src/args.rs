@@ -566,7 +566,7 @@ pub struct MetricsArgs {
 /// A running exporter and the board the run shows it its counters on.
 pub struct Exporter {
     pub server: wirespeed_lab::exporter::Server,
-    pub board: wirespeed::metrics::Board,
+    pub board: wirespeed_lab::exporter::Board,
 }
 
 impl MetricsArgs {
@@ -574,7 +574,7 @@ impl MetricsArgs {
     /// busy port is one line and exit code 2 before any capture starts.
     pub fn start(&self, command: &str) -> Result<Option<Exporter>, Error> {
         let Some(addr) = self.metrics else { return Ok(None) };
-        let board = wirespeed::metrics::Board::new(command);
+        let board = wirespeed_lab::exporter::Board::new(command);
         let server = wirespeed_lab::exporter::Server::start(addr, board.clone())?;
         Ok(Some(Exporter { server, board }))
     }

@@ -2,7 +2,7 @@
 //! made on a thread that joined the namespace (where `/proc/sys/net` and ethtool answer for it),
 //! the undo script is run there with `ip netns exec`, and every value must be back as read
 //! before. A host-wide key must fail there without touching the host. Needs root:
-//! `cargo test --release -p wirespeed --test suite doctor_apply -- --include-ignored`.
+//! `cargo test --profile tests -p wirespeed-lab --test suite doctor_apply -- --include-ignored`.
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;

@@ -106,6 +106,10 @@ const KINDS: [(Kind, &str, bool, &str, &str); 9] = [
     ),
 ];
 
+/// The classes of [`KINDS`], made once when the module is first initialised (held here, so that
+/// raising never depends on the module's name or on importing it again).
+static CLASSES: std::sync::OnceLock<Vec<(Kind, Py<PyAny>)>> = std::sync::OnceLock::new();
+
 /// The library's error as a Python exception of its kind's class, with the same one-line
 /// message (a parameter named as Python names it: `window=3 ...`), the parameter's name as
 /// `.param` and the operating system's error number, if any, as `.errno`.
@@ -121,10 +125,12 @@ pub(crate) fn to_py(e: wirespeed::Error) -> PyErr {
 fn raise(kind: Kind, message: &str, param: Option<&str>, errno: Option<i32>) -> PyErr {
     Python::attach(|py| {
         let made = (|| -> PyResult<PyErr> {
-            let name = KINDS.iter().find(|k| k.0 == kind).map_or("RunFailedError", |k| k.1);
-            let class = py.import("wirespeed._native")?.getattr(name)?;
+            let classes =
+                CLASSES.get().ok_or_else(|| WirespeedError::new_err("wirespeed._native is not initialised"))?;
+            let class = classes.iter().find(|c| c.0 == kind).or_else(|| classes.last()).map(|c| c.1.bind(py));
+            let class = class.ok_or_else(|| WirespeedError::new_err("no exception class"))?;
             let exc = class.call1((message,))?;
-            exc.setattr("param", param)?;
+            exc.setattr("param", param.map(|p| p.replace('-', "_")))?;
             if let Some(n) = errno {
                 exc.setattr("errno", n)?;
             }
@@ -169,14 +175,19 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("WirespeedError", py.get_type::<WirespeedError>())?;
     m.add("UsageError", py.get_type::<UsageError>())?;
     let builtins = py.import("builtins")?;
-    for (_, name, usage, builtin, doc) in KINDS {
+    let mut made = Vec::new();
+    for (kind, name, usage, builtin, doc) in KINDS {
         let ours = if usage { py.get_type::<UsageError>() } else { py.get_type::<WirespeedError>() };
         let bases = PyTuple::new(py, [ours.into_any(), builtins.getattr(builtin)?])?;
         let attrs = PyDict::new(py);
         attrs.set_item("__doc__", doc)?;
         attrs.set_item("__module__", "wirespeed")?;
-        m.add(name, builtins.getattr("type")?.call1((name, bases, attrs))?)?;
+        let class = builtins.getattr("type")?.call1((name, bases, attrs))?;
+        m.add(name, &class)?;
+        made.push((kind, class.unbind()));
     }
+    // A second initialisation (a subinterpreter) keeps the first classes.
+    let _ = CLASSES.set(made);
     m.add("VERSION", env!("CARGO_PKG_VERSION"))?;
     recording::register(m)?;
     receiver::register(m)?;

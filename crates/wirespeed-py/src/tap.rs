@@ -191,7 +191,7 @@ impl Tap {
             Some(f) => spec::parse(f).map_err(|e| usage(format!("format {f:?}: {e}")))?,
             None => spec::parse(&d.format).map_err(|e| {
                 crate::failure(
-                    wirespeed::Kind::BadData,
+                    wirespeed::Kind::Unsupported,
                     format!("the recorder's format {:?} does not parse here: {e}", d.format),
                 )
             })?,
@@ -199,7 +199,7 @@ impl Tap {
         let layout = ReadLayout::for_stream(&fmt, FileFormat::Pcap).map_err(usage)?;
         let rings = d.attach(start).map_err(usage)?;
         let info = wirespeed::spool::parse_pcap_global(&pcap_global_header())
-            .ok_or_else(|| crate::failure(wirespeed::Kind::BadData, "the recorder's pcap header does not parse"))?;
+            .ok_or_else(|| crate::failure(wirespeed::Kind::Failed, "the recorder's pcap header does not parse"))?;
         let state = State {
             ended: vec![false; rings.len()],
             rings,

@@ -108,7 +108,7 @@ def test_each_kind_is_also_the_matching_builtin(tmp_path, monkeypatch):
     assert isinstance(e.value, wirespeed.InvalidValueError) and isinstance(e.value, wirespeed.UsageError)
     with pytest.raises(ValueError) as e:
         wirespeed.Receiver("127.0.0.1:0", max_streams=10**9)
-    assert e.value.param == "max-streams"
+    assert e.value.param == "max_streams"
     one_line(e, "max_streams=1000000000 is more than")
     assert "--" not in str(e.value)
     # A file that is not what it claims: ValueError too.

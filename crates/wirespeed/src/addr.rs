@@ -224,14 +224,14 @@ pub fn resolve(target: &str) -> Result<SocketAddr> {
     }
     let all: Vec<SocketAddr> = (host, port)
         .to_socket_addrs()
-        .map_err(|_| Error::invalid(format!("cannot resolve host '{host}': check the name, or give an IP address")))?
+        .map_err(|_| Error::not_found(format!("cannot resolve host '{host}': check the name, or give an IP address")))?
         .collect();
     let a = all
         .iter()
         .find(|a| a.is_ipv4())
         .or_else(|| all.first())
         .copied()
-        .ok_or_else(|| Error::invalid(format!("host '{host}' has no address")))?;
+        .ok_or_else(|| Error::not_found(format!("host '{host}' has no address")))?;
     check(a)
 }
 

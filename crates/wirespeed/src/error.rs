@@ -189,15 +189,6 @@ impl Error {
     pub fn exit_code(&self) -> i32 {
         self.kind.exit_code()
     }
-
-    /// The same error with `prefix` before its message (context added on the way up).
-    pub fn context(mut self, prefix: impl fmt::Display) -> Error {
-        self.message = match self.param.take() {
-            Some(p) => format!("{prefix}{p} {}", self.message),
-            None => format!("{prefix}{}", self.message),
-        };
-        self
-    }
 }
 
 #[cfg(test)]
@@ -222,7 +213,5 @@ mod tests {
         ] {
             assert_eq!(Error::new(k, "x").exit_code(), code, "{k:?}");
         }
-        let c = Error::param("block", "1000 is odd").context("record: ");
-        assert_eq!((c.to_string().as_str(), c.param_name()), ("record: block 1000 is odd", None));
     }
 }

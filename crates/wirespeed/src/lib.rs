@@ -21,7 +21,6 @@ pub mod control;
 pub mod error;
 pub mod kernel;
 pub mod ledger;
-pub mod metrics;
 pub mod pace;
 pub mod pgm;
 pub mod priority;

@@ -34,6 +34,13 @@ pub const DEFAULT_BUFFER: usize = 1 << 30;
 /// Default write size: large enough for the disk to stream, as `dd bs=8M`.
 pub const DEFAULT_CHUNK: usize = 8 << 20;
 
+/// Someone shown a recorder's rings and writers while it runs (the lab's metrics exporter):
+/// handed them once, when the writers start.
+pub trait ShowRings: Send + Sync + std::fmt::Debug {
+    /// Each capture thread's ring and writer state, with the ring's capacity in bytes.
+    fn rings(&self, rings: Vec<(Arc<Shared>, u64)>);
+}
+
 /// Everything a recording needs besides the receive settings.
 #[derive(Clone, Debug)]
 pub struct RecordConfig {
@@ -68,6 +75,8 @@ pub struct RecordConfig {
     /// stream's headers once the socket is open ([`crate::rx::learn`]); `fmt` is then only what
     /// the run is sized for until the layout is known. `None`: record with `fmt` as given.
     pub learn: Option<String>,
+    /// Who is shown the rings and writers while the recording runs (a metrics exporter), if anyone.
+    pub show_rings: Option<Arc<dyn ShowRings>>,
 }
 
 /// How a shared recording was published.
@@ -155,7 +164,10 @@ pub fn check_dir(dir: &Path) -> Result<()> {
                 drop(f);
                 let _ = std::fs::remove_file(&probe);
                 return written.map_err(|e| {
-                    Error::invalid(format!("cannot write in {}: {e} (check permissions and free space)", dir.display()))
+                    Error::usage_io(
+                        format!("cannot write in {}: {e} (check permissions and free space)", dir.display()),
+                        &e,
+                    )
                 });
             }
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => last = Some(e),
@@ -213,7 +225,7 @@ pub fn disk_test(dir: &Path, bytes: u64, chunk: usize, direct: bool, stop: &Atom
         )));
     }
     let (mut prod, cons) =
-        sys::byte_ring(chunk, true).map_err(|e| Error::io(format!("cannot allocate a write buffer: {e}")))?;
+        sys::byte_ring(chunk, true).map_err(|e| Error::failed(format!("cannot allocate a write buffer: {e}")))?;
     let pattern: Vec<u8> = (0..chunk).map(|i| (i * 7 + 3) as u8).collect();
     prod.write(&[&pattern]);
     prod.publish();
@@ -262,7 +274,7 @@ pub fn disk_test(dir: &Path, bytes: u64, chunk: usize, direct: bool, stop: &Atom
         } else if e.raw_os_error() == Some(libc::ENOSPC) {
             Error::io(format!("the disk holding {} filled during the test: use a smaller --size", dir.display()))
         } else {
-            Error::failed(format!("writing to {} failed: {e}", dir.display()))
+            Error::os(format!("writing to {} failed: {e}", dir.display()), &e)
         }
     })?;
     Ok(DiskTest {
@@ -621,8 +633,8 @@ pub fn run(
         }
         shareds.push(shared);
     }
-    if let Some(board) = &rcfg.metrics {
-        board.attach_rings(shareds.iter().cloned().zip(capacities.iter().copied()).collect());
+    if let Some(show) = &cfg.show_rings {
+        show.rings(shareds.iter().cloned().zip(capacities.iter().copied()).collect());
     }
     let live =
         RecordLive { shared: shareds.clone(), capacity, last_written: 0.into(), last_t: sys::monotonic_ns().into() };

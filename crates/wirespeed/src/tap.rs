@@ -10,14 +10,14 @@
 
 use crate::error::{Error, Result};
 use crate::ledger::LedgerCounts;
-use crate::spool::share::{Descriptor, Next, Overrun, Start};
+use crate::spool::share::{Descriptor, Next, Overrun, Start, TapRing};
 use crate::spool::{pcap_global_header, FileFormat, FileLedger, FileStream, ReadLayout, RecordWalker};
 use crate::wire::Format;
 use crate::{sys, units};
 use serde::Serialize;
 use std::io::Write;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -52,8 +52,9 @@ pub struct TapConfig {
     pub duration: Option<Duration>,
     /// Stop after this many records.
     pub count: Option<u64>,
-    /// Where the tap's live counters are shown to a metrics exporter (`--metrics`).
-    pub metrics: Option<crate::metrics::Board>,
+    /// Totals the tap publishes as it runs, for whoever made them (a metrics exporter,
+    /// `--metrics`), if anyone.
+    pub live: Option<Arc<TapLive>>,
 }
 
 /// The result of a tap.
@@ -188,10 +189,13 @@ impl Sink {
             Output::Stdout => Sink::Stream(Box::new(Buffered::new(std::io::stdout(), 1 << 20))),
             Output::File(p) => {
                 let f = std::fs::OpenOptions::new().write(true).create_new(true).open(p).map_err(|e| {
-                    Error::invalid(format!(
-                        "cannot create {}: {e} (tap writes a new file; remove it or name another)",
-                        p.display()
-                    ))
+                    Error::usage_io(
+                        format!(
+                            "cannot create {}: {e} (tap writes a new file; remove it or name another)",
+                            p.display()
+                        ),
+                        &e,
+                    )
                 })?;
                 Sink::Stream(Box::new(Buffered::new(f, 1 << 20)))
             }
@@ -247,8 +251,9 @@ pub fn run(
     let d = Descriptor::load(&cfg.name)?;
     let fmt = match &cfg.format {
         Some(f) => f.clone(),
-        None => crate::wire::spec::parse(&d.format)
-            .map_err(|e| Error::failed(format!("the recorder's format {:?} does not parse here: {e}", d.format)))?,
+        None => crate::wire::spec::parse(&d.format).map_err(|e| {
+            Error::unsupported(format!("the recorder's format {:?} does not parse here: {e}", d.format))
+        })?,
     };
     let layout = ReadLayout::for_stream(&fmt, FileFormat::Pcap).map_err(Error::invalid)?;
     let mut rings = d.attach(cfg.start).map_err(Error::invalid)?;
@@ -266,7 +271,7 @@ pub fn run(
     let (mut records, mut bytes) = (0u64, 0u64);
     let mut ended: Vec<bool> = vec![false; rings.len()];
     let mut write_error = None;
-    let live = cfg.metrics.as_ref().map(|b| b.attach_tap());
+    let live = cfg.live.clone();
     let mut publish_at = t0;
     let ended_by = 'outer: loop {
         let mut idle = true;
@@ -350,7 +355,7 @@ pub fn run(
         // A reader that went away (a program that exited, `tap -w - | head`) ends the tap; any
         // other failure (a full disk) is an error.
         if matches!(cfg.output, Output::File(_)) || e.kind() != std::io::ErrorKind::BrokenPipe {
-            return Err(Error::failed(format!("writing the tap's output failed: {e}")));
+            return Err(Error::os(format!("writing the tap's output failed: {e}"), e));
         }
     }
     if let Some(l) = &live {
@@ -432,5 +437,31 @@ impl TapReport {
             let _ = writeln!(o, "  program exit code: {c}");
         }
         o
+    }
+}
+
+/// A tap's running totals, published every 50 ms and at its end.
+#[derive(Debug, Default)]
+pub struct TapLive {
+    /// Records delivered.
+    pub records: AtomicU64,
+    /// Their bytes.
+    pub bytes: AtomicU64,
+    /// Records lost by falling behind the recorder.
+    pub overrun_records: AtomicU64,
+    /// Ring bytes skipped with them.
+    pub overrun_bytes: AtomicU64,
+    /// Bytes published by the recorder and not yet read, over all rings.
+    pub behind_bytes: AtomicU64,
+}
+
+impl TapLive {
+    /// Publish the tap's counts so far.
+    pub fn publish(&self, records: u64, bytes: u64, rings: &[TapRing]) {
+        self.records.store(records, Ordering::Relaxed);
+        self.bytes.store(bytes, Ordering::Relaxed);
+        self.overrun_records.store(rings.iter().map(|r| r.overrun.records).sum(), Ordering::Relaxed);
+        self.overrun_bytes.store(rings.iter().map(|r| r.overrun.bytes).sum(), Ordering::Relaxed);
+        self.behind_bytes.store(rings.iter().map(|r| r.behind()).sum(), Ordering::Relaxed);
     }
 }

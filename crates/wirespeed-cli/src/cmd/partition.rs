@@ -1,4 +1,4 @@
-//! The `wirespeed partition` subcommand: arguments and printing for the library's `testbed`.
+//! The `wirespeed partition` subcommand: arguments and printing for the lab's `testbed` (`wirespeed_lab::testbed`).
 
 use crate::args;
 use crate::out::print_json;
@@ -314,7 +314,7 @@ pub(crate) fn cmd_partition(a: PartitionArgs) -> Result<u8, Error> {
             // Bound before anything is printed: a busy port is one line and exit 2.
             let server = match metrics {
                 Some(addr) => {
-                    let board = wirespeed::metrics::Board::new("partition status");
+                    let board = wirespeed_lab::exporter::Board::new("partition status");
                     let shown = wirespeed_lab::exporter::Shown { board, partitions: Some(prefix.clone()) };
                     Some(wirespeed_lab::exporter::Server::show(addr, shown)?)
                 }

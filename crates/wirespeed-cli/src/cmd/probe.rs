@@ -73,7 +73,7 @@ pub fn cmd_probe(a: ProbeArgs) -> Result<u8, Error> {
             }
             Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {}
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(Error::failed(format!("receive failed: {e}"))),
+            Err(e) => return Err(Error::os(format!("receive failed: {e}"), &e)),
         }
     }
     // Stopped by Ctrl-C: what had already arrived is studied too, not dropped with the socket.

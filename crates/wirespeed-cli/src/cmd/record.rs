@@ -98,7 +98,7 @@ pub fn cmd_record(a: RecordArgs) -> Result<u8, Error> {
         return Err(Error::invalid("--rotate must be at least 1s"));
     }
     let learn = crate::args::learn_family(&a.recv);
-    let cfg = RecordConfig {
+    let mut cfg = RecordConfig {
         dir: dir.clone(),
         prefix: a.prefix.clone(),
         file_format: a.file_format,
@@ -113,6 +113,7 @@ pub fn cmd_record(a: RecordArgs) -> Result<u8, Error> {
         interval_json: a.recv.interval_json,
         share: a.share.clone(),
         learn: learn.map(str::to_string),
+        show_rings: None,
     };
     if !null_sink {
         // Refused before anything is created: the same check the recorder makes (raw files
@@ -136,7 +137,10 @@ pub fn cmd_record(a: RecordArgs) -> Result<u8, Error> {
         }
     }
     let exporter = a.recv.metrics.start("record")?;
-    rcfg.metrics = exporter.as_ref().map(|e| e.board.clone());
+    if let Some(e) = &exporter {
+        rcfg.show = Some(std::sync::Arc::new(e.board.clone()));
+        cfg.show_rings = Some(std::sync::Arc::new(e.board.clone()));
+    }
     let stop = sys::install_stop_handler();
     let applied = rcfg.priority.apply_process()?;
     let bind = || -> Result<Listener, Error> {

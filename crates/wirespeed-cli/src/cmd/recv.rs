@@ -11,7 +11,9 @@ pub fn cmd_recv(a: RecvArgs) -> Result<u8, Error> {
     let mut fmt = recv_format(&a)?;
     let learn = learn_family(&a);
     let exporter = a.metrics.start("recv")?;
-    cfg.metrics = exporter.as_ref().map(|e| e.board.clone());
+    cfg.show = exporter
+        .as_ref()
+        .map(|e| std::sync::Arc::new(e.board.clone()) as std::sync::Arc<dyn wirespeed::rx::ShowCapture>);
     // Refused before anything is opened; then applied once for the process (the capture
     // threads take their SCHED_FIFO themselves).
     cfg.priority.check(cfg.busy_poll, 0)?;

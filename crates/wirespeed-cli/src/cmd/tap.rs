@@ -88,10 +88,10 @@ pub fn cmd_tap(a: TapArgs) -> Result<u8, Error> {
         format,
         duration: a.duration,
         count: a.count,
-        metrics: None,
+        live: None,
     };
     let exporter = a.metrics.start("tap")?;
-    let cfg = TapConfig { metrics: exporter.as_ref().map(|e| e.board.clone()), ..cfg };
+    let cfg = TapConfig { live: exporter.as_ref().map(|e| e.board.attach_tap()), ..cfg };
     let stop = sys::install_stop_handler();
     let as_json = a.interval_json;
     let progress = |p: &tap::TapProgress| {

@@ -1,4 +1,4 @@
-//! The series: every live counter a [`Board`](wirespeed::metrics::Board) holds, read at scrape time and rendered in the
+//! The series: every live counter a [`Board`](crate::exporter::Board) holds, read at scrape time and rendered in the
 //! Prometheus text format (version 0.0.4) or OpenMetrics with `prometheus-client`'s encoders.
 //!
 //! Names follow the Prometheus conventions: a `wirespeed_` prefix, base units (bytes, seconds)
@@ -6,14 +6,15 @@
 //! thread, 0 with one), `source` (the stream's source address and port) and `stream` (the
 //! format's stream id within the source, e.g. the VDIF thread; 0 for single-stream formats).
 
+use super::board::Parts;
 use super::Shown;
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, MetricEncoder, NoLabelSet};
 use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
 use std::sync::atomic::{AtomicU64, Ordering};
-use wirespeed::metrics::{Parts, WriteSnapshot};
 use wirespeed::rx::Live;
+use wirespeed::spool::stats::WriteSnapshot;
 
 /// `Content-Type` of the Prometheus text format.
 pub const TEXT_CONTENT_TYPE: &str = prometheus_client::encoding::prometheus_text::CONTENT_TYPE;
@@ -346,7 +347,7 @@ fn reflect_families(p: &Parts, out: &mut Vec<Family>) {
         "wirespeed_reflect_refused_datagrams",
         "Datagrams the reflector did not answer on purpose, by reason (own_port, low_port, not_allowed, reply, not_probe, rate_capped).",
     );
-    for (reason, v) in wirespeed::metrics::live::REFUSED_REASONS.iter().zip(&r.refused) {
+    for (reason, v) in super::board::REFUSED_REASONS.iter().zip(&r.refused) {
         f.push(vec![("reason", reason.to_string())], Val::Count(load(v)));
     }
     out.push(f);
@@ -385,9 +386,9 @@ fn tap_families(p: &Parts, out: &mut Vec<Family>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::exporter::Board;
     use std::sync::Arc;
     use wirespeed::ledger::LedgerCounts;
-    use wirespeed::metrics::Board;
 
     #[test]
     fn streams_and_threads_are_labelled_and_counters_end_in_total() {

@@ -11,6 +11,7 @@
 //! Nothing here can panic on a request, and the capture never waits for it: the exporter
 //! reads the counters the capture already keeps and nothing else.
 
+use super::board::Board;
 use super::{expose, Serving, Shown};
 use std::io::{ErrorKind, Read, Write};
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
@@ -20,7 +21,6 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 use wirespeed::error::{Error, Result};
-use wirespeed::metrics::Board;
 use wirespeed::sys::socket::{poll, PollFd};
 
 /// Longest a connection may take from its accept to the last byte of its answer: a scraper

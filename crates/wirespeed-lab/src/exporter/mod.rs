@@ -10,14 +10,15 @@
 //! disk throughput) is left to it; these series are the ones only wirespeed knows: each
 //! stream's ledger, each socket's own drops, the RAM ring and the writer.
 
+pub mod board;
 pub mod expose;
 pub mod http;
 
+pub use board::{Board, ReflectLive};
 pub use http::Server;
 
 use serde::Serialize;
 use std::net::{Ipv4Addr, SocketAddr};
-use wirespeed::metrics::Board;
 
 /// What an exporter shows: a run's board and, for `partition status --metrics`, the
 /// partition set whose heartbeat state is read from the daemons' views at each scrape.

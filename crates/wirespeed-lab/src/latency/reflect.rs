@@ -133,7 +133,7 @@ pub struct ReflectConfig {
     /// 100 ms at the cap, at least 64, so a ping catching up on its schedule is not cut).
     pub client_burst: Option<u64>,
     /// Where the reflector's live counters are shown to a metrics exporter (`--metrics`).
-    pub metrics: Option<wirespeed::metrics::Board>,
+    pub metrics: Option<crate::exporter::Board>,
 }
 
 impl ReflectConfig {
@@ -212,7 +212,7 @@ pub struct Refused {
 
 impl Refused {
     /// The counts per reason, in the order of the exporter's `reason` labels
-    /// ([`REFUSED_REASONS`](wirespeed::metrics::live::REFUSED_REASONS)).
+    /// ([`REFUSED_REASONS`](crate::exporter::board::REFUSED_REASONS)).
     pub fn by_reason(&self) -> [u64; 6] {
         [self.own_port, self.low_port, self.not_allowed, self.reply, self.not_probe, self.rate_capped]
     }

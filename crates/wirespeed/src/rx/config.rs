@@ -77,9 +77,9 @@ pub struct RecvConfig {
     /// it starts; the nice value and memory locking are the caller's, once for the process
     /// ([`Priority::apply_process`](crate::priority::Priority::apply_process)).
     pub priority: crate::priority::Priority,
-    /// Where the run's live counters are shown to a metrics exporter (`--metrics`), if anywhere:
-    /// the capture then also publishes each stream's counters (between receive calls).
-    pub metrics: Option<crate::metrics::Board>,
+    /// Who is shown the run's live counters while it runs (a metrics exporter, `--metrics`), if
+    /// anyone: the capture then also publishes each stream's counters (between receive calls).
+    pub show: Option<std::sync::Arc<dyn crate::rx::ShowCapture>>,
     /// The PGM session settings, for the PGM backend (`--transport pgm`).
     pub pgm: crate::pgm::PgmConfig,
     /// The largest datagram a PGM session carries (its receive window holds this many bytes
@@ -110,7 +110,7 @@ impl RecvConfig {
             coalesce: DEFAULT_COALESCE,
             show_gaps: 8,
             priority: crate::priority::Priority::default(),
-            metrics: None,
+            show: None,
             pgm: crate::pgm::PgmConfig::default(),
             pgm_max_tsdu: 9000,
         }

@@ -37,4 +37,4 @@ pub use report::{
     diagnose, ledger_table, InvalidReasons, KernelView, RecvReport, StrayEnd, StreamReport, ThreadReport,
 };
 pub use run::{capture, capture_group, capture_with, steering_for, Listener};
-pub use sink::{Live, NullSink, Progress, Reject, Sink, StreamLive, INTERVAL_SCHEMA};
+pub use sink::{Live, NullSink, Progress, Reject, ShowCapture, Sink, StreamLive, INTERVAL_SCHEMA};

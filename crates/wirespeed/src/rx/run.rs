@@ -354,10 +354,10 @@ pub fn capture_group<S: Sink>(
     let mut ledger_cfg = cfg.ledger.clone();
     ledger_cfg.seq_bits = ledger_cfg.seq_bits.min(fmt.seq_bits());
     // With a metrics exporter, room for each stream's own counters, and the exporter shown them.
-    let cells = if cfg.metrics.is_some() { cfg.max_streams } else { 0 };
+    let cells = if cfg.show.is_some() { cfg.max_streams } else { 0 };
     let lives: std::sync::Arc<[Live]> = (0..n).map(|_| Live::with_streams(cells)).collect();
-    if let Some(board) = &cfg.metrics {
-        board.attach_capture(lives.clone());
+    if let Some(show) = &cfg.show {
+        show.capture(lives.clone());
     }
     let others: Vec<AtomicU64> = (0..n).map(|_| AtomicU64::new(0)).collect();
     let once_group = OnceGroup::new(n);

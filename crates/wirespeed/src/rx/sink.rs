@@ -93,6 +93,14 @@ impl Sink for NullSink {
     fn finish(&mut self) {}
 }
 
+/// Someone shown a capture's live counters while it runs (the lab's metrics exporter): handed
+/// them once, when the capture threads start, and reading them whenever it likes. The capture
+/// never calls it again, so nothing on the capture path waits for it.
+pub trait ShowCapture: Send + Sync + std::fmt::Debug {
+    /// The capture threads' counters, in thread order.
+    fn capture(&self, lives: std::sync::Arc<[Live]>);
+}
+
 /// Counters the capture thread publishes for progress displays (relaxed atomics, no locks).
 #[derive(Debug, Default)]
 pub struct Live {

@@ -273,7 +273,7 @@ pub fn collect(paths: &[PathBuf], format: Option<&Arc<dyn Format>>) -> Result<Co
         }
         let before = out.files.len() + out.orphans.len();
         let mut entries: Vec<PathBuf> = std::fs::read_dir(p)
-            .map_err(|e| Error::failed(format!("cannot list {}: {e}", p.display())))?
+            .map_err(|e| Error::os(format!("cannot list {}: {e}", p.display()), &e))?
             .filter_map(|e| e.ok().map(|e| e.path()))
             .filter(|e| !name_of(e).starts_with('.'))
             .collect();

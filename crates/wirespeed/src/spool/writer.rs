@@ -765,7 +765,7 @@ pub fn remove_if_empty(path: &Path) {
     }
 }
 
-/// One drain of a filled ring by the writer alone, for `bench writer`: the disk path's own
+/// One drain of a filled ring by the writer alone, for the lab's `bench writer`: the disk path's own
 /// speed and CPU with nothing competing, per engine and depth. `bytes` of 8192-byte records
 /// are put in a RAM ring first, then written to `dir` with O_DIRECT (where the filesystem
 /// allows it); the files are removed afterwards. Returns the writer's report and the seconds

@@ -1,4 +1,4 @@
-//! Named pipes: `bench ttcp`'s pipe reference for Table 3 is a FIFO that its two `ttcp`
+//! Named pipes, for the lab: `bench ttcp`'s pipe reference for Table 3 is a FIFO that its two `ttcp`
 //! children open by path, exactly as they open a raw device, so the pipe and the devices are
 //! measured by the same code.
 

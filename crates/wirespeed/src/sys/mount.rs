@@ -1,4 +1,4 @@
-//! Mount namespaces and mounts: how `partition exec` shows a partition its raw devices at the
+//! Mount namespaces and mounts, for the lab: how `partition exec` shows a partition its raw devices at the
 //! seed's own path (`/hw/xplink`) without that path existing for anyone else, and how a dead
 //! daemon's device mount is taken away.
 

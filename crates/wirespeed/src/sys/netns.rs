@@ -1,4 +1,4 @@
-//! Network namespaces as one thread sees them.
+//! Network namespaces as one thread sees them (the lab's doctor and tests use it).
 //!
 //! `/proc/sys/net` and the ethtool ioctls answer for the network namespace of the *thread* that
 //! asks, so a test can point `doctor --apply` at a throwaway namespace by running it on a thread

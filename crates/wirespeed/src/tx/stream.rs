@@ -75,9 +75,9 @@ fn explain_send_error(e: &io::Error, plan: &Plan, cfg: &SendConfig) -> Error {
                 plan.pkt_len
             )),
             Some(libc::ENETDOWN) | Some(libc::ENXIO) | Some(libc::ENODEV) => {
-                Error::failed(format!("{iface} is down or gone ({e}): `ip link set {iface} up`, then send again"))
+                Error::os(format!("{iface} is down or gone ({e}): `ip link set {iface} up`, then send again"), e)
             }
-            _ => Error::failed(format!("sending raw frames to {dest} on {iface} failed: {e}")),
+            _ => Error::os(format!("sending raw frames to {dest} on {iface} failed: {e}"), e),
         };
     }
     match e.raw_os_error() {

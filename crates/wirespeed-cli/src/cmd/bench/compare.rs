@@ -336,10 +336,16 @@ pub fn cmd_compare(a: CompareArgs) -> Result<u8, Error> {
     })?;
     drop(runner);
     let table = compare::table(&doc);
-    // The chart is drawn after the data files are safe, and named in the closing line.
+    // The chart is named in the closing line only when it was drawn; a chart that fails still
+    // leaves the data files written, and its error follows.
     let chart = compare::chart(&doc);
     let plotted = !chart.series.is_empty();
-    let also = if plotted { vec!["compare.png".to_string(), "compare.svg".to_string()] } else { Vec::new() };
+    let drawn = match &dir {
+        Some(d) if plotted => plot::line_chart_files(&chart, &d.join("compare")).map(|_| ()),
+        _ => Ok(()),
+    };
+    let also =
+        if plotted && drawn.is_ok() { vec!["compare.png".to_string(), "compare.svg".to_string()] } else { Vec::new() };
     let mut shown = format!("\n{table}");
     if !plotted && dir.is_some() && !json {
         shown.push_str("(no plot: no offered rate to draw against)\n");
@@ -347,9 +353,7 @@ pub fn cmd_compare(a: CompareArgs) -> Result<u8, Error> {
     let extra = vec![("compare.csv".to_string(), compare::csv(&doc))];
     let end = BenchEnd { name: "compare", doc: &doc, text: compare::text(&doc, &head), extra, also, shown };
     end.finish(json, dir.as_deref())?;
-    if let (Some(d), true) = (&dir, plotted) {
-        plot::line_chart_files(&chart, &d.join("compare"))?;
-    }
+    drawn?;
     if doc.stopped {
         return Err(stopped(&format!(
             "{} of {} runs",

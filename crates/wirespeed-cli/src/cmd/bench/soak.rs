@@ -162,16 +162,26 @@ pub fn cmd_soak(a: SoakArgs) -> Result<u8, Error> {
     if doc.stopped {
         say("(stopped early)");
     }
-    // The charts are drawn after the data files are safe, and named in the closing line.
+    // The charts are named in the closing line only when they were drawn; a chart that fails
+    // still leaves the data files written, and its error follows.
+    let charts = match &dir {
+        Some(d) => {
+            let (rate, loss) = soak::charts(&doc);
+            plot::line_chart_files(&rate, &d.join("soak-rate"))
+                .and_then(|_| plot::line_chart_files(&loss, &d.join("soak-loss")))
+                .map(|_| ())
+        }
+        None => Ok(()),
+    };
     let shown = format!("\n{}=> {}\n", doc.summary.iter().map(|l| format!("{l}\n")).collect::<String>(), doc.verdict);
     let extra = vec![("soak.csv".to_string(), soak::csv(&doc))];
-    let also = vec!["soak-rate.png/.svg".to_string(), "soak-loss.png/.svg".to_string()];
+    let also = if charts.is_ok() {
+        vec!["soak-rate.png/.svg".to_string(), "soak-loss.png/.svg".to_string()]
+    } else {
+        Vec::new()
+    };
     BenchEnd { name: "soak", doc: &doc, text: soak::text(&doc), extra, also, shown }.finish(json, dir.as_deref())?;
-    if let Some(d) = &dir {
-        let (rate, loss) = soak::charts(&doc);
-        plot::line_chart_files(&rate, &d.join("soak-rate"))?;
-        plot::line_chart_files(&loss, &d.join("soak-loss"))?;
-    }
+    charts?;
     let upto = doc.intervals.last().map_or(0.0, |r| r.end_s);
     if let Some(e) = &doc.error {
         // The rows measured before the failure are printed and written above; then the failure.
@@ -184,8 +194,8 @@ pub fn cmd_soak(a: SoakArgs) -> Result<u8, Error> {
         )));
     }
     if doc.stopped {
-        return Err(Error::failed(format!(
-            "stopped by a signal after {} of {} ({} row(s)); the record above is partial",
+        return Err(crate::out::stopped(&format!(
+            "{} of {} ({} row(s))",
             soak::human_duration(upto),
             soak::human_duration(cfg.duration.as_secs_f64()),
             doc.intervals.len()

@@ -1,23 +1,21 @@
-//! The live counters a metrics exporter reads, and the board a run shows them on.
+//! The board a run shows its live counters on, for the exporter to read.
 //!
 //! The counters already exist as relaxed atomics for the progress lines: the capture threads'
-//! [`Live`] (and, with an exporter, each stream's [`StreamLive`](crate::rx::StreamLive)
-//! cells), the recorder's ring and writer state ([`Shared`]), and the reflector's and the tap's
-//! totals ([`live`]). A run hands them to a [`Board`] once, when it starts; an exporter (the
-//! lab crate's, on a small thread of its own) reads them when it is scraped. Nothing on the
-//! capture or write path waits for, locks or calls into the exporter: the board's lock is taken
-//! when a run starts and at scrape time, never by a capture or writer thread. The exporter
-//! itself (HTTP, the Prometheus text format) is not here: a capture host's data path needs the
-//! counters, not the web server.
+//! [`Live`] (and, with an exporter, each stream's [`StreamLive`](wirespeed::rx::StreamLive)
+//! cells), the recorder's ring and writer state ([`Shared`]), the tap's totals ([`TapLive`])
+//! and the reflector's ([`ReflectLive`], here: the reflector is the lab's). The data path hands
+//! them over through its hooks ([`ShowCapture`], [`ShowRings`], `TapConfig::live`) once, when a
+//! run starts, and knows nothing of the board; the exporter reads them when it is scraped.
+//! Nothing on the capture or write path waits for, locks or calls into the exporter: the
+//! board's lock is taken when a run starts and at scrape time, never by a capture or writer
+//! thread.
 
-pub mod live;
-
-pub use crate::spool::stats::{WriteSnapshot, WriteStats};
-pub use live::{ReflectLive, TapLive};
-
-use crate::rx::Live;
-use crate::spool::writer::Shared;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
+use wirespeed::record::ShowRings;
+use wirespeed::rx::{Live, ShowCapture};
+use wirespeed::spool::writer::Shared;
+use wirespeed::tap::TapLive;
 
 /// What a run shows the exporter: set up once when the run starts, read at every scrape.
 /// Cloning shares it (the run's configuration holds one clone, the server another).
@@ -49,7 +47,7 @@ impl std::fmt::Debug for Board {
 impl Board {
     /// An empty board for `command` (the name the series' `wirespeed_build_info` carries).
     pub fn new(command: &str) -> Board {
-        let started_unix_s = crate::sys::realtime_ns() as f64 / 1e9;
+        let started_unix_s = wirespeed::sys::realtime_ns() as f64 / 1e9;
         Board(Arc::new(Mutex::new(Parts {
             command: command.to_string(),
             started_unix_s,
@@ -87,5 +85,49 @@ impl Board {
         let l = Arc::new(TapLive::default());
         self.parts().tap = Some(l.clone());
         l
+    }
+}
+
+impl ShowCapture for Board {
+    fn capture(&self, lives: Arc<[Live]>) {
+        self.attach_capture(lives);
+    }
+}
+
+impl ShowRings for Board {
+    fn rings(&self, rings: Vec<(Arc<Shared>, u64)>) {
+        self.attach_rings(rings);
+    }
+}
+
+/// The reflector's running totals, published once per receive batch.
+#[derive(Debug, Default)]
+pub struct ReflectLive {
+    /// Datagrams received.
+    pub received: AtomicU64,
+    /// Datagrams sent back.
+    pub reflected: AtomicU64,
+    /// Bytes sent back.
+    pub bytes: AtomicU64,
+    /// Replies that could not be sent.
+    pub send_errors: AtomicU64,
+    /// Refused datagrams per reason, in [`REFUSED_REASONS`] order.
+    pub refused: [AtomicU64; 6],
+}
+
+/// The `reason` label values of refused datagrams, in [`ReflectLive::refused`] order.
+pub const REFUSED_REASONS: [&str; 6] = ["own_port", "low_port", "not_allowed", "reply", "not_probe", "rate_capped"];
+
+impl ReflectLive {
+    /// Publish the reflector's counts so far; `refused` per reason, in [`REFUSED_REASONS`] order.
+    #[inline]
+    pub fn publish(&self, received: u64, reflected: u64, bytes: u64, send_errors: u64, refused: [u64; 6]) {
+        self.received.store(received, Ordering::Relaxed);
+        self.reflected.store(reflected, Ordering::Relaxed);
+        self.bytes.store(bytes, Ordering::Relaxed);
+        self.send_errors.store(send_errors, Ordering::Relaxed);
+        for (cell, n) in self.refused.iter().zip(refused) {
+            cell.store(n, Ordering::Relaxed);
+        }
     }
 }
