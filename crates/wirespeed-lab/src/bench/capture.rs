@@ -84,10 +84,9 @@ pub struct BuildSummary {
 /// The whole comparison, as `--json` prints it and capture.json holds it.
 #[derive(Clone, Debug, Serialize)]
 pub struct CaptureDoc {
-    /// [`SCHEMA`].
-    pub schema: &'static str,
-    /// Where the runs ran.
-    pub placement: Placement,
+    /// The schema id and where the run's two ends were, first ([`DocHead`](crate::bench::DocHead)).
+    #[serde(flatten)]
+    pub head: crate::bench::DocHead,
     /// UDP payload bytes per datagram.
     pub size: usize,
     /// Datagrams per run.
@@ -225,8 +224,7 @@ pub fn finish(cfg: &CaptureConfig, placement: Placement, runs: Vec<Run>, stopped
         _ => (None, None),
     };
     CaptureDoc {
-        schema: SCHEMA,
-        placement,
+        head: crate::bench::DocHead { schema: SCHEMA, placement },
         size: cfg.size,
         count: cfg.count,
         repeat: cfg.repeat,

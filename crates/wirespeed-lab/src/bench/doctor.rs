@@ -256,10 +256,9 @@ pub struct StarveRun {
 /// Everything a `bench doctor` run found, as `--json` prints it and doctor.json holds it.
 #[derive(Clone, Debug, Serialize)]
 pub struct DoctorBenchDoc {
-    /// [`SCHEMA`].
-    pub schema: &'static str,
-    /// Where the runs happened.
-    pub placement: Placement,
+    /// The schema id and where the run's two ends were, first ([`DocHead`](crate::bench::DocHead)).
+    #[serde(flatten)]
+    pub head: crate::bench::DocHead,
     /// How the socket-buffer runs' receiver is run (without CAP_NET_ADMIN, see the notes).
     pub receiver: String,
     /// Part `rmem`, when run.
@@ -443,8 +442,7 @@ pub fn run(
         starve = part_starve(&mut cx, &wrapper, &mut notes, progress)?;
     }
     Ok(DoctorBenchDoc {
-        schema: SCHEMA,
-        placement: cx.runner.placement(),
+        head: crate::bench::DocHead { schema: SCHEMA, placement: cx.runner.placement() },
         receiver: format!("{} (recv/record, this binary)", wrapper.display()),
         rmem,
         starve,

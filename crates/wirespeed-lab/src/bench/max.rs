@@ -35,10 +35,9 @@ pub struct MaxConfig {
 /// Everything a `bench max` run found, as `--json` prints it and max.json holds it.
 #[derive(Clone, Debug, Serialize)]
 pub struct MaxDoc {
-    /// [`SCHEMA`].
-    pub schema: &'static str,
-    /// Where the probes ran.
-    pub placement: Placement,
+    /// The schema id and where the run's two ends were, first ([`DocHead`](crate::bench::DocHead)).
+    #[serde(flatten)]
+    pub head: crate::bench::DocHead,
     /// Payload bytes per datagram.
     pub size: usize,
     /// Sending time per probe, seconds.
@@ -167,8 +166,7 @@ pub fn finish(cfg: &MaxConfig, placement: Placement, searches: Vec<SearchResult<
             .into_iter()
             .collect();
     MaxDoc {
-        schema: SCHEMA,
-        placement,
+        head: crate::bench::DocHead { schema: SCHEMA, placement },
         size: cfg.size,
         duration_s: cfg.duration.as_secs_f64(),
         precision: cfg.search.precision,

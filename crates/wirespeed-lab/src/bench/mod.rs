@@ -32,3 +32,14 @@ pub mod taps;
 pub mod ttcp;
 pub mod writer;
 pub mod xpc;
+
+/// The first fields of the document of every bench that runs a sender and a receiver: the
+/// contract it follows and where its two ends ran. Flattened into each document, so the JSON
+/// keeps `schema` first and `placement` second, as before.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct DocHead {
+    /// The document's schema id (`wirespeed.bench.NAME/N`).
+    pub schema: &'static str,
+    /// Where the run's two ends were: loopback or a pair of partitions, with their CPUs.
+    pub placement: crate::testbed::place::Placement,
+}

@@ -217,10 +217,9 @@ pub struct PeerRow {
 /// The whole table, as `--json` prints it and pacing.json holds it.
 #[derive(Clone, Debug, Serialize)]
 pub struct PacingDoc {
-    /// [`SCHEMA`].
-    pub schema: &'static str,
-    /// Where the runs ran.
-    pub placement: Placement,
+    /// The schema id and where the run's two ends were, first ([`DocHead`](crate::bench::DocHead)).
+    #[serde(flatten)]
+    pub head: crate::bench::DocHead,
     /// Sending time per run, seconds.
     pub duration_s: f64,
     /// Runs per case.
@@ -530,8 +529,7 @@ pub fn run(runner: &Runner, cfg: &PacingConfig, each: &mut dyn FnMut(&Row)) -> R
         );
     }
     Ok(PacingDoc {
-        schema: SCHEMA,
-        placement: runner.placement(),
+        head: crate::bench::DocHead { schema: SCHEMA, placement: runner.placement() },
         duration_s: cfg.duration.as_secs_f64(),
         repeat: cfg.repeat,
         window_target: WINDOW_TARGET,
@@ -641,7 +639,7 @@ pub fn verdict(doc: &PacingDoc) -> String {
 
 /// The whole table as text.
 pub fn text(doc: &PacingDoc, cfg: &PacingConfig) -> String {
-    let mut s = header(cfg, &doc.placement);
+    let mut s = header(cfg, &doc.head.placement);
     for r in &doc.rows {
         s.push_str(&line(r));
         s.push('\n');
@@ -734,13 +732,15 @@ mod tests {
         let bad = row(&c, vec![run_of(1.0, 0.99, 1.0, 1, 0)]);
         assert_eq!(bad.within_target, Some(false));
         let doc = PacingDoc {
-            schema: SCHEMA,
-            placement: Placement {
-                kind: "loopback",
-                prefix: None,
-                send_cpus: vec![],
-                recv_cpus: vec![],
-                description: "loopback".into(),
+            head: crate::bench::DocHead {
+                schema: SCHEMA,
+                placement: Placement {
+                    kind: "loopback",
+                    prefix: None,
+                    send_cpus: vec![],
+                    recv_cpus: vec![],
+                    description: "loopback".into(),
+                },
             },
             duration_s: 1.0,
             repeat: 1,
@@ -813,13 +813,15 @@ mod tests {
         assert_eq!(lines[1], "| 1080 | 100kpps | iperf3 | 100.000% | - | 3.00 us | 3.00 us | 1 |");
         assert!(lines[0].ends_with("| 4.50 us | 2.00 us | 1.50x |"), "{}", lines[0]);
         let doc = PacingDoc {
-            schema: SCHEMA,
-            placement: Placement {
-                kind: "loopback",
-                prefix: None,
-                send_cpus: vec![],
-                recv_cpus: vec![],
-                description: "loopback".into(),
+            head: crate::bench::DocHead {
+                schema: SCHEMA,
+                placement: Placement {
+                    kind: "loopback",
+                    prefix: None,
+                    send_cpus: vec![],
+                    recv_cpus: vec![],
+                    description: "loopback".into(),
+                },
             },
             duration_s: 1.0,
             repeat: 1,

@@ -108,10 +108,9 @@ pub struct Row {
 /// Everything a `bench priority` run found, as `--json` prints it and priority.json holds it.
 #[derive(Clone, Debug, Serialize)]
 pub struct PriorityDoc {
-    /// [`SCHEMA`].
-    pub schema: &'static str,
-    /// Where the probes ran.
-    pub placement: Placement,
+    /// The schema id and where the run's two ends were, first ([`DocHead`](crate::bench::DocHead)).
+    #[serde(flatten)]
+    pub head: crate::bench::DocHead,
     /// The hog on the receiver's core; `None` with `--no-hog`.
     pub hog: Option<Hog>,
     /// Payload bytes per datagram.
@@ -211,8 +210,7 @@ pub fn run(runner: &mut Runner, cfg: &PriorityConfig, progress: &mut dyn FnMut(P
     ));
     let verdict = verdict(&rows, cfg.hog);
     Ok(PriorityDoc {
-        schema: SCHEMA,
-        placement,
+        head: crate::bench::DocHead { schema: SCHEMA, placement },
         hog: hog_doc,
         size: cfg.max.size,
         duration_s: cfg.max.duration.as_secs_f64(),

@@ -50,10 +50,9 @@ pub struct Row {
 /// The whole table, as `--json` prints it and rates.json holds it.
 #[derive(Clone, Debug, Serialize)]
 pub struct RatesDoc {
-    /// [`SCHEMA`].
-    pub schema: &'static str,
-    /// Where the points ran.
-    pub placement: Placement,
+    /// The schema id and where the run's two ends were, first ([`DocHead`](crate::bench::DocHead)).
+    #[serde(flatten)]
+    pub head: crate::bench::DocHead,
     /// Payload bytes per datagram.
     pub size: usize,
     /// Sending time per point, seconds.
@@ -99,8 +98,7 @@ pub fn run(runner: &Runner, cfg: &RatesConfig, row: &mut dyn FnMut(&Row)) -> Res
     let mut summary = summarize(&rows);
     summary.extend(super::point::rcvbuf_note(cfg.rcvbuf, rows.iter().map(|r| &r.point)));
     Ok(RatesDoc {
-        schema: SCHEMA,
-        placement: runner.placement(),
+        head: crate::bench::DocHead { schema: SCHEMA, placement: runner.placement() },
         size: cfg.size,
         duration_s: cfg.duration.as_secs_f64(),
         gso: cfg.gso,
@@ -227,7 +225,7 @@ pub fn summarize(rows: &[Row]) -> Vec<String> {
 
 /// The whole table as text (the heading, every row, the summary).
 pub fn text(doc: &RatesDoc) -> String {
-    let mut s = header(doc.size, Duration::from_secs_f64(doc.duration_s), &doc.placement);
+    let mut s = header(doc.size, Duration::from_secs_f64(doc.duration_s), &doc.head.placement);
     for r in &doc.rows {
         s.push_str(&line(r));
         s.push('\n');
@@ -337,13 +335,15 @@ mod tests {
         let short = line(&row(8192.0, 6100.0, 0, 0));
         assert!(short.contains("sender reached 74% of -r"), "{short}");
         let doc = RatesDoc {
-            schema: SCHEMA,
-            placement: Placement {
-                kind: "loopback",
-                prefix: None,
-                send_cpus: vec![0],
-                recv_cpus: vec![1],
-                description: "loopback".into(),
+            head: crate::bench::DocHead {
+                schema: SCHEMA,
+                placement: Placement {
+                    kind: "loopback",
+                    prefix: None,
+                    send_cpus: vec![0],
+                    recv_cpus: vec![1],
+                    description: "loopback".into(),
+                },
             },
             size: 8800,
             duration_s: 1.0,

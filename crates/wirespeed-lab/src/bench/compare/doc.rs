@@ -4,7 +4,7 @@
 use crate::bench::peer::dd::DiskCeiling;
 use crate::bench::peer::tool::ToolPoint;
 use crate::bench::peer::PeerPoint;
-use crate::bench::point::{Placement, Point};
+use crate::bench::point::Point;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -243,10 +243,9 @@ pub struct RecordSetting {
 /// The whole comparison, as `--json` prints it and compare.json holds it.
 #[derive(Clone, Debug, Serialize)]
 pub struct CompareDoc {
-    /// [`SCHEMA`].
-    pub schema: &'static str,
-    /// Where both tools ran.
-    pub placement: Placement,
+    /// The schema id and where the run's two ends were, first ([`DocHead`](crate::bench::DocHead)).
+    #[serde(flatten)]
+    pub head: crate::bench::DocHead,
     /// The tools' versions.
     pub versions: Versions,
     /// Offered rates as asked.

@@ -136,8 +136,7 @@ pub fn run(
         }
     }
     Ok(CompareDoc {
-        schema: SCHEMA,
-        placement: runner.placement(),
+        head: crate::bench::DocHead { schema: SCHEMA, placement: runner.placement() },
         versions: Versions { wirespeed: env!("CARGO_PKG_VERSION").to_string(), iperf3: iperf3_version, others },
         rates: cfg.rates.iter().map(|&r| super::point::asked_text(r)).collect(),
         sizes: cfg.sizes.clone(),
@@ -473,7 +472,7 @@ pub fn chart(doc: &CompareDoc) -> LineChart {
     LineChart {
         title: format!(
             "Received vs offered UDP payload rate ({}; {})",
-            doc.placement.kind,
+            doc.head.placement.kind,
             if doc.repeat == 1 { "1 pass".to_string() } else { format!("median of {} passes", doc.repeat) }
         ),
         x_label: "offered payload rate (Gb/s)".into(),
@@ -612,13 +611,15 @@ mod tests {
             prun(1, 1, peer(2e9, 8800, 28_400, 27_000, 400.0)),
         ];
         let doc = CompareDoc {
-            schema: SCHEMA,
-            placement: Placement {
-                kind: "loopback",
-                prefix: None,
-                send_cpus: vec![0],
-                recv_cpus: vec![1],
-                description: "loopback".into(),
+            head: crate::bench::DocHead {
+                schema: SCHEMA,
+                placement: Placement {
+                    kind: "loopback",
+                    prefix: None,
+                    send_cpus: vec![0],
+                    recv_cpus: vec![1],
+                    description: "loopback".into(),
+                },
             },
             versions: Versions { wirespeed: "0".into(), iperf3: Some("iperf 3.12".into()), others: BTreeMap::new() },
             rates: vec!["1 Gb/s".into(), "2 Gb/s".into()],

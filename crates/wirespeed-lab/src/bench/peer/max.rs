@@ -5,7 +5,7 @@
 //! limit beside its peers', steered by the rate the sender achieved.
 
 use super::super::compare::{Figures, Run};
-use super::super::point::{Placement, PointConfig, Runner};
+use super::super::point::{PointConfig, Runner};
 use super::super::search::{self, Outcome, SearchConfig, SearchResult, Verdict};
 use super::tool::{Measured, Tool};
 use serde::Serialize;
@@ -93,10 +93,9 @@ pub struct ToolMax {
 /// The whole search, as `--json` prints it.
 #[derive(Clone, Debug, Serialize)]
 pub struct SearchDoc {
-    /// [`SCHEMA`].
-    pub schema: &'static str,
-    /// Where every tool ran.
-    pub placement: Placement,
+    /// The schema id and where the run's two ends were, first ([`DocHead`](crate::bench::DocHead)).
+    #[serde(flatten)]
+    pub head: crate::bench::DocHead,
     /// The tools, in the order of the first search.
     pub tools: Vec<String>,
     /// Each tool's version.
@@ -211,8 +210,7 @@ pub fn run(
     }
     let pl = runner.placement();
     Ok(SearchDoc {
-        schema: SCHEMA,
-        placement: runner.placement(),
+        head: crate::bench::DocHead { schema: SCHEMA, placement: runner.placement() },
         tools: tools.iter().map(|t| t.name().to_string()).collect(),
         versions: tools.iter().map(|t| (t.name().to_string(), t.version())).collect(),
         counts: tools.iter().map(|t| (t.name().to_string(), t.counts())).collect(),

@@ -42,10 +42,9 @@ pub const SCHEMA: &str = "wirespeed.bench.pgm/1";
 /// Everything a `bench pgm` run found, as `--json` prints it and pgm.json holds it.
 #[derive(Clone, Debug, Serialize)]
 pub struct PgmDoc {
-    /// [`SCHEMA`].
-    pub schema: &'static str,
-    /// Where the points ran.
-    pub placement: Placement,
+    /// The schema id and where the run's two ends were, first ([`DocHead`](crate::bench::DocHead)).
+    #[serde(flatten)]
+    pub head: crate::bench::DocHead,
     /// Which parts ran.
     pub part: Part,
     /// Payload sizes, bytes.
@@ -134,8 +133,7 @@ pub fn run(runner: &Runner, cfg: &PgmBenchConfig, progress: &mut dyn FnMut(&str)
     }
     let stop = runner.stop_flag();
     let mut doc = PgmDoc {
-        schema: SCHEMA,
-        placement: runner.placement(),
+        head: crate::bench::DocHead { schema: SCHEMA, placement: runner.placement() },
         part: cfg.part,
         sizes: cfg.sizes.clone(),
         loss_percent: cfg.loss_permille.iter().map(|l| *l as f64 / 10.0).collect(),

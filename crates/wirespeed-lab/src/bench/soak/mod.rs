@@ -25,7 +25,7 @@ mod verdict;
 #[cfg(test)]
 mod tests;
 
-use super::point::{Placement, Point};
+use super::point::Point;
 use super::stats::mbps;
 use serde::Serialize;
 use std::path::PathBuf;
@@ -84,10 +84,9 @@ pub struct SoakConfig {
 /// The whole record, as `--json` prints it and soak.json holds it.
 #[derive(Clone, Debug, Serialize)]
 pub struct SoakDoc {
-    /// [`SCHEMA`].
-    pub schema: &'static str,
-    /// Where the run was.
-    pub placement: Placement,
+    /// The schema id and where the run's two ends were, first ([`DocHead`](crate::bench::DocHead)).
+    #[serde(flatten)]
+    pub head: crate::bench::DocHead,
     /// Payload bytes per datagram.
     pub size: usize,
     /// The rate asked, as text.

@@ -126,7 +126,7 @@ pub fn text(doc: &SoakDoc) -> String {
         doc.duration_s,
         doc.every_s,
         doc.reorder_window,
-        &doc.placement,
+        &doc.head.placement,
         doc.record.is_some(),
     );
     for r in &doc.intervals {

@@ -214,8 +214,7 @@ pub(super) fn build(
         summary.push(super::record::summary_line(r));
     }
     SoakDoc {
-        schema: SCHEMA,
-        placement,
+        head: crate::bench::DocHead { schema: SCHEMA, placement },
         size: cfg.size,
         asked: match cfg.rate {
             Rate::Max => "max".into(),

@@ -6,6 +6,7 @@ use super::run::*;
 use super::verdict::*;
 use super::*;
 use crate::bench::point::{Point, Streamed};
+use crate::testbed::place::Placement;
 
 fn sample(t: f64, datagrams: u64, lost: u64, drops: u64) -> Sample {
     Sample {
