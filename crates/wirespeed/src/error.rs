@@ -47,21 +47,6 @@ impl Kind {
             Kind::Permission | Kind::Busy | Kind::Unsupported | Kind::Peer | Kind::Io | Kind::Failed => 1,
         }
     }
-
-    /// The kind's name in reports and logs (`invalid`, `not_found`, ...).
-    pub fn name(self) -> &'static str {
-        match self {
-            Kind::Invalid => "invalid",
-            Kind::NotFound => "not_found",
-            Kind::BadData => "bad_data",
-            Kind::Permission => "permission",
-            Kind::Busy => "busy",
-            Kind::Unsupported => "unsupported",
-            Kind::Peer => "peer",
-            Kind::Io => "io",
-            Kind::Failed => "failed",
-        }
-    }
 }
 
 /// A failure: its [`Kind`], the parameter it is about (if one), the operating system's error
