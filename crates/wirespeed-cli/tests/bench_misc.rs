@@ -119,6 +119,7 @@ fn pacing_on_loopback_reports_every_case_and_run() {
         "--loopback",
         "--cases",
         "1080@1000pps,8800@10M+gso",
+        "--no-iperf3",
         "--duration",
         "2",
         "--repeat",
