@@ -153,6 +153,16 @@ pub fn run_duration(s: &str) -> Result<Duration, String> {
     Ok(d)
 }
 
+/// `--once-quiet`: at least 10 ms (a receive call's wait could outlast less, and a pause between
+/// two batches would end the run) and at most an hour.
+pub fn once_quiet(s: &str) -> Result<Duration, String> {
+    let d = units::parse_duration(s)?;
+    if d < Duration::from_millis(10) || d > Duration::from_secs(3600) {
+        return Err(format!("{} is out of range: give 10ms to 1h, e.g. 500ms or 10s", s.trim()));
+    }
+    Ok(d)
+}
+
 /// A progress interval: at least [`MIN_INTERVAL`], so progress cannot flood the terminal.
 pub fn interval(s: &str) -> Result<Duration, String> {
     let d = units::parse_duration(s)?;
@@ -670,6 +680,12 @@ pub struct RecvArgs {
     /// Stop when every stream of the first wirespeed sender has sent its end-of-stream message.
     #[arg(long)]
     pub once: bool,
+    /// With --once, after data has arrived: how long to wait in silence after an end-of-stream
+    /// message that could not be believed (a stranger's, or one the data contradicts) before
+    /// stopping without the run's own end; the report's stopped_by says "silence". Default 3s.
+    /// Raise it for a stream that pauses longer; lower it to give up on a lost end sooner.
+    #[arg(long, value_name = "DURATION", requires = "once", value_parser = once_quiet)]
+    pub once_quiet: Option<Duration>,
     /// Print a progress line every SECS seconds (to stderr); at least 10ms.
     #[arg(long, value_name = "SECS", value_parser = interval)]
     pub interval: Option<Duration>,
@@ -812,6 +828,9 @@ pub fn recv_config(a: &RecvArgs) -> Result<RecvConfig, Error> {
     c.duration = a.duration;
     c.count = a.count;
     c.once = a.once;
+    if let Some(q) = a.once_quiet {
+        c.once_quiet = q;
+    }
     c.batch = a.batch;
     c.max_streams = a.max_streams;
     c.busy_poll = a.busy_poll;

@@ -52,6 +52,8 @@ fn bad_options() {
     expect_fail(&["send", "127.0.0.1:9", "--streams", "0", "--count", "1"], 2, "give 1..1024");
     expect_fail(&["recv", "7000", "--window", "1000"], 2, "power of two");
     expect_fail(&["recv", "7000", "--duration", "soon"], 2, "cannot read duration");
+    expect_fail(&["recv", "7000", "--once", "--once-quiet", "5ms"], 2, "out of range: give 10ms to 1h");
+    expect_fail(&["record", "7000", "-o", "/tmp", "--once-quiet", "1s"], 2, "--once");
     expect_fail(&["send", "127.0.0.1:9", "--count", "1", "--cpu", "4096"], 2, "cannot pin sender thread to CPU 4096");
 }
 

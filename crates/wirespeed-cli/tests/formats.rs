@@ -203,7 +203,16 @@ fn a_stream_that_does_not_match_the_format_is_named_and_proves_nothing() {
     ];
     let _t = traffic();
     for (sent, told, streams, why) in cases {
-        let r = spawn_recv(&["--format", told, "--once", "--duration", "30", "--expect-zero-loss"]);
+        let r = spawn_recv(&[
+            "--format",
+            told,
+            "--once",
+            "--once-quiet",
+            "300ms",
+            "--duration",
+            "30",
+            "--expect-zero-loss",
+        ]);
         let target = format!("127.0.0.1:{}", r.port);
         let out = run(&["send", &target, "--format", sent, "--streams", streams, "--count", "500", "--rate", "5kpps"]);
         assert!(out.status.success(), "{sent}: {}", String::from_utf8_lossy(&out.stderr));
@@ -216,7 +225,7 @@ fn a_stream_that_does_not_match_the_format_is_named_and_proves_nothing() {
         assert!(stderr.contains("zero loss is not proven: the stream does not match"), "{sent}: {stderr}");
     }
     // The JSON says the same, for scripts.
-    let r = spawn_recv(&["--format", "vdif,chans=4", "--once", "--duration", "30", "--json"]);
+    let r = spawn_recv(&["--format", "vdif,chans=4", "--once", "--once-quiet", "300ms", "--duration", "30", "--json"]);
     let target = format!("127.0.0.1:{}", r.port);
     let out = run(&["send", &target, "--format", cases[0].0, "--streams", "2", "--count", "200", "--rate", "5kpps"]);
     assert!(out.status.success());
@@ -269,6 +278,8 @@ fn a_recording_of_a_stream_that_does_not_match_says_so_in_record_and_verify() {
             "-o",
             d.path(),
             "--once",
+            "--once-quiet",
+            "300ms",
             "--duration",
             "30",
             "--buffer",

@@ -125,7 +125,8 @@ impl Receiver {
     #[pyo3(signature = (
         listen, *, format="counter", size=None, ring=None, max_datagram=None, rcvbuf=None,
         batch=64, window=65536, max_streams=64, threads=1, cpus=None, cpu=None, duration=None,
-        count=None, once=false, backend="recvmmsg", coalesce=None, busy_poll=false, gro=false
+        count=None, once=false, once_quiet=None, backend="recvmmsg", coalesce=None, busy_poll=false,
+        gro=false
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -144,6 +145,7 @@ impl Receiver {
         duration: Option<&Bound<'_, PyAny>>,
         count: Option<&Bound<'_, PyAny>>,
         once: bool,
+        once_quiet: Option<&Bound<'_, PyAny>>,
         backend: &str,
         coalesce: Option<&Bound<'_, PyAny>>,
         busy_poll: bool,
@@ -173,6 +175,16 @@ impl Receiver {
             return Err(usage("count=0 would receive nothing: give at least 1, or leave it out"));
         }
         cfg.once = once;
+        if let Some(q) = opt_text(once_quiet)? {
+            if !once {
+                return Err(usage("once_quiet is how long once=True waits in silence: give once=True too"));
+            }
+            let d = duration_arg("once_quiet", &q)?;
+            if d < Duration::from_millis(10) || d > Duration::from_secs(3600) {
+                return Err(usage(format!("once_quiet={q:?} is out of range: give 10ms to 1h, e.g. \"500ms\"")));
+            }
+            cfg.once_quiet = d;
+        }
         cfg.batch = batch;
         cfg.max_streams = max_streams;
         cfg.busy_poll = busy_poll;

@@ -71,6 +71,12 @@ def test_bad_arguments():
     with pytest.raises(wirespeed.UsageError) as e:
         wirespeed.Receiver("127.0.0.1:0", backend="carrier-pigeon")
     one_line(e)
+    with pytest.raises(wirespeed.UsageError) as e:
+        wirespeed.Receiver("127.0.0.1:0", once=True, once_quiet="5ms")
+    one_line(e, "once_quiet=")
+    with pytest.raises(wirespeed.UsageError) as e:
+        wirespeed.Receiver("127.0.0.1:0", once_quiet="1s")
+    one_line(e, "give once=True too")
     with pytest.raises(TypeError):
         wirespeed.Receiver("127.0.0.1:0", no_such_option=1)
 

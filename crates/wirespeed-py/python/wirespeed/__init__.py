@@ -455,7 +455,7 @@ class Receiver:
     ``listen`` is a port, ``ADDR:PORT`` or ``GROUP:PORT`` (port 0: the kernel chooses; see
     ``port``). Keywords mirror ``wirespeed recv``'s options: ``format`` (a spec or preset),
     ``size``, ``rcvbuf``, ``batch`` (datagrams per receive call), ``window``, ``max_streams``,
-    ``threads``, ``cpus``, ``cpu``, ``duration``, ``count``, ``once``, ``backend``,
+    ``threads``, ``cpus``, ``cpu``, ``duration``, ``count``, ``once``, ``once_quiet``, ``backend``,
     ``coalesce``, ``busy_poll``, ``gro``; plus ``ring`` (RAM ring per capture thread, default
     ``"64M"``) and ``max_datagram`` (the slot for formats without a fixed length, default 9000).
     Sizes and durations take numbers or the command line's strings (``"64M"``, ``"250ms"``).

@@ -27,6 +27,7 @@ use crate::wire::{Format, Invalid, LengthLock, Mismatch, PacketInfo, UNSEQUENCED
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 /// The fastest burst a nap must survive, bytes/s: 40 Gb/s, above what a veth pair or a
 /// 25 GbE NIC delivers to one socket.
@@ -63,7 +64,8 @@ pub(super) struct Slot {
     pub(super) last_ns: u64,
 }
 
-/// How long `--once` waits in silence, after an end-of-stream message it could not trust
+/// How long `--once` waits in silence by default (`RecvConfig::once_quiet`, `--once-quiet`),
+/// after an end-of-stream message it could not trust
 /// (from a source whose data never arrived, or contradicting the data), before it gives up
 /// waiting for the run to end. Only once data has arrived: a receiver still waiting for its
 /// first datagram ignores such messages entirely, so a stranger cannot end a run before it
@@ -663,6 +665,17 @@ impl<'a, S: Sink> Capture<'a, S> {
     }
 }
 
+/// A quiet spell as the stop reason says it: "3 s", "250 ms".
+fn quiet_words(d: Duration) -> String {
+    if d.subsec_nanos() == 0 {
+        format!("{} s", d.as_secs())
+    } else if d.subsec_nanos() % 1_000_000 == 0 {
+        format!("{} ms", d.as_millis())
+    } else {
+        format!("{:.3} s", d.as_secs_f64())
+    }
+}
+
 /// Whether `seq` lies in the range an end message claims (numbers compared at the ledger's
 /// width, `mask`). A range longer than the counter covers everything.
 #[inline]
@@ -702,6 +715,7 @@ fn capture_loop<'a, B: Backend, S: Sink>(
 ) -> Result<LoopResult<'a, S>> {
     let cpu0 = sys::thread_cpu_ns();
     let deadline = cfg.duration.map(|d| t0 + d.as_nanos() as u64);
+    let quiet_ns = u64::try_from(cfg.once_quiet.as_nanos()).unwrap_or(u64::MAX);
     let mut publish_at = t0;
     let mut moderation = Moderation::new(nap_ns, cfg.batch, t0, cpu0);
     // `--once`: the run counts as ended when every stream's end message was accepted and the
@@ -749,20 +763,20 @@ fn capture_loop<'a, B: Backend, S: Sink>(
                 ended_once = true;
             } else {
                 ended_once = false;
-                if cap.datagrams > 0 && backend.end_unproven() && now.saturating_sub(cap.last_ns) >= ONCE_QUIET_NS {
+                if cap.datagrams > 0 && backend.end_unproven() && now.saturating_sub(cap.last_ns) >= quiet_ns {
                     stopped_by = format!(
-                        "silence: {} s without data after the transport gave up data that may have held the end-of-stream message",
-                        ONCE_QUIET_NS / 1_000_000_000
+                        "silence: {} without data after the transport gave up data that may have held the end-of-stream message",
+                        quiet_words(cfg.once_quiet)
                     );
                     break;
                 }
                 if cap.distrust_ns != 0
                     && cap.datagrams > 0
-                    && now.saturating_sub(cap.distrust_ns.max(cap.last_ns)) >= ONCE_QUIET_NS
+                    && now.saturating_sub(cap.distrust_ns.max(cap.last_ns)) >= quiet_ns
                 {
                     stopped_by = format!(
-                        "silence: {} s without data after an end-of-stream message that was not believed",
-                        ONCE_QUIET_NS / 1_000_000_000
+                        "silence: {} without data after an end-of-stream message that was not believed",
+                        quiet_words(cfg.once_quiet)
                     );
                     break;
                 }

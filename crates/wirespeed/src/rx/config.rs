@@ -55,6 +55,11 @@ pub struct RecvConfig {
     pub count: Option<u64>,
     /// Stop when every stream of the first sender run has said it ended.
     pub once: bool,
+    /// With `once`: how long to wait in silence after an end message that could not be
+    /// believed (or after the transport gave up data that may have held it) before giving up
+    /// on the end. Long enough that a live stream's pause is not taken for its end; short
+    /// enough that a run whose own end was lost does not hang.
+    pub once_quiet: Duration,
     /// Datagrams per receive call.
     pub batch: usize,
     /// Most streams tracked (their ledgers are preallocated).
@@ -102,6 +107,7 @@ impl RecvConfig {
             duration: None,
             count: None,
             once: false,
+            once_quiet: Duration::from_nanos(super::capture::ONCE_QUIET_NS),
             batch: 64,
             max_streams: 64,
             ledger: LedgerConfig::default(),

@@ -70,7 +70,8 @@ pub trait Backend: Sized {
     }
     /// The transport has given up data it will never deliver (PGM's unrecoverable sequence
     /// numbers): the end-of-stream message may have been among them, so `--once` ends after
-    /// [`ONCE_QUIET_NS`](crate::rx::capture::ONCE_QUIET_NS) of silence instead of waiting for it.
+    /// [`RecvConfig::once_quiet`](crate::rx::RecvConfig::once_quiet) of silence instead of
+    /// waiting for it.
     fn end_unproven(&self) -> bool {
         false
     }
