@@ -115,7 +115,7 @@ fn compare_runs_a_variant_of_wirespeed_beside_it() {
         "--sizes",
         "1080",
         "--duration",
-        "1",
+        "500ms",
         "--json",
     ]);
     let err = String::from_utf8_lossy(&out.stderr);

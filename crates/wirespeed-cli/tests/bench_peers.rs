@@ -52,7 +52,7 @@ fn bare_peer_receives_what_wirespeed_send_sent() {
         "--sizes",
         "1080",
         "--duration",
-        "1",
+        "500ms",
         "--json",
     ]);
     assert_eq!(doc["schema"], "wirespeed.bench.compare/1");
@@ -119,7 +119,7 @@ fn tcpdump_recorder_row_counts_its_file() {
         "--sizes",
         "1080",
         "--duration",
-        "1",
+        "500ms",
         "--json",
     ]);
     let runs = doc["runs"].as_array().expect("runs");
@@ -158,7 +158,7 @@ fn search_finds_each_tools_zero_loss_rate() {
         "--sizes",
         "8800",
         "--duration",
-        "1",
+        "500ms",
         "--json",
     ]);
     assert_eq!(doc["schema"], "wirespeed.bench.compare-search/1");

@@ -831,9 +831,9 @@ fn bench_max_rates_sweep_soak_documents_match_their_schemas() {
         "1080",
     ];
     bench_doc(&mut d, "wirespeed.bench.max/1", "max.json", &max);
-    let rates = ["rates", "--loopback", "--rates", "100M,200M", "--duration", "1", "--size", "1080"];
+    let rates = ["rates", "--loopback", "--rates", "100M,200M", "--duration", "300ms", "--size", "1080"];
     bench_doc(&mut d, "wirespeed.bench.rates/1", "rates.json", &rates);
-    let sweep = ["sweep", "--loopback", "--rates", "100M", "--sizes", "1080,8800", "--duration", "1"];
+    let sweep = ["sweep", "--loopback", "--rates", "100M", "--sizes", "1080,8800", "--duration", "300ms"];
     bench_doc(&mut d, "wirespeed.bench.sweep/1", "results.json", &sweep);
     let soak = ["soak", "--loopback", "--duration", "2s", "--every", "1s", "--rate", "20M"];
     bench_doc(&mut d, "wirespeed.bench.soak/1", "soak.json", &soak);
@@ -846,7 +846,7 @@ fn bench_compare_documents_match_their_schemas() {
     let mut d = Docs::new("bench-compare");
     let grid = ["compare", "--loopback", "--rates", "200M", "--sizes", "1080", "--duration", "1"];
     bench_doc(&mut d, "wirespeed.bench.compare/1", "compare.json", &grid);
-    let search = ["compare", "--loopback", "--search", "--tools", "bare", "--sizes", "8800", "--duration", "1"];
+    let search = ["compare", "--loopback", "--search", "--tools", "bare", "--sizes", "8800", "--duration", "300ms"];
     bench_doc(&mut d, "wirespeed.bench.compare-search/1", "compare-search.json", &search);
     d.validate();
 }

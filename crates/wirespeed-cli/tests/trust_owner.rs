@@ -317,7 +317,7 @@ fn a_sweep_that_records_removes_its_recordings_and_nothing_else() {
         "--rcvbuf",
         "4M",
         "--duration",
-        "1",
+        "500ms",
         "--record",
         rec.path(),
         "--json",

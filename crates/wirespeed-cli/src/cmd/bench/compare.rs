@@ -104,7 +104,8 @@ pub struct CompareArgs {
     /// UDP payload bytes per datagram, comma-separated (multiples of 8, at least 16).
     #[arg(long, default_value = "1080,8800", value_name = "BYTES", value_parser = args::counter_sizes)]
     sizes: List<usize>,
-    /// Sending time of each point, whole seconds (iperf3's -t takes no fraction).
+    /// Sending time of each point; whole seconds when iperf3 is among the tools (its -t takes no
+    /// fraction), any length (500ms) otherwise.
     #[arg(long, default_value = "5s", value_parser = args::point_duration)]
     duration: Duration,
     /// Passes over the whole grid; the table shows each point's median.
@@ -264,9 +265,10 @@ fn check_sizes(sizes: Vec<usize>) -> Result<Vec<usize>, Error> {
     Ok(out)
 }
 
-/// iperf3's -t takes whole seconds, so a point's length must be one.
-fn check_duration(d: Duration) -> Result<Duration, Error> {
-    if d < Duration::from_secs(1) || d.subsec_nanos() != 0 {
+/// iperf3's -t takes whole seconds, so with iperf3 among the tools a point's length must be
+/// one; the other tools take any length.
+fn check_duration(d: Duration, with_iperf3: bool) -> Result<Duration, Error> {
+    if with_iperf3 && (d < Duration::from_secs(1) || d.subsec_nanos() != 0) {
         return Err(usage(format!(
             "--duration {} is not whole seconds: give 1s or more, like 5 (iperf3's -t takes whole seconds)",
             args::duration_text(d)
@@ -279,7 +281,7 @@ pub fn cmd_compare(a: CompareArgs) -> Result<u8, Error> {
     let cfg = CompareConfig {
         rates: a.rates.0.clone(),
         sizes: check_sizes(a.sizes.0.clone())?,
-        duration: check_duration(a.duration)?,
+        duration: a.duration,
         gso: a.place.gso,
         rcvbuf: a.rcvbuf,
         repeat: a.repeat,
@@ -289,6 +291,7 @@ pub fn cmd_compare(a: CompareArgs) -> Result<u8, Error> {
     let default = if cfg.record.is_some() { compare::RECORDERS.join(",") } else { compare::TOOLS.join(",") };
     let entries = tool::parse_tools(a.tools.as_deref().unwrap_or(&default), cfg.record.is_some())
         .map_err(|e| usage(format!("--tools: {e}")))?;
+    check_duration(cfg.duration, entries.iter().any(|e| e.name == "iperf3"))?;
     let varies = a.other_build.is_some() || a.backends.is_some() || a.threads.is_some();
     if varies && !entries.iter().any(|e| e.name == compare::TOOLS[0]) {
         return Err(usage(
