@@ -207,7 +207,9 @@ fn bench_loopback_prints_tables_4_and_5() {
     assert!(text.contains("* no -b (the seed's shaded row)"), "the default row is explained:\n{text}");
     // The files: the same text, a CSV line per run, one JSON document.
     let txt = std::fs::read_to_string(dir.0.join("ttcp.txt")).unwrap();
-    assert_eq!(txt, text);
+    // What stdout showed, then the closing line every bench ends with.
+    let closing = format!("ttcp.txt, ttcp.csv and ttcp.json in {}\n", dir.0.display());
+    assert_eq!(format!("{txt}{closing}"), text);
     let csv = std::fs::read_to_string(dir.0.join("ttcp.csv")).unwrap();
     assert_eq!(csv.lines().count(), 7, "{csv}");
     assert!(csv.lines().nth(3).unwrap_or("").starts_with("4,tcp,default,49152,200,"), "{csv}");

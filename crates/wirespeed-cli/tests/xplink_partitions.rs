@@ -287,9 +287,15 @@ fn tempdir(tag: &str) -> std::path::PathBuf {
 #[ignore = "needs root"]
 fn bench_isolation_reports_the_kill_and_the_survivor_stream_is_exact() {
     let _turn = traffic();
-    let o = run(&["bench", "isolation", "--repeat", "1", "--window", "300ms", "--json"]);
+    let dir = TempDir::new("isolation");
+    let o = run(&["bench", "isolation", "--repeat", "1", "--window", "300ms", "--json", "-o", dir.path()]);
     assert!(o.status.success(), "{}", stderr_of(&o));
     let doc = json(&stdout_of(&o));
+    // -o keeps the table and the document, as every bench does.
+    let kept = json(&std::fs::read_to_string(dir.0.join("isolation.json")).expect("isolation.json"));
+    assert_eq!(kept, doc);
+    let table = std::fs::read_to_string(dir.0.join("isolation.txt")).expect("isolation.txt");
+    assert!(table.starts_with("partition 3 killed mid-transfer") && table.contains("survivor stream exact"), "{table}");
     assert_eq!(doc["schema"], "wirespeed.isolation/1");
     assert_eq!(doc["survivor_exact"], true);
     let r = &doc["runs"][0];

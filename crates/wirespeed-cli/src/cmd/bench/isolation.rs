@@ -1,7 +1,7 @@
 //! `wirespeed bench isolation`: a partition killed mid-transfer, and what the others see.
 
 use crate::args::{self, OutputArgs};
-use crate::out::{print_json, say_line};
+use crate::out::{out_dir, say_line, BenchEnd};
 use clap::Args;
 use std::time::Duration;
 use wirespeed::{units, Error};
@@ -55,57 +55,68 @@ pub fn cmd_isolation(a: IsolationArgs) -> Result<u8, Error> {
         before: a.window,
         after: a.window,
     };
+    let dir = out_dir(&a.output.out)?;
     let rep = isolation::run(&c, &mut |l| say_line(json, l))?;
-    if json {
-        print_json(&rep)?;
-    } else {
-        println!(
-            "partition 3 killed mid-transfer; heartbeat every {} ms, {} misses: bound ({} + 1) x {} = {} ms",
-            ms,
-            a.hb_misses,
-            a.hb_misses,
-            ms,
-            ms * (u64::from(a.hb_misses) + 1)
-        );
-        println!(
-            "{:>3} {:>9} {:>9} {:>10} {:>10} {:>12} {:>9} {:>9} {:>8} {:>8}",
-            "run",
-            "seen by 1",
-            "seen by 2",
-            "writer->3",
-            "reader<-3",
-            "1->2 bytes",
-            "MB/s pre",
-            "MB/s post",
-            "gap pre",
-            "gap post"
-        );
-        let f = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.0} ms"));
-        for (i, r) in rep.runs.iter().enumerate() {
-            let s = &r.survivor;
-            println!(
-                "{:>3} {:>9} {:>9} {:>10} {:>10} {:>12} {:>9.0} {:>9.0} {:>5.0} ms {:>5.0} ms",
-                i + 1,
-                f(r.reported_by_1_ms),
-                f(r.reported_by_2_ms),
-                f(r.writer_to_dead_error_ms),
-                f(r.reader_of_dead_end_ms),
-                if s.bytes_read == s.bytes_written && s.pattern_errors == 0 {
-                    format!("{} ok", units::bytes(s.bytes_read))
-                } else {
-                    format!("{}/{} BAD", s.bytes_read, s.bytes_written)
-                },
-                s.mb_s_before,
-                s.mb_s_after,
-                s.max_gap_ms_before,
-                s.max_gap_ms_after
-            );
-        }
-        println!(
-            "median time to report: {}; survivor stream exact in every run: {}",
-            rep.median_report_ms.map_or("-".into(), |v| format!("{v:.0} ms")),
-            if rep.survivor_exact { "yes" } else { "NO" }
+    let table = table(&rep, ms, a.hb_misses);
+    BenchEnd { name: "isolation", doc: &rep, text: table.clone(), extra: Vec::new(), also: Vec::new(), shown: table }
+        .finish(json, dir.as_deref())?;
+    Ok(if rep.survivor_exact { 0 } else { 1 })
+}
+
+/// The kills' table, as stdout shows it and isolation.txt keeps it.
+fn table(rep: &isolation::IsolationReport, ms: u64, misses: u32) -> String {
+    use std::fmt::Write;
+    let mut t = String::new();
+    let _ = writeln!(
+        t,
+        "partition 3 killed mid-transfer; heartbeat every {} ms, {} misses: bound ({} + 1) x {} = {} ms",
+        ms,
+        misses,
+        misses,
+        ms,
+        ms * (u64::from(misses) + 1)
+    );
+    let _ = writeln!(
+        t,
+        "{:>3} {:>9} {:>9} {:>10} {:>10} {:>12} {:>9} {:>9} {:>8} {:>8}",
+        "run",
+        "seen by 1",
+        "seen by 2",
+        "writer->3",
+        "reader<-3",
+        "1->2 bytes",
+        "MB/s pre",
+        "MB/s post",
+        "gap pre",
+        "gap post"
+    );
+    let f = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.0} ms"));
+    for (i, r) in rep.runs.iter().enumerate() {
+        let s = &r.survivor;
+        let _ = writeln!(
+            t,
+            "{:>3} {:>9} {:>9} {:>10} {:>10} {:>12} {:>9.0} {:>9.0} {:>5.0} ms {:>5.0} ms",
+            i + 1,
+            f(r.reported_by_1_ms),
+            f(r.reported_by_2_ms),
+            f(r.writer_to_dead_error_ms),
+            f(r.reader_of_dead_end_ms),
+            if s.bytes_read == s.bytes_written && s.pattern_errors == 0 {
+                format!("{} ok", units::bytes(s.bytes_read))
+            } else {
+                format!("{}/{} BAD", s.bytes_read, s.bytes_written)
+            },
+            s.mb_s_before,
+            s.mb_s_after,
+            s.max_gap_ms_before,
+            s.max_gap_ms_after
         );
     }
-    Ok(if rep.survivor_exact { 0 } else { 1 })
+    let _ = writeln!(
+        t,
+        "median time to report: {}; survivor stream exact in every run: {}",
+        rep.median_report_ms.map_or("-".into(), |v| format!("{v:.0} ms")),
+        if rep.survivor_exact { "yes" } else { "NO" }
+    );
+    t
 }

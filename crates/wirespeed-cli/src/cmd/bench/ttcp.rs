@@ -1,8 +1,8 @@
 //! `wirespeed bench ttcp`: seed 000's Tables 3-5, the whole table set across two partitions.
 
-use crate::out::print_json;
+use crate::out::{out_dir, BenchEnd};
 use clap::Args;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use wirespeed::units;
 use wirespeed::{sys, Error};
 use wirespeed_lab::bench::ttcp::{self as bench_ttcp, TtcpBenchConfig};
@@ -122,26 +122,21 @@ pub fn cmd_bench_ttcp(a: BenchTtcpArgs) -> Result<u8, Error> {
         streams: a.devices,
     };
     cfg.validate()?;
-    if let Some(d) = &a.out {
-        std::fs::create_dir_all(d)
-            .map_err(|e| Error::io(format!("cannot create the output directory {}: {e}", d.display())))?;
-    }
+    let dir = out_dir(&a.out)?;
     let stop = sys::install_stop_handler();
     let place = bench_ttcp::open_place(cfg.loopback, cfg.wants_devices())?;
     cfg.check_place(&place)?;
     eprintln!("wirespeed bench ttcp: {}", bench_ttcp::description(&place));
     let r = bench_ttcp::run(&cfg, &place, stop, &mut |line| eprintln!("{line}"))?;
-    if let Some(d) = &a.out {
-        write_out(d, "ttcp.txt", &r.text)?;
-        write_out(d, "ttcp.csv", &r.csv)?;
-        let js = crate::out::to_json(&r.doc)?;
-        write_out(d, "ttcp.json", &(js + "\n"))?;
+    BenchEnd {
+        name: "ttcp",
+        doc: &r.doc,
+        text: r.text.clone(),
+        extra: vec![("ttcp.csv".to_string(), r.csv.clone())],
+        also: Vec::new(),
+        shown: r.text.clone(),
     }
-    if a.json {
-        print_json(&r.doc)?;
-    } else {
-        print!("{}", r.text);
-    }
+    .finish(a.json, dir.as_deref())?;
     if r.done < r.planned {
         return Err(Error::failed(format!(
             "stopped by a signal after {} of {} runs; the tables above are partial{}",
@@ -151,9 +146,4 @@ pub fn cmd_bench_ttcp(a: BenchTtcpArgs) -> Result<u8, Error> {
         )));
     }
     Ok(0)
-}
-
-fn write_out(dir: &Path, name: &str, body: &str) -> Result<(), Error> {
-    let p = dir.join(name);
-    std::fs::write(&p, body).map_err(|e| Error::io(format!("cannot write {}: {e}", p.display())))
 }
