@@ -952,7 +952,21 @@ fn root_only_documents_match_their_schemas() {
         &mut d,
         "wirespeed.bench.priority/1",
         "priority.json",
-        &["priority", "--loopback", "--duration", "100ms"],
+        &[
+            "priority",
+            "--loopback",
+            "--duration",
+            "100ms",
+            "--repeat",
+            "1",
+            "--precision",
+            "30%",
+            "--lo",
+            "50M",
+            // High enough that a search finds a limit, so the document has both kinds of result.
+            "--hi",
+            "40G",
+        ],
     );
     bench_doc(&mut d, "wirespeed.bench.doctor/1", "doctor.json", &["doctor", "--part", "rmem", "--duration", "500ms"]);
     // doctor --apply inside a namespace of this test's own, on a veth there (the changes the
