@@ -132,8 +132,9 @@ fn loss_on_the_path_is_repaired_exactly() {
             "--json",
             "--pgm-window",
             "32768",
+            // Far longer than the receiver takes to NAK the tail (tens of ms).
             "--pgm-quiet",
-            "5s",
+            "2s",
             "--pgm-linger",
             "60s",
         ],

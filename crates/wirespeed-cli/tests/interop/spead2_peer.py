@@ -166,8 +166,10 @@ def recv(port, seconds):
     stream.add_udp_reader(port, max_size=65536, buffer_size=64 << 20, bind_hostname="127.0.0.1")
     print(json.dumps({"listening": port}), flush=True)
     counters, sizes, incomplete = [], set(), 0
-    last = time.time()
-    while time.time() - last < seconds:
+    # `seconds` of silence after the last heap ends the run; before the first heap, a sender
+    # still starting on a busy machine gets at least 30 s.
+    start, last = time.time(), None
+    while time.time() - (last or start) < (seconds if last else max(seconds, 30)):
         try:
             heap = stream.get_nowait()
         except spead2.Empty:
