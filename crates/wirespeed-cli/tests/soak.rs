@@ -170,23 +170,23 @@ fn assert_run_accounted(doc: &Value, k: u64) -> (u64, u64, u64) {
 fn soak_on_loopback_counts_every_packet() {
     let _turn = traffic();
     let dir = TempDir::new("soak");
-    let (doc, err) = soak_json(&["--loopback", "--duration", "4s", "--every", "1s", "--rate", "20M", "-o", dir.path()]);
+    let (doc, err) = soak_json(&["--loopback", "--duration", "2s", "--every", "1s", "--rate", "20M", "-o", dir.path()]);
     assert_eq!(doc["schema"], "wirespeed.bench.soak/1");
     assert_eq!(doc["placement"]["kind"], "loopback");
-    assert_eq!((u(&doc, "size"), f(&doc, "duration_s"), f(&doc, "every_s")), (1080, 4.0, 1.0));
+    assert_eq!((u(&doc, "size"), f(&doc, "duration_s"), f(&doc, "every_s")), (1080, 2.0, 1.0));
     assert_eq!(f(&doc, "asked_bps"), 20e6);
     assert_eq!(doc["stopped"], false);
     let p = &doc["point"];
     // Every datagram is accounted for, exactly; zero loss is what an idle host gives, and the
     // kernel's counters must explain any loss a busy one gives.
     let (_, _, kernel_lost) = assert_run_accounted(&doc, 0);
-    assert_rows_add_up(&doc, 4.0);
+    assert_rows_add_up(&doc, 2.0);
     // The sender keeps its schedule, or the run says it was the limit.
     let expect = f(&doc, "asked_pps") * f(p, "send_elapsed_s");
     if doc["sender_bound"] == false {
         assert!(u(p, "sent") as f64 >= 0.97 * expect, "{} sent in {} s: {p}", u(p, "sent"), f(p, "send_elapsed_s"));
     }
-    // Its sending time lies inside its real time (how much of the 4 s a loaded host let it
+    // Its sending time lies inside its real time (how much of the 2 s a loaded host let it
     // use is the scheduler's business, not a guarantee).
     assert!(f(p, "send_elapsed_s") > 0.0 && f(p, "send_elapsed_s") <= f(p, "send_wall_s"), "{p}");
     let verdict = doc["verdict"].as_str().expect("verdict");
@@ -250,12 +250,12 @@ fn soak_finds_injected_loss_in_its_rows() {
     // The sender leaves out every 100th sequence number (99, 199, ...): exactly known loss, at
     // known sequence numbers.
     let (doc, _) =
-        soak_json(&["--loopback", "--duration", "4s", "--every", "1s", "--rate", "20M", "--skip-every", "100"]);
+        soak_json(&["--loopback", "--duration", "2s", "--every", "1s", "--rate", "20M", "--skip-every", "100"]);
     let p = &doc["point"];
     let (used, injected, kernel_lost) = assert_run_accounted(&doc, 100);
     assert_eq!(u(p, "lost"), injected + kernel_lost, "one in a hundred numbers left out, tail included: {p}");
-    assert!(used >= 1000, "4 s at 20 Mb/s: {p}");
-    assert_rows_add_up(&doc, 4.0);
+    assert!(used >= 1000, "2 s at 20 Mb/s: {p}");
+    assert_rows_add_up(&doc, 2.0);
     assert_eq!(doc["zero_loss"], false);
     // Each row's loss is the numbers left out among those the receiver passed in that row.
     assert_loss_where_its_numbers_are(&doc, 100, kernel_lost);
