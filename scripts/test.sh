@@ -32,10 +32,11 @@ if [ ${#need[@]} -gt 0 ]; then
   fi
 fi
 # Interoperability tests read and exchange data with independent implementations from PyPI; the
-# Python package is built with maturin and tested with pytest; JSON Schemas are checked with jsonschema.
-if ! python3 -c "import baseband, spead2, hdrh, numpy, pytest, jsonschema, maturin" >/dev/null 2>&1; then
-  echo "test.sh: installing the Python packages baseband, spead2, hdrhistogram, numpy, pytest, jsonschema and maturin"
-  python3 -m pip install --quiet --disable-pip-version-check baseband spead2 hdrhistogram numpy pytest jsonschema maturin ||
+# Python package is built with maturin and tested with pytest; JSON Schemas are checked with
+# jsonschema; the book is built with markdown-it-py.
+if ! python3 -c "import baseband, spead2, hdrh, numpy, pytest, jsonschema, maturin, markdown_it" >/dev/null 2>&1; then
+  echo "test.sh: installing the Python packages baseband, spead2, hdrhistogram, numpy, pytest, jsonschema, maturin and markdown-it-py"
+  python3 -m pip install --quiet --disable-pip-version-check baseband spead2 hdrhistogram numpy pytest jsonschema maturin markdown-it-py ||
     echo "test.sh: could not install the Python packages; the tests that need them will fail and say so" >&2
 fi
 if ! command -v cargo >/dev/null 2>&1; then
