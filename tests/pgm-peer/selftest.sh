@@ -214,7 +214,7 @@ sys.exit(0 if eval(sys.argv[2]) else 1)' "$work/$name.recv" "$check"; then
 }
 expect_refusal ws_counter_checks_every_byte "--format wirespeed-counter" "" \
     'd["received"] == 2000 and d["corrupt"] == 2000 and not d["in_order"] and d["resets"] == 0'
-expect_refusal ws_counter_expect_end_needs_the_end "--format wirespeed-counter --expect-end --timeout-ms 3000" \
+expect_refusal ws_counter_expect_end_needs_the_end "--format wirespeed-counter --expect-end --timeout-ms 5000" \
     "--format wirespeed-counter" \
     'd["received"] == 2000 and d["corrupt"] == 0 and d["in_order"] and d["timed_out"] and d["end_of_stream"] is None and not d["end_ok"]'
 

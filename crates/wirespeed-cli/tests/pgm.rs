@@ -132,9 +132,10 @@ fn loss_on_the_path_is_repaired_exactly() {
             "--json",
             "--pgm-window",
             "32768",
-            // Far longer than the receiver takes to NAK the tail (tens of ms).
+            // Far longer than the receiver takes to NAK the tail (tens of ms), and than a busy
+            // host holds it off the CPU.
             "--pgm-quiet",
-            "2s",
+            "3s",
             "--pgm-linger",
             "60s",
         ],

@@ -963,7 +963,7 @@ fn root_only_documents_match_their_schemas() {
             "30%",
             "--lo",
             "50M",
-            // High enough that a search finds a limit, so the document has both kinds of result.
+            // High enough that a search can find a limit here (loopback reaches tens of Gb/s).
             "--hi",
             "40G",
         ],

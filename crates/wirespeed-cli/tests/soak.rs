@@ -250,12 +250,12 @@ fn soak_finds_injected_loss_in_its_rows() {
     // The sender leaves out every 100th sequence number (99, 199, ...): exactly known loss, at
     // known sequence numbers.
     let (doc, _) =
-        soak_json(&["--loopback", "--duration", "2s", "--every", "1s", "--rate", "20M", "--skip-every", "100"]);
+        soak_json(&["--loopback", "--duration", "3s", "--every", "1s", "--rate", "20M", "--skip-every", "100"]);
     let p = &doc["point"];
     let (used, injected, kernel_lost) = assert_run_accounted(&doc, 100);
     assert_eq!(u(p, "lost"), injected + kernel_lost, "one in a hundred numbers left out, tail included: {p}");
-    assert!(used >= 1000, "2 s at 20 Mb/s: {p}");
-    assert_rows_add_up(&doc, 2.0);
+    assert!(used >= 1000, "3 s at 20 Mb/s: {p}");
+    assert_rows_add_up(&doc, 3.0);
     assert_eq!(doc["zero_loss"], false);
     // Each row's loss is the numbers left out among those the receiver passed in that row.
     assert_loss_where_its_numbers_are(&doc, 100, kernel_lost);

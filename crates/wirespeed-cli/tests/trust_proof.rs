@@ -94,7 +94,9 @@ fn record_once_ignores_a_forged_end_of_stream() {
 #[test]
 fn end_of_stream_without_data_neither_ends_the_run_nor_proves_anything() {
     let _t = traffic();
-    let r = spawn_recv(&["--once", "--json", "--duration", "1500ms", "--expect-zero-loss"]);
+    // A quiet spell far shorter than --duration: were the message believed after all, the run
+    // would end on silence, not on its duration.
+    let r = spawn_recv(&["--once", "--once-quiet", "250ms", "--json", "--duration", "1500ms", "--expect-zero-loss"]);
     let lost_sender = socket(r.port);
     lost_sender.send(&end(7, 0, 999)).unwrap();
     let (code, rep, err) = done(r);
