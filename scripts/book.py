@@ -8,14 +8,16 @@ markdown-it-py (CommonMark with tables and strikethrough; headings get the ids m
 give them), and writes DIR/index.html (the first chapter) and one DIR/CHAPTER.html per chapter,
 each with the summary as its navigation and links between chapters pointing at the .html pages.
 
-Every link is checked while building: a link to a chapter must name a heading that chapter has,
-a link inside the page one of its own headings, and a link out of the book (../../BENCHMARKS.md)
-a file that exists. A chapter the summary lists that is missing, a chapter not in the summary,
+Every link and image is checked while building: a link to a chapter must name a heading that
+chapter has, a link inside the page one of its own headings, and a link or image out of the book
+(../../BENCHMARKS.md, a figure in docs/examples/) a file that exists; those are linked from the
+built page by a relative path to the file itself. A chapter the summary lists that is missing, a chapter not in the summary,
 or a broken link is a failure. Prints a line per chapter like cargo's test lines and a last line
 "test result: ok. N passed; M failed"; exits 1 when anything failed, 2 when markdown-it-py is
 missing (pip install markdown-it-py).
 
-mdBook itself builds the same tree: `mdbook build docs` (its output goes to the same directory).
+`mdbook build docs` builds the same chapters where mdBook is installed (into the same directory);
+it rewrites links out of the book differently.
 """
 
 import argparse
@@ -145,9 +147,11 @@ def main():
             for t in ts:
                 if t.children:
                     walk(t.children)
-                if t.type != "link_open":
+                # Links and images alike: a picture that is not there is a broken page too.
+                attr = {"link_open": "href", "image": "src"}.get(t.type)
+                if attr is None:
                     continue
-                href = t.attrGet("href") or ""
+                href = t.attrGet(attr) or ""
                 if re.match(r"^[a-z][a-z0-9+.-]*:", href):
                     continue  # http:, https:, mailto:
                 target, _, frag = href.partition("#")
@@ -158,14 +162,14 @@ def main():
                 if target in anchors:
                     if frag and frag not in anchors[target]:
                         bad.append(f"link to {target}#{frag}: {target} has no such heading")
-                    t.attrSet("href", html_name(target, chapters) + (f"#{frag}" if frag else ""))
+                    t.attrSet(attr, html_name(target, chapters) + (f"#{frag}" if frag else ""))
                     continue
                 resolved = (src / target).resolve()
                 if not resolved.exists():
                     bad.append(f"link to {target}: no such file")
                     continue
                 # A file outside the book, linked from the built page where it lies.
-                t.attrSet("href", pathlib.Path(os.path.relpath(resolved, out)).as_posix())
+                t.attrSet(attr, pathlib.Path(os.path.relpath(resolved, out)).as_posix() + (f"#{frag}" if frag else ""))
 
         walk(tokens)
         body = md.renderer.render(tokens, md.options, env)
