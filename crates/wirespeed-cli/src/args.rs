@@ -681,9 +681,10 @@ pub struct RecvArgs {
     #[arg(long)]
     pub once: bool,
     /// With --once, after data has arrived: how long to wait in silence after an end-of-stream
-    /// message that could not be believed (a stranger's, or one the data contradicts) before
-    /// stopping without the run's own end; the report's stopped_by says "silence". Default 3s.
-    /// Raise it for a stream that pauses longer; lower it to give up on a lost end sooner.
+    /// message that could not be believed (a stranger's, or one the data contradicts), or after
+    /// PGM gave up data that may have held the end, before stopping without the run's own end;
+    /// the report's stopped_by says "silence". Default 3s. Raise it for a stream that pauses
+    /// longer; lower it to give up on a lost end sooner.
     #[arg(long, value_name = "DURATION", requires = "once", value_parser = once_quiet)]
     pub once_quiet: Option<Duration>,
     /// Print a progress line every SECS seconds (to stderr); at least 10ms.

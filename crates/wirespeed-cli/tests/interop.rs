@@ -166,9 +166,8 @@ fn spead2_receives_wirespeed_and_wirespeed_receives_spead2() {
     assert_eq!(u(&rep["streams"][0], "last_seq"), 300 * 8 - 1);
 
     // wirespeed -> spead2: the same heaps, reassembled by spead2. wirespeed sends no SPEAD stop
-    // heap, so the peer ends after ten seconds of silence after its last heap, far more than a
-    // busy host holds a reader off the CPU.
-    // spead2 stops 2 s after the last heap (wirespeed send ends without a SPEAD stop heap).
+    // heap, so the peer ends after 2 s of silence after its last heap (it has them all by then:
+    // the send below has finished), far more than a busy host holds a reader off the CPU.
     let (peer, port) = spead2_receiver(2);
     let target = format!("127.0.0.1:{port}");
     let out = run(&[
@@ -481,7 +480,8 @@ fn spead2_stop_heap_ends_the_run_and_shows_the_tail_lost() {
 }
 
 /// spead2's receiver (`spead2_peer.py recv`) on a free port, listening, ending after `quiet`
-/// seconds without a heap or at a stop heap; its last stdout line is its JSON account.
+/// seconds without a heap (counted from its first heap; before that it waits at least 30 s) or
+/// at a stop heap; its last stdout line is its JSON account.
 fn spead2_receiver(quiet: u32) -> (std::process::Child, u16) {
     let port = {
         let s = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();

@@ -32,7 +32,7 @@ fn u(v: &Value, key: &str) -> u64 {
     v[key].as_u64().unwrap_or_else(|| panic!("no count '{key}' in {v}"))
 }
 
-/// A 10 s soak at 20 Mb/s of 1080-byte datagrams, one row per 2 s, recorded into `dir`.
+/// A 5 s soak at 20 Mb/s of 1080-byte datagrams, one row per second, recorded into `dir`.
 fn soak_record(dir: &Dir) -> Value {
     let out =
         run(&["bench", "soak", "--record", dir.s(), "--rate", "20M", "--duration", "5s", "--every", "1s", "--json"]);
@@ -89,7 +89,7 @@ fn soak_through_the_recorder_verifies_its_recording() {
     assert_partitions_gone(&prefix);
 }
 
-/// The rows come from the recorder's `--interval-json` lines: one row per 2 s, each with the
+/// The rows come from the recorder's `--interval-json` lines: one row per second, each with the
 /// bytes written in it. Needs a recorder that prints its progress as JSON (record
 /// --interval-json with written_bytes and ring_high_water).
 #[test]

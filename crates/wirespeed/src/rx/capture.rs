@@ -665,14 +665,15 @@ impl<'a, S: Sink> Capture<'a, S> {
     }
 }
 
-/// A quiet spell as the stop reason says it: "3 s", "250 ms".
+/// A quiet spell as the stop reason says it: "3 s", "250 ms", "10.5 ms".
 fn quiet_words(d: Duration) -> String {
     if d.subsec_nanos() == 0 {
         format!("{} s", d.as_secs())
     } else if d.subsec_nanos() % 1_000_000 == 0 {
         format!("{} ms", d.as_millis())
     } else {
-        format!("{:.3} s", d.as_secs_f64())
+        let ms = format!("{:.6}", d.as_secs_f64() * 1e3);
+        format!("{} ms", ms.trim_end_matches('0').trim_end_matches('.'))
     }
 }
 
@@ -801,6 +802,15 @@ mod tests {
 
     fn addr(port: u16) -> Option<SocketAddr> {
         Some(SocketAddr::from(([127, 0, 0, 1], port)))
+    }
+
+    #[test]
+    fn a_quiet_spell_reads_in_its_own_unit() {
+        assert_eq!(quiet_words(Duration::from_secs(3)), "3 s");
+        assert_eq!(quiet_words(Duration::from_millis(250)), "250 ms");
+        assert_eq!(quiet_words(Duration::from_millis(1500)), "1500 ms");
+        assert_eq!(quiet_words(Duration::from_micros(10_500)), "10.5 ms");
+        assert_eq!(quiet_words(Duration::from_nanos(12_345_678)), "12.345678 ms");
     }
 
     fn end(session: u64, first: u64, last: u64) -> [u8; END_LEN] {

@@ -270,7 +270,7 @@ fn check_sizes(sizes: Vec<usize>) -> Result<Vec<usize>, Error> {
 fn check_duration(d: Duration, with_iperf3: bool) -> Result<Duration, Error> {
     if with_iperf3 && (d < Duration::from_secs(1) || d.subsec_nanos() != 0) {
         return Err(usage(format!(
-            "--duration {} is not whole seconds: give 1s or more, like 5 (iperf3's -t takes whole seconds)",
+            "--duration {} is not whole seconds: give 1s or more, like 5 (iperf3's -t takes whole seconds), or leave iperf3 out of --tools",
             args::duration_text(d)
         )));
     }

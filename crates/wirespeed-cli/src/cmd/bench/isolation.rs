@@ -18,7 +18,8 @@ pub const ISOLATION_HELP: &str = "Seed 000's first requirement, measured: a fail
     to 3 and the reader of 3 took to get their error (never a hang), and whether the stream \
     1 -> 2 went on exactly (every byte checked against the pattern, bytes read = bytes \
     written) and without a stall (its MB/s and longest gap between reads, before and after the \
-    kill). Each run uses fresh partitions, removed after. Needs root.\n\n\
+    kill). Each run uses fresh partitions, removed after. With -o DIR the table and the \
+    document are kept as isolation.txt and isolation.json. Needs root.\n\n\
     Try:  sudo wirespeed bench isolation                      (3 kills, heartbeat 100 ms x 3)\n      \
     sudo wirespeed bench isolation --repeat 5 --hb-check 1s --json\n\n\
     Exit codes: 0 done and the survivor exact, 1 runtime failure or a survivor stream not \

@@ -30,7 +30,7 @@ pub struct CompareConfig {
     pub rates: Vec<Rate>,
     /// Payload bytes per datagram, in order.
     pub sizes: Vec<usize>,
-    /// Sending time per point (whole seconds: iperf3's -t takes no fraction).
+    /// Sending time per point (whole seconds when iperf3 is a tool: its -t takes no fraction).
     pub duration: Duration,
     /// UDP GSO on wirespeed's sender (iperf3 3.12 has none).
     pub gso: bool,
