@@ -888,13 +888,7 @@ mod tests {
         let tools: Vec<Tool> = DEFAULT_TOOLS.split(',').map(|t| Tool::parse(t).unwrap()).collect();
         let cfg = LatencyConfig { pps: 10_000.0, size: 64, duration: Duration::from_millis(1500), repeat: 2, tools };
         assert_eq!(cfg.sockperf_seconds(), 2);
-        let pl = Placement {
-            kind: "loopback",
-            prefix: None,
-            send_cpus: vec![0],
-            recv_cpus: vec![1],
-            description: "loopback".into(),
-        };
+        let pl = Placement::test_loopback(&[0], &[1]);
         let run = |tool, repeat, p50: f64| Run {
             tool,
             path: "loopback",

@@ -732,16 +732,7 @@ mod tests {
         let bad = row(&c, vec![run_of(1.0, 0.99, 1.0, 1, 0)]);
         assert_eq!(bad.within_target, Some(false));
         let doc = PacingDoc {
-            head: crate::bench::DocHead {
-                schema: SCHEMA,
-                placement: Placement {
-                    kind: "loopback",
-                    prefix: None,
-                    send_cpus: vec![],
-                    recv_cpus: vec![],
-                    description: "loopback".into(),
-                },
-            },
+            head: crate::bench::DocHead { schema: SCHEMA, placement: Placement::test_loopback(&[], &[]) },
             duration_s: 1.0,
             repeat: 1,
             window_target: WINDOW_TARGET,
@@ -813,16 +804,7 @@ mod tests {
         assert_eq!(lines[1], "| 1080 | 100kpps | iperf3 | 100.000% | - | 3.00 us | 3.00 us | 1 |");
         assert!(lines[0].ends_with("| 4.50 us | 2.00 us | 1.50x |"), "{}", lines[0]);
         let doc = PacingDoc {
-            head: crate::bench::DocHead {
-                schema: SCHEMA,
-                placement: Placement {
-                    kind: "loopback",
-                    prefix: None,
-                    send_cpus: vec![],
-                    recv_cpus: vec![],
-                    description: "loopback".into(),
-                },
-            },
+            head: crate::bench::DocHead { schema: SCHEMA, placement: Placement::test_loopback(&[], &[]) },
             duration_s: 1.0,
             repeat: 1,
             window_target: WINDOW_TARGET,

@@ -335,16 +335,7 @@ mod tests {
         let short = line(&row(8192.0, 6100.0, 0, 0));
         assert!(short.contains("sender reached 74% of -r"), "{short}");
         let doc = RatesDoc {
-            head: crate::bench::DocHead {
-                schema: SCHEMA,
-                placement: Placement {
-                    kind: "loopback",
-                    prefix: None,
-                    send_cpus: vec![0],
-                    recv_cpus: vec![1],
-                    description: "loopback".into(),
-                },
-            },
+            head: crate::bench::DocHead { schema: SCHEMA, placement: Placement::test_loopback(&[0], &[1]) },
             size: 8800,
             duration_s: 1.0,
             gso: false,

@@ -72,6 +72,20 @@ pub struct Placement {
     pub description: String,
 }
 
+#[cfg(test)]
+impl Placement {
+    /// A loopback placement on these CPUs, as the unit tests' documents give it.
+    pub(crate) fn test_loopback(send_cpus: &[usize], recv_cpus: &[usize]) -> Placement {
+        Placement {
+            kind: "loopback",
+            prefix: None,
+            send_cpus: send_cpus.to_vec(),
+            recv_cpus: recv_cpus.to_vec(),
+            description: "loopback".into(),
+        }
+    }
+}
+
 /// The CPUs this process may run on (`Cpus_allowed_list`), so loopback pins inside them.
 fn allowed_cpus() -> Vec<usize> {
     std::fs::read_to_string("/proc/self/status")

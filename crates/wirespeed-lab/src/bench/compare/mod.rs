@@ -611,16 +611,7 @@ mod tests {
             prun(1, 1, peer(2e9, 8800, 28_400, 27_000, 400.0)),
         ];
         let doc = CompareDoc {
-            head: crate::bench::DocHead {
-                schema: SCHEMA,
-                placement: Placement {
-                    kind: "loopback",
-                    prefix: None,
-                    send_cpus: vec![0],
-                    recv_cpus: vec![1],
-                    description: "loopback".into(),
-                },
-            },
+            head: crate::bench::DocHead { schema: SCHEMA, placement: Placement::test_loopback(&[0], &[1]) },
             versions: Versions { wirespeed: "0".into(), iperf3: Some("iperf 3.12".into()), others: BTreeMap::new() },
             rates: vec!["1 Gb/s".into(), "2 Gb/s".into()],
             sizes: vec![8800],

@@ -208,13 +208,7 @@ fn the_document_adds_up() {
         stopped: false,
         recv_report: serde_json::Value::Null,
     };
-    let placement = Placement {
-        kind: "loopback",
-        prefix: None,
-        send_cpus: vec![0],
-        recv_cpus: vec![1],
-        description: "loopback".into(),
-    };
+    let placement = Placement::test_loopback(&[0], &[1]);
     let doc = build(&c, placement, 16384, &s, Some(streamed), false, None);
     assert_eq!(doc.intervals.len(), 2);
     assert_eq!(doc.lossy_intervals, vec![2]);
@@ -242,7 +236,7 @@ fn the_document_adds_up() {
 }
 
 fn placement() -> Placement {
-    Placement { kind: "loopback", prefix: None, send_cpus: vec![0], recv_cpus: vec![1], description: "loopback".into() }
+    Placement::test_loopback(&[0], &[1])
 }
 
 fn streamed(point: Point, recv_wall_s: f64, recv_datagrams: u64) -> Streamed {
