@@ -914,6 +914,87 @@ pub struct PlaceArgs {
     /// The receiver's scheduling (`recv --priority/--realtime/--lock-memory`), for every point.
     #[command(flatten)]
     pub prio: PriorityArgs,
+    /// Real hosts as the two ends, over ssh.
+    #[command(flatten)]
+    pub hosts: HostArgs,
+}
+
+/// Real hosts as a run's two ends, reached with the `ssh` on PATH: the same options for every
+/// command that places a sender and a receiver.
+#[derive(Args, Clone, Default)]
+pub struct HostArgs {
+    /// Run the sender on HOST, reached with ssh: [user@]host[:port] (the user's ssh config
+    /// applies, so an alias works), or `local` for this machine. Needs --rx. The far host runs
+    /// its own wirespeed (the same version), which ends when this command ends.
+    #[arg(long, value_name = "HOST", requires = "rx", value_parser = host)]
+    pub tx: Option<wirespeed_lab::testbed::hosts::Host>,
+    /// Run the receiver on HOST ([user@]host[:port], or `local`). Needs --tx. The data goes to
+    /// the address ssh reached it at, unless --data-address says otherwise.
+    #[arg(long, value_name = "HOST", requires = "tx", value_parser = host)]
+    pub rx: Vec<wirespeed_lab::testbed::hosts::Host>,
+    /// Pass `-o KEY=VALUE` to ssh (repeats; yours come first, so they win over wirespeed's
+    /// BatchMode=yes, ConnectTimeout=10 and ServerAliveInterval=10).
+    #[arg(long = "ssh-option", value_name = "KEY=VALUE", requires = "tx")]
+    pub ssh_option: Vec<String>,
+    /// Pass `-F FILE` to ssh: an ssh config file for this run (hosts, keys, jump hosts).
+    #[arg(long = "ssh-config", value_name = "FILE", requires = "tx")]
+    pub ssh_config: Option<PathBuf>,
+    /// The receiver's address on the data network, where it differs from the address ssh
+    /// reaches it at (a 100G data link beside a 1G management network).
+    #[arg(long = "data-address", value_name = "ADDR", requires = "tx")]
+    pub data_address: Option<std::net::IpAddr>,
+    /// The far hosts' wirespeed, when it is not on their PATH.
+    #[arg(long = "remote-wirespeed", value_name = "PATH", default_value = "wirespeed", requires = "tx")]
+    pub remote_wirespeed: String,
+}
+
+fn host(s: &str) -> Result<wirespeed_lab::testbed::hosts::Host, String> {
+    wirespeed_lab::testbed::hosts::Host::parse(s)
+}
+
+impl HostArgs {
+    /// The two ends greeted over ssh, when --tx and --rx were given.
+    pub fn connect(&self) -> wirespeed::Result<Option<wirespeed_lab::testbed::hosts::Hosts>> {
+        let Some(tx) = &self.tx else { return Ok(None) };
+        let rx = match self.rx.as_slice() {
+            [one] => one,
+            [] => return Err(wirespeed::Error::invalid("--tx needs --rx: name the receiver's host too")),
+            _ => {
+                return Err(wirespeed::Error::invalid(
+                    "--rx given more than once: a fleet of receivers is not built yet: give one --rx",
+                ))
+            }
+        };
+        let ssh = wirespeed_lab::testbed::hosts::Ssh {
+            options: self.ssh_option.clone(),
+            config: self.ssh_config.clone(),
+            remote_exe: self.remote_wirespeed.clone(),
+        };
+        wirespeed_lab::testbed::hosts::Hosts::connect(ssh, tx, rx, self.data_address, env!("CARGO_PKG_VERSION"))
+            .map(Some)
+    }
+
+    /// Whether the run is on hosts.
+    pub fn given(&self) -> bool {
+        self.tx.is_some()
+    }
+
+    /// The runner on the hosts when --tx/--rx were given, else `other` (refused with
+    /// `--loopback`: the two name different places).
+    pub fn runner_or(
+        &self,
+        loopback: bool,
+        stop: &'static std::sync::atomic::AtomicBool,
+        other: impl FnOnce() -> wirespeed::Result<wirespeed_lab::bench::point::Runner>,
+    ) -> wirespeed::Result<wirespeed_lab::bench::point::Runner> {
+        if loopback && self.given() {
+            return Err(usage("--loopback and --tx/--rx name different places: choose one".into()));
+        }
+        match self.connect()? {
+            Some(h) => wirespeed_lab::bench::point::Runner::hosts(h, stop),
+            None => other(),
+        }
+    }
 }
 
 impl PlaceArgs {
@@ -924,7 +1005,9 @@ impl PlaceArgs {
         &self,
         stop: &'static std::sync::atomic::AtomicBool,
     ) -> wirespeed::Result<wirespeed_lab::bench::point::Runner> {
-        let mut r = wirespeed_lab::bench::point::Runner::auto(self.loopback, stop)?;
+        let mut r = self
+            .hosts
+            .runner_or(self.loopback, stop, || wirespeed_lab::bench::point::Runner::auto(self.loopback, stop))?;
         if self.raw {
             r.raw_sender()?;
         }

@@ -153,6 +153,14 @@ enum Cmd {
     /// Manual pages generated from these definitions: print one, or write them all (--out DIR).
     #[command(long_about = man::MAN_HELP)]
     Man(man::ManArgs),
+    /// The far end of a run on hosts: run the command a controller sends as one JSON line on
+    /// standard input, and stop it when standard input ends. Run over ssh by `--tx`/`--rx`.
+    #[command(hide = true)]
+    Leash,
+    /// Say this wirespeed's version and documents as one JSON line (`wirespeed.hello/1`), for a
+    /// controller about to run experiments here over ssh.
+    #[command(hide = true)]
+    Hello,
 }
 
 /// A command line clap refused, said in one line (what is wrong, with clap's tip folded in),
@@ -206,6 +214,12 @@ fn main() -> ExitCode {
         Cmd::Doctor(a) => doctor::cmd_doctor(a),
         Cmd::Completions(a) => completions::cmd_completions(a, Cli::command()),
         Cmd::Man(a) => man::cmd_man(a, Cli::command()),
+        Cmd::Leash => wirespeed_lab::testbed::hosts::leash(std::io::stdin()),
+        Cmd::Hello => {
+            let h = wirespeed_lab::testbed::hosts::Hello::here(env!("CARGO_PKG_VERSION"));
+            println!("{}", serde_json::to_string(&h).unwrap_or_default());
+            Ok(0)
+        }
     };
     match r {
         Ok(code) => ExitCode::from(code),

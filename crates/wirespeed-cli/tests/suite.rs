@@ -17,6 +17,7 @@ mod compare;
 mod doctor;
 mod e2e;
 mod formats;
+mod hosts;
 mod install;
 mod interop;
 mod ipv6;

@@ -25,9 +25,6 @@ use wirespeed::{Error, Result};
 /// The document `demo --json` prints.
 pub const SCHEMA: &str = "wirespeed.demo/1";
 
-/// Port the receiver listens on inside its partition.
-const PARTITION_PORT: u16 = 7148;
-
 /// What the demo sends.
 #[derive(Clone, Debug)]
 pub struct DemoConfig {
@@ -54,8 +51,11 @@ pub enum Demo {
         /// The receiver's report.
         recv: Box<RecvReport>,
     },
-    /// What the two children printed: their human reports, or their JSON with `json`.
-    Partitions {
+    /// What the two children printed (on partitions or hosts): their human reports, or their
+    /// JSON with `json`.
+    Children {
+        /// "partitions" or "hosts".
+        path: &'static str,
         /// The sender's standard output.
         send: String,
         /// The receiver's standard output.
@@ -81,7 +81,7 @@ impl Demo {
     pub fn human(&self) -> String {
         match self {
             Demo::Loopback { send, recv } => format!("{}\n{}", send.human(), recv.human(8)),
-            Demo::Partitions { send, recv } => format!("{send}\n{recv}"),
+            Demo::Children { send, recv, .. } => format!("{send}\n{recv}"),
         }
     }
 
@@ -94,12 +94,12 @@ impl Demo {
                 serde_json::to_string_pretty(&DemoReport { schema: SCHEMA, path: "loopback", send, recv })
                     .map_err(encode)
             }
-            Demo::Partitions { send, recv } => {
+            Demo::Children { path, send, recv } => {
                 let parse = |b: &str| serde_json::from_str::<serde_json::Value>(b);
                 let (Ok(s), Ok(r)) = (parse(send), parse(recv)) else {
                     return Err(Error::failed("the demo's sender or receiver printed no JSON"));
                 };
-                let doc = serde_json::json!({"schema": SCHEMA, "path": "partitions", "send": s, "recv": r});
+                let doc = serde_json::json!({"schema": SCHEMA, "path": path, "send": s, "recv": r});
                 serde_json::to_string_pretty(&doc).map_err(encode)
             }
         }
@@ -160,7 +160,6 @@ pub fn loopback(
 pub fn in_partitions(cfg: &DemoConfig, say: &mut dyn FnMut(&str)) -> Result<Demo> {
     let place = Place::partitions("wsdemo", "demo")?;
     let pair = place.pair().ok_or_else(|| Error::failed("the partitions are gone"))?;
-    let dest = SocketAddr::new(place.ip(Side::Recv), PARTITION_PORT).to_string();
     if !cfg.json {
         say(&format!(
             "wirespeed demo: {} of {}-byte counter datagrams at {} from partition 1 (CPUs {:?}) to partition 2 (CPUs {:?}) over a veth link; partitions '{}' are removed at the end (--loopback skips them)",
@@ -172,6 +171,35 @@ pub fn in_partitions(cfg: &DemoConfig, say: &mut dyn FnMut(&str)) -> Result<Demo
             pair.prefix
         ));
     }
+    children(&place, cfg, None)
+}
+
+/// The demo between two hosts reached over ssh (greeted already): the sender on the first,
+/// the receiver on the second, each its host's own `wirespeed`, both ending with this process.
+pub fn on_hosts(
+    hosts: testbed::hosts::Hosts,
+    cfg: &DemoConfig,
+    stop: &'static AtomicBool,
+    say: &mut dyn FnMut(&str),
+) -> Result<Demo> {
+    let place = Place::hosts(hosts)?;
+    if !cfg.json {
+        say(&format!(
+            "wirespeed demo: {} of {}-byte counter datagrams at {}: {}",
+            units::nanos(cfg.duration.as_nanos() as f64),
+            cfg.size,
+            cfg.rate,
+            place.describe("sender", "receiver")
+        ));
+    }
+    children(&place, cfg, Some(stop))
+}
+
+/// The demo's two children on `place`: the receiver first, on a port it picks, then the sender
+/// to the address it says it listens on. `stop` (a Ctrl-C this process caught) is passed on to
+/// both: far children are in process groups of their own, out of the terminal's reach.
+fn children(place: &Place, cfg: &DemoConfig, stop: Option<&AtomicBool>) -> Result<Demo> {
+    let listen = SocketAddr::new(place.ip(Side::Recv), 0).to_string();
     let json = |mut v: Vec<String>| {
         if cfg.json {
             v.push("--json".into());
@@ -180,15 +208,19 @@ pub fn in_partitions(cfg: &DemoConfig, say: &mut dyn FnMut(&str)) -> Result<Demo
     };
     let recv_args = json(vec![
         "recv".into(),
-        dest.clone(),
+        listen,
         "--once".into(),
         "--duration".into(),
         format!("{}", cfg.duration.as_secs_f64() + 10.0),
     ]);
-    let mut recv = Proc::spawn_listener(place.command(Side::Recv, &recv_args), "the receiver")?;
-    if let Err(said) = recv.listening(None) {
-        return Err(Error::failed(format!("receiver did not start: {}", proc::first_line(&said).unwrap_or(""))));
-    }
+    let (rwho, swho) = (place.who(Side::Recv, "the receiver"), place.who(Side::Send, "the sender"));
+    let mut recv = Proc::spawn_listener(place.command(Side::Recv, &recv_args), &rwho)?;
+    let dest = match recv.listening(None) {
+        Ok(a) => a,
+        Err(said) => {
+            return Err(Error::failed(format!("{rwho} did not start: {}", proc::last_line(&said).unwrap_or(""))))
+        }
+    };
     let mut send_args = json(vec![
         "send".into(),
         dest,
@@ -202,7 +234,12 @@ pub fn in_partitions(cfg: &DemoConfig, say: &mut dyn FnMut(&str)) -> Result<Demo
     if let Some(n) = cfg.skip_every {
         send_args.extend(["--skip-every".into(), n.to_string()]);
     }
-    let sent = Proc::spawn(place.command(Side::Send, &send_args), "the sender")?.wait(Wait::new())?;
+    let send = Proc::spawn(place.command(Side::Send, &send_args), &swho)?;
+    let others = [&recv];
+    let sent = match stop {
+        Some(f) => send.wait(Wait::new().stop(f).also_stop(&others))?,
+        None => send.wait(Wait::new())?,
+    };
     let recvd = recv.wait(Wait::new())?;
     if !sent.status.success() || !recvd.status.success() {
         return Err(Error::failed(format!(
@@ -211,5 +248,6 @@ pub fn in_partitions(cfg: &DemoConfig, say: &mut dyn FnMut(&str)) -> Result<Demo
             recvd.stderr.trim()
         )));
     }
-    Ok(Demo::Partitions { send: sent.stdout, recv: recvd.stdout })
+    let path = place.kind();
+    Ok(Demo::Children { path, send: sent.stdout, recv: recvd.stdout })
 }

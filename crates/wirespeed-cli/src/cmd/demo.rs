@@ -29,6 +29,9 @@ pub struct DemoArgs {
     /// demo builds two partitions joined by a veth link, runs there, and removes them).
     #[arg(long)]
     loopback: bool,
+    /// The demo between two real hosts over ssh: --tx the sender's, --rx the receiver's.
+    #[command(flatten)]
+    hosts: args::HostArgs,
 }
 
 pub fn cmd_demo(a: DemoArgs) -> Result<u8, Error> {
@@ -50,7 +53,13 @@ pub fn cmd_demo(a: DemoArgs) -> Result<u8, Error> {
     // On partitions Ctrl-C reaches the children too (same process group); this process must
     // live on to remove the partitions, so it only notes the signal.
     let stop = sys::install_stop_handler();
-    let run = demo::run(&cfg, || counter_format(a.size, &fa), stop, &mut |line| eprintln!("{line}"))?;
+    if a.loopback && a.hosts.given() {
+        return Err(args::usage("--loopback and --tx/--rx name different places: choose one".into()));
+    }
+    let run = match a.hosts.connect()? {
+        Some(h) => demo::on_hosts(h, &cfg, stop, &mut |line| eprintln!("{line}"))?,
+        None => demo::run(&cfg, || counter_format(a.size, &fa), stop, &mut |line| eprintln!("{line}"))?,
+    };
     if a.json {
         println!("{}", run.to_json()?);
     } else {

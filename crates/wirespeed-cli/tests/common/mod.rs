@@ -2,6 +2,7 @@
 #![allow(dead_code)]
 
 pub mod parts;
+pub mod ssh;
 
 use serde_json::Value;
 use std::io::{BufRead, BufReader, Read};

@@ -30,7 +30,7 @@
 use super::point::{last_line, Placement, Runner};
 use super::stats::upper_median;
 use crate::testbed::place::Side;
-use crate::testbed::proc::{Proc, Wait};
+use crate::testbed::proc::{Placed, Proc, Wait};
 use serde::{Deserialize, Serialize};
 use std::io::ErrorKind;
 use std::process::{Command, ExitStatus, Stdio};
@@ -376,7 +376,7 @@ pub(crate) struct Server {
 }
 
 /// Start a server and wait (at most [`START_WAIT`]) for a line holding `ready` on `on`.
-pub(crate) fn start_server(cmd: Command, who: &str, on: ReadyOn, ready: &str) -> Result<Server> {
+pub(crate) fn start_server(cmd: impl Into<Placed>, who: &str, on: ReadyOn, ready: &str) -> Result<Server> {
     let (proc, lines) = Proc::spawn_watch(cmd, who, on)?;
     let t0 = Instant::now();
     let mut last = String::new();
@@ -424,7 +424,12 @@ fn children_cpu_s() -> f64 {
 /// Run a client to its end, at most `limit`; `None` when the stop flag was raised (the client
 /// is told to stop and is not a measurement). Its CPU time is what the kernel adds to this
 /// process's children's when it is reaped, so no other child may be reaped meanwhile.
-pub(crate) fn run_client(cmd: Command, who: &str, limit: Duration, stop: &AtomicBool) -> Result<Option<Ended>> {
+pub(crate) fn run_client(
+    cmd: impl Into<Placed>,
+    who: &str,
+    limit: Duration,
+    stop: &AtomicBool,
+) -> Result<Option<Ended>> {
     let cpu0 = children_cpu_s();
     let exit = Proc::spawn(cmd, who)?.wait(Wait::new().stop(stop).limit(limit + SLACK).kill_at_limit())?;
     if exit.timed_out {
@@ -580,7 +585,8 @@ fn run_wirespeed(runner: &Runner, cfg: &LatencyConfig, tool: Tool) -> Result<Opt
         lost: r.replies.lost,
         skipped: (tool == Tool::WsClosed).then_some(r.schedule.skipped),
         observations: r.rtt.count,
-        client_cpu_ns_per_msg: per_msg(e.cpu_s, r.sent),
+        // On hosts the client is far away: this process's children are only ssh.
+        client_cpu_ns_per_msg: per_msg(e.cpu_s, r.sent).filter(|_| !runner.place().is_hosts()),
         ping_cpu_ns_per_probe: Some(r.cpu_ns_per_probe),
         command,
     }))
@@ -648,7 +654,8 @@ fn run_sockperf(runner: &Runner, cfg: &LatencyConfig, tool: Tool) -> Result<Opti
         lost: r.dropped,
         skipped: None,
         observations: r.observations,
-        client_cpu_ns_per_msg: per_msg(e.cpu_s, r.sent),
+        // On hosts the client is far away: this process's children are only ssh.
+        client_cpu_ns_per_msg: per_msg(e.cpu_s, r.sent).filter(|_| !runner.place().is_hosts()),
         ping_cpu_ns_per_probe: None,
         command,
     }))

@@ -210,12 +210,23 @@ impl Runner {
         Ok(Runner { place, stop, record: None, keep: false, raw: false, priority: Priority::default() })
     }
 
+    /// Two hosts reached over ssh (greeted already), the sender on the first.
+    pub fn hosts(hosts: crate::testbed::hosts::Hosts, stop: &'static AtomicBool) -> Result<Runner> {
+        let place = Place::hosts(hosts)?;
+        Ok(Runner { place, stop, record: None, keep: false, raw: false, priority: Priority::default() })
+    }
+
     /// Make every point's receiver `wirespeed record` writing into `dir` (created if needed;
     /// each point's recording is removed after it, so a long sweep does not fill the disk, and
     /// files that were already in `dir` are left alone), so the points measure
     /// the whole path to disk: capture, RAM ring and O_DIRECT writer. Datagrams dropped at a
     /// full ring are not in the ledger (it describes what was kept), so they count as missing.
     pub fn record_to(&mut self, dir: PathBuf) -> Result<()> {
+        if self.place.is_hosts() {
+            return Err(Error::invalid(
+                "recording on a far host is not built yet: run `wirespeed record` there and `wirespeed send` here, or leave out --record",
+            ));
+        }
         std::fs::create_dir_all(&dir)
             .map_err(|e| Error::io(format!("cannot create the recording directory {}: {e}", dir.display())))?;
         wirespeed::record::check_dir(&dir)?;
@@ -226,6 +237,11 @@ impl Runner {
     /// Make wirespeed's sender send raw frames (`send --raw LINK`) on its partition's end of the
     /// link. Partitions only: on loopback the kernel drops IPv4 frames handed to `lo` raw.
     pub fn raw_sender(&mut self) -> Result<()> {
+        if self.place.is_hosts() {
+            return Err(Error::invalid(
+                "--raw runs between partitions only: on hosts, leave it out (the sender uses its UDP socket)",
+            ));
+        }
         if !self.place.is_partitions() {
             return Err(Error::invalid(
                 "--raw needs partitions (run as root, without --loopback): the raw sender sends on the partition's link",
@@ -244,7 +260,10 @@ impl Runner {
     /// Refused here, before any point, when this process could not grant it (the receiver is
     /// its child, with its privileges): the same one line the receiver would print.
     pub fn receiver_priority(&mut self, p: Priority) -> Result<()> {
-        p.check(false, 0)?;
+        // On hosts the far receiver checks its own privileges, and says so in one line.
+        if !self.place.is_hosts() {
+            p.check(false, 0)?;
+        }
         self.priority = p;
         Ok(())
     }
@@ -364,7 +383,9 @@ impl Runner {
             Some(exe) => self.place.tool_command(Side::Recv, &exe.display().to_string(), &rargs),
             None => self.place.command(Side::Recv, &rargs),
         };
-        let mut recv = Proc::spawn_listener(rcmd, "the receiver")?;
+        let rwho = self.place.who(Side::Recv, "the receiver");
+        let swho = self.place.who(Side::Send, "the sender");
+        let mut recv = Proc::spawn_listener(rcmd, &rwho)?;
         let addr: SocketAddr = match recv.listening(stream.recv_lines) {
             Ok(a) => a.parse().map_err(|_| {
                 Error::failed(format!("the receiver said it listens on '{a}', which is not an address"))
@@ -374,7 +395,7 @@ impl Runner {
                     return Ok(None);
                 }
                 let why = said.lines().last().unwrap_or("it exited without a word").trim().to_string();
-                return Err(Error::failed(format!("the receiver did not start: {why}")));
+                return Err(Error::failed(format!("{rwho} did not start: {why}")));
             }
         };
 
@@ -402,13 +423,13 @@ impl Runner {
         // Timed from spawn to exit; a stop request (a signal sent to this process alone, not to
         // the terminal's process group) is passed on to both ends.
         let t0 = Instant::now();
-        let send = Proc::spawn(self.place.command(Side::Send, &sargs), "the sender")?;
+        let send = Proc::spawn(self.place.command(Side::Send, &sargs), &swho)?;
         let others = [&recv];
         let how = Wait::new().stop(self.stop).also_stop(&others).limit(cfg.duration + RECV_SLACK).kill_at_limit();
         let sent = send.wait(how)?;
         if sent.timed_out {
             return Err(Error::failed(format!(
-                "the sender did not finish {} s after its {} s: killed",
+                "{swho} did not finish {} s after its {} s: killed",
                 RECV_SLACK.as_secs(),
                 cfg.duration.as_secs_f64()
             )));
@@ -445,10 +466,10 @@ impl Runner {
             });
         }
         if !send_status.success() {
-            return Err(Error::failed(format!("the sender failed: {}", last_line(&send_err, &send_status))));
+            return Err(Error::failed(format!("{swho} failed: {}", last_line(&send_err, &send_status))));
         }
         if !rstatus.success() {
-            return Err(Error::failed(format!("the receiver failed: {}", last_line(&rerr, &rstatus))));
+            return Err(Error::failed(format!("{rwho} failed: {}", last_line(&rerr, &rstatus))));
         }
         let s: SendDoc = parse_doc(&send_out, "wirespeed.send/1", "sender")?;
         let r: RecvDoc = self.recv_doc(&rout)?;

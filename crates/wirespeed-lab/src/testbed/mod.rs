@@ -22,6 +22,7 @@
 //! [`create`], [`activate`], [`deactivate`], [`exec`] and [`init`].
 
 pub mod heartbeat;
+pub mod hosts;
 pub mod place;
 pub mod proc;
 pub mod topology;

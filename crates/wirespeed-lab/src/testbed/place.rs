@@ -10,12 +10,13 @@
 //! dropped, or by the next run that makes a pair (or `partition init`/`status`) if this process
 //! was killed before it could.
 
+use super::proc::Placed;
 use super::{partition_addr, partition_addr6, topology, CreateOptions, Layout};
 use serde::Serialize;
 use std::collections::BTreeSet;
 use std::ffi::OsStr;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use wirespeed::error::{Error, Result};
 
@@ -54,13 +55,14 @@ pub struct Place {
 enum At {
     Loopback { cpus: [Option<usize>; 2] },
     Partitions(Pair),
+    Hosts(super::hosts::Hosts),
 }
 
 /// A place as reports show it (the `placement` object of every bench document): what a reader
 /// needs to know where the figures were taken, without the live partitions.
 #[derive(Clone, Debug, Serialize)]
 pub struct Placement {
-    /// "loopback" or "partitions".
+    /// "loopback", "partitions" or "hosts".
     pub kind: &'static str,
     /// The partitions' namespace prefix, when partitions.
     pub prefix: Option<String>,
@@ -70,6 +72,8 @@ pub struct Placement {
     pub recv_cpus: Vec<usize>,
     /// One phrase for headings.
     pub description: String,
+    /// The sender's host and the receiver's (`local` for this machine), when on hosts.
+    pub hosts: Option<[String; 2]>,
 }
 
 #[cfg(test)]
@@ -82,6 +86,7 @@ impl Placement {
             send_cpus: send_cpus.to_vec(),
             recv_cpus: recv_cpus.to_vec(),
             description: "loopback".into(),
+            hosts: None,
         }
     }
 }
@@ -138,17 +143,28 @@ impl Place {
         Ok(Place { exe: pair.exe.clone(), at: At::Partitions(pair), ipv6: false })
     }
 
-    /// Whether the two ends run in partitions (else on loopback).
+    /// The two ends on hosts reached over ssh (greeted already: see [`super::hosts::Hosts::connect`]).
+    pub fn hosts(hosts: super::hosts::Hosts) -> Result<Place> {
+        let ipv6 = hosts.data.is_ipv6();
+        Ok(Place { exe: current_exe()?, at: At::Hosts(hosts), ipv6 })
+    }
+
+    /// Whether the two ends run in partitions (else on loopback or hosts).
     pub fn is_partitions(&self) -> bool {
         matches!(self.at, At::Partitions(_))
     }
 
-    /// "partitions" or "loopback", as reports name the place.
+    /// Whether the two ends run on hosts over ssh.
+    pub fn is_hosts(&self) -> bool {
+        matches!(self.at, At::Hosts(_))
+    }
+
+    /// "loopback", "partitions" or "hosts", as reports name the place.
     pub fn kind(&self) -> &'static str {
-        if self.is_partitions() {
-            "partitions"
-        } else {
-            "loopback"
+        match self.at {
+            At::Loopback { .. } => "loopback",
+            At::Partitions(_) => "partitions",
+            At::Hosts(_) => "hosts",
         }
     }
 
@@ -156,7 +172,23 @@ impl Place {
     pub fn pair(&self) -> Option<&Pair> {
         match &self.at {
             At::Partitions(p) => Some(p),
-            At::Loopback { .. } => None,
+            _ => None,
+        }
+    }
+
+    /// The ends on hosts, when the place is hosts.
+    pub fn host_ends(&self) -> Option<&super::hosts::Hosts> {
+        match &self.at {
+            At::Hosts(h) => Some(h),
+            _ => None,
+        }
+    }
+
+    /// Who runs on `side`, for messages: "the receiver" plus " on HOST" when on a far host.
+    pub fn who(&self, side: Side, role: &str) -> String {
+        match &self.at {
+            At::Hosts(h) => format!("{role} on {}", h.ends[side.index()].name()),
+            _ => role.to_string(),
         }
     }
 
@@ -170,7 +202,7 @@ impl Place {
     pub fn pin(&self, side: Side) -> Option<usize> {
         match &self.at {
             At::Loopback { cpus } => cpus[side.index()],
-            At::Partitions(_) => None,
+            At::Partitions(_) | At::Hosts(_) => None,
         }
     }
 
@@ -180,6 +212,7 @@ impl Place {
         match &self.at {
             At::Loopback { cpus } => cpus[side.index()].into_iter().collect(),
             At::Partitions(p) => p.cpus[side.index()].iter().copied().collect(),
+            At::Hosts(_) => Vec::new(),
         }
     }
 
@@ -191,12 +224,25 @@ impl Place {
             (At::Loopback { .. }, true) => IpAddr::V6(Ipv6Addr::LOCALHOST),
             (At::Partitions(_), false) => IpAddr::V4(partition_addr(side.partition())),
             (At::Partitions(_), true) => IpAddr::V6(partition_addr6(side.partition())),
+            // Only the receiver's address is ever dialled; the sender's is where it came from.
+            (At::Hosts(h), _) => match side {
+                Side::Recv => h.data,
+                Side::Send => h.ends[0].hello.client_addr().unwrap_or(h.data),
+            },
         }
     }
 
     /// Run the traffic over IPv6 (::1, or the pair's 2001:2::1 and 2001:2::2): refused when
     /// this host has no IPv6.
     pub fn use_ipv6(&mut self) -> Result<()> {
+        if let At::Hosts(h) = &self.at {
+            if !h.data.is_ipv6() {
+                return Err(Error::invalid(format!(
+                    "--ipv6 on hosts: the receiver's data address {} is IPv4: give an IPv6 one with --data-address",
+                    h.data
+                )));
+            }
+        }
         if !std::path::Path::new("/proc/sys/net/ipv6").exists() {
             return Err(Error::invalid(
                 "--ipv6: this host has no IPv6 (/proc/sys/net/ipv6 is missing): leave --ipv6 out",
@@ -215,14 +261,15 @@ impl Place {
     /// namespace, cgroups and CPUs), or plainly on loopback (pinning is the child's own
     /// `--cpu`, see [`Place::pin`]). It dies with this process: spawn it from a thread that
     /// lives as long as it does.
-    pub fn command<S: AsRef<OsStr>>(&self, side: Side, args: &[S]) -> Command {
+    pub fn command<S: AsRef<OsStr>>(&self, side: Side, args: &[S]) -> Placed {
         match &self.at {
-            At::Partitions(p) => p.command(side.partition(), args),
+            At::Partitions(p) => p.command(side.partition(), args).into(),
+            At::Hosts(h) => far(h, side, None, args),
             At::Loopback { .. } => {
                 let mut c = Command::new(&self.exe);
                 c.args(args);
                 wirespeed::sys::die_with_parent(&mut c);
-                c
+                c.into()
             }
         }
     }
@@ -231,9 +278,14 @@ impl Place {
     /// children: in `side`'s partition through `partition exec`, or on loopback pinned with
     /// `taskset` to the CPU that side's own child would get, so a peer is measured on the same
     /// cores as wirespeed. It dies with this process, like [`Place::command`]'s.
-    pub fn tool_command<S: AsRef<OsStr>>(&self, side: Side, program: &str, args: &[S]) -> Command {
+    pub fn tool_command<S: AsRef<OsStr>>(&self, side: Side, program: &str, args: &[S]) -> Placed {
         let mut cmd = match &self.at {
-            At::Partitions(p) => return p.tool_command(side.partition(), program, args),
+            At::Partitions(p) => return p.tool_command(side.partition(), program, args).into(),
+            // This binary by its path means the far host's own wirespeed.
+            At::Hosts(h) => {
+                let me = Path::new(program) == self.exe;
+                return far(h, side, Some(program).filter(|_| !me), args);
+            }
             At::Loopback { cpus } => match cpus[side.index()] {
                 Some(c) => {
                     let mut cmd = Command::new("taskset");
@@ -248,7 +300,7 @@ impl Place {
             },
         };
         wirespeed::sys::die_with_parent(&mut cmd);
-        cmd
+        cmd.into()
     }
 
     /// A CPU hog on `side`: a shell busy loop (no system call in the loop) at nice `nice`,
@@ -283,6 +335,14 @@ impl Place {
                 topology::format_cpu_list(&p.cpus[0]),
                 topology::format_cpu_list(&p.cpus[1])
             ),
+            At::Hosts(h) => format!(
+                "hosts over ssh, {send} on {} ({} CPUs), {recv} on {} ({} CPUs) at {}",
+                h.ends[0].name(),
+                h.ends[0].hello.cpus,
+                h.ends[1].name(),
+                h.ends[1].hello.cpus,
+                h.data
+            ),
         }
     }
 
@@ -294,7 +354,21 @@ impl Place {
             send_cpus: self.cpus(Side::Send),
             recv_cpus: self.cpus(Side::Recv),
             description: self.describe("sender", "receiver"),
+            hosts: self.host_ends().map(|h| [h.ends[0].name(), h.ends[1].name()]),
         }
+    }
+}
+
+/// `program` (`None`: wirespeed) with `args` on `side` of hosts: over ssh through the far
+/// leash, or here for `local`.
+fn far<S: AsRef<OsStr>>(h: &super::hosts::Hosts, side: Side, program: Option<&str>, args: &[S]) -> Placed {
+    let args = args.iter().map(|a| a.as_ref().to_string_lossy().into_owned()).collect();
+    match h.command(side.index(), program, args) {
+        (mut c, None) => {
+            wirespeed::sys::die_with_parent(&mut c);
+            c.into()
+        }
+        (c, Some(line)) => Placed::leashed(c, line),
     }
 }
 

@@ -8,16 +8,57 @@
 //! here once, tested against real children. Place the command first with
 //! [`super::place::Place`].
 
-use std::io::{BufRead, BufReader, Read};
-use std::process::{ChildStderr, Command, ExitStatus, Stdio};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::process::{ChildStderr, ChildStdin, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc;
+use std::sync::{mpsc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 use wirespeed::{sys, Error, Result};
 
 /// How often a wait looks at the stop flag and its limits (the exit itself is seen at once).
 const STEP: Duration = Duration::from_millis(5);
+
+/// A command as [`super::place::Place`] placed it: a plain command (here or in a partition),
+/// or one that runs on a far host through its leash, whose standard input carries the leash
+/// request and is then held open as the far command's lifeline (closing it is how the far
+/// command is asked to stop: see [`super::hosts`]). Derefs to the command, to add to it.
+pub struct Placed {
+    cmd: Command,
+    leash: Option<String>,
+}
+
+impl Placed {
+    /// `cmd` that runs a far command: `request` (one line) is written to its standard input,
+    /// which then stays open until the child is asked to stop.
+    pub fn leashed(cmd: Command, request: String) -> Placed {
+        Placed { cmd, leash: Some(request) }
+    }
+
+    /// Whether the command runs on a far host through a leash.
+    pub fn is_leashed(&self) -> bool {
+        self.leash.is_some()
+    }
+}
+
+impl From<Command> for Placed {
+    fn from(cmd: Command) -> Placed {
+        Placed { cmd, leash: None }
+    }
+}
+
+impl std::ops::Deref for Placed {
+    type Target = Command;
+    fn deref(&self) -> &Command {
+        &self.cmd
+    }
+}
+
+impl std::ops::DerefMut for Placed {
+    fn deref_mut(&mut self) -> &mut Command {
+        &mut self.cmd
+    }
+}
 
 /// A running child. Dropped while it still runs, it is killed (SIGKILL) and reaped, so no error
 /// path leaves one behind; it also dies with this process (see [`sys::die_with_parent`]).
@@ -30,6 +71,9 @@ pub struct Proc {
     reaped: bool,
     stdout: Option<JoinHandle<String>>,
     stderr: Stderr,
+    /// A leashed child's standard input, held open until it is asked to stop.
+    leash: Mutex<Option<ChildStdin>>,
+    leashed: bool,
 }
 
 enum Stderr {
@@ -128,35 +172,44 @@ pub enum Stream {
 impl Proc {
     /// Start `cmd` with no input and its output collected (read from now on, so it never
     /// blocks on a full pipe). `who` names it in messages ("the sender").
-    pub fn spawn(cmd: Command, who: &str) -> Result<Proc> {
+    pub fn spawn(cmd: impl Into<Placed>, who: &str) -> Result<Proc> {
         Proc::start(cmd, who, Out::Piped)
     }
 
     /// Like [`Proc::spawn`], but its standard error is kept for [`Proc::listening`]: for a
     /// server that says where it listens before anything may be sent to it.
-    pub fn spawn_listener(cmd: Command, who: &str) -> Result<Proc> {
+    pub fn spawn_listener(cmd: impl Into<Placed>, who: &str) -> Result<Proc> {
         Proc::start(cmd, who, Out::ListenOnStderr)
     }
 
     /// Like [`Proc::spawn`], and every line of `stream` is also sent on the returned channel as
     /// it comes: for a server that says it is ready in its own words, on either stream (sockperf
     /// on stdout). Both streams are still collected whole for [`Proc::wait`].
-    pub fn spawn_watch(cmd: Command, who: &str, stream: Stream) -> Result<(Proc, mpsc::Receiver<String>)> {
+    pub fn spawn_watch(cmd: impl Into<Placed>, who: &str, stream: Stream) -> Result<(Proc, mpsc::Receiver<String>)> {
         let (tx, rx) = mpsc::channel();
         Ok((Proc::start(cmd, who, Out::Watch(stream, tx))?, rx))
     }
 
     /// Start `cmd` printing where this process prints (a child whose report is the run's).
-    pub fn spawn_inherit(cmd: Command, who: &str) -> Result<Proc> {
+    pub fn spawn_inherit(cmd: impl Into<Placed>, who: &str) -> Result<Proc> {
         Proc::start(cmd, who, Out::Inherit)
     }
 
-    fn start(mut cmd: Command, who: &str, out: Out) -> Result<Proc> {
+    fn start(cmd: impl Into<Placed>, who: &str, out: Out) -> Result<Proc> {
+        let Placed { mut cmd, leash } = cmd.into();
         sys::die_with_parent(&mut cmd);
         if !matches!(out, Out::Inherit) {
             cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
         }
+        if leash.is_some() {
+            cmd.stdin(Stdio::piped());
+        }
         let mut child = cmd.spawn().map_err(|e| Error::failed(format!("cannot start {who}: {e}")))?;
+        let mut stdin = child.stdin.take();
+        if let (Some(line), Some(i)) = (&leash, stdin.as_mut()) {
+            // One short line: it fits the pipe, so this never blocks on the far side.
+            let _ = i.write_all(line.as_bytes()).and_then(|_| i.flush());
+        }
         let (out_tee, err_tee) = match &out {
             Out::Watch(Stream::Stdout, tx) => (Some(tx.clone()), None),
             Out::Watch(Stream::Stderr, tx) => (None, Some(tx.clone())),
@@ -176,7 +229,17 @@ impl Proc {
             let st = child.wait();
             let _ = tx.send((st, Instant::now()));
         });
-        Ok(Proc { who: who.into(), pid, exited, reaper: Some(reaper), reaped: false, stdout, stderr })
+        Ok(Proc {
+            who: who.into(),
+            pid,
+            exited,
+            reaper: Some(reaper),
+            reaped: false,
+            stdout,
+            stderr,
+            leashed: leash.is_some(),
+            leash: Mutex::new(stdin.filter(|_| leash.is_some())),
+        })
     }
 
     /// The child's process id.
@@ -207,9 +270,17 @@ impl Proc {
         }
     }
 
-    /// Ask the child to stop (SIGTERM), unless it has already exited.
+    /// Ask the child to stop (SIGTERM), unless it has already exited. A leashed child (a far
+    /// command over ssh) is asked by closing its standard input: its leash passes that on as
+    /// SIGTERM, and the far command's report still comes back over the channel.
     pub fn terminate(&self) {
-        self.signal(sys::SIGTERM);
+        if self.leashed {
+            if let Ok(mut g) = self.leash.lock() {
+                g.take();
+            }
+        } else {
+            self.signal(sys::SIGTERM);
+        }
     }
 
     fn signal(&self, sig: i32) {

@@ -44,6 +44,8 @@ pub struct CaptureArgs {
     #[arg(long)]
     loopback: bool,
     #[command(flatten)]
+    hosts: args::HostArgs,
+    #[command(flatten)]
     output: OutputArgs,
 }
 
@@ -61,7 +63,7 @@ pub fn cmd_capture(a: CaptureArgs) -> Result<u8, Error> {
     let cfg = CaptureConfig { size: a.size, count, repeat: a.repeat, fixed_size: a.fixed_size, builds };
     let dir = out_dir(&a.output.out)?;
     let stop = sys::install_stop_handler();
-    let runner = Runner::auto(a.loopback, stop)?;
+    let runner = a.hosts.runner_or(a.loopback, stop, || Runner::auto(a.loopback, stop))?;
     let say = |l: &str| say_line(a.output.json, l);
     let head = capture::header(&cfg, &runner.placement());
     say(&head);

@@ -63,6 +63,9 @@ pub struct LatencyArgs {
     /// Loopback only, even as root (the same as --paths loopback).
     #[arg(long, conflicts_with = "paths")]
     loopback: bool,
+    /// Real hosts as client and server (--tx the client, --rx the server), instead of --paths.
+    #[command(flatten)]
+    hosts: args::HostArgs,
     #[command(flatten)]
     output: OutputArgs,
 }
@@ -85,6 +88,7 @@ fn parse_pps(s: &str) -> Result<f64, String> {
 enum Path {
     Loopback,
     Partition,
+    Hosts,
 }
 
 fn parse_path(s: &str) -> Result<Path, String> {
@@ -97,7 +101,11 @@ fn parse_path(s: &str) -> Result<Path, String> {
 
 pub fn cmd_latency(a: LatencyArgs) -> Result<u8, Error> {
     let tools = a.tools.0;
+    if a.hosts.given() && (a.paths.is_some() || a.loopback) {
+        return Err(args::usage("--tx/--rx is a path of its own: leave out --paths and --loopback".into()));
+    }
     let paths = match (a.paths, a.loopback) {
+        _ if a.hosts.given() => vec![Path::Hosts],
         (Some(p), _) => p.0,
         (None, true) => vec![Path::Loopback],
         (None, false) if testbed::require_net_admin("bench").is_ok() => vec![Path::Loopback, Path::Partition],
@@ -117,6 +125,7 @@ pub fn cmd_latency(a: LatencyArgs) -> Result<u8, Error> {
         let runner = match p {
             Path::Loopback => Runner::loopback(stop)?,
             Path::Partition => Runner::partitions(stop)?,
+            Path::Hosts => a.hosts.runner_or(false, stop, || Runner::partitions(stop))?,
         };
         let head = latency::header(&cfg, &latency::placement(&runner));
         say(&head);

@@ -101,6 +101,8 @@ pub struct PgmArgs {
     #[command(flatten)]
     buf: RcvbufArgs,
     #[command(flatten)]
+    hosts: args::HostArgs,
+    #[command(flatten)]
     output: OutputArgs,
 }
 
@@ -209,7 +211,7 @@ pub fn cmd_pgm(a: PgmArgs) -> Result<u8, Error> {
     };
     // Ctrl-C reaches the children too; this process lives on to report and remove partitions.
     let stop = sys::install_stop_handler();
-    let runner = Runner::partitions(stop)?;
+    let runner = a.hosts.runner_or(false, stop, || Runner::partitions(stop))?;
     let head = pgm::header(&cfg, &runner.placement());
     say(&head);
     let mut text = format!("{head}\n");

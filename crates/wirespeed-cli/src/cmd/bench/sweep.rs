@@ -114,7 +114,9 @@ pub fn cmd_sweep(a: SweepArgs) -> Result<u8, Error> {
         )));
     }
     // An earlier sweep is checked before anything is built, so a refused --resume costs nothing.
-    let kind = if !a.place.loopback && wirespeed_lab::testbed::require_net_admin("bench").is_ok() {
+    let kind = if a.place.hosts.given() {
+        "hosts"
+    } else if !a.place.loopback && wirespeed_lab::testbed::require_net_admin("bench").is_ok() {
         "partitions"
     } else {
         "loopback"

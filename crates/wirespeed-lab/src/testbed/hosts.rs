@@ -1,0 +1,628 @@
+//! Real hosts as the ends of a run, reached over OpenSSH: the third kind of
+//! [`super::place::Place`] beside loopback and partitions.
+//!
+//! wirespeed adds no control service of its own. The transport is the `ssh` on PATH, so the
+//! site's keys, host verification, agents, jump hosts, ssh config and audit logs all apply,
+//! and nothing of wirespeed's listens on any host between runs. Three rules keep a far host
+//! safe and clean:
+//!
+//! - **Nothing the user typed reaches the far shell.** ssh joins its arguments into one string
+//!   that the far login shell parses. The only words on that line are the far program's path
+//!   and the fixed word `leash`, each quoted POSIX-style ([`quote`]). The far command's
+//!   arguments go as one JSON line on the channel's standard input ([`LeashRequest`]) and are
+//!   handed to `execve` as they are, so no value (a path, a format spec, an address) is ever
+//!   read by a shell.
+//! - **A leash.** `wirespeed leash` ([`leash`]) runs the far command with the channel as its
+//!   lifeline. When its standard input reaches end of file (the controller closed it to stop
+//!   the run, or died, or the connection dropped), the command gets SIGTERM, so it still
+//!   reports, and SIGKILL 10 s later. Nothing outlives the experiment.
+//! - **Both ends speak the same documents.** Before anything runs, `wirespeed hello` on each
+//!   host gives its version and the document schemas it writes ([`Hello`]). A mismatch is
+//!   refused in one line that names both versions.
+
+use serde::{Deserialize, Serialize};
+use std::io::{BufRead, BufReader, Read};
+use std::net::IpAddr;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+use wirespeed::{sys, Error, Result};
+
+/// The id of the document `wirespeed hello` prints.
+pub const HELLO_SCHEMA: &str = "wirespeed.hello/1";
+
+/// Every document id this build writes: the far side's list must be the same, or the
+/// controller could misread what comes back. `tests/schemas.rs` checks that this list matches
+/// the schema files in `schemas/`.
+pub const SCHEMAS: &[&str] = &[
+    "wirespeed.bench.capture/1",
+    "wirespeed.bench.compare/1",
+    "wirespeed.bench.compare-search/1",
+    "wirespeed.bench.doctor/1",
+    "wirespeed.bench.formats/1",
+    "wirespeed.bench.latency/2",
+    "wirespeed.bench.max/1",
+    "wirespeed.bench.pacing/1",
+    "wirespeed.bench.pgm/1",
+    "wirespeed.bench.priority/1",
+    "wirespeed.bench.rates/1",
+    "wirespeed.bench.ring/2",
+    "wirespeed.bench.soak/1",
+    "wirespeed.bench.sweep/1",
+    "wirespeed.bench.taps/1",
+    "wirespeed.bench.ttcp/1",
+    "wirespeed.bench.writer/1",
+    "wirespeed.bench.xpc/1",
+    "wirespeed.demo/1",
+    "wirespeed.disk-test/1",
+    "wirespeed.doctor/1",
+    "wirespeed.hello/1",
+    "wirespeed.isolation/1",
+    "wirespeed.latency/1",
+    "wirespeed.linerate/1",
+    "wirespeed.partition/1",
+    "wirespeed.partition-plan/1",
+    "wirespeed.partition-status/1",
+    "wirespeed.partition-view/1",
+    "wirespeed.ping/1",
+    "wirespeed.probe/1",
+    "wirespeed.record/1",
+    "wirespeed.record.interval/1",
+    "wirespeed.recording/1",
+    "wirespeed.recording/2",
+    "wirespeed.recv/1",
+    "wirespeed.recv.interval/1",
+    "wirespeed.reflect/1",
+    "wirespeed.reflect.pgm/1",
+    "wirespeed.send/1",
+    "wirespeed.share/1",
+    "wirespeed.tap/1",
+    "wirespeed.tap.interval/1",
+    "wirespeed.ttcp/1",
+    "wirespeed.ttcp.raw/1",
+    "wirespeed.verify/2",
+];
+
+/// How long the far command has to end after its SIGTERM before it is killed.
+const LEASH_GRACE: Duration = Duration::from_secs(10);
+
+/// The longest request line the leash reads: far more than any command line needs.
+const MAX_REQUEST: u64 = 1 << 20;
+
+/// Quote `word` for a POSIX shell: inside single quotes every character stands for itself, and
+/// a single quote is written `'\''` (close, an escaped quote, reopen). Every word is quoted,
+/// even one that looks safe, so no rule about which characters are special can be wrong.
+pub fn quote(word: &str) -> String {
+    let mut s = String::with_capacity(word.len() + 2);
+    s.push('\'');
+    for c in word.chars() {
+        if c == '\'' {
+            s.push_str("'\\''");
+        } else {
+            s.push(c);
+        }
+    }
+    s.push('\'');
+    s
+}
+
+/// One end of a run on hosts, as `--tx`/`--rx` name it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Host {
+    /// The machine this command runs on (`local`).
+    Local,
+    /// A host reached with ssh: `dest` is what ssh is given (`[user@]host`, possibly an alias
+    /// of the user's ssh config), `port` its `-p`.
+    Ssh {
+        /// `[user@]host` (IPv6 literals without their brackets).
+        dest: String,
+        /// The port, when given (`host:2222`, `[2001:2::1]:2222`).
+        port: Option<u16>,
+    },
+}
+
+impl Host {
+    /// Read `[user@]host[:port]`, `[user@][v6addr]:port`, a bare IPv6 address, or `local`.
+    pub fn parse(s: &str) -> std::result::Result<Host, String> {
+        if s == "local" {
+            return Ok(Host::Local);
+        }
+        let bad = |why: &str| format!("'{s}' is not a host: {why} (give [user@]host[:port], or local)");
+        if s.is_empty() {
+            return Err(bad("it is empty"));
+        }
+        if s.starts_with('-') {
+            return Err(bad("it starts with '-', which ssh would read as an option"));
+        }
+        if let Some(c) = s.chars().find(|c| c.is_whitespace() || c.is_control()) {
+            return Err(bad(&format!("it holds {c:?}")));
+        }
+        let (user, rest) = match s.rsplit_once('@') {
+            Some((u, r)) if !u.is_empty() => (Some(u), r),
+            Some(_) => return Err(bad("the user before '@' is empty")),
+            None => (None, s),
+        };
+        let (host, port) = if let Some(inner) = rest.strip_prefix('[') {
+            let (h, after) = inner.split_once(']').ok_or_else(|| bad("'[' without ']'"))?;
+            match after {
+                "" => (h, None),
+                p => (h, Some(p.strip_prefix(':').ok_or_else(|| bad("text after ']' is not ':PORT'"))?)),
+            }
+        } else if rest.matches(':').count() == 1 {
+            let (h, p) = rest.split_once(':').unwrap_or((rest, ""));
+            (h, Some(p))
+        } else {
+            (rest, None)
+        };
+        if host.is_empty() {
+            return Err(bad("the host name is empty"));
+        }
+        let port = match port {
+            None => None,
+            Some(p) => Some(p.parse::<u16>().ok().filter(|p| *p > 0).ok_or_else(|| bad("the port is not 1..65535"))?),
+        };
+        let dest = match user {
+            Some(u) => format!("{u}@{host}"),
+            None => host.to_string(),
+        };
+        Ok(Host::Ssh { dest, port })
+    }
+
+    /// The host as messages and reports name it (`lab2`, `me@lab2:2222`, `local`).
+    pub fn name(&self) -> String {
+        match self {
+            Host::Local => "local".into(),
+            Host::Ssh { dest, port: None } => dest.clone(),
+            Host::Ssh { dest, port: Some(p) } => match dest.rsplit_once('@') {
+                Some((u, h)) if h.contains(':') => format!("{u}@[{h}]:{p}"),
+                None if dest.contains(':') => format!("[{dest}]:{p}"),
+                _ => format!("{dest}:{p}"),
+            },
+        }
+    }
+}
+
+/// How ssh is run: the user's own options and config file, and the far program's path.
+#[derive(Clone, Debug, Default)]
+pub struct Ssh {
+    /// `--ssh-option KEY=VALUE`, each passed as `-o KEY=VALUE` before wirespeed's own (ssh takes
+    /// the first value it is given for an option, so the user's win).
+    pub options: Vec<String>,
+    /// `--ssh-config FILE`, passed as `-F FILE`.
+    pub config: Option<PathBuf>,
+    /// The far wirespeed: `wirespeed` (found on the far PATH) or `--remote-wirespeed PATH`.
+    pub remote_exe: String,
+}
+
+impl Ssh {
+    /// Check the options before anything runs: each `--ssh-option` is one `KEY=VALUE`.
+    pub fn check(&self) -> Result<()> {
+        for o in &self.options {
+            let ok =
+                o.split_once('=').is_some_and(|(k, _)| !k.is_empty() && k.chars().all(|c| c.is_ascii_alphanumeric()));
+            if !ok {
+                return Err(Error::invalid(format!(
+                    "--ssh-option '{o}' is not KEY=VALUE (e.g. --ssh-option ConnectTimeout=5, --ssh-option IdentityFile=~/.ssh/lab)"
+                )));
+            }
+        }
+        if let Some(f) = &self.config {
+            if !f.is_file() {
+                return Err(Error::invalid(format!("--ssh-config {}: no such file", f.display())));
+            }
+        }
+        if self.remote_exe.is_empty() {
+            return Err(Error::invalid("--remote-wirespeed is empty: give the far wirespeed's path"));
+        }
+        Ok(())
+    }
+
+    /// `ssh ... DEST 'EXE' 'WORD'`: the far wirespeed run with one fixed word (`leash`,
+    /// `hello`), in its own process group so a Ctrl-C at the terminal reaches only this
+    /// process, which stops the far side through the leash (and keeps its report).
+    fn command(&self, host: &Host, word: &str) -> Command {
+        let Host::Ssh { dest, port } = host else { unreachable!("ssh is only run for a far host") };
+        let mut c = Command::new("ssh");
+        for o in &self.options {
+            c.arg("-o").arg(o);
+        }
+        if let Some(f) = &self.config {
+            c.arg("-F").arg(f);
+        }
+        // No prompt can be answered in the middle of a run; no terminal, no X11, no agent
+        // forwarding; a dead connection is noticed within 30 s.
+        c.args(["-o", "BatchMode=yes", "-o", "ConnectTimeout=10", "-o", "ServerAliveInterval=10"]);
+        c.args(["-T", "-x", "-a"]);
+        if let Some(p) = port {
+            c.args(["-p", &p.to_string()]);
+        }
+        c.arg("--").arg(dest).arg(format!("{} {}", quote(&self.remote_exe), quote(word)));
+        std::os::unix::process::CommandExt::process_group(&mut c, 0);
+        c
+    }
+}
+
+/// What the far leash is asked to run: one JSON line on its standard input.
+#[derive(Serialize, Deserialize, Debug, PartialEq)]
+pub struct LeashRequest {
+    /// The program, found on the far PATH; `None` for the far wirespeed itself.
+    pub program: Option<String>,
+    /// Its arguments, passed to `execve` as they are.
+    pub args: Vec<String>,
+}
+
+/// `wirespeed hello`'s document: what a controller checks before it runs anything there.
+#[derive(Serialize, Deserialize, Debug, Clone)]
+pub struct Hello {
+    /// Always [`HELLO_SCHEMA`].
+    pub schema: String,
+    /// The far wirespeed's version.
+    pub version: String,
+    /// The document ids it writes ([`SCHEMAS`]).
+    pub schemas: Vec<String>,
+    /// The host's name (`uname -n`).
+    pub hostname: String,
+    /// `$SSH_CONNECTION` as sshd set it ("client port server port"): the addresses the
+    /// controller and the host see each other at. `None` when not run over ssh.
+    pub ssh_connection: Option<String>,
+    /// Online CPUs.
+    pub cpus: usize,
+    /// Whether it runs with CAP_NET_ADMIN (partitions, namespaces' counters, some sockets).
+    pub net_admin: bool,
+}
+
+impl Hello {
+    /// This host's hello, for `version` (the command's own).
+    pub fn here(version: &str) -> Hello {
+        let net_admin = super::require_net_admin("hello").is_ok();
+        Hello {
+            schema: HELLO_SCHEMA.into(),
+            version: version.into(),
+            schemas: SCHEMAS.iter().map(|s| s.to_string()).collect(),
+            hostname: std::fs::read_to_string("/proc/sys/kernel/hostname")
+                .map(|s| s.trim().to_string())
+                .unwrap_or_default(),
+            ssh_connection: std::env::var("SSH_CONNECTION").ok(),
+            cpus: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
+            net_admin,
+        }
+    }
+
+    /// The address the host was reached at (the server part of `$SSH_CONNECTION`).
+    pub fn server_addr(&self) -> Option<IpAddr> {
+        self.ssh_connection.as_deref()?.split_whitespace().nth(2)?.parse().ok()
+    }
+
+    /// The address the controller came from as the host saw it.
+    pub fn client_addr(&self) -> Option<IpAddr> {
+        self.ssh_connection.as_deref()?.split_whitespace().next()?.parse().ok()
+    }
+}
+
+/// Run `cmd`, giving it `input` on standard input, for at most `limit`: (exit code, stdout,
+/// stderr). `None` for the code when it was killed at the limit.
+fn run_for(mut cmd: Command, input: &str, limit: Duration) -> std::io::Result<(Option<i32>, String, String)> {
+    cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    sys::die_with_parent(&mut cmd);
+    let mut child = cmd.spawn()?;
+    if let Some(mut i) = child.stdin.take() {
+        let _ = std::io::Write::write_all(&mut i, input.as_bytes());
+    }
+    let out = child.stdout.take();
+    let err = child.stderr.take();
+    let read = |r: Option<Box<dyn Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut s = String::new();
+            if let Some(mut r) = r {
+                let _ = r.read_to_string(&mut s);
+            }
+            s
+        })
+    };
+    let (o, e) = (read(out.map(|r| Box::new(r) as Box<dyn Read + Send>)), read(err.map(|r| Box::new(r) as _)));
+    let t = Instant::now();
+    let code = loop {
+        if let Some(st) = child.try_wait()? {
+            break st.code();
+        }
+        if t.elapsed() >= limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    Ok((code, o.join().unwrap_or_default(), e.join().unwrap_or_default()))
+}
+
+/// Why ssh (exit 255) or the far shell failed to run the far wirespeed, as one line naming the
+/// host and the fix; `said` is everything they printed on stderr.
+pub fn ssh_failure(host: &str, code: Option<i32>, said: &str, exe: &str) -> Error {
+    let last = said.lines().map(str::trim).filter(|l| !l.is_empty()).last().unwrap_or("").to_string();
+    let has = |n: &str| said.contains(n);
+    match code {
+        None => Error::failed(format!(
+            "{host}: ssh did not answer within its time: check that the host is up and reachable (ssh {host} true)"
+        )),
+        Some(255) if has("Host key verification failed") || has("host key is known") => Error::failed(format!(
+            "{host}: its host key is not in known_hosts (or has changed): check the key and add it (ssh {host} true, once, by hand; or ssh-keyscan), then run again"
+        )),
+        Some(255) if has("Permission denied") => Error::permission(format!(
+            "{host}: refused the login ({last}): add your public key to its authorized_keys, or name the key with --ssh-option IdentityFile=PATH"
+        )),
+        Some(255) if has("Could not resolve hostname") => {
+            Error::failed(format!("{host}: the name does not resolve ({last}): check the host name or give its address"))
+        }
+        Some(255) if has("Connection refused") || has("No route to host") || has("timed out") || has("unreachable") => {
+            Error::failed(format!(
+                "{host}: cannot connect ({last}): check the address and port, and that sshd runs there"
+            ))
+        }
+        Some(255) => Error::failed(format!("{host}: ssh failed: {}", if last.is_empty() { "no reason given" } else { &last })),
+        Some(126) | Some(127) => Error::failed(format!(
+            "{host}: cannot run '{exe}' there ({last}): install wirespeed on {host}, or give its path with --remote-wirespeed PATH"
+        )),
+        Some(c) => Error::failed(format!(
+            "{host}: '{exe} hello' failed (exit {c}{}): the far wirespeed is older than this one or broken: install this version (the same as here) there",
+            if last.is_empty() { String::new() } else { format!(": {last}") }
+        )),
+    }
+}
+
+/// One end of a run on hosts: where it is, and what its hello said.
+#[derive(Clone, Debug)]
+pub struct End {
+    /// The host.
+    pub host: Host,
+    /// Its hello (this machine's own for `local`).
+    pub hello: Hello,
+}
+
+impl End {
+    /// The host's name for messages and reports.
+    pub fn name(&self) -> String {
+        self.host.name()
+    }
+}
+
+/// Greet `host` with `wirespeed hello` over ssh (or here, for `local`) and check it speaks the
+/// same documents as `version` (this build's).
+pub fn greet(ssh: &Ssh, host: &Host, version: &str) -> Result<End> {
+    let hello = match host {
+        Host::Local => Hello::here(version),
+        Host::Ssh { .. } => {
+            let name = host.name();
+            let (code, out, err) = run_for(ssh.command(host, "hello"), "", Duration::from_secs(30))
+                .map_err(|e| Error::failed(format!("{name}: cannot run ssh: {e} (install OpenSSH's client)")))?;
+            if code != Some(0) {
+                return Err(ssh_failure(&name, code, &err, &ssh.remote_exe));
+            }
+            let hello: Hello = serde_json::from_str(out.trim()).map_err(|_| {
+                Error::failed(format!(
+                    "{name}: '{} hello' printed no hello document: the far wirespeed is older than this one: install version {version} there",
+                    ssh.remote_exe
+                ))
+            })?;
+            hello
+        }
+    };
+    if hello.schema != HELLO_SCHEMA || hello.version != version || hello.schemas != SCHEMAS {
+        let theirs: Vec<&str> = hello.schemas.iter().map(String::as_str).filter(|s| !SCHEMAS.contains(s)).collect();
+        let ours: Vec<&str> = SCHEMAS.iter().copied().filter(|s| !hello.schemas.iter().any(|h| h == s)).collect();
+        let diff = if theirs.is_empty() && ours.is_empty() {
+            String::new()
+        } else {
+            format!(" (documents only there: {}; only here: {})", list_or_none(&theirs), list_or_none(&ours))
+        };
+        return Err(Error::failed(format!(
+            "{}: runs wirespeed {} and this is wirespeed {version}{diff}: install the same version on both",
+            host.name(),
+            hello.version
+        )));
+    }
+    Ok(End { host: host.clone(), hello })
+}
+
+fn list_or_none(v: &[&str]) -> String {
+    if v.is_empty() {
+        "none".into()
+    } else {
+        v.join(", ")
+    }
+}
+
+/// The ends of a run on hosts: the sender's and the receiver's, greeted, with the address the
+/// data goes to.
+#[derive(Clone, Debug)]
+pub struct Hosts {
+    /// How ssh is run.
+    pub ssh: Ssh,
+    /// The sending end and the receiving end.
+    pub ends: [End; 2],
+    /// The receiver's data address: `--data-address`, else the address ssh reached it at (or,
+    /// when it is `local`, the address the sender's host saw this machine at).
+    pub data: IpAddr,
+}
+
+impl Hosts {
+    /// Greet `tx` and `rx` (at the same time) and settle the data address.
+    pub fn connect(ssh: Ssh, tx: &Host, rx: &Host, data: Option<IpAddr>, version: &str) -> Result<Hosts> {
+        ssh.check()?;
+        let (t, r) = std::thread::scope(|sc| {
+            let t = sc.spawn(|| greet(&ssh, tx, version));
+            let r = greet(&ssh, rx, version);
+            (t.join().unwrap_or_else(|_| Err(Error::failed("greeting the sender's host failed"))), r)
+        });
+        let (t, r) = (t?, r?);
+        let data = match data {
+            Some(a) => a,
+            None => match (&r.host, &t.host) {
+                (Host::Ssh { .. }, _) => r.hello.server_addr().ok_or_else(|| no_data_address(&r))?,
+                (Host::Local, Host::Ssh { .. }) => t.hello.client_addr().ok_or_else(|| no_data_address(&r))?,
+                (Host::Local, Host::Local) => IpAddr::V4(std::net::Ipv4Addr::LOCALHOST),
+            },
+        };
+        Ok(Hosts { ssh, ends: [t, r], data })
+    }
+
+    /// The command that runs `program` (`None`: wirespeed itself) with `args` on end `i` (0 the
+    /// sender, 1 the receiver), and the leash request to write on its standard input (`None`
+    /// for `local`, run here directly).
+    pub fn command(&self, i: usize, program: Option<&str>, args: Vec<String>) -> (Command, Option<String>) {
+        let end = &self.ends[i];
+        match &end.host {
+            Host::Local => {
+                let mut c = match program {
+                    Some(p) => Command::new(p),
+                    None => Command::new(std::env::current_exe().unwrap_or_else(|_| "wirespeed".into())),
+                };
+                c.args(args);
+                (c, None)
+            }
+            h => {
+                let req = LeashRequest { program: program.map(str::to_string), args };
+                let line = serde_json::to_string(&req).unwrap_or_default() + "\n";
+                (self.ssh.command(h, "leash"), Some(line))
+            }
+        }
+    }
+}
+
+fn no_data_address(end: &End) -> Error {
+    Error::invalid(format!(
+        "cannot tell which address the data should go to on {}: give it with --data-address ADDR",
+        end.name()
+    ))
+}
+
+/// `wirespeed leash`: read one [`LeashRequest`] line from `input`, run it with no input and this
+/// process's outputs, and stop it (SIGTERM, then SIGKILL after 10 s) when `input` reaches end
+/// of file. Returns the command's exit code (128 + the signal when a signal ended it).
+pub fn leash<R: Read + Send + 'static>(input: R) -> Result<u8> {
+    let mut r = BufReader::new(input);
+    let mut line = String::new();
+    (&mut r)
+        .take(MAX_REQUEST)
+        .read_line(&mut line)
+        .map_err(|e| Error::io(format!("leash: cannot read the request: {e}")))?;
+    let req: LeashRequest = serde_json::from_str(line.trim()).map_err(|e| {
+        Error::invalid(format!("leash: the request is not one JSON line {{\"program\", \"args\"}} ({e}): `leash` is run by a controller over ssh, not by hand"))
+    })?;
+    let (mut cmd, name) = match &req.program {
+        None => (
+            Command::new(
+                std::env::current_exe().map_err(|e| Error::failed(format!("leash: cannot find this program: {e}")))?,
+            ),
+            "wirespeed".to_string(),
+        ),
+        Some(p) => (Command::new(p), p.clone()),
+    };
+    cmd.args(&req.args).stdin(Stdio::null());
+    sys::die_with_parent(&mut cmd);
+    let mut child = cmd.spawn().map_err(|e| {
+        let host = Hello::here("").hostname;
+        Error::failed(format!("cannot start {name} on {host}: {e} (install it there)"))
+    })?;
+    let pid = child.id();
+    let (tx, eof) = mpsc::channel();
+    std::thread::spawn(move || {
+        let mut sink = [0u8; 512];
+        while matches!(r.read(&mut sink), Ok(n) if n > 0) {}
+        let _ = tx.send(());
+    });
+    let mut termed: Option<Instant> = None;
+    let status = loop {
+        if let Some(st) = child.try_wait().map_err(|e| Error::failed(format!("leash: cannot wait for {name}: {e}")))? {
+            break st;
+        }
+        match termed {
+            None if eof.try_recv().is_ok() => {
+                let _ = sys::send_signal(pid, sys::SIGTERM);
+                termed = Some(Instant::now());
+            }
+            Some(at) if at.elapsed() >= LEASH_GRACE => {
+                let _ = child.kill();
+            }
+            _ => {}
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    use std::os::unix::process::ExitStatusExt;
+    Ok(match (status.code(), status.signal()) {
+        (Some(c), _) => c as u8,
+        (None, Some(s)) => (128 + s) as u8,
+        _ => 1,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quoting_keeps_every_character_literal() {
+        assert_eq!(quote("wirespeed"), "'wirespeed'");
+        assert_eq!(quote(""), "''");
+        assert_eq!(quote("it's"), "'it'\\''s'");
+        // A POSIX shell reads each quoted word back as exactly the word.
+        for w in ["$(touch /tmp/x)", "a;b", "`id`", "'\"'", "a b\nc", "\\", "*", "~", "$HOME", "!x"] {
+            let out = Command::new("sh").arg("-c").arg(format!("printf %s {}", quote(w))).output().expect("sh");
+            assert_eq!(String::from_utf8_lossy(&out.stdout), w);
+        }
+    }
+
+    #[test]
+    fn hosts_are_read_with_users_ports_and_ipv6() {
+        let ssh = |d: &str, p: Option<u16>| Host::Ssh { dest: d.into(), port: p };
+        assert_eq!(Host::parse("local"), Ok(Host::Local));
+        assert_eq!(Host::parse("lab2"), Ok(ssh("lab2", None)));
+        assert_eq!(Host::parse("me@lab2:2222"), Ok(ssh("me@lab2", Some(2222))));
+        assert_eq!(Host::parse("2001:2::2"), Ok(ssh("2001:2::2", None)));
+        assert_eq!(Host::parse("root@[2001:2::2]:22"), Ok(ssh("root@2001:2::2", Some(22))));
+        assert_eq!(Host::parse("root@[2001:2::2]:22").map(|h| h.name()), Ok("root@[2001:2::2]:22".into()));
+        assert_eq!(Host::parse("me@lab2:2222").map(|h| h.name()), Ok("me@lab2:2222".into()));
+        for bad in ["", "-oProxyCommand=x", "a b", "lab:0", "lab:99999", "lab:x", "@lab", "[::1", "[::1]x", ":22"] {
+            let e = Host::parse(bad).unwrap_err();
+            assert!(e.contains("is not a host"), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn ssh_failures_name_the_host_and_the_fix() {
+        let f = |code, said: &str| ssh_failure("lab2", code, said, "wirespeed").to_string();
+        assert!(f(Some(255), "No ED25519 host key is known for lab2\nHost key verification failed.\n")
+            .contains("known_hosts"));
+        assert!(f(Some(255), "root@lab2: Permission denied (publickey).").contains("authorized_keys"));
+        assert!(f(Some(255), "ssh: connect to host lab2 port 22: Connection refused").contains("sshd runs there"));
+        assert!(f(Some(255), "ssh: Could not resolve hostname lab2: Name").contains("does not resolve"));
+        assert!(f(Some(127), "sh: 1: wirespeed: not found").contains("--remote-wirespeed"));
+        assert!(f(Some(2), "error: unrecognized subcommand 'hello'").contains("older than this one"));
+        assert!(f(None, "").contains("did not answer"));
+        for c in [Some(255), Some(127), Some(2), None] {
+            assert!(f(c, "x").starts_with("lab2: "), "{}", f(c, "x"));
+        }
+    }
+
+    #[test]
+    fn the_leash_stops_its_command_at_end_of_input() {
+        // A command that reports on SIGTERM: the leash passes the end of its input on as one.
+        let req = LeashRequest {
+            program: Some("sh".into()),
+            args: vec!["-c".into(), "trap 'exit 7' TERM; while :; do sleep 0.01; done".into()],
+        };
+        let line = serde_json::to_string(&req).expect("json") + "\n";
+        let (rd, mut wr) = std::os::unix::net::UnixStream::pair().expect("pair");
+        std::io::Write::write_all(&mut wr, line.as_bytes()).expect("write");
+        let h = std::thread::spawn(move || leash(rd));
+        std::thread::sleep(Duration::from_millis(100));
+        drop(wr);
+        assert_eq!(h.join().expect("join").expect("leash"), 7);
+    }
+
+    #[test]
+    fn a_leash_request_that_is_not_json_is_refused() {
+        let e = leash(&b"rm -rf /\n"[..]).unwrap_err().to_string();
+        assert!(e.contains("not one JSON line"), "{e}");
+    }
+}
