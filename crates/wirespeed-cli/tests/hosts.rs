@@ -139,3 +139,248 @@ fn sweep_and_max_across_two_ssh_hosts_count_a_far_drop_rule_exactly() {
     );
     lab.assert_nothing_left();
 }
+
+/// Start the controller with `args`, and once a line of its standard output satisfies `ready`,
+/// send it `signal`; returns its exit code and what it printed.
+fn signal_when(
+    lab: &SshLab,
+    args: &[&str],
+    ready: impl Fn(&str) -> bool,
+    signal: &str,
+) -> (Option<i32>, String, String) {
+    use std::io::{BufRead, BufReader, Read};
+    use std::process::Stdio;
+    let mut child =
+        lab.command(args).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("start");
+    let mut err = child.stderr.take().expect("stderr");
+    let err = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = err.read_to_string(&mut s);
+        s
+    });
+    let mut out = String::new();
+    let mut signalled = false;
+    for line in BufReader::new(child.stdout.take().expect("stdout")).lines() {
+        let Ok(line) = line else { break };
+        out.push_str(&line);
+        out.push('\n');
+        if !signalled && ready(&line) {
+            // `partition exec` execs `ip netns exec`, which execs wirespeed: the child is the controller.
+            let st = std::process::Command::new("kill").args([signal, &child.id().to_string()]).status().expect("kill");
+            assert!(st.success());
+            signalled = true;
+        }
+    }
+    let code = child.wait().expect("wait").code();
+    assert!(signalled, "{args:?} ended before the line to stop it at:\n{out}");
+    (code, out, err.join().unwrap_or_default())
+}
+
+#[test]
+#[ignore = "needs root"]
+fn a_controller_stopped_keeps_its_rows_and_one_killed_leaves_nothing_on_the_hosts() {
+    let _turn = traffic();
+    let lab = SshLab::new("hlsh", 2);
+    let (h1, h2) = (lab.host(1), lab.host(2));
+    // Stopped after its first row: the far ends are told through their leashes, report, and
+    // the row measured is kept.
+    let dir = TempDir::new("hosts-stop");
+    let (code, out, err) = signal_when(
+        &lab,
+        &[
+            "bench",
+            "sweep",
+            "--tx",
+            &h1,
+            "--rx",
+            &h2,
+            "--rates",
+            "50M,60M,70M",
+            "--sizes",
+            "8800",
+            "--duration",
+            "1",
+            "-o",
+            dir.path(),
+        ],
+        |l| l.contains("[  1/3]"),
+        "-TERM",
+    );
+    assert_ne!(code, Some(0), "{out}\n{err}");
+    assert!(!err.contains("panicked"), "{err}");
+    let doc = json(&std::fs::read_to_string(dir.0.join("results.json")).expect("results.json"));
+    let rows = doc["rows"].as_array().expect("rows");
+    assert!(!rows.is_empty() && rows.len() < 3, "{doc}");
+    assert_eq!(rows[0]["end_of_stream"], true, "{doc}");
+    lab.assert_nothing_left();
+
+    // Killed outright in the middle of a long probe: the connections drop, the leashes see the
+    // end of their input, and the far sender and receiver go.
+    let mut child = lab
+        .command(&["bench", "max", "--tx", &h1, "--rx", &h2, "--duration", "30s", "--repeat", "1", "--hi", "100M"])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("start");
+    let t = std::time::Instant::now();
+    while !lab.leftovers().iter().any(|l| l.contains(" send ")) {
+        assert!(t.elapsed() < Duration::from_secs(30), "the far sender never started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.kill().expect("SIGKILL the controller");
+    let _ = child.wait();
+    lab.assert_nothing_left();
+}
+
+/// The controller fails with `code` and one line on stderr holding every one of `needles`.
+fn fails(lab: &SshLab, args: &[&str], code: i32, needles: &[&str]) {
+    let out = lab.run_bare(args);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(code), "{args:?}: {err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: one line expected:\n{err}");
+    for n in needles {
+        assert!(err.contains(n), "{args:?}: expected '{n}' in: {err}");
+    }
+    assert!(!err.contains("panicked"), "{err}");
+}
+
+#[test]
+#[ignore = "needs root"]
+fn every_way_ssh_fails_is_one_line_naming_the_host_and_nothing_reaches_a_far_shell() {
+    let lab = SshLab::new("herr", 1);
+    let (h1, cfg, exe) = (lab.host(1), lab.file("ssh.conf"), bin());
+    let d = lab.dir.0.clone();
+    // A client key the host does not know; a known_hosts without the host.
+    std::fs::write(d.join("empty_known_hosts"), "").expect("write");
+    let conf = std::fs::read_to_string(&cfg).expect("config");
+    std::fs::write(d.join("stranger.conf"), conf.replace("client_key", "stranger_key")).expect("write");
+    std::fs::write(d.join("unknown.conf"), conf.replace("/known_hosts", "/empty_known_hosts")).expect("write");
+    // Old builds: one without `hello`, one that says another version.
+    let script = |name: &str, body: &str| {
+        let p = d.join(name);
+        std::fs::write(&p, format!("#!/bin/sh\n{body}\n")).expect("script");
+        std::process::Command::new("chmod").arg("755").arg(&p).status().expect("chmod");
+        p.display().to_string()
+    };
+    let old = script("old-wirespeed", "echo \"error: unrecognized subcommand '$1'\" >&2; exit 2");
+    let other = script(
+        "other-wirespeed",
+        &format!(
+            "echo '{{\"schema\":\"wirespeed.hello/1\",\"version\":\"0.0.9\",\"schemas\":[\"wirespeed.send/1\"],\"hostname\":\"x\",\"ssh_connection\":null,\"cpus\":1,\"net_admin\":true}}'"
+        ),
+    );
+    let demo = |extra: &[&str]| -> Vec<String> {
+        let mut v: Vec<String> =
+            ["demo", "--duration", "200ms", "--rate", "50M", "--tx", "local"].map(String::from).to_vec();
+        v.extend(extra.iter().map(|s| s.to_string()));
+        v
+    };
+    let cases: Vec<(Vec<String>, i32, Vec<String>)> = vec![
+        (
+            demo(&["--rx", "198.19.0.1:2223", "--ssh-config", &cfg]),
+            1,
+            vec!["198.19.0.1:2223: cannot connect".into(), "sshd runs there".into()],
+        ),
+        (
+            demo(&["--rx", &h1, "--ssh-config", &lab.file("stranger.conf")]),
+            1,
+            vec![format!("{h1}: refused the login"), "authorized_keys".into()],
+        ),
+        (
+            demo(&["--rx", &h1, "--ssh-config", &lab.file("unknown.conf")]),
+            1,
+            vec![format!("{h1}: its host key is not in known_hosts")],
+        ),
+        (
+            demo(&["--rx", &h1, "--ssh-config", &cfg, "--remote-wirespeed", "/nonexistent/wirespeed"]),
+            1,
+            vec![format!("{h1}: cannot run '/nonexistent/wirespeed' there"), "--remote-wirespeed PATH".into()],
+        ),
+        (
+            demo(&["--rx", &h1, "--ssh-config", &cfg, "--remote-wirespeed", &old]),
+            1,
+            vec![format!("{h1}: "), "older than this one".into()],
+        ),
+        (
+            demo(&["--rx", &h1, "--ssh-config", &cfg, "--remote-wirespeed", &other]),
+            1,
+            vec![
+                format!("{h1}: runs wirespeed 0.0.9 and this is wirespeed {}", env!("CARGO_PKG_VERSION")),
+                "install the same version on both".into(),
+            ],
+        ),
+        (demo(&["--rx=-oProxyCommand=touch /tmp/x"]), 2, vec!["is not a host".into()]),
+        (demo(&["--rx", &h1, "--ssh-option", "ProxyCommand"]), 2, vec!["is not KEY=VALUE".into()]),
+        (["demo", "--tx", &h1].map(String::from).to_vec(), 2, vec!["--rx".into()]),
+        (demo(&["--rx", &h1, "--ssh-config", &cfg, "--loopback"]), 2, vec!["choose one".into()]),
+    ];
+    for (args, code, needles) in &cases {
+        let a: Vec<&str> = args.iter().map(String::as_str).collect();
+        fails(&lab, &a, *code, &needles.iter().map(String::as_str).collect::<Vec<_>>());
+    }
+    lab.assert_nothing_left();
+
+    // No value reaches a far shell: the far program's path (the one word that crosses on ssh's
+    // command line) full of shell syntax still names the program, and every argument the far
+    // command gets goes through the channel as data, byte for byte.
+    let pwned = d.join("pwned");
+    let hostile = format!("a b'c\"d;e$(touch {p})f`touch {p}`g|h&i>j\\k*", p = pwned.display());
+    let odd_dir = d.join(&hostile);
+    std::fs::create_dir_all(&odd_dir).expect("odd dir");
+    let odd_exe = odd_dir.join("wirespeed");
+    std::os::unix::fs::symlink(exe, &odd_exe).expect("symlink");
+    let odd = odd_exe.display().to_string();
+    let out = lab.run_bare(&[
+        "demo",
+        "--duration",
+        "200ms",
+        "--rate",
+        "50M",
+        "--tx",
+        &h1,
+        "--rx",
+        "local",
+        "--ssh-config",
+        &cfg,
+        "--remote-wirespeed",
+        &odd,
+        "--json",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let doc = json(&String::from_utf8_lossy(&out.stdout));
+    assert_eq!(doc["path"], "hosts", "{doc}");
+    assert_eq!(doc["recv"]["total"]["received"], doc["send"]["sent"], "{doc}");
+    let request = serde_json::json!({"program": "printf", "args": ["%s|", &hostile, "$(id)", "`id`", "'", "\"", "\\"]});
+    let mut ssh = std::process::Command::new(bin());
+    ssh.args([
+        "partition",
+        "--prefix",
+        &lab.parts.prefix,
+        "exec",
+        "2",
+        "--",
+        "ssh",
+        "-F",
+        &cfg,
+        "-p",
+        "2222",
+        "198.19.0.1",
+    ])
+    .arg(format!("'{}' 'leash'", odd.replace('\'', "'\\''")))
+    .stdin(std::process::Stdio::piped())
+    .stdout(std::process::Stdio::piped());
+    let mut child = ssh.spawn().expect("ssh");
+    let mut stdin = child.stdin.take().expect("stdin");
+    std::io::Write::write_all(&mut stdin, format!("{request}\n").as_bytes()).expect("request");
+    let out = {
+        let mut s = String::new();
+        std::io::Read::read_to_string(child.stdout.as_mut().expect("stdout"), &mut s).expect("read");
+        s
+    };
+    drop(stdin);
+    assert!(child.wait().expect("wait").success());
+    assert_eq!(out, format!("{hostile}|$(id)|`id`|'|\"|\\|"));
+    assert!(!pwned.exists(), "a far shell ran a command from an argument");
+    lab.assert_nothing_left();
+}

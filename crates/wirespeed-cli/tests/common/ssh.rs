@@ -146,6 +146,16 @@ impl SshLab {
         c
     }
 
+    /// `wirespeed ARGS` in the controller's partition, exactly as given.
+    pub fn run_bare(&self, args: &[&str]) -> Output {
+        Command::new(bin())
+            .args(["partition", "--prefix", &self.parts.prefix, "exec", &self.controller().to_string(), "--", bin()])
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .expect("run the controller")
+    }
+
     pub fn run(&self, args: &[&str]) -> Output {
         self.command(args).stdin(Stdio::null()).output().expect("run the controller")
     }
