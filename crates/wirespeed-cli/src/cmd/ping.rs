@@ -82,6 +82,10 @@ pub struct PingArgs {
     /// same with its --reply-port).
     #[arg(long, value_name = "PORT", value_parser = clap::value_parser!(u16).range(1..))]
     reply_port: Option<u16>,
+    /// Without TARGET: ping from one real host to a reflector on another, over ssh (--tx the
+    /// pinging host, --rx the reflecting one); the files come back here.
+    #[command(flatten)]
+    hosts: crate::args::HostArgs,
 }
 
 fn parse_pps(s: &str) -> Result<f64, String> {
@@ -140,6 +144,15 @@ fn show(p: Progress) {
 pub fn cmd_ping(a: PingArgs) -> Result<u8, Error> {
     // --size, --count, --duration, --interval, --linger and --pause were bounded by their parsers.
     let cfg = a.sweep_config()?;
+    if a.hosts.given() && (a.target.is_some() || a.loopback) {
+        return Err(crate::args::usage(
+            "--tx/--rx place ping and its reflector themselves: leave out TARGET and --loopback".into(),
+        ));
+    }
+    if let Some(h) = a.hosts.connect()? {
+        let stop = sys::install_stop_handler();
+        return sweep::on_hosts(h, &cfg, stop, &mut show);
+    }
     match &a.target {
         Some(t) => {
             let target = resolve(t)?;

@@ -303,6 +303,11 @@ impl Runner {
         p
     }
 
+    /// On hosts, pin the far receiver to one CPU of its host (see [`Place::pin_far`]).
+    pub fn pin_far_receiver(&mut self) -> Option<usize> {
+        self.place.pin_far(Side::Recv)
+    }
+
     /// The place itself, for a peer tool run beside wirespeed's points on the same CPUs.
     pub fn place(&self) -> &Place {
         &self.place

@@ -396,6 +396,76 @@ pub fn in_partitions(cfg: &SweepConfig, stop: &AtomicBool, on: &mut dyn FnMut(Pr
     Ok(pinged.status.code().map(|c| c as u8).unwrap_or(1))
 }
 
+/// No target, with `--tx` and `--rx`: the reflector on the receiving host, the whole sweep
+/// re-run as `wirespeed ping` on the sending host, both over ssh. The far ping writes its files
+/// on its host and they are brought back into the output directory here; its report is printed
+/// here with that directory's name. A stop request ends both through their leashes, and the
+/// far ping still reports. Returns the far ping's exit code.
+pub fn on_hosts(
+    hosts: crate::testbed::hosts::Hosts,
+    cfg: &SweepConfig,
+    stop: &AtomicBool,
+    on: &mut dyn FnMut(Progress),
+) -> Result<u8> {
+    let dir = cfg.out_dir()?;
+    let place = Place::hosts(hosts)?;
+    let listen = SocketAddr::new(place.ip(Side::Recv), 0).to_string();
+    let names = place.host_ends().map(|h| [h.ends[0].name(), h.ends[1].name()]).unwrap_or_default();
+    let label = cfg.label.clone().unwrap_or_else(|| format!("{} to {}", names[0], names[1]));
+    let mut refl_args = vec!["reflect".to_string(), listen, "--json".into()];
+    if let Some((p, reply)) = &cfg.pgm {
+        refl_args.extend(p.cli_args());
+        if *reply != 0 {
+            refl_args.extend(["--reply-port".into(), reply.to_string()]);
+        }
+    }
+    if cfg.spin {
+        refl_args.push("--spin".into());
+    }
+    let rwho = place.who(Side::Recv, "the reflector");
+    let mut refl = Proc::spawn_listener(place.command(Side::Recv, &refl_args), &rwho)?;
+    let target = refl
+        .listening(None)
+        .map_err(|said| Error::failed(format!("{rwho} did not start: {}", proc::last_line(&said).unwrap_or(""))))?;
+    if !cfg.json {
+        on(Progress::Note(&format!("wirespeed ping: {}, reflector at {target}", place.describe("ping", "reflector"))));
+    }
+    let files = dir.as_deref().map(|d| place.far_dir(Side::Send, d)).transpose()?;
+    let far = files.as_ref().map(|f| f.path());
+    let pinged = Proc::spawn(
+        place.command(Side::Send, &cfg.child_args(&target, far.as_deref(), &label)),
+        &place.who(Side::Send, "ping"),
+    )
+    .and_then(|p| p.wait(Wait::new().stop(stop)));
+    refl.terminate();
+    let reflected = refl.wait(Wait::new())?;
+    let pinged = pinged?;
+    if let Some(f) = files {
+        f.fetch()?;
+    }
+    // The far ping names its own directory: here its files are in `dir`.
+    let here = |t: &str| match (&far, &dir) {
+        (Some(f), Some(d)) => t.replace(&f.display().to_string(), &d.display().to_string()),
+        _ => t.to_string(),
+    };
+    // As its own output would have been: a closed stdout is not this run's failure.
+    use std::io::Write;
+    let _ = std::io::stdout().write_all(here(&pinged.stdout).as_bytes());
+    let _ = std::io::stderr().write_all(here(&pinged.stderr).as_bytes());
+    if !cfg.json {
+        match serde_json::from_str::<serde_json::Value>(&reflected.stdout) {
+            Ok(v) => on(Progress::Note(&format!(
+                "reflector on {}: reflected {} datagrams, {:.0} ns CPU each",
+                names[1],
+                v["reflected"],
+                v["cpu_ns_per_datagram"].as_f64().unwrap_or(0.0)
+            ))),
+            Err(_) => on(Progress::Note(&format!("{rwho} reported nothing: {}", reflected.stderr.trim()))),
+        }
+    }
+    Ok(pinged.status.code().map(|c| c as u8).unwrap_or(1))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

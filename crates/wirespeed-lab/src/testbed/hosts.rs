@@ -268,6 +268,9 @@ pub struct Hello {
     pub ssh_connection: Option<String>,
     /// Online CPUs.
     pub cpus: usize,
+    /// The CPUs it may run on (`Cpus_allowed_list`), for a run that pins its far ends.
+    #[serde(default)]
+    pub cpu_list: Vec<usize>,
     /// Whether it runs with CAP_NET_ADMIN (partitions, namespaces' counters, some sockets).
     pub net_admin: bool,
 }
@@ -285,6 +288,7 @@ impl Hello {
                 .unwrap_or_default(),
             ssh_connection: std::env::var("SSH_CONNECTION").ok(),
             cpus: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
+            cpu_list: super::place::allowed_cpus(),
             net_admin,
         }
     }
@@ -443,6 +447,9 @@ pub struct Hosts {
     /// The receiver's data address: `--data-address`, else the address ssh reached it at (or,
     /// when it is `local`, the address the sender's host saw this machine at).
     pub data: IpAddr,
+    /// The CPU each end is pinned to, when a run pins them (`bench priority` puts the receiver
+    /// and its competing load on one CPU of the far host).
+    pub pins: [Option<usize>; 2],
 }
 
 impl Hosts {
@@ -463,7 +470,7 @@ impl Hosts {
                 (Host::Local, Host::Local) => IpAddr::V4(std::net::Ipv4Addr::LOCALHOST),
             },
         };
-        Ok(Hosts { ssh, ends: [t, r], data })
+        Ok(Hosts { ssh, ends: [t, r], data, pins: [None, None] })
     }
 
     /// The command that runs `program` (`None`: wirespeed itself) with `args` on end `i` (0 the

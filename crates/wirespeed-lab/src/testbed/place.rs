@@ -92,7 +92,7 @@ impl Placement {
 }
 
 /// The CPUs this process may run on (`Cpus_allowed_list`), so loopback pins inside them.
-fn allowed_cpus() -> Vec<usize> {
+pub(crate) fn allowed_cpus() -> Vec<usize> {
     std::fs::read_to_string("/proc/self/status")
         .ok()
         .and_then(|s| {
@@ -202,7 +202,8 @@ impl Place {
     pub fn pin(&self, side: Side) -> Option<usize> {
         match &self.at {
             At::Loopback { cpus } => cpus[side.index()],
-            At::Partitions(_) | At::Hosts(_) => None,
+            At::Hosts(h) => h.pins[side.index()],
+            At::Partitions(_) => None,
         }
     }
 
@@ -212,7 +213,7 @@ impl Place {
         match &self.at {
             At::Loopback { cpus } => cpus[side.index()].into_iter().collect(),
             At::Partitions(p) => p.cpus[side.index()].iter().copied().collect(),
-            At::Hosts(_) => Vec::new(),
+            At::Hosts(h) => h.pins[side.index()].into_iter().collect(),
         }
     }
 
@@ -281,10 +282,18 @@ impl Place {
     pub fn tool_command<S: AsRef<OsStr>>(&self, side: Side, program: &str, args: &[S]) -> Placed {
         let mut cmd = match &self.at {
             At::Partitions(p) => return p.tool_command(side.partition(), program, args).into(),
-            // This binary by its path means the far host's own wirespeed.
+            // This binary by its path means the far host's own wirespeed; a pinned end runs
+            // its tools under taskset there, as loopback does here.
             At::Hosts(h) => {
                 let me = Path::new(program) == self.exe;
-                return far(h, side, Some(program).filter(|_| !me), args);
+                return match (h.pins[side.index()], me) {
+                    (Some(c), false) => {
+                        let mut v: Vec<String> = vec!["-c".into(), c.to_string(), program.into()];
+                        v.extend(args.iter().map(|a| a.as_ref().to_string_lossy().into_owned()));
+                        far(h, side, Some("taskset"), &v)
+                    }
+                    _ => far(h, side, Some(program).filter(|_| !me), args),
+                };
             }
             At::Loopback { cpus } => match cpus[side.index()] {
                 Some(c) => {
@@ -309,9 +318,26 @@ impl Place {
     /// receiver fares against competing work on its core (`bench priority`). Stopped (SIGKILL)
     /// when the returned process is dropped, and dies with this process.
     pub fn cpu_hog(&self, side: Side, nice: i32) -> Result<super::proc::Proc> {
-        let mut cmd = self.tool_command(side, "sh", &["-c", "while :; do :; done"]);
-        wirespeed::sys::sched::nice_in_child(&mut cmd, nice);
-        super::proc::Proc::spawn(cmd, "the CPU hog")
+        const LOOP: &str = "while :; do :; done";
+        let cmd = if self.is_hosts() {
+            // The niceness must be the far process's: `nice` there, not this end's ssh.
+            self.tool_command(side, "nice", &["-n", &nice.to_string(), "sh", "-c", LOOP])
+        } else {
+            let mut cmd = self.tool_command(side, "sh", &["-c", LOOP]);
+            wirespeed::sys::sched::nice_in_child(cmd.command_mut(), nice);
+            cmd
+        };
+        super::proc::Proc::spawn(cmd, &self.who(side, "the CPU hog"))
+    }
+
+    /// On hosts, pin `side` (its wirespeed and its tools) to the last CPU its host allows, so a
+    /// run that loads that end's core (`bench priority`'s hog) loads the core it runs on.
+    /// Returns the CPU; `None` elsewhere (loopback pins already, a partition is its own core).
+    pub fn pin_far(&mut self, side: Side) -> Option<usize> {
+        let At::Hosts(h) = &mut self.at else { return None };
+        let cpu = h.ends[side.index()].hello.cpu_list.last().copied()?;
+        h.pins[side.index()] = Some(cpu);
+        Some(cpu)
     }
 
     /// The one phrase that says where a run happens, naming the two ends `send` and `recv`
@@ -356,6 +382,95 @@ impl Place {
             description: self.describe("sender", "receiver"),
             hosts: self.host_ends().map(|h| [h.ends[0].name(), h.ends[1].name()]),
         }
+    }
+}
+
+/// A directory a child on one side writes its files into, for files that belong in `local` here
+/// (heat maps, histogram logs). Here and in partitions (one filesystem) it is `local` itself;
+/// on a far host it is a directory `mktemp -d` made there, whose files [`FarDir::fetch`]
+/// brings back into `local` (through `tar` on the ssh channel) before removing it. Dropped
+/// unfetched, the far directory is removed all the same: wirespeed leaves nothing there.
+pub struct FarDir<'a> {
+    place: &'a Place,
+    side: Side,
+    local: PathBuf,
+    far: Option<String>,
+}
+
+impl Place {
+    /// Where `side`'s child should write files that belong in `local` (see [`FarDir`]).
+    pub fn far_dir(&self, side: Side, local: &Path) -> Result<FarDir<'_>> {
+        let far = match &self.at {
+            At::Hosts(h) if h.ends[side.index()].host != super::hosts::Host::Local => {
+                let who = h.ends[side.index()].name();
+                let out = self
+                    .tool_command(side, "mktemp", &["-d", "-t", "wirespeed-files.XXXXXXXX"])
+                    .output()
+                    .map_err(|e| Error::failed(format!("cannot run ssh: {e}")))?;
+                let dir = String::from_utf8_lossy(&out.stdout).trim().to_string();
+                if !out.status.success() || !dir.starts_with('/') {
+                    return Err(Error::failed(format!(
+                        "{who}: cannot make a directory for the run's files there (mktemp -d): {}",
+                        String::from_utf8_lossy(&out.stderr).trim()
+                    )));
+                }
+                Some(dir)
+            }
+            _ => None,
+        };
+        Ok(FarDir { place: self, side, local: local.to_path_buf(), far })
+    }
+}
+
+impl FarDir<'_> {
+    /// The directory to give the child (`-o DIR`).
+    pub fn path(&self) -> PathBuf {
+        match &self.far {
+            Some(f) => PathBuf::from(f),
+            None => self.local.clone(),
+        }
+    }
+
+    /// Bring the far files into the local directory (made if needed) and remove the far one.
+    pub fn fetch(mut self) -> Result<()> {
+        let Some(far) = self.far.clone() else { return Ok(()) };
+        let who = self.place.who(self.side, "the host");
+        let out = self
+            .place
+            .tool_command(self.side, "tar", &["-C", &far, "-cf", "-", "."])
+            .output()
+            .map_err(|e| Error::failed(format!("cannot run ssh: {e}")))?;
+        self.remove();
+        if !out.status.success() {
+            return Err(Error::failed(format!(
+                "cannot bring the run's files back from {who} (tar): {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            )));
+        }
+        std::fs::create_dir_all(&self.local)
+            .map_err(|e| Error::io(format!("cannot create {}: {e}", self.local.display())))?;
+        let mut tar = Command::new("tar");
+        tar.arg("-C").arg(&self.local).args(["-xf", "-"]).stdin(std::process::Stdio::piped());
+        let mut child = tar.spawn().map_err(|e| Error::failed(format!("cannot run tar here: {e}")))?;
+        if let Some(mut i) = child.stdin.take() {
+            let _ = std::io::Write::write_all(&mut i, &out.stdout);
+        }
+        match child.wait() {
+            Ok(st) if st.success() => Ok(()),
+            _ => Err(Error::failed(format!("cannot unpack the run's files from {who} into {}", self.local.display()))),
+        }
+    }
+
+    fn remove(&mut self) {
+        if let Some(far) = self.far.take() {
+            let _ = self.place.tool_command(self.side, "rm", &["-rf", "--", &far]).output();
+        }
+    }
+}
+
+impl Drop for FarDir<'_> {
+    fn drop(&mut self) {
+        self.remove();
     }
 }
 

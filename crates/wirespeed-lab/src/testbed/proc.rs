@@ -22,7 +22,8 @@ const STEP: Duration = Duration::from_millis(5);
 /// A command as [`super::place::Place`] placed it: a plain command (here or in a partition),
 /// or one that runs on a far host through its leash, whose standard input carries the leash
 /// request and is then held open as the far command's lifeline (closing it is how the far
-/// command is asked to stop: see [`super::hosts`]). Derefs to the command, to add to it.
+/// command is asked to stop: see [`super::hosts`]). Run it through [`Proc`] or
+/// [`Placed::output`], which know this; the bare command does not.
 pub struct Placed {
     cmd: Command,
     leash: Option<String>,
@@ -39,24 +40,66 @@ impl Placed {
     pub fn is_leashed(&self) -> bool {
         self.leash.is_some()
     }
+
+    /// A far command as a report shows it: `on HOST: PROGRAM ARGS...` (`None` when not far).
+    pub fn far_text(&self) -> Option<String> {
+        let line = self.leash.as_deref()?;
+        let req: super::hosts::LeashRequest = serde_json::from_str(line.trim()).ok()?;
+        // ssh's arguments end with the destination and the far command line.
+        let args: Vec<_> = self.cmd.get_args().collect();
+        let host = args.len().checked_sub(2).map(|i| args[i].to_string_lossy().into_owned()).unwrap_or_default();
+        let program = req.program.unwrap_or_else(|| "wirespeed".into());
+        Some(format!("on {host}: {program} {}", req.args.join(" ")))
+    }
+
+    /// The command as it will be started (to show it, or read its arguments).
+    pub fn as_command(&self) -> &Command {
+        &self.cmd
+    }
+
+    /// The command, to add to it (environment, a scheduling hook): what is added applies to
+    /// the process started here, which for a far command is its ssh.
+    pub fn command_mut(&mut self) -> &mut Command {
+        &mut self.cmd
+    }
+
+    /// Run it to its end with no input and collect what it printed, like
+    /// [`Command::output`]; a far command's channel is held open until it has ended, so its
+    /// leash never stops it early. Dies with this process.
+    pub fn output(self) -> std::io::Result<std::process::Output> {
+        let Placed { mut cmd, leash } = self;
+        sys::die_with_parent(&mut cmd);
+        cmd.stdin(if leash.is_some() { Stdio::piped() } else { Stdio::null() });
+        cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+        let mut child = cmd.spawn()?;
+        let mut stdin = child.stdin.take();
+        if let (Some(line), Some(i)) = (&leash, stdin.as_mut()) {
+            i.write_all(line.as_bytes())?;
+        }
+        let read = |r: Option<Box<dyn Read + Send>>| {
+            std::thread::spawn(move || {
+                let mut v = Vec::new();
+                if let Some(mut r) = r {
+                    let _ = r.read_to_end(&mut v);
+                }
+                v
+            })
+        };
+        let out = read(child.stdout.take().map(|r| Box::new(r) as Box<dyn Read + Send>));
+        let err = read(child.stderr.take().map(|r| Box::new(r) as Box<dyn Read + Send>));
+        let status = child.wait()?;
+        drop(stdin);
+        Ok(std::process::Output {
+            status,
+            stdout: out.join().unwrap_or_default(),
+            stderr: err.join().unwrap_or_default(),
+        })
+    }
 }
 
 impl From<Command> for Placed {
     fn from(cmd: Command) -> Placed {
         Placed { cmd, leash: None }
-    }
-}
-
-impl std::ops::Deref for Placed {
-    type Target = Command;
-    fn deref(&self) -> &Command {
-        &self.cmd
-    }
-}
-
-impl std::ops::DerefMut for Placed {
-    fn deref_mut(&mut self) -> &mut Command {
-        &mut self.cmd
     }
 }
 

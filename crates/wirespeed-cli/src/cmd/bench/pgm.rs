@@ -174,6 +174,11 @@ pub fn cmd_pgm(a: PgmArgs) -> Result<u8, Error> {
     let _cleanup = RemoveDir(build_dir.clone());
     let (openpgm, openpgm_skipped) = if a.no_openpgm || part == Part::Cost {
         (None, a.no_openpgm.then(|| "--no-openpgm".to_string()))
+    } else if a.hosts.given() {
+        // The OpenPGM pair is built here and routes its groups over the partitions' link.
+        let why = "on hosts (the OpenPGM pair runs between partitions only)".to_string();
+        say(&format!("OpenPGM pair skipped: {why}"));
+        (None, Some(why))
     } else {
         std::fs::create_dir_all(&build_dir)
             .map_err(|e| Error::io(format!("cannot create {}: {e}", build_dir.display())))?;

@@ -286,7 +286,7 @@ pub fn iperf3_version() -> Result<String> {
 
 /// Read one number from `/proc/sys` on one side of the placement.
 fn side_sysctl(runner: &Runner, side: Side, path: &str) -> Option<u64> {
-    let out = runner.place().tool_command(side, "cat", &[path]).stdin(Stdio::null()).output().ok()?;
+    let out = runner.place().tool_command(side, "cat", &[path]).output().ok()?;
     String::from_utf8_lossy(&out.stdout).trim().parse().ok()
 }
 

@@ -196,7 +196,12 @@ pub(crate) struct Sent {
 }
 
 /// A command line as text, for reports.
-pub(crate) fn command_text(c: &Command) -> String {
+pub(crate) fn command_text(c: &crate::testbed::proc::Placed) -> String {
+    c.far_text().unwrap_or_else(|| argv_text(c.as_command()))
+}
+
+/// A local command as a report shows it: its program and arguments.
+pub(crate) fn argv_text(c: &Command) -> String {
     std::iter::once(c.get_program())
         .chain(c.get_args())
         .map(|a| a.to_string_lossy().into_owned())
@@ -407,11 +412,8 @@ impl Capture {
                     "ethtool",
                     &["-K".into(), crate::testbed::link_name(2), "tx-udp-segmentation".into(), "off".into()],
                 )
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .status()
-                .is_ok_and(|s| s.success());
+                .output()
+                .is_ok_and(|o| o.status.success());
         Ok(Capture { name, version, dir, keep: setup.keep, segments, iface, argv, ready_line, counters })
     }
 

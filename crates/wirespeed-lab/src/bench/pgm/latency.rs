@@ -193,8 +193,10 @@ fn wirespeed_pair(runner: &Runner, cfg: &LatencyConfig, pgm: bool) -> Result<Opt
         "--json".into(),
     ];
     let sub = cfg.dir.as_ref().map(|d| d.join(pair.replace(' ', "-")));
-    match &sub {
-        Some(d) => cargs.extend(["-o".into(), d.display().to_string()]),
+    // On a far host ping writes there, and its files are brought back into `sub`.
+    let files = sub.as_ref().map(|d| runner.place().far_dir(Side::Send, d)).transpose()?;
+    match &files {
+        Some(d) => cargs.extend(["-o".into(), d.path().display().to_string()]),
         None => cargs.push("--no-files".into()),
     }
     if pgm {
@@ -213,6 +215,9 @@ fn wirespeed_pair(runner: &Runner, cfg: &LatencyConfig, pgm: bool) -> Result<Opt
     else {
         return Ok(None);
     };
+    if let Some(f) = files {
+        f.fetch()?;
+    }
     let doc: SweepDoc = crate::bench::point::parse_doc(&e.out, "wirespeed.latency/1", "ping")?;
     let rows = doc
         .runs

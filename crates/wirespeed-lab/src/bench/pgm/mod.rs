@@ -126,9 +126,9 @@ pub fn header(cfg: &PgmBenchConfig, placement: &Placement) -> String {
 /// Run the parts `cfg` asks for on `runner`'s partitions; `progress` gets one line per point.
 pub fn run(runner: &Runner, cfg: &PgmBenchConfig, progress: &mut dyn FnMut(&str)) -> Result<PgmDoc> {
     let place = runner.place();
-    if !place.is_partitions() {
+    if !place.is_partitions() && !place.is_hosts() {
         return Err(Error::invalid(
-            "bench pgm runs in two partitions (the loss rule and the PGM ports need namespaces of their own): run it as root without --loopback",
+            "bench pgm runs in two partitions or on two hosts (the loss rule and the PGM ports need namespaces of their own): run it as root without --loopback, or give --tx and --rx",
         ));
     }
     let stop = runner.stop_flag();

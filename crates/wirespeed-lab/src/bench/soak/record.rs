@@ -131,7 +131,7 @@ pub fn verify(dir: &Path, received: Option<u64>) -> Result<VerifyVerdict> {
     let mut cmd = Command::new("nice");
     cmd.args(["-n", "19"]).arg(&exe);
     cmd.arg("verify").arg(dir).args(["--json", "--expect-zero-loss"]).stdin(Stdio::null());
-    let command = super::super::peer::tool::command_text(&cmd);
+    let command = super::super::peer::tool::argv_text(&cmd);
     let out = wirespeed::sys::die_with_parent(&mut cmd)
         .output()
         .map_err(|e| Error::failed(format!("cannot run {command}: {e}")))?;
