@@ -384,3 +384,87 @@ fn every_way_ssh_fails_is_one_line_naming_the_host_and_nothing_reaches_a_far_she
     assert!(!pwned.exists(), "a far shell ran a command from an argument");
     lab.assert_nothing_left();
 }
+
+#[test]
+#[ignore = "needs root"]
+fn every_bench_demo_and_ping_run_across_two_ssh_hosts() {
+    let _turn = traffic();
+    let lab = SshLab::new("hall", 2);
+    let (h1, h2) = (lab.host(1), lab.host(2));
+    let on = ["--tx", h1.as_str(), "--rx", h2.as_str()];
+    let runs: Vec<(&str, Vec<&str>)> = vec![
+        ("bench.rates", vec!["bench", "rates", "--rates", "100M", "--duration", "200ms"]),
+        ("bench.soak", vec!["bench", "soak", "--rate", "50M", "--duration", "1s", "--every", "500ms"]),
+        (
+            "bench.compare",
+            vec![
+                "bench",
+                "compare",
+                "--rates",
+                "50M",
+                "--sizes",
+                "8800",
+                "--duration",
+                "1",
+                "--repeat",
+                "1",
+                "--tools",
+                "wirespeed,iperf3",
+            ],
+        ),
+        (
+            "bench.pacing",
+            vec!["bench", "pacing", "--cases", "1080@1000pps", "--duration", "1", "--repeat", "1", "--no-iperf3"],
+        ),
+        (
+            "bench.priority",
+            vec![
+                "bench",
+                "priority",
+                "--duration",
+                "200ms",
+                "--repeat",
+                "1",
+                "--lo",
+                "50M",
+                "--hi",
+                "100M",
+                "--precision",
+                "50%",
+            ],
+        ),
+        ("bench.capture", vec!["bench", "capture", "--count", "5000", "--repeat", "1"]),
+        (
+            "bench.latency",
+            vec!["bench", "latency", "--tools", "ws-open", "--pps", "2000", "--duration", "1", "--repeat", "1"],
+        ),
+        ("bench.pgm", vec!["bench", "pgm", "--part", "repair", "--count", "1000", "--sizes", "1080", "--loss", "1"]),
+        ("demo", vec!["demo", "--duration", "300ms", "--rate", "100M"]),
+    ];
+    for (what, args) in &runs {
+        let mut a = args.clone();
+        a.extend(on);
+        a.push("--json");
+        let (doc, _) = ok(&lab, &a);
+        assert_eq!(doc["schema"].as_str().map(|s| s.starts_with(&format!("wirespeed.{what}/"))), Some(true), "{doc}");
+        if *what == "demo" {
+            assert_eq!(doc["path"], "hosts", "{doc}");
+            assert_eq!(doc["recv"]["total"]["received"], doc["send"]["sent"], "{doc}");
+        } else {
+            let kinds = doc.to_string().matches("\"kind\":\"hosts\"").count();
+            assert!(kinds >= 1, "{what}: no hosts placement in {doc}");
+        }
+    }
+    // ping: the far ping's files come back here, and nothing of them stays on its host.
+    let dir = TempDir::new("hosts-ping");
+    let out = lab.run(&["ping", "--pps", "2000", "--duration", "500ms", "-o", dir.path(), "--tx", &h1, "--rx", &h2]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(text.contains(&format!("in {}", dir.path())), "{text}");
+    for f in ["latency.json", "heatmap-2000pps.png", "rtt-2000pps.hlog"] {
+        assert!(dir.0.join(f).is_file(), "{f} not brought back: {text}");
+    }
+    let doc = json(&std::fs::read_to_string(dir.0.join("latency.json")).expect("latency.json"));
+    assert_eq!(doc["runs"][0]["replies"]["lost"], 0, "{doc}");
+    lab.assert_nothing_left();
+}

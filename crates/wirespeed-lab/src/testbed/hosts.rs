@@ -23,6 +23,7 @@
 use serde::{Deserialize, Serialize};
 use std::io::{BufRead, BufReader, Read};
 use std::net::IpAddr;
+use std::os::unix::fs::DirBuilderExt;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::sync::mpsc;
@@ -195,6 +196,26 @@ pub struct Ssh {
     pub remote_exe: String,
 }
 
+/// One ssh connection to a host that every command of the run shares (OpenSSH's connection
+/// multiplexing): a far command then starts in milliseconds instead of a key exchange's third
+/// of a second. The master is this process's child in a process group of its own; it dies
+/// with this process (so the connection drops and every far leash sees the end of its input)
+/// and is stopped, its socket's directory removed, when dropped.
+#[derive(Debug)]
+pub struct Master {
+    child: std::process::Child,
+    dir: PathBuf,
+    socket: PathBuf,
+}
+
+impl Drop for Master {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
 impl Ssh {
     /// Check the options before anything runs: each `--ssh-option` is one `KEY=VALUE`.
     pub fn check(&self) -> Result<()> {
@@ -219,9 +240,17 @@ impl Ssh {
     }
 
     /// `ssh ... DEST 'EXE' 'WORD'`: the far wirespeed run with one fixed word (`leash`,
-    /// `hello`), in its own process group so a Ctrl-C at the terminal reaches only this
-    /// process, which stops the far side through the leash (and keeps its report).
-    fn command(&self, host: &Host, word: &str) -> Command {
+    /// `hello`), through `master`'s connection when there is one, in its own process group so
+    /// a Ctrl-C at the terminal reaches only this process, which stops the far side through
+    /// the leash (and keeps its report).
+    fn command(&self, host: &Host, master: Option<&Master>, word: &str) -> Command {
+        let mut c = self.base(host, master, &[]);
+        c.arg(format!("{} {}", quote(&self.remote_exe), quote(word)));
+        c
+    }
+
+    /// `ssh OPTIONS EXTRA -- DEST`, the part every ssh of a run shares.
+    fn base(&self, host: &Host, master: Option<&Master>, extra: &[&std::ffi::OsStr]) -> Command {
         let Host::Ssh { dest, port } = host else { unreachable!("ssh is only run for a far host") };
         let mut c = Command::new("ssh");
         for o in &self.options {
@@ -234,12 +263,57 @@ impl Ssh {
         // forwarding; a dead connection is noticed within 30 s.
         c.args(["-o", "BatchMode=yes", "-o", "ConnectTimeout=10", "-o", "ServerAliveInterval=10"]);
         c.args(["-T", "-x", "-a"]);
+        if let Some(m) = master {
+            c.arg("-S").arg(&m.socket).args(["-o", "ControlMaster=no"]);
+        }
         if let Some(p) = port {
             c.args(["-p", &p.to_string()]);
         }
-        c.arg("--").arg(dest).arg(format!("{} {}", quote(&self.remote_exe), quote(word)));
+        c.args(extra).arg("--").arg(dest);
         std::os::unix::process::CommandExt::process_group(&mut c, 0);
         c
+    }
+
+    /// Open the shared connection to `host` ([`Master`]): ready when its socket appears; a
+    /// failure is ssh's own, said as [`ssh_failure`] says it.
+    pub fn master(&self, host: &Host) -> Result<Master> {
+        static SEQ: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let name = host.name();
+        // A short path: a Unix socket's name has room for about 100 bytes.
+        let n = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let dir = std::env::temp_dir().join(format!("wirespeed-ssh-{}-{n}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::DirBuilder::new()
+            .mode(0o700)
+            .create(&dir)
+            .map_err(|e| Error::io(format!("cannot create {} for the ssh connection: {e}", dir.display())))?;
+        let socket = dir.join("s");
+        let own = ["-M", "-N", "-o", "ControlPersist=no", "-S"].map(std::ffi::OsStr::new);
+        let mut c = self.base(host, None, &[&own[..], &[socket.as_os_str()]].concat());
+        c.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::piped());
+        sys::die_with_parent(&mut c);
+        let child = c.spawn().map_err(|e| {
+            let _ = std::fs::remove_dir_all(&dir);
+            Error::failed(format!("{name}: cannot run ssh: {e} (install OpenSSH's client)"))
+        })?;
+        let mut master = Master { child, dir, socket };
+        let t = Instant::now();
+        loop {
+            if master.socket.exists() {
+                return Ok(master);
+            }
+            if let Ok(Some(st)) = master.child.try_wait() {
+                let mut said = String::new();
+                if let Some(mut e) = master.child.stderr.take() {
+                    let _ = e.read_to_string(&mut said);
+                }
+                return Err(ssh_failure(&name, st.code(), &said, &self.remote_exe));
+            }
+            if t.elapsed() > Duration::from_secs(30) {
+                return Err(ssh_failure(&name, None, "", &self.remote_exe));
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
     }
 }
 
@@ -374,13 +448,15 @@ pub fn ssh_failure(host: &str, code: Option<i32>, said: &str, exe: &str) -> Erro
     }
 }
 
-/// One end of a run on hosts: where it is, and what its hello said.
-#[derive(Clone, Debug)]
+/// One end of a run on hosts: where it is, what its hello said, and its shared connection.
+#[derive(Debug)]
 pub struct End {
     /// The host.
     pub host: Host,
     /// Its hello (this machine's own for `local`).
     pub hello: Hello,
+    /// The connection every far command of the run goes through (`None` for `local`).
+    master: Option<Master>,
 }
 
 impl End {
@@ -390,14 +466,16 @@ impl End {
     }
 }
 
-/// Greet `host` with `wirespeed hello` over ssh (or here, for `local`) and check it speaks the
-/// same documents as `version` (this build's).
+/// Greet `host` with `wirespeed hello` over ssh (or here, for `local`), through its shared
+/// connection (opened here), and check it speaks the same documents as `version` (this build's).
 pub fn greet(ssh: &Ssh, host: &Host, version: &str) -> Result<End> {
+    let mut master = None;
     let hello = match host {
         Host::Local => Hello::here(version),
         Host::Ssh { .. } => {
             let name = host.name();
-            let (code, out, err) = run_for(ssh.command(host, "hello"), "", Duration::from_secs(30))
+            master = Some(ssh.master(host)?);
+            let (code, out, err) = run_for(ssh.command(host, master.as_ref(), "hello"), "", Duration::from_secs(30))
                 .map_err(|e| Error::failed(format!("{name}: cannot run ssh: {e} (install OpenSSH's client)")))?;
             if code != Some(0) {
                 return Err(ssh_failure(&name, code, &err, &ssh.remote_exe));
@@ -425,7 +503,7 @@ pub fn greet(ssh: &Ssh, host: &Host, version: &str) -> Result<End> {
             hello.version
         )));
     }
-    Ok(End { host: host.clone(), hello })
+    Ok(End { host: host.clone(), hello, master })
 }
 
 fn list_or_none(v: &[&str]) -> String {
@@ -438,7 +516,7 @@ fn list_or_none(v: &[&str]) -> String {
 
 /// The ends of a run on hosts: the sender's and the receiver's, greeted, with the address the
 /// data goes to.
-#[derive(Clone, Debug)]
+#[derive(Debug)]
 pub struct Hosts {
     /// How ssh is run.
     pub ssh: Ssh,
@@ -490,7 +568,7 @@ impl Hosts {
             h => {
                 let req = LeashRequest { program: program.map(str::to_string), args };
                 let line = serde_json::to_string(&req).unwrap_or_default() + "\n";
-                (self.ssh.command(h, "leash"), Some(line))
+                (self.ssh.command(h, end.master.as_ref(), "leash"), Some(line))
             }
         }
     }
