@@ -941,8 +941,9 @@ pub struct HostArgs {
     pub ssh_config: Option<PathBuf>,
     /// The receiver's address on the data network, where it differs from the address ssh
     /// reaches it at (a 100G data link beside a 1G management network).
+    /// Repeats with --rx: one per receiver, in the same order.
     #[arg(long = "data-address", value_name = "ADDR", requires = "tx")]
-    pub data_address: Option<std::net::IpAddr>,
+    pub data_address: Vec<std::net::IpAddr>,
     /// The far hosts' wirespeed, when it is not on their PATH.
     #[arg(long = "remote-wirespeed", value_name = "PATH", default_value = "wirespeed", requires = "tx")]
     pub remote_wirespeed: String,
@@ -953,24 +954,26 @@ fn host(s: &str) -> Result<wirespeed_lab::testbed::hosts::Host, String> {
 }
 
 impl HostArgs {
-    /// The two ends greeted over ssh, when --tx and --rx were given.
+    /// The two ends greeted over ssh, when --tx and --rx were given: for a command that runs
+    /// one receiver (a fleet, --rx repeated, is refused in one line).
     pub fn connect(&self) -> wirespeed::Result<Option<wirespeed_lab::testbed::hosts::Hosts>> {
+        if self.rx.len() > 1 {
+            return Err(usage(
+                "--rx given more than once: this command runs one receiver; a fleet of receivers runs with bench max, rates and sweep".into(),
+            ));
+        }
+        self.connect_fleet()
+    }
+
+    /// The sender's host and every receiver's, greeted over ssh, when --tx and --rx were given.
+    pub fn connect_fleet(&self) -> wirespeed::Result<Option<wirespeed_lab::testbed::hosts::Hosts>> {
         let Some(tx) = &self.tx else { return Ok(None) };
-        let rx = match self.rx.as_slice() {
-            [one] => one,
-            [] => return Err(wirespeed::Error::invalid("--tx needs --rx: name the receiver's host too")),
-            _ => {
-                return Err(wirespeed::Error::invalid(
-                    "--rx given more than once: a fleet of receivers is not built yet: give one --rx",
-                ))
-            }
-        };
         let ssh = wirespeed_lab::testbed::hosts::Ssh {
             options: self.ssh_option.clone(),
             config: self.ssh_config.clone(),
             remote_exe: self.remote_wirespeed.clone(),
         };
-        wirespeed_lab::testbed::hosts::Hosts::connect(ssh, tx, rx, self.data_address, env!("CARGO_PKG_VERSION"))
+        wirespeed_lab::testbed::hosts::Hosts::connect(ssh, tx, &self.rx, &self.data_address, env!("CARGO_PKG_VERSION"))
             .map(Some)
     }
 
@@ -987,10 +990,21 @@ impl HostArgs {
         stop: &'static std::sync::atomic::AtomicBool,
         other: impl FnOnce() -> wirespeed::Result<wirespeed_lab::bench::point::Runner>,
     ) -> wirespeed::Result<wirespeed_lab::bench::point::Runner> {
+        self.runner_with(loopback, false, stop, other)
+    }
+
+    fn runner_with(
+        &self,
+        loopback: bool,
+        fleet: bool,
+        stop: &'static std::sync::atomic::AtomicBool,
+        other: impl FnOnce() -> wirespeed::Result<wirespeed_lab::bench::point::Runner>,
+    ) -> wirespeed::Result<wirespeed_lab::bench::point::Runner> {
         if loopback && self.given() {
             return Err(usage("--loopback and --tx/--rx name different places: choose one".into()));
         }
-        match self.connect()? {
+        let hosts = if fleet { self.connect_fleet()? } else { self.connect()? };
+        match hosts {
             Some(h) => wirespeed_lab::bench::point::Runner::hosts(h, stop),
             None => other(),
         }
@@ -1005,9 +1019,26 @@ impl PlaceArgs {
         &self,
         stop: &'static std::sync::atomic::AtomicBool,
     ) -> wirespeed::Result<wirespeed_lab::bench::point::Runner> {
-        let mut r = self
-            .hosts
-            .runner_or(self.loopback, stop, || wirespeed_lab::bench::point::Runner::auto(self.loopback, stop))?;
+        self.make_runner(false, stop)
+    }
+
+    /// [`PlaceArgs::runner`] for a command whose points a fleet of receivers may take
+    /// (`--rx` repeated): bench max, rates and sweep.
+    pub fn fleet_runner(
+        &self,
+        stop: &'static std::sync::atomic::AtomicBool,
+    ) -> wirespeed::Result<wirespeed_lab::bench::point::Runner> {
+        self.make_runner(true, stop)
+    }
+
+    fn make_runner(
+        &self,
+        fleet: bool,
+        stop: &'static std::sync::atomic::AtomicBool,
+    ) -> wirespeed::Result<wirespeed_lab::bench::point::Runner> {
+        let mut r = self.hosts.runner_with(self.loopback, fleet, stop, || {
+            wirespeed_lab::bench::point::Runner::auto(self.loopback, stop)
+        })?;
         if self.raw {
             r.raw_sender()?;
         }

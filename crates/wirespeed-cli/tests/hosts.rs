@@ -468,3 +468,68 @@ fn every_bench_demo_and_ping_run_across_two_ssh_hosts() {
     assert_eq!(doc["runs"][0]["replies"]["lost"], 0, "{doc}");
     lab.assert_nothing_left();
 }
+
+#[test]
+#[ignore = "needs root"]
+fn a_fleet_of_two_receivers_has_a_row_per_host_and_an_exact_merged_ledger() {
+    let _turn = traffic();
+    let lab = SshLab::new("hflt", 3);
+    // Host 3 drops three datagrams of every stream; host 2 drops nothing.
+    drop_rule(&lab, 3, &DROPPED);
+    let (h1, h2, h3) = (lab.host(1), lab.host(2), lab.host(3));
+    let dir = TempDir::new("hosts-fleet");
+    let out = lab.run(&[
+        "bench",
+        "sweep",
+        "--tx",
+        &h1,
+        "--rx",
+        &h2,
+        "--rx",
+        &h3,
+        "--rates",
+        "100M,200M",
+        "--sizes",
+        "8800",
+        "--duration",
+        "300ms",
+        "-o",
+        dir.path(),
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    let doc = json(&std::fs::read_to_string(dir.0.join("results.json")).expect("results.json"));
+    // Each host's loss is drawn, one line per host.
+    let svg = std::fs::read_to_string(dir.0.join("loss-per-host.svg")).expect("loss-per-host.svg");
+    assert!(svg.contains(&h2) && svg.contains(&h3), "each host is a line of the figure");
+    assert!(doc["placement"]["description"].as_str().unwrap_or("").contains("a fleet of 2 receivers"), "{doc}");
+    assert_eq!(doc["placement"]["hosts"], serde_json::json!([h1, h2, h3]), "{doc}");
+    let points = doc["rows"].as_array().expect("rows");
+    assert_eq!(points.len(), 2, "{doc}");
+    for p in points {
+        let hosts = p["hosts"].as_array().expect("a row per host");
+        assert_eq!(hosts.len(), 2, "{p}");
+        assert_eq!((hosts[0]["host"].as_str(), hosts[1]["host"].as_str()), (Some(h2.as_str()), Some(h3.as_str())));
+        assert!(hosts[0]["receiver"].as_str().unwrap_or("").starts_with("198.19.0.2:"), "{p}");
+        assert!(hosts[1]["receiver"].as_str().unwrap_or("").starts_with("198.19.0.3:"), "{p}");
+        // Each host's share is half the rate; its ledger is exact; the point is their sum.
+        assert_exact(&hosts[0], &[]);
+        assert_exact(&hosts[1], &DROPPED);
+        for k in ["sent", "received", "lost", "missing", "late", "duplicate", "invalid"] {
+            assert_eq!(u(p, k), u(&hosts[0], k) + u(&hosts[1], k), "{k}: {p}");
+        }
+        assert_eq!(p["lossy"], true, "{p}");
+        let half = p["asked_bps"].as_f64().expect("asked") / 2.0;
+        assert_eq!(hosts[0]["asked_bps"].as_f64(), Some(half), "{p}");
+    }
+    // The table has a row per host under each point.
+    assert!(
+        text.contains(&format!("on {h2} (198.19.0.2:")) && text.contains(&format!("on {h3} (198.19.0.3:")),
+        "{text}"
+    );
+    // One receiver's commands refuse a fleet in one line.
+    let out = lab.run(&["bench", "compare", "--tx", &h1, "--rx", &h2, "--rx", &h3, "--rates", "50M"]);
+    assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("a fleet of receivers runs with bench max, rates and sweep"));
+    lab.assert_nothing_left();
+}

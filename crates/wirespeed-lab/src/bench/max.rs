@@ -201,7 +201,7 @@ pub fn header(cfg: &MaxConfig, placement: &Placement) -> String {
 
 /// The progress line of one probe.
 pub fn probe_line(search: u32, n: usize, p: &Point) -> String {
-    format!("search {search} probe {n:>2}: {}", p.line())
+    format!("search {search} probe {n:>2}: {}", p.lines())
 }
 
 /// One search's result on one line.

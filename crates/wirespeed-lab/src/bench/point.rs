@@ -122,6 +122,23 @@ pub struct Point {
     /// Per capture thread, when the receiver ran several (`--threads N`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub recv_threads: Vec<super::recv_cpu::ThreadFigures>,
+    /// Per receiving host, when a fleet received the point (`--rx` repeated): each host's own
+    /// point (its streams, its ledger); the fields above are then their sums, exact because
+    /// every stream is counted on exactly one host.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hosts: Vec<HostPoint>,
+}
+
+/// One receiving host's share of a fleet's point.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct HostPoint {
+    /// The host, as `--rx` named it.
+    pub host: String,
+    /// Where its receiver listened (the destination of its streams).
+    pub receiver: String,
+    /// Its point: its sender's and its receiver's reports.
+    #[serde(flatten)]
+    pub point: Point,
 }
 
 /// The note to show when the kernel capped the receive buffer below what was asked (the kernel
@@ -357,6 +374,9 @@ impl Runner {
         if self.stop.load(Ordering::Relaxed) {
             return Ok(None);
         }
+        if self.place.receivers() > 1 {
+            return self.run_fleet(cfg, &stream);
+        }
         let listen = SocketAddr::new(self.place.ip(Side::Recv), 0).to_string();
         let send_cpus = self.place.cpus(Side::Send);
         let mut rargs: Vec<String> = vec![
@@ -490,6 +510,112 @@ impl Runner {
             send_per_second: se.per_second,
             stopped: false,
             recv_report: serde_json::from_str(&rout).unwrap_or_default(),
+        }))
+    }
+
+    /// One point received by a fleet: a receiver on every receiving host (each on its own data
+    /// address), then one sender per receiver on the sending host, each at its share of the
+    /// rate, all at once. Each host's ledger is its own row of the point; the point is their sum.
+    /// A stopped point is not a measurement (`Ok(None)`).
+    fn run_fleet(&self, cfg: &PointConfig, stream: &Stream) -> Result<Option<Streamed>> {
+        let n = self.place.receivers();
+        let share = PointConfig {
+            rate: match cfg.rate {
+                Rate::Bits(b) => Rate::Bits(b / n as f64),
+                Rate::Packets(p) => Rate::Packets(p / n as f64),
+                Rate::Max => Rate::Max,
+            },
+            ..cfg.clone()
+        };
+        let mut recvs = Vec::new();
+        for i in 0..n {
+            let host = self.place.receiver_host(i).unwrap_or_default();
+            let who = format!("the receiver on {host}");
+            let mut rargs: Vec<String> = vec![
+                self.receiver().into(),
+                SocketAddr::new(self.place.receiver_ip(i), 0).to_string(),
+                "--once".into(),
+                "--json".into(),
+                "--size".into(),
+                cfg.size.to_string(),
+                "--rcvbuf".into(),
+                cfg.rcvbuf.to_string(),
+                "--duration".into(),
+                format!("{}ms", (cfg.duration + RECV_SLACK).as_millis()),
+            ];
+            rargs.extend(self.priority.args());
+            rargs.extend(stream.recv_args.iter().cloned());
+            let mut r = Proc::spawn_listener(self.place.receiver_command(i, &rargs), &who)?;
+            let addr = match r.listening(None) {
+                Ok(a) => a,
+                Err(said) => {
+                    if self.stop.load(Ordering::Relaxed) {
+                        return Ok(None);
+                    }
+                    let why = said.lines().last().unwrap_or("it exited without a word").trim().to_string();
+                    return Err(Error::failed(format!("{who} did not start: {why}")));
+                }
+            };
+            recvs.push((r, who, host, addr));
+        }
+        let swho = self.place.who(Side::Send, "the sender");
+        let t0 = Instant::now();
+        let mut sends = Vec::new();
+        for (_, _, _, addr) in &recvs {
+            let mut sargs: Vec<String> = vec![
+                "send".into(),
+                addr.clone(),
+                "--rate".into(),
+                rate_arg(share.rate),
+                "--size".into(),
+                cfg.size.to_string(),
+                "--duration".into(),
+                format!("{}s", cfg.duration.as_secs_f64()),
+                "--json".into(),
+            ];
+            if cfg.gso {
+                sargs.push("--gso".into());
+            }
+            sargs.extend(stream.send_args.iter().cloned());
+            sends.push(Proc::spawn(self.place.command(Side::Send, &sargs), &swho)?);
+        }
+        let others: Vec<&Proc> = recvs.iter().map(|(r, ..)| r).collect();
+        let mut sent = Vec::new();
+        for s in sends {
+            let how = Wait::new().stop(self.stop).also_stop(&others).limit(cfg.duration + RECV_SLACK).kill_at_limit();
+            sent.push(s.wait(how)?);
+        }
+        drop(others);
+        let mut hosts = Vec::new();
+        let mut reports = Vec::new();
+        for ((r, who, host, addr), s) in recvs.into_iter().zip(sent) {
+            let recvd = r.finish(END_GRACE)?;
+            if self.stop.load(Ordering::Relaxed) {
+                return Ok(None);
+            }
+            if s.timed_out {
+                return Err(Error::failed(format!("{swho} (to {host}) did not finish in time: killed")));
+            }
+            if !s.status.success() {
+                return Err(Error::failed(format!("{swho} (to {host}) failed: {}", last_line(&s.stderr, &s.status))));
+            }
+            if !recvd.status.success() {
+                return Err(Error::failed(format!("{who} failed: {}", last_line(&recvd.stderr, &recvd.status))));
+            }
+            let sd: SendDoc = parse_doc(&s.stdout, "wirespeed.send/1", "sender")?;
+            let rd: RecvDoc = self.recv_doc(&recvd.stdout)?;
+            let point = Point::from_reports(&share, &sd, &rd, s.at - t0, Vec::new()).with_cpu(&recvd.stdout);
+            reports.push(serde_json::from_str::<serde_json::Value>(&recvd.stdout).unwrap_or_default());
+            hosts.push(HostPoint { host, receiver: addr, point });
+        }
+        let point = Point::merged(cfg, hosts);
+        Ok(Some(Streamed {
+            recv_wall_s: 0.0,
+            recv_datagrams: point.received,
+            send_per_second: Vec::new(),
+            stopped: false,
+            recv_report: serde_json::Value::Array(reports),
+            point,
         }))
     }
 
@@ -712,6 +838,106 @@ impl Point {
             diagnosis: r.diagnosis.clone(),
             recv_all_cpu_ns_per_packet: None,
             recv_threads: Vec::new(),
+            hosts: Vec::new(),
+        }
+    }
+
+    /// A fleet's point: the sums of its hosts' points (`cfg` the whole point's, each host's
+    /// sender at its share of the rate), every host kept in [`Point::hosts`].
+    fn merged(cfg: &PointConfig, hosts: Vec<HostPoint>) -> Point {
+        let ps: Vec<&Point> = hosts.iter().map(|h| &h.point).collect();
+        let sum = |f: &dyn Fn(&Point) -> u64| ps.iter().map(|p| f(p)).sum::<u64>();
+        let fsum = |f: &dyn Fn(&Point) -> f64| ps.iter().map(|p| f(p)).sum::<f64>();
+        let weighted = |f: &dyn Fn(&Point) -> f64, w: &dyn Fn(&Point) -> u64| {
+            let total = ps.iter().map(|p| w(p)).sum::<u64>().max(1) as f64;
+            ps.iter().map(|p| f(p) * w(p) as f64).sum::<f64>() / total
+        };
+        let (sent, missing) = (sum(&|p| p.sent), sum(&|p| p.missing));
+        let stopped: Vec<&str> = ps.iter().map(|p| p.receiver_stopped_by.as_str()).collect();
+        Point {
+            asked: asked_text(cfg.rate),
+            asked_bps: asked_bps(cfg.rate, cfg.size),
+            size: cfg.size,
+            duration_s: cfg.duration.as_secs_f64(),
+            achieved_bps: fsum(&|p| p.achieved_bps),
+            achieved_pps: fsum(&|p| p.achieved_pps),
+            received_bps: fsum(&|p| p.received_bps),
+            sent,
+            received: sum(&|p| p.received),
+            lost: sum(&|p| p.lost),
+            late: sum(&|p| p.late),
+            duplicate: sum(&|p| p.duplicate),
+            invalid: sum(&|p| p.invalid),
+            missing,
+            end_of_stream: ps.iter().all(|p| p.end_of_stream),
+            kernel_socket_drops: ps.iter().map(|p| p.kernel_socket_drops).sum(),
+            kernel_rcvbuf_errors: sum(&|p| p.kernel_rcvbuf_errors),
+            kernel_in_errors: sum(&|p| p.kernel_in_errors),
+            softnet_dropped: sum(&|p| p.softnet_dropped),
+            drops_per_million: if sent > 0 { missing as f64 * 1e6 / sent as f64 } else { 0.0 },
+            lossy: ps.iter().any(|p| p.lossy),
+            send_cpu_ns_per_packet: weighted(&|p| p.send_cpu_ns_per_packet, &|p| p.sent),
+            recv_cpu_ns_per_packet: weighted(&|p| p.recv_cpu_ns_per_packet, &|p| p.received),
+            send_cpus: ps.first().map(|p| p.send_cpus.clone()).unwrap_or_default(),
+            recv_cpu: None,
+            send_wall_s: ps.iter().map(|p| p.send_wall_s).fold(0.0, f64::max),
+            send_elapsed_s: ps.iter().map(|p| p.send_elapsed_s).fold(0.0, f64::max),
+            gso_used: ps.iter().all(|p| p.gso_used),
+            rcvbuf_granted: ps.iter().map(|p| p.rcvbuf_granted).min().unwrap_or(0),
+            receiver_stopped_by: if stopped.iter().all(|s| *s == stopped[0]) {
+                stopped[0].to_string()
+            } else {
+                hosts
+                    .iter()
+                    .map(|h| format!("{}: {}", h.host, h.point.receiver_stopped_by))
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            },
+            diagnosis: hosts
+                .iter()
+                .flat_map(|h| h.point.diagnosis.iter().map(move |d| format!("{}: {d}", h.host)))
+                .collect(),
+            recv_all_cpu_ns_per_packet: None,
+            recv_threads: Vec::new(),
+            hosts,
+        }
+    }
+
+    /// A fleet's point, one line per receiving host under the point's own (none when not a
+    /// fleet): each host's own ledger beside the kernel's drops there.
+    pub fn host_lines(&self) -> Vec<String> {
+        self.hosts
+            .iter()
+            .map(|h| {
+                let p = &h.point;
+                format!(
+                    "    on {} ({}): achieved {}  sent {}  received {}  lost {}  kernel drops {}  -> {}",
+                    h.host,
+                    h.receiver,
+                    units::bits(p.achieved_bps),
+                    units::thousands(p.sent),
+                    units::thousands(p.received),
+                    units::thousands(p.lost),
+                    p.kernel_socket_drops.map_or("-".into(), units::thousands),
+                    p.verdict()
+                )
+            })
+            .collect()
+    }
+
+    /// The hosts of a fleet's point that lost something, as a line names them ("" when none
+    /// or not a fleet).
+    pub fn lossy_hosts(&self) -> String {
+        let v: Vec<String> = self
+            .hosts
+            .iter()
+            .filter(|h| h.point.lossy)
+            .map(|h| format!("{} lost {}", h.host, units::thousands(h.point.missing.max(h.point.lost))))
+            .collect();
+        if v.is_empty() {
+            String::new()
+        } else {
+            format!(" [{}]", v.join(", "))
         }
     }
 
@@ -730,6 +956,11 @@ impl Point {
             (true, false) => "LOSS (no end-of-stream message)",
             (true, true) => "LOSS",
         }
+    }
+
+    /// [`Point::line`], then a fleet's [`Point::host_lines`] under it.
+    pub fn lines(&self) -> String {
+        std::iter::once(self.line()).chain(self.host_lines()).collect::<Vec<_>>().join("\n")
     }
 
     /// The probe on one line: asked, achieved, received, lost, kernel drops, verdict.
@@ -752,7 +983,7 @@ impl Point {
             } else {
                 String::new()
             }
-        )
+        ) + &self.lossy_hosts()
     }
 }
 
@@ -795,6 +1026,7 @@ pub(crate) fn test_point(size: usize, asked_bps: f64, achieved_bps: f64, lost: u
         diagnosis: vec![],
         recv_all_cpu_ns_per_packet: None,
         recv_threads: vec![],
+        hosts: vec![],
     }
 }
 

@@ -156,8 +156,9 @@ pub fn line(r: &Row) -> String {
     if p.invalid > 0 {
         notes.push(format!("{} invalid", units::thousands(p.invalid)));
     }
+    let hosts: String = p.host_lines().iter().map(|l| format!("\n{l}")).collect();
     format!(
-        "{:>6} {:>10} {:>8.3} {:>15} {:>11} {:>17} {:>13} {:>13} {:>9.1}  {}",
+        "{:>6} {:>10} {:>8.3} {:>15} {:>11} {:>17} {:>13} {:>13} {:>9.1}  {}{hosts}",
         format!("{}", p.duration_s),
         p.asked_bps.map_or("max".into(), mbps),
         p.send_wall_s,

@@ -35,8 +35,67 @@ fn series(doc: &SweepDoc, f: impl Fn(&MedianRow) -> Option<(f64, f64)>) -> Vec<S
         .collect()
 }
 
-/// The report's figures, drawn from the medians of the repeats.
+/// The report's figures, drawn from the medians of the repeats; with a fleet of receivers,
+/// one more: each host's loss.
 pub fn figures(doc: &SweepDoc) -> Vec<Figure> {
+    let mut v = common_figures(doc);
+    v.extend(per_host(doc));
+    v
+}
+
+/// A fleet's sweep: loss against the offered rate, one line per receiving host (the worst run
+/// of each rate on that host), so the host that loses first is seen at once.
+fn per_host(doc: &SweepDoc) -> Option<Figure> {
+    let mut names: Vec<String> = Vec::new();
+    for r in &doc.rows {
+        for h in &r.point.hosts {
+            if !names.contains(&h.host) {
+                names.push(h.host.clone());
+            }
+        }
+    }
+    if names.is_empty() {
+        return None;
+    }
+    let series = names
+        .iter()
+        .map(|name| {
+            let mut worst: Vec<(f64, f64)> = Vec::new();
+            for r in &doc.rows {
+                let (Some(asked), Some(h)) = (r.point.asked_bps, r.point.hosts.iter().find(|h| &h.host == name)) else {
+                    continue;
+                };
+                let loss = if h.point.sent > 0 { 100.0 * h.point.missing as f64 / h.point.sent as f64 } else { 0.0 };
+                let x = asked / 1e9;
+                match worst.iter_mut().find(|(a, _)| *a == x) {
+                    Some(p) => p.1 = p.1.max(loss),
+                    None => worst.push((x, loss)),
+                }
+            }
+            worst.sort_by(|a, b| a.0.total_cmp(&b.0));
+            Series { name: name.clone(), points: worst }
+        })
+        .collect();
+    Some(Figure {
+        name: "loss-per-host",
+        caption: format!(
+            "Loss on each receiving host of the fleet against the offered rate of the whole point (each host \
+             receives its share: 1/{} of it), per cent of what was sent to it, the worst run of each rate. The \
+             host that leaves 0 first is the fleet's limit.",
+            names.len()
+        ),
+        chart: LineChart {
+            title: "Loss per receiving host".into(),
+            x_label: "offered to the fleet (Gb/s of UDP payload)".into(),
+            y_label: "lost (% of datagrams sent to the host)".into(),
+            series,
+            note: "One line per host; at 0 the host lost nothing.".into(),
+            ..LineChart::default()
+        },
+    })
+}
+
+fn common_figures(doc: &SweepDoc) -> Vec<Figure> {
     let place = &doc.placement.kind;
     let reps = if doc.repeat > 1 { format!(", median of {} runs", doc.repeat) } else { String::new() };
     vec![

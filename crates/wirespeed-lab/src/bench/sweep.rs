@@ -592,7 +592,7 @@ pub fn row_line(n: usize, of: usize, r: &SweepRow) -> String {
         r.pass,
         r.point.size,
         units::bytes(r.rcvbuf),
-        r.point.line()
+        r.point.lines()
     )
 }
 

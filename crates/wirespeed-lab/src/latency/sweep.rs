@@ -410,7 +410,7 @@ pub fn on_hosts(
     let dir = cfg.out_dir()?;
     let place = Place::hosts(hosts)?;
     let listen = SocketAddr::new(place.ip(Side::Recv), 0).to_string();
-    let names = place.host_ends().map(|h| [h.ends[0].name(), h.ends[1].name()]).unwrap_or_default();
+    let names: [String; 2] = place.host_ends().map(|h| [h.ends[0].name(), h.ends[1].name()]).unwrap_or_default();
     let label = cfg.label.clone().unwrap_or_else(|| format!("{} to {}", names[0], names[1]));
     let mut refl_args = vec!["reflect".to_string(), listen, "--json".into()];
     if let Some((p, reply)) = &cfg.pgm {

@@ -520,39 +520,60 @@ fn list_or_none(v: &[&str]) -> String {
 pub struct Hosts {
     /// How ssh is run.
     pub ssh: Ssh,
-    /// The sending end and the receiving end.
-    pub ends: [End; 2],
-    /// The receiver's data address: `--data-address`, else the address ssh reached it at (or,
-    /// when it is `local`, the address the sender's host saw this machine at).
-    pub data: IpAddr,
-    /// The CPU each end is pinned to, when a run pins them (`bench priority` puts the receiver
-    /// and its competing load on one CPU of the far host).
+    /// The sending end, then the receiving ends (one, or a fleet).
+    pub ends: Vec<End>,
+    /// Each receiver's data address, in the order of the receiving ends: `--data-address`,
+    /// else the address ssh reached it at (or, for `local`, the address the sender's host saw
+    /// this machine at).
+    pub data: Vec<IpAddr>,
+    /// The CPU the sender and the first receiver are pinned to, when a run pins them (`bench
+    /// priority` puts the receiver and its competing load on one CPU of the far host).
     pub pins: [Option<usize>; 2],
 }
 
 impl Hosts {
-    /// Greet `tx` and `rx` (at the same time) and settle the data address.
-    pub fn connect(ssh: Ssh, tx: &Host, rx: &Host, data: Option<IpAddr>, version: &str) -> Result<Hosts> {
+    /// Greet `tx` and every one of `rx` (all at once) and settle the data addresses (`data`:
+    /// none, or one per receiver in order).
+    pub fn connect(ssh: Ssh, tx: &Host, rx: &[Host], data: &[IpAddr], version: &str) -> Result<Hosts> {
         ssh.check()?;
-        let (t, r) = std::thread::scope(|sc| {
-            let t = sc.spawn(|| greet(&ssh, tx, version));
-            let r = greet(&ssh, rx, version);
-            (t.join().unwrap_or_else(|_| Err(Error::failed("greeting the sender's host failed"))), r)
+        if rx.is_empty() {
+            return Err(Error::invalid("--tx needs --rx: name the receiver's host too"));
+        }
+        if !data.is_empty() && data.len() != rx.len() {
+            return Err(Error::invalid(format!(
+                "--data-address given {} time(s) for {} --rx: give none, or one per --rx in the same order",
+                data.len(),
+                rx.len()
+            )));
+        }
+        let all: Vec<&Host> = std::iter::once(tx).chain(rx).collect();
+        let greeted: Vec<Result<End>> = std::thread::scope(|sc| {
+            let hs: Vec<_> = all.iter().map(|h| sc.spawn(|| greet(&ssh, h, version))).collect();
+            hs.into_iter().map(|h| h.join().unwrap_or_else(|_| Err(Error::failed("greeting a host failed")))).collect()
         });
-        let (t, r) = (t?, r?);
-        let data = match data {
-            Some(a) => a,
-            None => match (&r.host, &t.host) {
-                (Host::Ssh { .. }, _) => r.hello.server_addr().ok_or_else(|| no_data_address(&r))?,
-                (Host::Local, Host::Ssh { .. }) => t.hello.client_addr().ok_or_else(|| no_data_address(&r))?,
-                (Host::Local, Host::Local) => IpAddr::V4(std::net::Ipv4Addr::LOCALHOST),
-            },
-        };
-        Ok(Hosts { ssh, ends: [t, r], data, pins: [None, None] })
+        let ends = greeted.into_iter().collect::<Result<Vec<End>>>()?;
+        let mut addrs = Vec::new();
+        for (i, r) in ends[1..].iter().enumerate() {
+            let a = match (data.get(i), &r.host, &ends[0].host) {
+                (Some(a), _, _) => *a,
+                (None, Host::Ssh { .. }, _) => r.hello.server_addr().ok_or_else(|| no_data_address(r))?,
+                (None, Host::Local, Host::Ssh { .. }) => {
+                    ends[0].hello.client_addr().ok_or_else(|| no_data_address(r))?
+                }
+                (None, Host::Local, Host::Local) => IpAddr::V4(std::net::Ipv4Addr::LOCALHOST),
+            };
+            addrs.push(a);
+        }
+        Ok(Hosts { ssh, ends, data: addrs, pins: [None, None] })
+    }
+
+    /// How many receivers (1, or a fleet's size).
+    pub fn receivers(&self) -> usize {
+        self.ends.len() - 1
     }
 
     /// The command that runs `program` (`None`: wirespeed itself) with `args` on end `i` (0 the
-    /// sender, 1 the receiver), and the leash request to write on its standard input (`None`
+    /// sender, 1.. the receivers), and the leash request to write on its standard input (`None`
     /// for `local`, run here directly).
     pub fn command(&self, i: usize, program: Option<&str>, args: Vec<String>) -> (Command, Option<String>) {
         let end = &self.ends[i];

@@ -72,8 +72,8 @@ pub struct Placement {
     pub recv_cpus: Vec<usize>,
     /// One phrase for headings.
     pub description: String,
-    /// The sender's host and the receiver's (`local` for this machine), when on hosts.
-    pub hosts: Option<[String; 2]>,
+    /// The sender's host, then the receivers' (`local` for this machine), when on hosts.
+    pub hosts: Option<Vec<String>>,
 }
 
 #[cfg(test)]
@@ -145,7 +145,7 @@ impl Place {
 
     /// The two ends on hosts reached over ssh (greeted already: see [`super::hosts::Hosts::connect`]).
     pub fn hosts(hosts: super::hosts::Hosts) -> Result<Place> {
-        let ipv6 = hosts.data.is_ipv6();
+        let ipv6 = hosts.data[0].is_ipv6();
         Ok(Place { exe: current_exe()?, at: At::Hosts(hosts), ipv6 })
     }
 
@@ -182,6 +182,41 @@ impl Place {
             At::Hosts(h) => Some(h),
             _ => None,
         }
+    }
+
+    /// How many receivers a point has: 1, or on hosts the fleet's size (`--rx` repeated).
+    pub fn receivers(&self) -> usize {
+        self.host_ends().map_or(1, |h| h.receivers())
+    }
+
+    /// Receiver `i`'s address (0 is [`Place::ip`] of [`Side::Recv`]).
+    pub fn receiver_ip(&self, i: usize) -> IpAddr {
+        match &self.at {
+            At::Hosts(h) if i > 0 => h.data[i],
+            _ => self.ip(Side::Recv),
+        }
+    }
+
+    /// `wirespeed ARGS` on receiver `i` (0 is [`Place::command`] of [`Side::Recv`]).
+    pub fn receiver_command<S: AsRef<OsStr>>(&self, i: usize, args: &[S]) -> Placed {
+        match &self.at {
+            At::Hosts(h) if i > 0 => {
+                let args = args.iter().map(|a| a.as_ref().to_string_lossy().into_owned()).collect();
+                match h.command(i + 1, None, args) {
+                    (mut c, None) => {
+                        wirespeed::sys::die_with_parent(&mut c);
+                        c.into()
+                    }
+                    (c, Some(line)) => Placed::leashed(c, line),
+                }
+            }
+            _ => self.command(Side::Recv, args),
+        }
+    }
+
+    /// Receiver `i`'s host as reports name it (`None` off hosts).
+    pub fn receiver_host(&self, i: usize) -> Option<String> {
+        self.host_ends().map(|h| h.ends[i + 1].name())
     }
 
     /// Who runs on `side`, for messages: "the receiver" plus " on HOST" when on a far host.
@@ -227,8 +262,8 @@ impl Place {
             (At::Partitions(_), true) => IpAddr::V6(partition_addr6(side.partition())),
             // Only the receiver's address is ever dialled; the sender's is where it came from.
             (At::Hosts(h), _) => match side {
-                Side::Recv => h.data,
-                Side::Send => h.ends[0].hello.client_addr().unwrap_or(h.data),
+                Side::Recv => h.data[0],
+                Side::Send => h.ends[0].hello.client_addr().unwrap_or(h.data[0]),
             },
         }
     }
@@ -237,10 +272,9 @@ impl Place {
     /// this host has no IPv6.
     pub fn use_ipv6(&mut self) -> Result<()> {
         if let At::Hosts(h) = &self.at {
-            if !h.data.is_ipv6() {
+            if let Some(a) = h.data.iter().find(|a| !a.is_ipv6()) {
                 return Err(Error::invalid(format!(
-                    "--ipv6 on hosts: the receiver's data address {} is IPv4: give an IPv6 one with --data-address",
-                    h.data
+                    "--ipv6 on hosts: the receiver's data address {a} is IPv4: give an IPv6 one with --data-address"
                 )));
             }
         }
@@ -361,14 +395,15 @@ impl Place {
                 topology::format_cpu_list(&p.cpus[0]),
                 topology::format_cpu_list(&p.cpus[1])
             ),
-            At::Hosts(h) => format!(
-                "hosts over ssh, {send} on {} ({} CPUs), {recv} on {} ({} CPUs) at {}",
-                h.ends[0].name(),
-                h.ends[0].hello.cpus,
-                h.ends[1].name(),
-                h.ends[1].hello.cpus,
-                h.data
-            ),
+            At::Hosts(h) => {
+                let rx: Vec<String> = h.ends[1..]
+                    .iter()
+                    .zip(&h.data)
+                    .map(|(e, a)| format!("{} ({} CPUs) at {a}", e.name(), e.hello.cpus))
+                    .collect();
+                let many = if rx.len() > 1 { format!("a fleet of {} {recv}s, each its own streams, on ", rx.len()) } else { format!("{recv} on ") };
+                format!("hosts over ssh, {send} on {} ({} CPUs), {many}{}", h.ends[0].name(), h.ends[0].hello.cpus, rx.join(", "))
+            }
         }
     }
 
@@ -380,7 +415,7 @@ impl Place {
             send_cpus: self.cpus(Side::Send),
             recv_cpus: self.cpus(Side::Recv),
             description: self.describe("sender", "receiver"),
-            hosts: self.host_ends().map(|h| [h.ends[0].name(), h.ends[1].name()]),
+            hosts: self.host_ends().map(|h| h.ends.iter().map(|e| e.name()).collect()),
         }
     }
 }

@@ -76,7 +76,7 @@ pub fn cmd_max(a: MaxArgs) -> Result<u8, Error> {
     let dir = out_dir(&a.output.out)?;
     // Ctrl-C reaches the children too; this process lives on to report and remove partitions.
     let stop = sys::install_stop_handler();
-    let runner = a.place.runner(stop)?;
+    let runner = a.place.fleet_runner(stop)?;
     let json = a.output.json;
     let head = max::header(&cfg, &runner.placement());
     let say = |l: &str| say_line(json, l);

@@ -71,7 +71,7 @@ pub fn cmd_rates(a: RatesArgs) -> Result<u8, Error> {
     };
     let dir = out_dir(&a.output.out)?;
     let stop = sys::install_stop_handler();
-    let runner = a.place.runner(stop)?;
+    let runner = a.place.fleet_runner(stop)?;
     let json = a.output.json;
     let head = rates::header(cfg.size, cfg.duration, &runner.placement());
     say(json, &head);

@@ -129,7 +129,7 @@ pub fn cmd_sweep(a: SweepArgs) -> Result<u8, Error> {
     };
     let dir = out_dir(&Some(dir))?.unwrap_or_default();
     let stop = sys::install_stop_handler();
-    let mut runner = a.place.runner(stop)?;
+    let mut runner = a.place.fleet_runner(stop)?;
     if let Some(r) = &a.record {
         runner.record_to(r.clone())?;
     }
