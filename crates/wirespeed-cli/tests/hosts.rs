@@ -103,6 +103,9 @@ fn sweep_and_max_across_two_ssh_hosts_count_a_far_drop_rule_exactly() {
     assert_eq!(dropped(&lab, 2), expected, "the rule's count is the ledgers' loss plus the warm-up's");
     let html = std::fs::read_to_string(dir.0.join("report.html")).expect("report.html");
     assert!(html.contains("hosts over ssh"), "the report names where it ran");
+    // The far receiver's diagnosis sends the user to the doctor of that host.
+    let diag = rows[0]["diagnosis"].to_string();
+    assert!(diag.contains(&format!("`wirespeed doctor --host {h2} --for ")), "{diag}");
 
     // bench max: a probe that reaches sequence number 600 (above about 141 Mb/s in 300 ms)
     // loses exactly that one; one below it loses nothing, so the search has a limit to find.
@@ -319,6 +322,11 @@ fn every_way_ssh_fails_is_one_line_naming_the_host_and_nothing_reaches_a_far_she
         let a: Vec<&str> = args.iter().map(String::as_str).collect();
         fails(&lab, &a, *code, &needles.iter().map(String::as_str).collect::<Vec<_>>());
     }
+    // doctor --host inspects the far host: its own report, over the same channel.
+    let out = lab.run(&["doctor", "--host", &h1, "--for", "1G", "--size", "8800", "--json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let doc = json(&String::from_utf8_lossy(&out.stdout));
+    assert_eq!(doc["schema"], "wirespeed.doctor/1", "{doc}");
     lab.assert_nothing_left();
 
     // No value reaches a far shell: the far program's path (the one word that crosses on ssh's

@@ -82,6 +82,20 @@ pub struct DoctorArgs {
     /// wirespeed did not write are never overwritten.
     #[arg(long, value_name = "DIR")]
     persist: Option<PathBuf>,
+    /// Inspect HOST instead of this machine: its own wirespeed runs this doctor there over ssh
+    /// ([user@]host[:port]; the same version), and its findings, commands and --apply are that
+    /// host's. The one to ask when a bench on hosts says a far receiver lost.
+    #[arg(long, value_name = "HOST", value_parser = far_host, conflicts_with = "root")]
+    host: Option<wirespeed_lab::testbed::hosts::Host>,
+    /// With --host: pass `-o KEY=VALUE` to ssh (repeats).
+    #[arg(long = "ssh-option", value_name = "KEY=VALUE", requires = "host")]
+    ssh_option: Vec<String>,
+    /// With --host: pass `-F FILE` to ssh.
+    #[arg(long = "ssh-config", value_name = "FILE", requires = "host")]
+    ssh_config: Option<PathBuf>,
+    /// With --host: the far wirespeed, when it is not on that host's PATH.
+    #[arg(long = "remote-wirespeed", value_name = "PATH", default_value = "wirespeed", requires = "host")]
+    remote_wirespeed: String,
 }
 
 fn parse_for(s: &str) -> Result<Rate, String> {
@@ -170,7 +184,55 @@ fn check_against(a: &DoctorArgs, root: &Root) -> Result<(), Error> {
     Ok(())
 }
 
+fn far_host(s: &str) -> Result<wirespeed_lab::testbed::hosts::Host, String> {
+    match wirespeed_lab::testbed::hosts::Host::parse(s)? {
+        wirespeed_lab::testbed::hosts::Host::Local => {
+            Err("--host local is this machine: leave --host out to inspect it".into())
+        }
+        h => Ok(h),
+    }
+}
+
+/// This command line as the far doctor gets it: without the options that reach the host.
+fn far_args() -> Vec<String> {
+    let ours = ["--host", "--ssh-option", "--ssh-config", "--remote-wirespeed"];
+    let mut out = Vec::new();
+    let mut args = std::env::args_os().skip(1).map(|a| a.to_string_lossy().into_owned());
+    while let Some(a) = args.next() {
+        if ours.contains(&a.as_str()) {
+            args.next();
+        } else if !ours.iter().any(|o| a.starts_with(&format!("{o}="))) {
+            out.push(a);
+        }
+    }
+    out
+}
+
+/// `doctor --host HOST`: greet the host, then run this doctor there through the leash,
+/// printing what it prints; its exit code is this command's.
+fn on_host(a: &DoctorArgs, host: &wirespeed_lab::testbed::hosts::Host) -> Result<u8, Error> {
+    use wirespeed_lab::testbed::{hosts, proc};
+    let ssh = hosts::Ssh {
+        options: a.ssh_option.clone(),
+        config: a.ssh_config.clone(),
+        remote_exe: a.remote_wirespeed.clone(),
+    };
+    ssh.check()?;
+    let end = hosts::greet(&ssh, host, env!("CARGO_PKG_VERSION"))?;
+    let cmd = match end.command(&ssh, None, far_args()) {
+        (c, Some(line)) => proc::Placed::leashed(c, line),
+        (c, None) => c.into(),
+    };
+    let stop = sys::install_stop_handler();
+    let exit = proc::Proc::spawn_inherit(cmd, &format!("the doctor on {}", host.name()))?
+        .wait(proc::Wait::new().stop(stop))?;
+    Ok(exit.status.code().map(|c| c as u8).unwrap_or(1))
+}
+
 pub fn cmd_doctor(a: DoctorArgs) -> Result<u8, Error> {
+    if let Some(h) = &a.host {
+        return on_host(&a, h);
+    }
     let t = target(&a)?;
     let root = match &a.root {
         Some(d) if !d.is_dir() => {

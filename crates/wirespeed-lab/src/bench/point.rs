@@ -377,6 +377,14 @@ impl Runner {
         if self.place.receivers() > 1 {
             return self.run_fleet(cfg, &stream);
         }
+        let mut r = self.run_one(cfg, stream, partial)?;
+        if let (Some(s), Some(host)) = (r.as_mut(), self.place.receiver_host(0)) {
+            s.point.diagnosis = far_doctor(std::mem::take(&mut s.point.diagnosis), &host);
+        }
+        Ok(r)
+    }
+
+    fn run_one(&self, cfg: &PointConfig, stream: Stream, partial: bool) -> Result<Option<Streamed>> {
         let listen = SocketAddr::new(self.place.ip(Side::Recv), 0).to_string();
         let send_cpus = self.place.cpus(Side::Send);
         let mut rargs: Vec<String> = vec![
@@ -604,7 +612,8 @@ impl Runner {
             }
             let sd: SendDoc = parse_doc(&s.stdout, "wirespeed.send/1", "sender")?;
             let rd: RecvDoc = self.recv_doc(&recvd.stdout)?;
-            let point = Point::from_reports(&share, &sd, &rd, s.at - t0, Vec::new()).with_cpu(&recvd.stdout);
+            let mut point = Point::from_reports(&share, &sd, &rd, s.at - t0, Vec::new()).with_cpu(&recvd.stdout);
+            point.diagnosis = far_doctor(point.diagnosis, &host);
             reports.push(serde_json::from_str::<serde_json::Value>(&recvd.stdout).unwrap_or_default());
             hosts.push(HostPoint { host, receiver: addr, point });
         }
@@ -632,6 +641,12 @@ impl Runner {
         serde_json::from_value(v["capture"].clone())
             .map_err(|e| Error::io(format!("the recorder's report cannot be read: {e}")))
     }
+}
+
+/// A far receiver's diagnosis as this end should act on it: the doctor it names is that
+/// host's, run over the same channel (`wirespeed doctor --host HOST ...`).
+fn far_doctor(lines: Vec<String>, host: &str) -> Vec<String> {
+    lines.into_iter().map(|l| l.replace("`wirespeed doctor ", &format!("`wirespeed doctor --host {host} "))).collect()
 }
 
 /// The asked rate as tables show it ("1.02 Gb/s", "500.0 kpps", "max"), for every tool's points.

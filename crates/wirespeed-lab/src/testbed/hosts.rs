@@ -576,7 +576,15 @@ impl Hosts {
     /// sender, 1.. the receivers), and the leash request to write on its standard input (`None`
     /// for `local`, run here directly).
     pub fn command(&self, i: usize, program: Option<&str>, args: Vec<String>) -> (Command, Option<String>) {
-        let end = &self.ends[i];
+        self.ends[i].command(&self.ssh, program, args)
+    }
+}
+
+impl End {
+    /// The command that runs `program` (`None`: wirespeed itself) with `args` on this end, and
+    /// the leash request to write on its standard input (`None` for `local`, run here).
+    pub fn command(&self, ssh: &Ssh, program: Option<&str>, args: Vec<String>) -> (Command, Option<String>) {
+        let end = self;
         match &end.host {
             Host::Local => {
                 let mut c = match program {
@@ -589,7 +597,7 @@ impl Hosts {
             h => {
                 let req = LeashRequest { program: program.map(str::to_string), args };
                 let line = serde_json::to_string(&req).unwrap_or_default() + "\n";
-                (self.ssh.command(h, end.master.as_ref(), "leash"), Some(line))
+                (ssh.command(h, end.master.as_ref(), "leash"), Some(line))
             }
         }
     }
