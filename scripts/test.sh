@@ -15,6 +15,9 @@ command -v tcpdump >/dev/null 2>&1 || need+=(tcpdump)
 command -v ethtool >/dev/null 2>&1 || need+=(ethtool)
 command -v prometheus >/dev/null 2>&1 || need+=(prometheus)
 command -v systemd-analyze >/dev/null 2>&1 || need+=(systemd)
+# Runs on hosts are tested against OpenSSH servers started inside partitions.
+command -v ssh >/dev/null 2>&1 || need+=(openssh-client)
+[ -x /usr/sbin/sshd ] || need+=(openssh-server)
 # The OpenPGM peer of the PGM interoperability tests is built against Debian's libpgm 5.3.
 pkg-config --exists openpgm-5.3 2>/dev/null || need+=(libpgm-dev pkg-config)
 if [ ${#need[@]} -gt 0 ]; then

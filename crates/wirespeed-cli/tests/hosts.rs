@@ -269,9 +269,7 @@ fn every_way_ssh_fails_is_one_line_naming_the_host_and_nothing_reaches_a_far_she
     let old = script("old-wirespeed", "echo \"error: unrecognized subcommand '$1'\" >&2; exit 2");
     let other = script(
         "other-wirespeed",
-        &format!(
-            "echo '{{\"schema\":\"wirespeed.hello/1\",\"version\":\"0.0.9\",\"schemas\":[\"wirespeed.send/1\"],\"hostname\":\"x\",\"ssh_connection\":null,\"cpus\":1,\"net_admin\":true}}'"
-        ),
+        r#"echo '{"schema":"wirespeed.hello/1","version":"0.0.9","schemas":["wirespeed.send/1"],"hostname":"x","ssh_connection":null,"cpus":1,"net_admin":true}'"#,
     );
     let demo = |extra: &[&str]| -> Vec<String> {
         let mut v: Vec<String> =
@@ -507,6 +505,13 @@ fn a_fleet_of_two_receivers_has_a_row_per_host_and_an_exact_merged_ledger() {
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
     let text = String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
     let doc = json(&std::fs::read_to_string(dir.0.join("results.json")).expect("results.json"));
+    // The fleet's document, its host rows included, matches its schema.
+    let check = std::process::Command::new("python3")
+        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/../../schemas/check.py"))
+        .arg(dir.0.join("results.json"))
+        .output()
+        .expect("python3 schemas/check.py");
+    assert!(check.status.success(), "{}", String::from_utf8_lossy(&check.stdout));
     // Each host's loss is drawn, one line per host.
     let svg = std::fs::read_to_string(dir.0.join("loss-per-host.svg")).expect("loss-per-host.svg");
     assert!(svg.contains(&h2) && svg.contains(&h3), "each host is a line of the figure");

@@ -192,6 +192,7 @@ const JSON_WRITERS: &[(&str, usize, &str)] = &[
     ("wirespeed-cli/src/cmd/bench/bare_recv.rs", 1, "internal: the hidden bench bare-recv's line"),
     ("wirespeed-cli/src/cmd/recv.rs", 1, "wirespeed.recv.interval/1 (rx::Progress carries it)"),
     ("wirespeed-cli/src/cmd/tap.rs", 1, "wirespeed.tap.interval/1 (TapProgress carries it)"),
+    ("wirespeed-cli/src/main.rs", 1, "wirespeed.hello/1 (the hidden hello, read over ssh)"),
     ("wirespeed-cli/src/out.rs", 1, "to_json: checks the leading id of everything printed or filed"),
     ("wirespeed-lab/src/bench/doctor.rs", 1, "not a document: to_value of an enum, for its name"),
     ("wirespeed-lab/src/bench/sweep.rs", 1, "wirespeed.bench.sweep/1 (results.json)"),
@@ -199,6 +200,7 @@ const JSON_WRITERS: &[(&str, usize, &str)] = &[
     ("wirespeed-lab/src/latency/sweep.rs", 1, "wirespeed.latency/1 (ping -o DIR)"),
     ("wirespeed-lab/src/testbed/daemon.rs", 1, "wirespeed.partition-view/1"),
     ("wirespeed-lab/src/testbed/devices.rs", 1, "internal: /run/wirespeed/hw.made"),
+    ("wirespeed-lab/src/testbed/hosts.rs", 1, "internal: the leash request"),
     ("wirespeed-lab/src/testbed/state.rs", 1, "wirespeed.partition/1 (the state file)"),
     ("wirespeed-py/src/receiver.rs", 1, "wirespeed.recv/1 (a Receiver's report)"),
     ("wirespeed-py/src/recording.rs", 1, "wirespeed.verify/2 (verify's report)"),
@@ -255,6 +257,33 @@ fn json_writers_in_source() -> Vec<(String, usize)> {
     out
 }
 
+/// What a far host's `wirespeed hello` says it writes is what this tree has schemas for: a
+/// controller compares the lists, so a stale list would refuse (or pass) the wrong hosts.
+#[test]
+fn hello_lists_exactly_the_documents_with_schemas() {
+    let out = run(&["hello"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(text.lines().count(), 1, "one line: {text}");
+    let doc = json(&text);
+    assert_eq!(doc["schema"], "wirespeed.hello/1");
+    assert_eq!(doc["version"], env!("CARGO_PKG_VERSION"));
+    let listed: BTreeSet<String> =
+        doc["schemas"].as_array().expect("schemas").iter().map(|v| v.as_str().unwrap().to_string()).collect();
+    let mut files = BTreeSet::new();
+    for e in std::fs::read_dir(schemas_dir()).unwrap().flatten() {
+        let name = e.file_name().to_string_lossy().to_string();
+        if let Some(stem) = name.strip_suffix(".schema.json").filter(|s| *s != "wirespeed.defs") {
+            let (base, n) = stem.rsplit_once('-').expect("NAME-N");
+            files.insert(format!("{base}/{n}"));
+        }
+    }
+    assert_eq!(listed, files);
+    let mut docs = Docs::new("hello");
+    docs.add_text("wirespeed hello", "wirespeed.hello/1", &text);
+    docs.validate();
+}
+
 #[test]
 fn every_place_that_writes_json_is_known_and_names_its_id() {
     let found = json_writers_in_source();
@@ -275,7 +304,10 @@ fn every_place_that_writes_json_is_known_and_names_its_id() {
         if let Some(id) = what.split_whitespace().find(|w| w.starts_with("wirespeed.") && w.contains('/')) {
             assert!(schemas_dir().join(format!("{}.schema.json", id.replace('/', "-"))).is_file(), "{file}: {id}");
         } else if what.starts_with("internal") {
-            let name = if what.contains("bare-recv") { "bench bare-recv" } else { "hw.made" };
+            let name = ["bench bare-recv", "hw.made", "leash request"]
+                .into_iter()
+                .find(|n| what.contains(n))
+                .unwrap_or_else(|| panic!("{file}: '{what}' names no internal document the README knows"));
             assert!(internal.contains(name), "{file}: schemas/README.md says why {name} is internal");
         }
     }

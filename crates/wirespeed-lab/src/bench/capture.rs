@@ -309,13 +309,7 @@ mod tests {
             r("A", 2, 1200.0),
             r("B", 2, 1000.0),
         ];
-        let pl = Placement {
-            kind: "loopback",
-            prefix: None,
-            send_cpus: vec![],
-            recv_cpus: vec![],
-            description: String::new(),
-        };
+        let pl = Placement::test_loopback(&[], &[]);
         let d = finish(&cfg, pl, runs, false);
         assert_eq!((d.builds[0].median_ns, d.builds[1].median_ns), (1000.0, 1000.0));
         assert_eq!((d.builds[0].min_ns, d.builds[0].max_ns), (900.0, 1200.0));

@@ -417,7 +417,7 @@ fn run_for(mut cmd: Command, input: &str, limit: Duration) -> std::io::Result<(O
 /// Why ssh (exit 255) or the far shell failed to run the far wirespeed, as one line naming the
 /// host and the fix; `said` is everything they printed on stderr.
 pub fn ssh_failure(host: &str, code: Option<i32>, said: &str, exe: &str) -> Error {
-    let last = said.lines().map(str::trim).filter(|l| !l.is_empty()).last().unwrap_or("").to_string();
+    let last = proc_last_line(said);
     let has = |n: &str| said.contains(n);
     match code {
         None => Error::failed(format!(
@@ -446,6 +446,10 @@ pub fn ssh_failure(host: &str, code: Option<i32>, said: &str, exe: &str) -> Erro
             if last.is_empty() { String::new() } else { format!(": {last}") }
         )),
     }
+}
+
+fn proc_last_line(said: &str) -> String {
+    super::proc::last_line(said).unwrap_or("").to_string()
 }
 
 /// One end of a run on hosts: where it is, what its hello said, and its shared connection.

@@ -660,10 +660,10 @@ mod tests {
     fn a_loopback_tool_is_pinned_with_taskset() {
         let p = Place::loopback_on(Some(3), Some(5)).expect("place");
         let c = p.tool_command(Side::Recv, "iperf3", &["-s"]);
-        assert_eq!(c.get_program(), "taskset");
-        let args: Vec<_> = c.get_args().map(|a| a.to_string_lossy().into_owned()).collect();
+        assert_eq!(c.as_command().get_program(), "taskset");
+        let args: Vec<_> = c.as_command().get_args().map(|a| a.to_string_lossy().into_owned()).collect();
         assert_eq!(args, ["-c", "5", "iperf3", "-s"]);
         let c = Place::loopback_on(None, None).expect("place").tool_command(Side::Send, "cat", &["x"]);
-        assert_eq!(c.get_program(), "cat");
+        assert_eq!(c.as_command().get_program(), "cat");
     }
 }

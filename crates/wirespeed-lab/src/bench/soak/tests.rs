@@ -69,6 +69,7 @@ fn point(sent: u64, received: u64, lost: u64, lossy: bool) -> Point {
         diagnosis: vec![],
         recv_all_cpu_ns_per_packet: None,
         recv_threads: vec![],
+        hosts: vec![],
     }
 }
 
