@@ -111,6 +111,8 @@ fn tcpdump_recorder_row_counts_its_file() {
         "--loopback",
         "--record",
         d,
+        "--dd-size",
+        "64M",
         "--keep",
         "--tools",
         "wirespeed,tcpdump",

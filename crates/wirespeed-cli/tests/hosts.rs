@@ -393,59 +393,28 @@ fn every_way_ssh_fails_is_one_line_naming_the_host_and_nothing_reaches_a_far_she
 
 #[test]
 #[ignore = "needs root"]
-fn every_bench_demo_and_ping_run_across_two_ssh_hosts() {
+fn every_bench_runs_across_two_ssh_hosts() {
     let _turn = traffic();
     let lab = SshLab::new("hall", 2);
     let (h1, h2) = (lab.host(1), lab.host(2));
     let on = ["--tx", h1.as_str(), "--rx", h2.as_str()];
+    // Each bench with a path of its own to the far side: soak follows the far receiver's
+    // interval lines, compare runs iperf3 there (and reads its sysctls), priority a nice'd hog
+    // pinned with the receiver, capture and latency this binary's children by path, pgm an
+    // nftables rule there. rates, sweep, max, demo and ping run in the tests above.
     let runs: Vec<(&str, Vec<&str>)> = vec![
-        ("bench.rates", vec!["bench", "rates", "--rates", "100M", "--duration", "200ms"]),
         ("bench.soak", vec!["bench", "soak", "--rate", "50M", "--duration", "1s", "--every", "500ms"]),
         (
             "bench.compare",
-            vec![
-                "bench",
-                "compare",
-                "--rates",
-                "50M",
-                "--sizes",
-                "8800",
-                "--duration",
-                "1",
-                "--repeat",
-                "1",
-                "--tools",
-                "wirespeed,iperf3",
-            ],
-        ),
-        (
-            "bench.pacing",
-            vec!["bench", "pacing", "--cases", "1080@1000pps", "--duration", "1", "--repeat", "1", "--no-iperf3"],
+            "bench compare --rates 50M --sizes 8800 --duration 1 --repeat 1 --tools iperf3".split(' ').collect(),
         ),
         (
             "bench.priority",
-            vec![
-                "bench",
-                "priority",
-                "--duration",
-                "200ms",
-                "--repeat",
-                "1",
-                "--lo",
-                "50M",
-                "--hi",
-                "100M",
-                "--precision",
-                "50%",
-            ],
+            "bench priority --duration 100ms --repeat 1 --lo 50M --hi 100M --precision 50%".split(' ').collect(),
         ),
         ("bench.capture", vec!["bench", "capture", "--count", "5000", "--repeat", "1"]),
-        (
-            "bench.latency",
-            vec!["bench", "latency", "--tools", "ws-open", "--pps", "2000", "--duration", "1", "--repeat", "1"],
-        ),
+        ("bench.latency", "bench latency --tools ws-open --pps 2000 --duration 1 --repeat 1".split(' ').collect()),
         ("bench.pgm", vec!["bench", "pgm", "--part", "repair", "--count", "1000", "--sizes", "1080", "--loss", "1"]),
-        ("demo", vec!["demo", "--duration", "300ms", "--rate", "100M"]),
     ];
     for (what, args) in &runs {
         let mut a = args.clone();
@@ -461,60 +430,58 @@ fn every_bench_demo_and_ping_run_across_two_ssh_hosts() {
             assert!(kinds >= 1, "{what}: no hosts placement in {doc}");
         }
     }
-    // ping: the far ping's files come back here, and nothing of them stays on its host.
-    let dir = TempDir::new("hosts-ping");
-    let out = lab.run(&["ping", "--pps", "2000", "--duration", "500ms", "-o", dir.path(), "--tx", &h1, "--rx", &h2]);
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
-    assert!(text.contains(&format!("in {}", dir.path())), "{text}");
-    for f in ["latency.json", "heatmap-2000pps.png", "rtt-2000pps.hlog"] {
-        assert!(dir.0.join(f).is_file(), "{f} not brought back: {text}");
-    }
-    let doc = json(&std::fs::read_to_string(dir.0.join("latency.json")).expect("latency.json"));
-    assert_eq!(doc["runs"][0]["replies"]["lost"], 0, "{doc}");
     lab.assert_nothing_left();
 }
 
 #[test]
 #[ignore = "needs root"]
-fn a_fleet_of_two_receivers_has_a_row_per_host_and_an_exact_merged_ledger() {
+fn the_readme_examples_run_across_hosts_and_a_fleet_counts_exactly() {
     let _turn = traffic();
     let lab = SshLab::new("hflt", 3);
-    // Host 3 drops three datagrams of every stream; host 2 drops nothing.
+    // The README's "Across real hosts" examples, as written, with lab1..lab3 aliases of an ssh
+    // config (as a user's ~/.ssh/config would hold them).
+    let mut conf = std::fs::read_to_string(lab.file("ssh.conf")).expect("config");
+    for i in 1..=3 {
+        conf = format!("Host lab{i}\n  HostName 198.19.0.{i}\n  Port {}\n", common::ssh::PORT) + &conf;
+    }
+    std::fs::write(lab.file("ssh.conf"), conf).expect("config");
+    // lab3 drops three datagrams of every stream (lab2 none): the README's fleet must count them.
     drop_rule(&lab, 3, &DROPPED);
-    let (h1, h2, h3) = (lab.host(1), lab.host(2), lab.host(3));
-    let dir = TempDir::new("hosts-fleet");
-    let out = lab.run(&[
-        "bench",
-        "sweep",
-        "--tx",
-        &h1,
-        "--rx",
-        &h2,
-        "--rx",
-        &h3,
-        "--rates",
-        "100M,200M",
-        "--sizes",
-        "8800",
-        "--duration",
-        "300ms",
-        "-o",
-        dir.path(),
-    ]);
-    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
-    let text = String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
-    let doc = json(&std::fs::read_to_string(dir.0.join("results.json")).expect("results.json"));
-    // The fleet's document, its host rows included, matches its schema.
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md")).expect("README");
+    let section = readme.split("## Across real hosts").nth(1).expect("the section").split("\n## ").next().unwrap_or("");
+    let block = section.split("```sh").nth(1).and_then(|b| b.split("```").next()).expect("its examples");
+    let examples: Vec<&str> = block.lines().filter(|l| l.starts_with("wirespeed ")).collect();
+    assert!(examples.len() >= 5, "{block}");
+    let work = TempDir::new("hosts-readme");
+    let mut text = String::new();
+    for ex in &examples {
+        let words: Vec<&str> = ex.split_whitespace().skip(1).collect();
+        let out = lab.command(&words).current_dir(&work.0).stdin(std::process::Stdio::null()).output().expect("run");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "README example `{ex}`:\n{err}");
+        assert!(!err.contains("panicked"), "{err}");
+        if words.contains(&"--rx") && words.iter().filter(|w| **w == "--rx").count() > 1 {
+            text = String::from_utf8_lossy(&out.stdout).to_string() + &err;
+        }
+    }
+    assert!(work.0.join("rtt/heatmap-2000pps.png").is_file(), "ping's heat maps came back");
+    lab.assert_nothing_left();
+
+    // The fleet example: each host a row, the point their exact sum.
+    let dir = work.0.join("fleet");
+    let results = dir.join("results.json");
+    let doc = json(&std::fs::read_to_string(&results).expect("the fleet's results.json"));
+    // Its document, the host rows included, matches its schema.
     let check = std::process::Command::new("python3")
         .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/../../schemas/check.py"))
-        .arg(dir.0.join("results.json"))
+        .arg(&results)
         .output()
         .expect("python3 schemas/check.py");
     assert!(check.status.success(), "{}", String::from_utf8_lossy(&check.stdout));
     // Each host's loss is drawn, one line per host.
-    let svg = std::fs::read_to_string(dir.0.join("loss-per-host.svg")).expect("loss-per-host.svg");
-    assert!(svg.contains(&h2) && svg.contains(&h3), "each host is a line of the figure");
+    let svg = std::fs::read_to_string(dir.join("loss-per-host.svg")).expect("loss-per-host.svg");
+    let (h1, h2, h3) = ("lab1", "lab2", "lab3");
+    assert!(svg.contains(h2) && svg.contains(h3), "each host is a line of the figure");
     assert!(doc["placement"]["description"].as_str().unwrap_or("").contains("a fleet of 2 receivers"), "{doc}");
     assert_eq!(doc["placement"]["hosts"], serde_json::json!([h1, h2, h3]), "{doc}");
     let points = doc["rows"].as_array().expect("rows");
@@ -522,7 +489,7 @@ fn a_fleet_of_two_receivers_has_a_row_per_host_and_an_exact_merged_ledger() {
     for p in points {
         let hosts = p["hosts"].as_array().expect("a row per host");
         assert_eq!(hosts.len(), 2, "{p}");
-        assert_eq!((hosts[0]["host"].as_str(), hosts[1]["host"].as_str()), (Some(h2.as_str()), Some(h3.as_str())));
+        assert_eq!((hosts[0]["host"].as_str(), hosts[1]["host"].as_str()), (Some(h2), Some(h3)));
         assert!(hosts[0]["receiver"].as_str().unwrap_or("").starts_with("198.19.0.2:"), "{p}");
         assert!(hosts[1]["receiver"].as_str().unwrap_or("").starts_with("198.19.0.3:"), "{p}");
         // Each host's share is half the rate; its ledger is exact; the point is their sum.
@@ -536,12 +503,9 @@ fn a_fleet_of_two_receivers_has_a_row_per_host_and_an_exact_merged_ledger() {
         assert_eq!(hosts[0]["asked_bps"].as_f64(), Some(half), "{p}");
     }
     // The table has a row per host under each point.
-    assert!(
-        text.contains(&format!("on {h2} (198.19.0.2:")) && text.contains(&format!("on {h3} (198.19.0.3:")),
-        "{text}"
-    );
+    assert!(text.contains("on lab2 (198.19.0.2:") && text.contains("on lab3 (198.19.0.3:"), "{text}");
     // One receiver's commands refuse a fleet in one line.
-    let out = lab.run(&["bench", "compare", "--tx", &h1, "--rx", &h2, "--rx", &h3, "--rates", "50M"]);
+    let out = lab.run(&["bench", "compare", "--tx", h1, "--rx", h2, "--rx", h3, "--rates", "50M"]);
     assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(String::from_utf8_lossy(&out.stderr).contains("a fleet of receivers runs with bench max, rates and sweep"));
     lab.assert_nothing_left();

@@ -277,7 +277,7 @@ fn sweep_across_partitions() {
         "--sizes",
         "8800",
         "--duration",
-        "1",
+        "300ms",
         "--json",
         "-o",
         dir.path(),

@@ -157,6 +157,11 @@ pub struct CompareArgs {
     /// With --record: pin wirespeed record's writer thread to this CPU (record --writer-cpu).
     #[arg(long, value_name = "CPU", requires = "record")]
     writer_cpu: Option<usize>,
+    /// With --record: the most dd writes for the disk's ceiling, before and after the points
+    /// (less is quicker on a slow disk; more is closer to a long recording).
+    #[arg(long, value_name = "BYTES", default_value = "1G", requires = "record",
+          value_parser = |s: &str| args::bytes_between(s, 8 << 20, 1 << 40, "dd writes 8M blocks: give 8M or more"))]
+    dd_size: u64,
 }
 
 /// A backend name as the receiver's --backend takes it (checked there; here only its shape).
@@ -287,6 +292,7 @@ pub fn cmd_compare(a: CompareArgs) -> Result<u8, Error> {
         repeat: a.repeat,
         record: a.record.clone(),
         writer_cpu: a.writer_cpu,
+        dd_bytes: a.dd_size,
     };
     let default = if cfg.record.is_some() { compare::RECORDERS.join(",") } else { compare::TOOLS.join(",") };
     let entries = tool::parse_tools(a.tools.as_deref().unwrap_or(&default), cfg.record.is_some())
@@ -392,6 +398,7 @@ fn search(
         },
         record: cfg.record.clone(),
         writer_cpu: cfg.writer_cpu,
+        dd_bytes: cfg.dd_bytes,
     };
     let names: Vec<&str> = tools.iter().map(|t| t.name()).collect();
     let head = format!(

@@ -42,6 +42,8 @@ pub struct CompareConfig {
     pub record: Option<PathBuf>,
     /// The CPU wirespeed record's writer thread is pinned to (`--writer-cpu`), if any.
     pub writer_cpu: Option<usize>,
+    /// With `record`: the most dd writes for the disk's ceiling, each time (`--dd-size`).
+    pub dd_bytes: u64,
 }
 
 /// Read a rate list (see [`units::parse_rate_list`]), at most [`MAX_RATES`] of them.

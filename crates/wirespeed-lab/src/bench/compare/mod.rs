@@ -50,7 +50,7 @@ pub fn run(
     let mut stopped = false;
     let mut ceilings = Vec::new();
     if let Some(dir) = &cfg.record {
-        ceilings.push(dd::disk_ceiling(dir, "before"));
+        ceilings.push(dd::disk_ceiling(dir, "before", cfg.dd_bytes));
     }
     if let (Some(&rate), Some(&size)) = (cfg.rates.first(), cfg.sizes.first()) {
         let mut short = point_cfg(rate, size);
@@ -103,7 +103,7 @@ pub fn run(
     }
     let record = cfg.record.as_ref().map(|dir| {
         if !stopped {
-            ceilings.push(dd::disk_ceiling(dir, "after"));
+            ceilings.push(dd::disk_ceiling(dir, "after", cfg.dd_bytes));
         }
         let dd: Vec<DiskCeiling> = ceilings.into_iter().filter_map(|c| c.ok()).collect();
         let dd_bytes_per_s = (!dd.is_empty()).then(|| dd.iter().map(|c| c.bytes_per_s).sum::<f64>() / dd.len() as f64);
@@ -575,6 +575,7 @@ mod tests {
             repeat: 3,
             record: None,
             writer_cpu: None,
+            dd_bytes: super::peer::dd::MAX_BYTES,
         }
     }
 

@@ -8,9 +8,9 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use wirespeed::{Error, Result};
 
-/// Largest file written (1 GiB): enough to pass the page cache's write-back start on O_DIRECT's
-/// path, small enough for a scratch disk.
-const MAX_BYTES: u64 = 1 << 30;
+/// Largest file written by default (1 GiB): enough to pass the page cache's write-back start on
+/// O_DIRECT's path, small enough for a scratch disk (`bench compare --dd-size` sets another).
+pub const MAX_BYTES: u64 = 1 << 30;
 
 /// dd's block size.
 const BLOCK: u64 = 8 << 20;
@@ -41,10 +41,11 @@ pub fn parse_dd(text: &str) -> Option<(u64, f64)> {
     Some((bytes, secs))
 }
 
-/// Measure the write rate of the filesystem holding `dir` once; the file is removed after.
-pub fn disk_ceiling(dir: &Path, when: &'static str) -> Result<DiskCeiling> {
-    let free = wirespeed::sys::free_space(dir).unwrap_or(MAX_BYTES * 4);
-    let count = ((free / 4).min(MAX_BYTES) / BLOCK).max(1);
+/// Measure the write rate of the filesystem holding `dir` once, writing at most `max_bytes` (and
+/// at most a quarter of its free space); the file is removed after.
+pub fn disk_ceiling(dir: &Path, when: &'static str, max_bytes: u64) -> Result<DiskCeiling> {
+    let free = wirespeed::sys::free_space(dir).unwrap_or(max_bytes * 4);
+    let count = ((free / 4).min(max_bytes) / BLOCK).max(1);
     let file = dir.join("dd.bin");
     let mut last = String::new();
     for direct in [true, false] {

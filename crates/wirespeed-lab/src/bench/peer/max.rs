@@ -50,6 +50,8 @@ pub struct SearchRun {
     pub record: Option<std::path::PathBuf>,
     /// The CPU wirespeed record's writer is pinned to, if any (stated with the results).
     pub writer_cpu: Option<usize>,
+    /// With `record`: the most dd writes for the disk's ceiling, each time.
+    pub dd_bytes: u64,
 }
 
 /// One search of one tool at one size.
@@ -145,7 +147,7 @@ pub fn run(
     let mut seq = 0u32;
     let mut dd = Vec::new();
     if let Some(dir) = &cfg.record {
-        dd.push(super::dd::disk_ceiling(dir, "before"));
+        dd.push(super::dd::disk_ceiling(dir, "before", cfg.dd_bytes));
     }
     if let Some(&size) = cfg.sizes.first() {
         let mut w = pc(Rate::Packets(20e3), size);
@@ -199,7 +201,7 @@ pub fn run(
     }
     let mut results = medians(tools, &cfg.sizes, &searches);
     if let (Some(dir), false) = (&cfg.record, stopped) {
-        dd.push(super::dd::disk_ceiling(dir, "after"));
+        dd.push(super::dd::disk_ceiling(dir, "after", cfg.dd_bytes));
     }
     let dd: Vec<super::dd::DiskCeiling> = dd.into_iter().filter_map(|c| c.ok()).collect();
     let dd_bytes_per_s = (!dd.is_empty()).then(|| dd.iter().map(|c| c.bytes_per_s).sum::<f64>() / dd.len() as f64);
