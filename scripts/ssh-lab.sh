@@ -24,7 +24,9 @@ up() {
   mkdir -p "$LAB" /run/sshd
   local args=() i
   for i in $(seq 1 $((n + 1))); do args+=(-p "$i" -c $(((i - 1) % 2))); done
-  "$W" partition create --prefix "$PREFIX" "${args[@]}" --share-cpus --mtu 9000 --no-daemons >/dev/null
+  local said
+  said=$("$W" partition create --prefix "$PREFIX" "${args[@]}" --share-cpus --mtu 9000 --no-daemons 2>&1) ||
+    { echo "$said" >&2; exit 1; }
   ssh-keygen -q -t ed25519 -N '' -C ssh-lab -f "$LAB/host_key"
   ssh-keygen -q -t ed25519 -N '' -C ssh-lab -f "$LAB/client_key"
   cp "$LAB/client_key.pub" "$LAB/authorized_keys"
