@@ -387,18 +387,7 @@ impl Runner {
     fn run_one(&self, cfg: &PointConfig, stream: Stream, partial: bool) -> Result<Option<Streamed>> {
         let listen = SocketAddr::new(self.place.ip(Side::Recv), 0).to_string();
         let send_cpus = self.place.cpus(Side::Send);
-        let mut rargs: Vec<String> = vec![
-            self.receiver().into(),
-            listen,
-            "--once".into(),
-            "--json".into(),
-            "--size".into(),
-            cfg.size.to_string(),
-            "--rcvbuf".into(),
-            cfg.rcvbuf.to_string(),
-            "--duration".into(),
-            format!("{}ms", (cfg.duration + RECV_SLACK).as_millis()),
-        ];
+        let mut rargs = self.receiver_args(cfg, listen);
         // A receiver given its own CPU list (`--cpus`, several capture threads) is not also pinned.
         let own_cpus = stream.recv_args.iter().any(|a| a == "--cpus");
         if let (Some(c), false) = (self.place.pin(Side::Recv), own_cpus) {
@@ -432,20 +421,7 @@ impl Runner {
             }
         };
 
-        let mut sargs: Vec<String> = vec![
-            "send".into(),
-            addr.to_string(),
-            "--rate".into(),
-            rate_arg(cfg.rate),
-            "--size".into(),
-            cfg.size.to_string(),
-            "--duration".into(),
-            format!("{}s", cfg.duration.as_secs_f64()),
-            "--json".into(),
-        ];
-        if cfg.gso {
-            sargs.push("--gso".into());
-        }
+        let mut sargs = sender_args(cfg, cfg.rate, &addr.to_string());
         if self.raw {
             sargs.extend(["--raw".into(), crate::testbed::link_name(2)]);
         }
@@ -539,18 +515,7 @@ impl Runner {
         for i in 0..n {
             let host = self.place.receiver_host(i).unwrap_or_default();
             let who = format!("the receiver on {host}");
-            let mut rargs: Vec<String> = vec![
-                self.receiver().into(),
-                SocketAddr::new(self.place.receiver_ip(i), 0).to_string(),
-                "--once".into(),
-                "--json".into(),
-                "--size".into(),
-                cfg.size.to_string(),
-                "--rcvbuf".into(),
-                cfg.rcvbuf.to_string(),
-                "--duration".into(),
-                format!("{}ms", (cfg.duration + RECV_SLACK).as_millis()),
-            ];
+            let mut rargs = self.receiver_args(cfg, SocketAddr::new(self.place.receiver_ip(i), 0).to_string());
             rargs.extend(self.priority.args());
             rargs.extend(stream.recv_args.iter().cloned());
             let mut r = Proc::spawn_listener(self.place.receiver_command(i, &rargs), &who)?;
@@ -570,20 +535,7 @@ impl Runner {
         let t0 = Instant::now();
         let mut sends = Vec::new();
         for (_, _, _, addr) in &recvs {
-            let mut sargs: Vec<String> = vec![
-                "send".into(),
-                addr.clone(),
-                "--rate".into(),
-                rate_arg(share.rate),
-                "--size".into(),
-                cfg.size.to_string(),
-                "--duration".into(),
-                format!("{}s", cfg.duration.as_secs_f64()),
-                "--json".into(),
-            ];
-            if cfg.gso {
-                sargs.push("--gso".into());
-            }
+            let mut sargs = sender_args(cfg, share.rate, addr);
             sargs.extend(stream.send_args.iter().cloned());
             sends.push(Proc::spawn(self.place.command(Side::Send, &sargs), &swho)?);
         }
@@ -628,6 +580,23 @@ impl Runner {
         }))
     }
 
+    /// A point's receiver, listening on `listen`: `recv` (or `record`) until the sender's end,
+    /// in JSON, with the point's size, buffer and a duration that outlasts the sender's.
+    fn receiver_args(&self, cfg: &PointConfig, listen: String) -> Vec<String> {
+        vec![
+            self.receiver().into(),
+            listen,
+            "--once".into(),
+            "--json".into(),
+            "--size".into(),
+            cfg.size.to_string(),
+            "--rcvbuf".into(),
+            cfg.rcvbuf.to_string(),
+            "--duration".into(),
+            format!("{}ms", (cfg.duration + RECV_SLACK).as_millis()),
+        ]
+    }
+
     /// The receiver's report: `recv`'s own, or the capture part of `record`'s (the same report).
     fn recv_doc<T: for<'de> Deserialize<'de>>(&self, text: &str) -> Result<T> {
         if self.record.is_none() {
@@ -641,6 +610,25 @@ impl Runner {
         serde_json::from_value(v["capture"].clone())
             .map_err(|e| Error::io(format!("the recorder's report cannot be read: {e}")))
     }
+}
+
+/// A point's sender: `send` to `addr` at `rate` for the point's duration, in JSON.
+fn sender_args(cfg: &PointConfig, rate: Rate, addr: &str) -> Vec<String> {
+    let mut v: Vec<String> = vec![
+        "send".into(),
+        addr.to_string(),
+        "--rate".into(),
+        rate_arg(rate),
+        "--size".into(),
+        cfg.size.to_string(),
+        "--duration".into(),
+        format!("{}s", cfg.duration.as_secs_f64()),
+        "--json".into(),
+    ];
+    if cfg.gso {
+        v.push("--gso".into());
+    }
+    v
 }
 
 /// A far receiver's diagnosis as this end should act on it: the doctor it names is that

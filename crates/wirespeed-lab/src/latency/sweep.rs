@@ -120,6 +120,22 @@ impl SweepConfig {
         }
     }
 
+    /// The far end of a self-contained run: `reflect` on `listen`, in JSON, with the sweep's
+    /// transport and spin.
+    fn reflector_args(&self, listen: &str) -> Vec<String> {
+        let mut v = vec!["reflect".to_string(), listen.to_string(), "--json".into()];
+        if let Some((p, reply)) = &self.pgm {
+            v.extend(p.cli_args());
+            if *reply != 0 {
+                v.extend(["--reply-port".into(), reply.to_string()]);
+            }
+        }
+        if self.spin {
+            v.push("--spin".into());
+        }
+        v
+    }
+
     /// The same request as arguments for a child `wirespeed ping TARGET`. Durations go in
     /// nanoseconds, so that no value the parent accepted rounds to one the child refuses.
     pub fn child_args(&self, target: &str, out: Option<&Path>, label: &str) -> Vec<String> {
@@ -354,16 +370,7 @@ pub fn in_partitions(cfg: &SweepConfig, stop: &AtomicBool, on: &mut dyn FnMut(Pr
             cpus[0], cpus[1]
         )));
     }
-    let mut refl_args = vec!["reflect".to_string(), target.clone(), "--json".into()];
-    if let Some((p, reply)) = &cfg.pgm {
-        refl_args.extend(p.cli_args());
-        if *reply != 0 {
-            refl_args.extend(["--reply-port".into(), reply.to_string()]);
-        }
-    }
-    if cfg.spin {
-        refl_args.push("--spin".into());
-    }
+    let refl_args = cfg.reflector_args(&target);
     let mut refl = Proc::spawn_listener(place.command(Side::Recv, &refl_args), "the reflector")?;
     if let Err(said) = refl.listening(None) {
         return Err(Error::failed(format!("the reflector did not start: {}", proc::first_line(&said).unwrap_or(""))));
@@ -412,16 +419,7 @@ pub fn on_hosts(
     let listen = SocketAddr::new(place.ip(Side::Recv), 0).to_string();
     let names: [String; 2] = place.host_ends().map(|h| [h.ends[0].name(), h.ends[1].name()]).unwrap_or_default();
     let label = cfg.label.clone().unwrap_or_else(|| format!("{} to {}", names[0], names[1]));
-    let mut refl_args = vec!["reflect".to_string(), listen, "--json".into()];
-    if let Some((p, reply)) = &cfg.pgm {
-        refl_args.extend(p.cli_args());
-        if *reply != 0 {
-            refl_args.extend(["--reply-port".into(), reply.to_string()]);
-        }
-    }
-    if cfg.spin {
-        refl_args.push("--spin".into());
-    }
+    let refl_args = cfg.reflector_args(&listen);
     let rwho = place.who(Side::Recv, "the reflector");
     let mut refl = Proc::spawn_listener(place.command(Side::Recv, &refl_args), &rwho)?;
     let target = refl

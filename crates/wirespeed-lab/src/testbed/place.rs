@@ -200,16 +200,7 @@ impl Place {
     /// `wirespeed ARGS` on receiver `i` (0 is [`Place::command`] of [`Side::Recv`]).
     pub fn receiver_command<S: AsRef<OsStr>>(&self, i: usize, args: &[S]) -> Placed {
         match &self.at {
-            At::Hosts(h) if i > 0 => {
-                let args = args.iter().map(|a| a.as_ref().to_string_lossy().into_owned()).collect();
-                match h.command(i + 1, None, args) {
-                    (mut c, None) => {
-                        wirespeed::sys::die_with_parent(&mut c);
-                        c.into()
-                    }
-                    (c, Some(line)) => Placed::leashed(c, line),
-                }
-            }
+            At::Hosts(h) if i > 0 => far_end(h, i + 1, None, args),
             _ => self.command(Side::Recv, args),
         }
     }
@@ -512,8 +503,13 @@ impl Drop for FarDir<'_> {
 /// `program` (`None`: wirespeed) with `args` on `side` of hosts: over ssh through the far
 /// leash, or here for `local`.
 fn far<S: AsRef<OsStr>>(h: &super::hosts::Hosts, side: Side, program: Option<&str>, args: &[S]) -> Placed {
+    far_end(h, side.index(), program, args)
+}
+
+/// [`far`] on end `i` of the hosts (0 the sender, 1.. the receivers).
+fn far_end<S: AsRef<OsStr>>(h: &super::hosts::Hosts, i: usize, program: Option<&str>, args: &[S]) -> Placed {
     let args = args.iter().map(|a| a.as_ref().to_string_lossy().into_owned()).collect();
-    match h.command(side.index(), program, args) {
+    match h.command(i, program, args) {
         (mut c, None) => {
             wirespeed::sys::die_with_parent(&mut c);
             c.into()

@@ -575,7 +575,7 @@ mod tests {
             repeat: 3,
             record: None,
             writer_cpu: None,
-            dd_bytes: super::peer::dd::MAX_BYTES,
+            dd_bytes: crate::bench::peer::dd::MAX_BYTES,
         }
     }
 
