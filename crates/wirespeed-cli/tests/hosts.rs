@@ -46,6 +46,8 @@ fn ok(lab: &SshLab, args: &[&str]) -> (Value, String) {
     let err = String::from_utf8_lossy(&out.stderr).to_string();
     assert_eq!(out.status.code(), Some(0), "{args:?}:\n{err}");
     assert!(!err.contains("panicked"), "{err}");
+    // Every far command went through the run's one connection to its host.
+    assert!(!err.contains("Control socket"), "the shared ssh connection was gone:\n{err}");
     (json(&String::from_utf8_lossy(&out.stdout)), err)
 }
 
@@ -128,7 +130,7 @@ fn sweep_and_max_across_two_ssh_hosts_count_a_far_drop_rule_exactly() {
             "--hi",
             "400M",
             "--precision",
-            "20%",
+            "40%",
             "--json",
         ],
     );
@@ -136,11 +138,25 @@ fn sweep_and_max_across_two_ssh_hosts_count_a_far_drop_rule_exactly() {
     assert!(!probes.is_empty(), "{doc}");
     let expected: u64 = probes.iter().map(|p| assert_exact(&p["point"], &[600])).sum::<u64>() + 1;
     assert_eq!(dropped(&lab, 2), expected, "probes plus the warm-up: {doc}");
-    assert!(
-        probes.iter().any(|p| p["point"]["lossy"] == false) && probes.iter().any(|p| p["point"]["lossy"] == true),
-        "{doc}"
-    );
+    // Some probes reached sequence number 600 and lost it, and some did not and lost nothing: a
+    // search that found a limit (unless a busy host dropped datagrams at the socket too).
+    let kernel: u64 = probes.iter().map(|p| p["point"]["kernel_socket_drops"].as_u64().unwrap_or(0)).sum();
+    if kernel == 0 {
+        assert!(probes.iter().any(|p| p["point"]["lossy"] == false), "{doc}");
+    }
+    assert!(probes.iter().any(|p| p["point"]["lossy"] == true), "{doc}");
     lab.assert_nothing_left();
+}
+
+/// A controller started by a test, killed (and reaped) if the test fails before it ends, so a
+/// failed test leaves no run behind.
+struct Controller(std::process::Child);
+
+impl Drop for Controller {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
 }
 
 /// Start the controller with `args`, and once a line of its standard output satisfies `ready`,
@@ -153,9 +169,10 @@ fn signal_when(
 ) -> (Option<i32>, String, String) {
     use std::io::{BufRead, BufReader, Read};
     use std::process::Stdio;
-    let mut child =
-        lab.command(args).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("start");
-    let mut err = child.stderr.take().expect("stderr");
+    let mut child = Controller(
+        lab.command(args).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("start"),
+    );
+    let mut err = child.0.stderr.take().expect("stderr");
     let err = std::thread::spawn(move || {
         let mut s = String::new();
         let _ = err.read_to_string(&mut s);
@@ -163,18 +180,19 @@ fn signal_when(
     });
     let mut out = String::new();
     let mut signalled = false;
-    for line in BufReader::new(child.stdout.take().expect("stdout")).lines() {
+    for line in BufReader::new(child.0.stdout.take().expect("stdout")).lines() {
         let Ok(line) = line else { break };
         out.push_str(&line);
         out.push('\n');
         if !signalled && ready(&line) {
             // `partition exec` execs `ip netns exec`, which execs wirespeed: the child is the controller.
-            let st = std::process::Command::new("kill").args([signal, &child.id().to_string()]).status().expect("kill");
+            let st =
+                std::process::Command::new("kill").args([signal, &child.0.id().to_string()]).status().expect("kill");
             assert!(st.success());
             signalled = true;
         }
     }
-    let code = child.wait().expect("wait").code();
+    let code = child.0.wait().expect("wait").code();
     assert!(signalled, "{args:?} ended before the line to stop it at:\n{out}");
     (code, out, err.join().unwrap_or_default())
 }
@@ -219,20 +237,21 @@ fn a_controller_stopped_keeps_its_rows_and_one_killed_leaves_nothing_on_the_host
 
     // Killed outright in the middle of a long probe: the connections drop, the leashes see the
     // end of their input, and the far sender and receiver go.
-    let mut child = lab
-        .command(&["bench", "max", "--tx", &h1, "--rx", &h2, "--duration", "30s", "--repeat", "1", "--hi", "100M"])
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("start");
+    let mut child = Controller(
+        lab.command(&["bench", "max", "--tx", &h1, "--rx", &h2, "--duration", "30s", "--repeat", "1", "--hi", "100M"])
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("start"),
+    );
     let t = std::time::Instant::now();
     while !lab.leftovers().iter().any(|l| l.contains(" send ")) {
         assert!(t.elapsed() < Duration::from_secs(30), "the far sender never started");
         std::thread::sleep(Duration::from_millis(20));
     }
-    child.kill().expect("SIGKILL the controller");
-    let _ = child.wait();
+    child.0.kill().expect("SIGKILL the controller");
+    let _ = child.0.wait();
     lab.assert_nothing_left();
 }
 

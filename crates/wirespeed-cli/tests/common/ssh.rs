@@ -54,7 +54,8 @@ impl SshLab {
         let mut known = String::new();
         // sshd refuses to start without its privilege separation directory.
         let _ = std::fs::create_dir_all("/run/sshd");
-        let mut sshd = Vec::new();
+        // Made before the first server starts, so a failure part-way stops the ones started.
+        let mut lab = SshLab { sshd: Vec::new(), parts, dir, hosts };
         for i in 1..=hosts {
             known.push_str(&format!("[198.19.0.{i}]:{PORT} {host_pub}"));
             let cfg = d.join(format!("sshd{i}.conf"));
@@ -72,7 +73,7 @@ impl SshLab {
                 .args([
                     "partition",
                     "--prefix",
-                    &parts.prefix,
+                    &lab.parts.prefix,
                     "exec",
                     &i.to_string(),
                     "--",
@@ -89,6 +90,7 @@ impl SshLab {
                 .expect("start sshd");
             // Ready when it says it listens; its later lines are drained so it never blocks.
             let err = c.stderr.take().expect("stderr");
+            lab.sshd.push(c);
             let (tx, rx) = std::sync::mpsc::channel();
             std::thread::spawn(move || {
                 let mut r = BufReader::new(err);
@@ -107,7 +109,6 @@ impl SshLab {
                     Err(_) => panic!("sshd in partition {i} did not start: {said}"),
                 }
             }
-            sshd.push(c);
         }
         std::fs::write(d.join("known_hosts"), known).expect("known_hosts");
         std::fs::write(
@@ -119,7 +120,7 @@ impl SshLab {
             ),
         )
         .expect("ssh config");
-        SshLab { sshd, parts, dir, hosts }
+        lab
     }
 
     /// Host `i` as `--tx`/`--rx` name it.
@@ -205,8 +206,10 @@ impl SshLab {
         }
     }
 
+    /// [`SshLab::assert_nothing_left_within`] 15 s: a far command the leash stopped has 10 s
+    /// to report before it is killed (it returns as soon as nothing is left).
     pub fn assert_nothing_left(&self) {
-        self.assert_nothing_left_within(Duration::from_secs(5));
+        self.assert_nothing_left_within(Duration::from_secs(15));
     }
 }
 

@@ -634,6 +634,9 @@ fn sender_args(cfg: &PointConfig, rate: Rate, addr: &str) -> Vec<String> {
 /// A far receiver's diagnosis as this end should act on it: the doctor it names is that
 /// host's, run over the same channel (`wirespeed doctor --host HOST ...`).
 fn far_doctor(lines: Vec<String>, host: &str) -> Vec<String> {
+    if host == "local" {
+        return lines;
+    }
     lines.into_iter().map(|l| l.replace("`wirespeed doctor ", &format!("`wirespeed doctor --host {host} "))).collect()
 }
 

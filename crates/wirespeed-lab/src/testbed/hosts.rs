@@ -85,6 +85,10 @@ pub const SCHEMAS: &[&str] = &[
     "wirespeed.verify/2",
 ];
 
+/// The most receivers a fleet has: the sending host runs one ssh session per receiver on one
+/// connection, and sshd allows 10 sessions on a connection by default (`MaxSessions`).
+pub const MAX_FLEET: usize = 8;
+
 /// How long the far command has to end after its SIGTERM before it is killed.
 const LEASH_GRACE: Duration = Duration::from_secs(10);
 
@@ -136,7 +140,9 @@ impl Host {
         if s.starts_with('-') {
             return Err(bad("it starts with '-', which ssh would read as an option"));
         }
-        if let Some(c) = s.chars().find(|c| c.is_whitespace() || c.is_control()) {
+        // Names, addresses and ssh aliases only: nothing a local ProxyCommand's %h or a shell
+        // could read as more than a name.
+        if let Some(c) = s.chars().find(|c| !(c.is_ascii_alphanumeric() || "._-:@[]%".contains(*c))) {
             return Err(bad(&format!("it holds {c:?}")));
         }
         let (user, rest) = match s.rsplit_once('@') {
@@ -158,6 +164,9 @@ impl Host {
         };
         if host.is_empty() {
             return Err(bad("the host name is empty"));
+        }
+        if host.starts_with('-') || user.is_some_and(|u| u.starts_with('-')) {
+            return Err(bad("a part starts with '-', which ssh would read as an option"));
         }
         let port = match port {
             None => None,
@@ -206,6 +215,36 @@ pub struct Master {
     child: std::process::Child,
     dir: PathBuf,
     socket: PathBuf,
+}
+
+impl Master {
+    /// Wait until the connection is up (its socket appears); a failure is ssh's own, said as
+    /// [`ssh_failure`] says it, naming `host`.
+    pub fn ready(&mut self, host: &Host, exe: &str) -> Result<()> {
+        let name = host.name();
+        let t = Instant::now();
+        loop {
+            if self.socket.exists() {
+                return Ok(());
+            }
+            if let Ok(Some(st)) = self.child.try_wait() {
+                let said = std::fs::read_to_string(self.dir.join("stderr")).unwrap_or_default();
+                return Err(ssh_failure(&name, st.code(), &said, exe));
+            }
+            if t.elapsed() > Duration::from_secs(30) {
+                return Err(ssh_failure(&name, None, "", exe));
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+}
+
+/// A random 32-bit tag for a directory name (not for anything secret).
+fn rand_u32() -> u32 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u128(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0));
+    h.finish() as u32
 }
 
 impl Drop for Master {
@@ -274,45 +313,43 @@ impl Ssh {
         c
     }
 
-    /// Open the shared connection to `host` ([`Master`]): ready when its socket appears; a
-    /// failure is ssh's own, said as [`ssh_failure`] says it.
-    pub fn master(&self, host: &Host) -> Result<Master> {
-        static SEQ: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    /// Start the shared connection to `host` ([`Master`]); [`Master::ready`] waits for it.
+    /// Started on the thread that lives as long as the run: the master dies with the thread that
+    /// started it (`die_with_parent`), and it must outlive the greeting.
+    pub fn start_master(&self, host: &Host) -> Result<Master> {
         let name = host.name();
-        // A short path: a Unix socket's name has room for about 100 bytes.
-        let n = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let dir = std::env::temp_dir().join(format!("wirespeed-ssh-{}-{n}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::DirBuilder::new()
-            .mode(0o700)
-            .create(&dir)
-            .map_err(|e| Error::io(format!("cannot create {} for the ssh connection: {e}", dir.display())))?;
+        // A short path (a Unix socket's name has room for about 100 bytes), made new: never a
+        // directory someone else made.
+        let mut made = None;
+        for _ in 0..16 {
+            let tag: u32 = rand_u32();
+            let dir = std::env::temp_dir().join(format!("wirespeed-ssh-{tag:08x}"));
+            match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
+                Ok(()) => {
+                    made = Some(dir);
+                    break;
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+                Err(e) => {
+                    return Err(Error::io(format!("cannot create {} for the ssh connection: {e}", dir.display())))
+                }
+            }
+        }
+        let dir = made.ok_or_else(|| Error::io("cannot create a directory for the ssh connection in the temp dir"))?;
         let socket = dir.join("s");
+        let log = std::fs::File::create(dir.join("stderr"))
+            .map_err(|e| Error::io(format!("cannot create {}: {e}", dir.join("stderr").display())))?;
         let own = ["-M", "-N", "-o", "ControlPersist=no", "-S"].map(std::ffi::OsStr::new);
         let mut c = self.base(host, None, &[&own[..], &[socket.as_os_str()]].concat());
-        c.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::piped());
+        // Its stderr goes to a file: a pipe nobody reads would stall it once full.
+        c.stdin(Stdio::null()).stdout(Stdio::null()).stderr(log);
         sys::die_with_parent(&mut c);
-        let child = c.spawn().map_err(|e| {
-            let _ = std::fs::remove_dir_all(&dir);
-            Error::failed(format!("{name}: cannot run ssh: {e} (install OpenSSH's client)"))
-        })?;
-        let mut master = Master { child, dir, socket };
-        let t = Instant::now();
-        loop {
-            if master.socket.exists() {
-                return Ok(master);
+        match c.spawn() {
+            Ok(child) => Ok(Master { child, dir, socket }),
+            Err(e) => {
+                let _ = std::fs::remove_dir_all(&dir);
+                Err(Error::failed(format!("{name}: cannot run ssh: {e} (install OpenSSH's client)")))
             }
-            if let Ok(Some(st)) = master.child.try_wait() {
-                let mut said = String::new();
-                if let Some(mut e) = master.child.stderr.take() {
-                    let _ = e.read_to_string(&mut said);
-                }
-                return Err(ssh_failure(&name, st.code(), &said, &self.remote_exe));
-            }
-            if t.elapsed() > Duration::from_secs(30) {
-                return Err(ssh_failure(&name, None, "", &self.remote_exe));
-            }
-            std::thread::sleep(Duration::from_millis(5));
         }
     }
 }
@@ -471,20 +508,32 @@ impl End {
 }
 
 /// Greet `host` with `wirespeed hello` over ssh (or here, for `local`), through its shared
-/// connection (opened here), and check it speaks the same documents as `version` (this build's).
+/// connection (opened here, on this thread: it lives as long as this thread), and check it
+/// speaks the same documents as `version` (this build's).
 pub fn greet(ssh: &Ssh, host: &Host, version: &str) -> Result<End> {
-    let mut master = None;
+    let master = match host {
+        Host::Local => None,
+        Host::Ssh { .. } => Some(ssh.start_master(host)?),
+    };
+    greet_through(ssh, host, master, version)
+}
+
+/// [`greet`] through a master already started (`None` for `local`).
+fn greet_through(ssh: &Ssh, host: &Host, mut master: Option<Master>, version: &str) -> Result<End> {
     let hello = match host {
         Host::Local => Hello::here(version),
         Host::Ssh { .. } => {
             let name = host.name();
-            master = Some(ssh.master(host)?);
+            if let Some(m) = master.as_mut() {
+                m.ready(host, &ssh.remote_exe)?;
+            }
             let (code, out, err) = run_for(ssh.command(host, master.as_ref(), "hello"), "", Duration::from_secs(30))
                 .map_err(|e| Error::failed(format!("{name}: cannot run ssh: {e} (install OpenSSH's client)")))?;
             if code != Some(0) {
                 return Err(ssh_failure(&name, code, &err, &ssh.remote_exe));
             }
-            let hello: Hello = serde_json::from_str(out.trim()).map_err(|_| {
+            // The last line that is a hello: a far shell's rc files may print before it.
+            let hello = out.lines().rev().find_map(|l| serde_json::from_str::<Hello>(l.trim()).ok()).ok_or_else(|| {
                 Error::failed(format!(
                     "{name}: '{} hello' printed no hello document: the far wirespeed is older than this one: install version {version} there",
                     ssh.remote_exe
@@ -550,13 +599,40 @@ impl Hosts {
                 rx.len()
             )));
         }
+        if rx.len() > MAX_FLEET {
+            return Err(Error::invalid(format!(
+                "--rx given {} times: a fleet has at most {MAX_FLEET} receivers (the sender's host runs one ssh session per receiver, and sshd allows 10 on a connection)",
+                rx.len()
+            )));
+        }
         let all: Vec<&Host> = std::iter::once(tx).chain(rx).collect();
+        // The masters start here, on the thread the run lives on (each dies with the thread
+        // that started it); the waits and greetings run side by side.
+        let mut masters = Vec::new();
+        for h in &all {
+            masters.push(match h {
+                Host::Local => None,
+                Host::Ssh { .. } => Some(ssh.start_master(h)?),
+            });
+        }
         let greeted: Vec<Result<End>> = std::thread::scope(|sc| {
-            let hs: Vec<_> = all.iter().map(|h| sc.spawn(|| greet(&ssh, h, version))).collect();
-            hs.into_iter().map(|h| h.join().unwrap_or_else(|_| Err(Error::failed("greeting a host failed")))).collect()
+            let hs: Vec<_> = all
+                .iter()
+                .zip(masters)
+                .map(|(h, m)| {
+                    let ssh = &ssh;
+                    sc.spawn(move || greet_through(ssh, h, m, version))
+                })
+                .collect();
+            hs.into_iter()
+                .zip(&all)
+                .map(|(t, h)| {
+                    t.join().unwrap_or_else(|_| Err(Error::failed(format!("{}: greeting it failed", h.name()))))
+                })
+                .collect()
         });
         let ends = greeted.into_iter().collect::<Result<Vec<End>>>()?;
-        let mut addrs = Vec::new();
+        let mut addrs: Vec<IpAddr> = Vec::new();
         for (i, r) in ends[1..].iter().enumerate() {
             let a = match (data.get(i), &r.host, &ends[0].host) {
                 (Some(a), _, _) => *a,
@@ -566,6 +642,22 @@ impl Hosts {
                 }
                 (None, Host::Local, Host::Local) => IpAddr::V4(std::net::Ipv4Addr::LOCALHOST),
             };
+            // ssh through a tunnel or a ProxyCommand arrives from loopback: that is not where
+            // the data can go.
+            let far = !(matches!(r.host, Host::Local) && matches!(ends[0].host, Host::Local));
+            if data.get(i).is_none() && far && (a.is_loopback() || a.is_unspecified()) {
+                return Err(Error::invalid(format!(
+                    "{}: ssh reached it at {a} (a tunnel or a ProxyCommand), which the data cannot go to: give its data address with --data-address ADDR",
+                    r.name()
+                )));
+            }
+            if let Some(j) = addrs.iter().position(|b| *b == a) {
+                return Err(Error::invalid(format!(
+                    "--rx {} and --rx {} receive at the same address {a}: give each receiving host once (or each its own --data-address)",
+                    ends[j + 1].name(),
+                    r.name()
+                )));
+            }
             addrs.push(a);
         }
         Ok(Hosts { ssh, ends, data: addrs, pins: [None, None] })
@@ -700,7 +792,11 @@ mod tests {
         assert_eq!(Host::parse("root@[2001:2::2]:22"), Ok(ssh("root@2001:2::2", Some(22))));
         assert_eq!(Host::parse("root@[2001:2::2]:22").map(|h| h.name()), Ok("root@[2001:2::2]:22".into()));
         assert_eq!(Host::parse("me@lab2:2222").map(|h| h.name()), Ok("me@lab2:2222".into()));
-        for bad in ["", "-oProxyCommand=x", "a b", "lab:0", "lab:99999", "lab:x", "@lab", "[::1", "[::1]x", ":22"] {
+        let odd = ["me@-oProxyCommand=x", "a;b", "$(x)", "a`b`", "lab\n"];
+        for bad in ["", "-oProxyCommand=x", "a b", "lab:0", "lab:99999", "lab:x", "@lab", "[::1", "[::1]x", ":22"]
+            .into_iter()
+            .chain(odd)
+        {
             let e = Host::parse(bad).unwrap_err();
             assert!(e.contains("is not a host"), "{bad}: {e}");
         }
@@ -725,15 +821,26 @@ mod tests {
     #[test]
     fn the_leash_stops_its_command_at_end_of_input() {
         // A command that reports on SIGTERM: the leash passes the end of its input on as one.
+        // It says it is ready (its trap set) by making a file; only then is its input closed.
+        let ready = std::env::temp_dir().join(format!("wirespeed-leash-test-{}", std::process::id()));
+        let _ = std::fs::remove_file(&ready);
         let req = LeashRequest {
             program: Some("sh".into()),
-            args: vec!["-c".into(), "trap 'exit 7' TERM; while :; do sleep 0.01; done".into()],
+            args: vec![
+                "-c".into(),
+                format!("trap 'exit 7' TERM; : > '{}'; while :; do sleep 0.01; done", ready.display()),
+            ],
         };
         let line = serde_json::to_string(&req).expect("json") + "\n";
         let (rd, mut wr) = std::os::unix::net::UnixStream::pair().expect("pair");
         std::io::Write::write_all(&mut wr, line.as_bytes()).expect("write");
         let h = std::thread::spawn(move || leash(rd));
-        std::thread::sleep(Duration::from_millis(100));
+        let t = Instant::now();
+        while !ready.exists() {
+            assert!(t.elapsed() < Duration::from_secs(60), "the command never started");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let _ = std::fs::remove_file(&ready);
         drop(wr);
         assert_eq!(h.join().expect("join").expect("leash"), 7);
     }

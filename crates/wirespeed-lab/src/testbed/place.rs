@@ -432,9 +432,15 @@ impl Place {
                 let out = self
                     .tool_command(side, "mktemp", &["-d", "-t", "wirespeed-files.XXXXXXXX"])
                     .output()
-                    .map_err(|e| Error::failed(format!("cannot run ssh: {e}")))?;
-                let dir = String::from_utf8_lossy(&out.stdout).trim().to_string();
-                if !out.status.success() || !dir.starts_with('/') {
+                    .map_err(|e| Error::failed(format!("{who}: cannot run ssh: {e}")))?;
+                // Exactly the one path mktemp made: the far shell's rc files may print too, and
+                // this is what is later removed there.
+                let text = String::from_utf8_lossy(&out.stdout).to_string();
+                let dir = text.lines().map(str::trim).rfind(|l| l.starts_with('/')).unwrap_or("").to_string();
+                let name_ok =
+                    Path::new(&dir).file_name().is_some_and(|n| n.to_string_lossy().starts_with("wirespeed-files."))
+                        && !dir.contains("/../");
+                if !out.status.success() || !name_ok {
                     return Err(Error::failed(format!(
                         "{who}: cannot make a directory for the run's files there (mktemp -d): {}",
                         String::from_utf8_lossy(&out.stderr).trim()
@@ -465,7 +471,7 @@ impl FarDir<'_> {
             .place
             .tool_command(self.side, "tar", &["-C", &far, "-cf", "-", "."])
             .output()
-            .map_err(|e| Error::failed(format!("cannot run ssh: {e}")))?;
+            .map_err(|e| Error::failed(format!("{who}: cannot run ssh: {e}")))?;
         self.remove();
         if !out.status.success() {
             return Err(Error::failed(format!(
@@ -476,7 +482,12 @@ impl FarDir<'_> {
         std::fs::create_dir_all(&self.local)
             .map_err(|e| Error::io(format!("cannot create {}: {e}", self.local.display())))?;
         let mut tar = Command::new("tar");
-        tar.arg("-C").arg(&self.local).args(["-xf", "-"]).stdin(std::process::Stdio::piped());
+        // The files only: the local directory keeps its own mode and owner (the far one is
+        // mktemp's 0700), and what is unpacked is this user's, with this umask.
+        tar.arg("-C")
+            .arg(&self.local)
+            .args(["--no-overwrite-dir", "--no-same-owner", "--no-same-permissions", "-xf", "-"])
+            .stdin(std::process::Stdio::piped());
         let mut child = tar.spawn().map_err(|e| Error::failed(format!("cannot run tar here: {e}")))?;
         if let Some(mut i) = child.stdin.take() {
             let _ = std::io::Write::write_all(&mut i, &out.stdout);

@@ -169,13 +169,27 @@ pub(super) fn nft(place: &Place, args: &[&str]) -> Result<String> {
 /// (0x05) passes, so every drop can be repaired. A fresh table, so the counter starts at zero.
 pub(super) struct LossRule<'a> {
     place: &'a Place,
+    /// On a far host: a leashed shell there that removes the rule when its leash ends, so a
+    /// controller killed outright (or a dropped connection) leaves no rule in that host's
+    /// firewall. Partitions go with their namespaces.
+    _guard: Option<crate::testbed::proc::Proc>,
 }
 
 impl<'a> LossRule<'a> {
     pub(super) fn install(place: &'a Place, port: u16, permille: u32) -> Result<LossRule<'a>> {
         let _ = nft(place, &["delete", "table", "inet", NFT_TABLE]);
+        let guard = if place.is_hosts() {
+            let script =
+                format!("trap 'nft delete table inet {NFT_TABLE} 2>/dev/null; exit 0' TERM; while :; do sleep 1; done");
+            Some(crate::testbed::proc::Proc::spawn(
+                place.tool_command(Side::Recv, "sh", &["-c", &script]),
+                &place.who(Side::Recv, "the loss rule's guard"),
+            )?)
+        } else {
+            None
+        };
         nft(place, &["add", "table", "inet", NFT_TABLE])?;
-        let rule = LossRule { place };
+        let rule = LossRule { place, _guard: guard };
         nft(place, &["add", "chain", "inet", NFT_TABLE, "in", "{ type filter hook input priority raw ; }"])?;
         let (p, n) = (port.to_string(), permille.to_string());
         nft(
