@@ -250,9 +250,19 @@ fn a_controller_stopped_keeps_its_rows_and_one_killed_leaves_nothing_on_the_host
         assert!(t.elapsed() < Duration::from_secs(30), "the far sender never started");
         std::thread::sleep(Duration::from_millis(20));
     }
+    let killed = child.0.id();
     child.0.kill().expect("SIGKILL the controller");
     let _ = child.0.wait();
     lab.assert_nothing_left();
+    // Here, the killed run's connection directories are removed by the next run that connects.
+    let (_, _) = ok(&lab, &["demo", "--tx", &h1, "--rx", &h2, "--duration", "100ms", "--rate", "10M", "--json"]);
+    let prefix = format!("wirespeed-ssh-{killed}-");
+    let left: Vec<_> = std::fs::read_dir(std::env::temp_dir())
+        .expect("temp dir")
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with(&prefix))
+        .collect();
+    assert!(left.is_empty(), "the killed run's ssh directories stayed: {left:?}");
 }
 
 /// The controller fails with `code` and one line on stderr holding every one of `needles`.

@@ -24,7 +24,7 @@ use serde::{Deserialize, Serialize};
 use std::io::{BufRead, BufReader, Read};
 use std::net::IpAddr;
 use std::os::unix::fs::DirBuilderExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -239,6 +239,34 @@ impl Master {
     }
 }
 
+/// The start of a master's directory name in the temp dir: `wirespeed-ssh-PID-TAG`.
+const MASTER_DIR: &str = "wirespeed-ssh-";
+
+/// Remove the masters' directories under `base` that runs now gone left (a controller killed
+/// outright cannot remove its own): only a directory named for a process that no longer runs,
+/// holding nothing but what a master puts there (its socket `s` and its `stderr`).
+fn reap_stale_in(base: &Path) {
+    let Ok(rd) = std::fs::read_dir(base) else { return };
+    for e in rd.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let Some(pid) =
+            name.strip_prefix(MASTER_DIR).and_then(|r| r.split('-').next()).and_then(|p| p.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if pid == std::process::id() || Path::new(&format!("/proc/{pid}")).exists() {
+            continue;
+        }
+        let path = e.path();
+        let ours = std::fs::read_dir(&path)
+            .map(|d| d.flatten().all(|f| matches!(f.file_name().to_str(), Some("s" | "stderr"))))
+            .unwrap_or(false);
+        if ours && e.file_type().is_ok_and(|t| t.is_dir()) {
+            let _ = std::fs::remove_dir_all(&path);
+        }
+    }
+}
+
 /// A random 32-bit tag for a directory name (not for anything secret).
 fn rand_u32() -> u32 {
     use std::hash::{BuildHasher, Hasher};
@@ -320,10 +348,11 @@ impl Ssh {
         let name = host.name();
         // A short path (a Unix socket's name has room for about 100 bytes), made new: never a
         // directory someone else made.
+        reap_stale_in(&std::env::temp_dir());
         let mut made = None;
         for _ in 0..16 {
             let tag: u32 = rand_u32();
-            let dir = std::env::temp_dir().join(format!("wirespeed-ssh-{tag:08x}"));
+            let dir = std::env::temp_dir().join(format!("{MASTER_DIR}{}-{tag:08x}", std::process::id()));
             match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
                 Ok(()) => {
                     made = Some(dir);
@@ -843,6 +872,31 @@ mod tests {
         let _ = std::fs::remove_file(&ready);
         drop(wr);
         assert_eq!(h.join().expect("join").expect("leash"), 7);
+    }
+
+    #[test]
+    fn only_a_dead_runs_master_directories_are_reaped() {
+        let base = std::env::temp_dir().join(format!("wirespeed-reap-test-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&base);
+        // A pid above the kernel's largest cannot be running.
+        let dead = 4_194_305;
+        let mk = |name: &str, files: &[&str]| {
+            let d = base.join(name);
+            std::fs::create_dir_all(&d).expect("dir");
+            for f in files {
+                std::fs::write(d.join(f), "").expect("file");
+            }
+            d
+        };
+        let stale = mk(&format!("{MASTER_DIR}{dead}-0000abcd"), &["stderr"]);
+        let old_style = mk(&format!("{MASTER_DIR}{dead}-1"), &[]);
+        let foreign = mk(&format!("{MASTER_DIR}{dead}-0000abce"), &["stderr", "notes.txt"]);
+        let live = mk(&format!("{MASTER_DIR}{}-0000abcf", std::process::id()), &["stderr"]);
+        let other = mk("wirespeed-sshx", &[]);
+        reap_stale_in(&base);
+        assert!(!stale.exists() && !old_style.exists(), "a dead run's directories go");
+        assert!(foreign.exists() && live.exists() && other.exists(), "nothing else is touched");
+        let _ = std::fs::remove_dir_all(&base);
     }
 
     #[test]
