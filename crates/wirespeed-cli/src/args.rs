@@ -338,6 +338,11 @@ pub fn file_size(s: &str) -> Result<u64, String> {
     size_in(s, 1 << 20, MAX_FILE_SIZE, "each file's space is reserved up front; ext4 holds no larger file")
 }
 
+/// A scan's chunk (FlexBuff) or block (Mark6) size: rounded down to whole frames when used.
+pub fn chunk_size(s: &str) -> Result<u64, String> {
+    size_in(s, 64 << 10, 2 << 30, "a chunk is held in RAM until its disk has it; Mark6 blocks hold at most 2 GiB")
+}
+
 /// How much `disk-test` writes.
 pub fn disk_test_size(s: &str) -> Result<u64, String> {
     size_in(s, 1 << 20, MAX_DISK_TEST, "a terabyte measures any disk; more only wears it")

@@ -84,6 +84,15 @@ enum Cmd {
         Exit codes: 0 every file sound and matching its sidecar, 2 bad usage, 3 loss when \
         --expect-zero-loss, 4 a file is damaged, incomplete or differs from its sidecar.")]
     Verify(verify::VerifyArgs),
+    /// Write a scan scattered over mount points (FlexBuff or Mark6) out as one stream, in order.
+    #[command(long_about = "Gather a scan's chunks (FlexBuff: <mount>/<SCAN>/<SCAN>.NNNNNNNN) or blocks \
+        (Mark6: one <mount>/<SCAN> file per disk) from every mount point, in number order, and \
+        write the frames out as one stream: a file VLBI software opens directly. Scans recorded \
+        by wirespeed, jive5ab or a Mark6 are read alike. Without -w, the pieces are listed.\n\n\
+        Try:  wirespeed gather exp1_ef_no0001 --from '/mnt/disk*' -w /tmp/scan.vdif\n\n\
+        Exit codes: 0 success, 1 runtime failure, 2 bad usage (e.g. a scan with missing \
+        chunks, unless --allow-holes), 4 the listing shows missing or doubled pieces.")]
+    Gather(gather::GatherArgs),
     /// Measure the sustained write rate of a disk with the recorder's own I/O pattern.
     DiskTest(disk_test::DiskTestArgs),
     /// Answer wirespeed probes from allowed clients, each within a rate cap (the far end of `ping`).
@@ -200,6 +209,7 @@ fn main() -> ExitCode {
         Cmd::Recv(a) => recv::cmd_recv(a),
         Cmd::Record(a) => record::cmd_record(a),
         Cmd::Verify(a) => verify::cmd_verify(a),
+        Cmd::Gather(a) => gather::cmd_gather(a),
         Cmd::DiskTest(a) => disk_test::cmd_disk_test(a),
         Cmd::Reflect(a) => reflect::cmd_reflect(a),
         Cmd::Ping(a) => ping::cmd_ping(a),

@@ -10,6 +10,7 @@
 
 use crate::error::{Error, Result};
 use crate::rx::{self, Listener, Progress, RecvConfig, RecvReport};
+use crate::spool::scatter::Scatter;
 use crate::spool::writer::{RingSink, Rotation, Shared, Writer, WriterConfig, WriterReport};
 use crate::spool::{FileFormat, ReadLayout};
 use crate::sys;
@@ -77,6 +78,43 @@ pub struct RecordConfig {
     pub learn: Option<String>,
     /// Who is shown the rings and writers while the recording runs (a metrics exporter), if anyone.
     pub show_rings: Option<Arc<dyn ShowRings>>,
+    /// Record one scan scattered over mount points (FlexBuff or Mark6) instead of a file series
+    /// in `dir`.
+    pub scan: Option<ScanTarget>,
+}
+
+/// A scan scattered over mount points: where, named what, in which layout and chunk size.
+#[derive(Clone)]
+pub struct ScanTarget {
+    /// The mount points, one disk thread each.
+    pub mounts: Vec<PathBuf>,
+    /// The scan's name.
+    pub name: String,
+    /// FlexBuff or Mark6.
+    pub layout: crate::spool::scan::ScanLayout,
+    /// Bytes per chunk (FlexBuff) or block (Mark6), rounded down to whole frames.
+    pub chunk: u64,
+    /// Told about dropped and full disks as it happens.
+    pub say: Option<crate::spool::scatter::Say>,
+}
+
+impl std::fmt::Debug for ScanTarget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ScanTarget")
+            .field("mounts", &self.mounts)
+            .field("name", &self.name)
+            .field("layout", &self.layout)
+            .field("chunk", &self.chunk)
+            .finish()
+    }
+}
+
+impl ScanTarget {
+    /// The chunk size in bytes for records of `record_len`: whole records, at least one.
+    pub fn chunk_bytes(&self, record_len: usize) -> u64 {
+        let r = record_len.max(1) as u64;
+        (self.chunk / r).max(1) * r
+    }
 }
 
 /// How a shared recording was published.
@@ -463,6 +501,12 @@ pub fn run(
     }
     crate::spool::validate_prefix(&cfg.prefix).map_err(Error::invalid)?;
     let layout = ReadLayout::for_stream(&fmt, cfg.file_format).map_err(Error::invalid)?;
+    let mut cfg = cfg.clone();
+    if let Some(t) = &cfg.scan {
+        check_scan(t, &cfg, rcfg, &layout)?;
+        cfg.rotation = Rotation { max_bytes: Some(t.chunk_bytes(layout.record_len)), period: None };
+    }
+    let cfg = &cfg;
     if cfg.chunk == 0 || cfg.chunk % sys::RING_ALIGN != 0 {
         return Err(Error::param("block", format!("{} must be a non-zero multiple of 4 KiB", cfg.chunk)));
     }
@@ -484,7 +528,7 @@ pub fn run(
             )
         }));
     }
-    if let Some(max) = cfg.rotation.max_bytes {
+    if let (Some(max), None) = (cfg.rotation.max_bytes, &cfg.scan) {
         let rec = fmt.fixed_len().unwrap_or(9000) + super::spool::PCAP_RECORD_OVERHEAD_V6;
         if max < rec as u64 * 2 {
             return Err(Error::param("file-size", format!("{max} is too small to hold two records of {rec} bytes")));
@@ -614,15 +658,24 @@ pub fn run(
             window: rcfg.ledger.window,
             run: run.clone(),
         };
-        let writer = Writer::new(cons, shared.clone(), wcfg);
         let writer_cpu = cfg.writer_cpu;
+        let drain: Box<dyn FnOnce() -> WriterReport + Send> = match &cfg.scan {
+            Some(t) => {
+                let scatter = Scatter::new(cons, shared.clone(), scatter_config(t, wcfg, &fmt));
+                Box::new(move || scatter.run())
+            }
+            None => {
+                let writer = Writer::new(cons, shared.clone(), wcfg);
+                Box::new(move || writer.run())
+            }
+        };
         let spawned = std::thread::Builder::new()
             .name(if n == 1 { "ws-writer".into() } else { format!("ws-writer-{i}") })
             .spawn(move || {
                 if let Some(cpu) = writer_cpu {
                     let _ = sys::pin_current_thread(cpu);
                 }
-                writer.run()
+                drain()
             });
         match spawned {
             Ok(h) => handles.push(h),
@@ -727,6 +780,61 @@ pub fn run(
             descriptor: g.path().display().to_string(),
         }),
     })
+}
+
+/// Check a scattered scan's settings against the recording's before anything is created.
+fn check_scan(t: &ScanTarget, cfg: &RecordConfig, rcfg: &RecvConfig, layout: &ReadLayout) -> Result<()> {
+    if cfg.file_format != FileFormat::Raw {
+        return Err(Error::invalid(format!(
+            "a {} scan holds frames back to back: record it with --file-format raw",
+            t.layout.name()
+        )));
+    }
+    if rcfg.threads > 1 {
+        return Err(Error::invalid("a scan is recorded by one capture thread: leave out --threads"));
+    }
+    if cfg.share.is_some() {
+        return Err(Error::invalid("--share publishes pcap rings, and a scan is raw frames: leave out --share"));
+    }
+    if cfg.rotation.max_bytes.is_some() || cfg.rotation.period.is_some() {
+        return Err(Error::invalid("a scan is cut into chunks of --chunk-size: leave out --file-size and --rotate"));
+    }
+    let chunk = t.chunk_bytes(layout.record_len);
+    if t.layout == crate::spool::scan::ScanLayout::Mark6 && chunk + 8 > i32::MAX as u64 {
+        return Err(Error::param("chunk-size", "a Mark6 block holds at most 2 GiB (its size is an int32)"));
+    }
+    if (cfg.buffer as u64) < 2 * chunk {
+        return Err(Error::invalid(format!(
+            "--buffer {} must hold at least two chunks of {} (a chunk fills while the one before is written): give a larger --buffer or a smaller --chunk-size",
+            units::bytes(cfg.buffer as u64),
+            units::bytes(chunk)
+        )));
+    }
+    crate::spool::scatter::check_mounts(&t.mounts, &t.name)
+}
+
+/// The scattered writer's settings from the file writer's.
+fn scatter_config(t: &ScanTarget, w: WriterConfig, fmt: &Arc<dyn Format>) -> crate::spool::scatter::ScatterConfig {
+    use crate::spool::scan::{mark6_packet_format, Mark6Header, MARK6_BLOCK_HEADER};
+    let family = fmt.spec().split(',').next().unwrap_or("").to_string();
+    let chunk = t.chunk_bytes(w.layout.record_len);
+    crate::spool::scatter::ScatterConfig {
+        mounts: t.mounts.clone(),
+        scan: t.name.clone(),
+        layout: t.layout,
+        direct: w.direct,
+        piece: w.chunk,
+        mark6: Mark6Header {
+            block_size: (chunk + MARK6_BLOCK_HEADER as u64).min(i32::MAX as u64) as i32,
+            packet_format: mark6_packet_format(&family),
+            packet_size: w.layout.record_len as i32,
+        },
+        read: w.layout,
+        format_spec: w.format_spec,
+        window: w.window,
+        run: w.run,
+        say: t.say.clone(),
+    }
 }
 
 /// Publish the rings' descriptor under `name` (see [`crate::spool::share`]).

@@ -8,6 +8,7 @@ pub mod demo;
 pub mod disk_test;
 pub mod doctor;
 pub mod formats;
+pub mod gather;
 pub mod linerate;
 pub mod man;
 pub mod partition;

@@ -17,9 +17,26 @@ use wirespeed_lab::exporter::WithMetrics;
 pub struct RecordArgs {
     #[command(flatten)]
     recv: RecvArgs,
-    /// Directory for the recorded files and their JSON sidecars (must exist).
+    /// Directory for the recorded files and their JSON sidecars (must exist). Give it once per
+    /// disk (or a quoted glob such as '/mnt/disk*') to record a scan scattered over them: the
+    /// scan is then cut into chunks that go to whichever disk is free (see --layout).
     #[arg(short = 'o', long = "out", value_name = "DIR", required_unless_present = "sink")]
-    out: Option<PathBuf>,
+    out: Vec<PathBuf>,
+    /// Record a scan in the layout VLBI stations read: flexbuff (`<disk>/<SCAN>/<SCAN>.NNNNNNNN`
+    /// chunks, jive5ab's default) or mark6 (one `<disk>/<SCAN>` file of numbered blocks per
+    /// disk). The default with several -o is flexbuff; with one -o, files as usual.
+    #[arg(long, value_parser = wirespeed::spool::scan::ScanLayout::parse)]
+    layout: Option<wirespeed::spool::scan::ScanLayout>,
+    /// The scan's name (letters, digits, '_', '-', '+', '.'), e.g. exp1_ef_no0001; by default
+    /// PREFIX_YYYYMMDDTHHMMSSZ. A scan already on any of the disks is refused, never written over.
+    #[arg(long, value_name = "NAME")]
+    scan: Option<String>,
+    /// Bytes per chunk of a scan (FlexBuff chunk or Mark6 block), rounded down to whole frames:
+    /// 128M for flexbuff (jive5ab's smallest work buffer: 16,710 frames of 8,032 bytes) and 8M
+    /// for mark6 by default. Each chunk stays in the RAM ring until its disk has it, so a disk
+    /// that fails loses nothing: the chunk is written to another.
+    #[arg(long, value_parser = args::chunk_size)]
+    chunk_size: Option<u64>,
     /// File layout: raw (payloads back to back: a VDIF or Mark5B stream becomes a file VLBI
     /// software opens directly; needs a fixed datagram length, e.g. --size) or pcap
     /// (nanosecond pcap with the source address of every datagram, for tshark and Wireshark).
@@ -81,6 +98,32 @@ pub struct RecordArgs {
     share: Option<String>,
 }
 
+/// The scan to record, if the options ask for one (several -o, --layout or --scan).
+fn scan_target(a: &RecordArgs, mounts: &[PathBuf], null_sink: bool) -> Result<Option<record::ScanTarget>, Error> {
+    use wirespeed::spool::scan::{ScanLayout, FLEXBUFF_CHUNK, MARK6_BLOCK};
+    if mounts.len() < 2 && a.layout.is_none() && a.scan.is_none() {
+        if a.chunk_size.is_some() {
+            return Err(Error::invalid("--chunk-size cuts a scan: give --layout flexbuff|mark6 or several -o"));
+        }
+        return Ok(None);
+    }
+    if null_sink {
+        return Err(Error::invalid("--sink null keeps nothing: leave out --layout, --scan and the extra -o"));
+    }
+    let layout = a.layout.unwrap_or(ScanLayout::FlexBuff);
+    let name = match &a.scan {
+        Some(n) => n.clone(),
+        None => format!("{}_{}", a.prefix, wirespeed::spool::utc_compact(sys::realtime_ns())),
+    };
+    wirespeed::spool::scan::validate_scan_name(&name).map_err(Error::invalid)?;
+    let chunk = a.chunk_size.unwrap_or(match layout {
+        ScanLayout::FlexBuff => FLEXBUFF_CHUNK,
+        ScanLayout::Mark6 => MARK6_BLOCK,
+    });
+    let say: wirespeed::spool::scatter::Say = std::sync::Arc::new(|line: &str| eprintln!("{line}"));
+    Ok(Some(record::ScanTarget { mounts: mounts.to_vec(), name, layout, chunk, say: Some(say) }))
+}
+
 pub fn cmd_record(a: RecordArgs) -> Result<u8, Error> {
     // Before anything is created: the prefix names files inside -o and nowhere else.
     wirespeed::spool::validate_prefix(&a.prefix).map_err(Error::invalid)?;
@@ -90,8 +133,10 @@ pub fn cmd_record(a: RecordArgs) -> Result<u8, Error> {
     }
     let fmt = recv_format(&a.recv)?;
     let null_sink = a.sink.is_some();
-    let dir = a.out.clone().unwrap_or_else(|| PathBuf::from("."));
-    if !null_sink {
+    let mounts = wirespeed::spool::scan::expand_mounts(&a.out)?;
+    let scan = scan_target(&a, &mounts, null_sink)?;
+    let dir = mounts.first().cloned().unwrap_or_else(|| PathBuf::from("."));
+    if !null_sink && scan.is_none() {
         record::check_dir(&dir)?;
     }
     if a.rotate.is_some_and(|r| r < Duration::from_secs(1)) {
@@ -114,6 +159,7 @@ pub fn cmd_record(a: RecordArgs) -> Result<u8, Error> {
         share: a.share.clone(),
         learn: learn.map(str::to_string),
         show_rings: None,
+        scan: scan.clone(),
     };
     if !null_sink {
         // Refused before anything is created: the same check the recorder makes (raw files
@@ -154,7 +200,11 @@ pub fn cmd_record(a: RecordArgs) -> Result<u8, Error> {
                     None => fmt.name(),
                 },
                 if null_sink { "keeping nothing".to_string() } else { format!("{} ring", units::bytes(cfg.buffer as u64)) },
-                if null_sink { "-".to_string() } else { dir.display().to_string() },
+                match (&scan, null_sink) {
+                    (_, true) => "-".to_string(),
+                    (Some(t), _) => format!("{} scan {} over {} disk(s)", t.layout.name(), t.name, t.mounts.len()),
+                    (None, _) => dir.display().to_string(),
+                },
                 cfg.share.as_deref().map(|n| format!(", shared as {n} (wirespeed tap {n})")).unwrap_or_default(),
             );
         }

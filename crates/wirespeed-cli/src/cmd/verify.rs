@@ -12,9 +12,15 @@ use wirespeed::Error;
 
 #[derive(Args)]
 pub struct VerifyArgs {
-    /// Recorded files, or directories of them (read in name order, as one recording).
+    /// Recorded files, or directories of them (read in name order, as one recording); with
+    /// --scan, the mount points the scan is on (quoted globs such as '/mnt/disk*' work).
     #[arg(required = true)]
     paths: Vec<PathBuf>,
+    /// Verify this scan (FlexBuff or Mark6) over the mount points given: its chunks are found on
+    /// all of them and read in number order; missing chunks are named. Scans recorded by jive5ab
+    /// or a Mark6 (no sidecars) are read by the format learned from their frames.
+    #[arg(long, value_name = "NAME")]
+    scan: Option<String>,
     /// Check the records as this format instead of what the sidecar names (needed for files
     /// without a sidecar, e.g. another recorder's pcap): a spec such as `counter,size=8800`.
     #[arg(long, value_name = "SPEC")]
@@ -42,8 +48,15 @@ pub fn cmd_verify(a: VerifyArgs) -> Result<u8, Error> {
         Some(s) => Some(spec::parse(s).map_err(Error::invalid)?),
         None => None,
     };
-    let found = verify::collect(&a.paths, format.as_ref())?;
-    let report = verify::verify(&found, &VerifyOptions { format, window: a.window })?;
+    let opts = VerifyOptions { format: format.clone(), window: a.window };
+    let report = match &a.scan {
+        Some(name) => {
+            let mounts = wirespeed::spool::scan::expand_mounts(&a.paths)?;
+            let found = wirespeed::spool::scan::find(name, &mounts)?;
+            verify::verify_scan(&found, &opts)?
+        }
+        None => verify::verify(&verify::collect(&a.paths, format.as_ref())?, &opts)?,
+    };
     if a.json {
         print_json(&report)?;
     } else {

@@ -16,6 +16,8 @@ pub mod handoff;
 pub mod open;
 pub mod pcap;
 pub mod recordable;
+pub mod scan;
+pub mod scatter;
 pub mod share;
 pub mod sink;
 pub mod stats;
@@ -635,6 +637,81 @@ pub struct Sidecar {
     /// identified (`verify` then reads such files as one recording, and says so).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub run: Option<RunIdentity>,
+    /// The file is part of a scan scattered over mount points (FlexBuff chunk or Mark6 file).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scan: Option<ScanPlace>,
+}
+
+impl Sidecar {
+    /// The sidecar of file `name` before anything is counted in it: what the recorder knows
+    /// when the file opens (its layout, format and run). Every writer starts from this.
+    pub fn blank(
+        name: &str,
+        layout: &ReadLayout,
+        format_spec: &str,
+        run: &RunIdentity,
+        opened_ns: u64,
+        ended_by: &str,
+        complete: bool,
+    ) -> Sidecar {
+        Sidecar {
+            schema: SIDECAR_SCHEMA.into(),
+            file: name.into(),
+            file_format: layout.file_format,
+            format: format_spec.into(),
+            reader_format: layout.reader.spec(),
+            record_len: (layout.file_format == FileFormat::Raw).then_some(layout.record_len),
+            bytes: 0,
+            records: 0,
+            opened_utc: utc_iso(opened_ns),
+            closed_utc: String::new(),
+            ended_by: ended_by.into(),
+            complete,
+            streams: Vec::new(),
+            total: Default::default(),
+            invalid_by_reason: Default::default(),
+            unreadable: 0,
+            ring_full: 0,
+            not_written: 0,
+            not_written_wrong_length: 0,
+            unwritten: 0,
+            kernel_socket_drops: None,
+            write_stalls: 0,
+            max_write_ms: 0.0,
+            direct_io: false,
+            writer: format!("wirespeed {}", env!("CARGO_PKG_VERSION")),
+            run: Some(run.clone()),
+            scan: None,
+        }
+    }
+}
+
+/// Where a file lies in a scan scattered over mount points ([`scan`]): its sidecar says so.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ScanPlace {
+    /// The scan's name.
+    pub name: String,
+    /// flexbuff or mark6.
+    pub layout: scan::ScanLayout,
+    /// FlexBuff: the chunk's number in the scan (one sequence over all mount points).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chunk: Option<u64>,
+    /// Mark6: the blocks in this disk's file, in file order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub blocks: Vec<BlockEntry>,
+}
+
+/// One Mark6 block as its writer counted it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BlockEntry {
+    /// Block number in the scan.
+    pub number: u64,
+    /// Where its frames start in the file.
+    pub offset: u64,
+    /// Bytes of frames.
+    pub bytes: u64,
+    /// Records (frames) in it.
+    pub records: u64,
 }
 
 /// Count a record's invalid reasons as the sidecar shows them.

@@ -17,7 +17,7 @@
 //! and only regular files are read, each up to the length it had when opened.
 
 use super::{
-    looks_recorded, reasons, sidecar_name, sidecar_part_name, FileFormat, FileLedger, FileStream, ReadLayout,
+    looks_recorded, reasons, scan, sidecar_name, sidecar_part_name, FileFormat, FileLedger, FileStream, ReadLayout,
     RecordWalker, Sidecar, PART_SUFFIX, PCAP_GLOBAL_LEN, SIDECAR_SCHEMAS_READ,
 };
 use crate::error::{Error, Kind, Result};
@@ -344,12 +344,22 @@ pub fn collect(paths: &[PathBuf], format: Option<&Arc<dyn Format>>) -> Result<Co
     Ok(out)
 }
 
-/// Where the sidecar of `path` is: `NAME.json`, or `.NAME.json.part` for a `NAME.part` file.
+/// Where the sidecar of `path` is: `NAME.json`, or `.NAME.json.part` for a `NAME.part` file;
+/// a scan's chunk keeps its sidecar hidden, `.NAME.json` (so that no reader of the layout
+/// takes it for a chunk).
 fn sidecar_path(path: &Path) -> Option<PathBuf> {
     let name = path.file_name()?.to_str()?;
     Some(match name.strip_suffix(PART_SUFFIX) {
         Some(base) => path.with_file_name(sidecar_part_name(base)),
-        None => path.with_file_name(sidecar_name(name)),
+        None => {
+            let plain = path.with_file_name(sidecar_name(name));
+            let hidden = path.with_file_name(format!(".{}", sidecar_name(name)));
+            if !plain.exists() && hidden.exists() {
+                hidden
+            } else {
+                plain
+            }
+        }
     })
 }
 
@@ -881,6 +891,253 @@ pub fn verify(found: &Collected, opts: &VerifyOptions) -> Result<VerifyReport> {
         drops_per_million: total.drops_per_million(),
         total,
         notes,
+        problems,
+    })
+}
+
+/// Verify a scan scattered over mount points ([`scan::find`]): its pieces in number order as one
+/// recording, each FlexBuff chunk against its own sidecar (a Mark6 scan's blocks against the
+/// block lists of its files' sidecars), and the set itself: missing chunks, chunks there twice,
+/// and a last chunk that is not the scan's end. A scan without sidecars (recorded by jive5ab or
+/// a Mark6) is read by the format learned from its own frames, unless `--format` is given, and
+/// the report says so.
+pub fn verify_scan(found: &scan::FoundScan, opts: &VerifyOptions) -> Result<VerifyReport> {
+    let mut opts = opts.clone();
+    let mut learned_note = None;
+    if found.sidecars.is_empty() && opts.format.is_none() {
+        let (f, note) = learn_scan_format(found)?;
+        opts.format = Some(f);
+        learned_note = Some(note);
+    }
+    let mut report = match found.layout {
+        scan::ScanLayout::FlexBuff => {
+            let files = found.pieces.iter().map(|p| p.path.clone()).collect();
+            verify(&Collected { files, orphans: Vec::new(), skipped: Vec::new() }, &opts)?
+        }
+        scan::ScanLayout::Mark6 => verify_mark6(found, &opts)?,
+    };
+    report.notes.insert(
+        0,
+        format!(
+            "scan {} ({}): {} piece(s) over {} mount point(s), {}",
+            found.scan,
+            found.layout.name(),
+            found.pieces.len(),
+            found.mounts.len(),
+            units::bytes(found.bytes())
+        ),
+    );
+    if let Some(n) = learned_note {
+        report.notes.push(n);
+    }
+    let mut problems: Vec<String> = found.problems.clone();
+    for &(a, b) in &found.holes {
+        problems.push(if a == b {
+            format!("{} {a} is missing from the scan", piece_word(found.layout))
+        } else {
+            format!("{}s {a}..{b} are missing from the scan ({} of them)", piece_word(found.layout), b - a + 1)
+        });
+    }
+    if found.layout == scan::ScanLayout::FlexBuff && !found.sidecars.is_empty() {
+        let without: Vec<u64> = found
+            .pieces
+            .iter()
+            .filter(|p| sidecar_path(&p.path).map_or(true, |sp| !sp.exists()))
+            .map(|p| p.number)
+            .collect();
+        if !without.is_empty() {
+            problems
+                .push(format!("chunk(s) {without:?} have no sidecar while the others do (written by something else?)"));
+        }
+        if let Some(last) = found.pieces.last() {
+            if let Some((_, Ok(side))) = sidecar_of(&last.path) {
+                if side.ended_by == "size" || side.ended_by == "time" {
+                    problems.push(format!(
+                        "the last chunk found ({}) ended by {}, not at the end of the scan: chunks after it are missing",
+                        last.number, side.ended_by
+                    ));
+                }
+            }
+        }
+    }
+    if !problems.is_empty() {
+        report.problems += problems.len();
+        for p in problems {
+            report.notes.push(format!("problem: {p}"));
+        }
+    }
+    Ok(report)
+}
+
+fn piece_word(layout: scan::ScanLayout) -> &'static str {
+    match layout {
+        scan::ScanLayout::FlexBuff => "chunk",
+        scan::ScanLayout::Mark6 => "block",
+    }
+}
+
+/// The format of a scan without sidecars, learned from its frames: VDIF (its frame length from
+/// the first header) or Mark5B (its sync word), fed to the same learner `probe` uses.
+pub fn learn_scan_format(found: &scan::FoundScan) -> Result<(Arc<dyn Format>, String)> {
+    use crate::wire::learn::Learner;
+    let mut r = scan::ScanReader::new(found);
+    let mut head = [0u8; 32];
+    r.read_exact(&mut head).map_err(|e| {
+        Error::invalid(format!("scan {} has no frame to learn its format from ({e}): give --format", found.scan))
+    })?;
+    let frame = if crate::wire::mark5b::starts_with_sync(&head) {
+        crate::wire::mark5b::FRAME_LEN
+    } else {
+        match crate::wire::vdif::Header::new_checked(&head[..]) {
+            Ok(h) if h.version() <= 1 && h.frame_len() >= 32 => h.frame_len(),
+            _ => {
+                return Err(Error::invalid(format!(
+                    "scan {} has no sidecar and does not start with a VDIF or Mark5B frame: give --format",
+                    found.scan
+                )))
+            }
+        }
+    };
+    let mut learner = Learner::new();
+    learner.rate_seconds = 1;
+    let src: std::net::SocketAddr = ([0, 0, 0, 0], 0).into();
+    let mut buf = vec![0u8; frame];
+    buf[..32].copy_from_slice(&head);
+    let mut frames = 0u64;
+    let mut ok = r.read_exact(&mut buf[32..]).is_ok();
+    while ok {
+        learner.feed(src, &buf);
+        frames += 1;
+        if frames % 4096 == 0 && learner.learned().first().is_some_and(|l| l.spec.is_some()) {
+            break;
+        }
+        ok = r.read_exact(&mut buf).is_ok();
+    }
+    let l = learner.learned().into_iter().next();
+    match l.as_ref().and_then(|l| l.spec.clone()) {
+        Some(spec) => {
+            let f = spec::parse(&spec).map_err(Error::invalid)?;
+            Ok((f, format!("no sidecar: the ledger is the frames' own, read as --format {spec} (learned from its first {frames} frames)")))
+        }
+        None => Err(Error::invalid(format!(
+            "scan {} has no sidecar and its format could not be learned from its frames ({}): give --format",
+            found.scan,
+            l.map(|l| l.missing.join("; ")).unwrap_or_else(|| "no frame".into())
+        ))),
+    }
+}
+
+/// A Mark6 scan read as one recording: blocks in number order over all its files, each block's
+/// records against the block lists of the files' sidecars.
+fn verify_mark6(found: &scan::FoundScan, opts: &VerifyOptions) -> Result<VerifyReport> {
+    let sides: Vec<(PathBuf, Sidecar)> =
+        found.sidecars.iter().filter_map(|p| read_sidecar(p).ok().map(|s| (p.clone(), s))).collect();
+    let layout = match (&opts.format, sides.first()) {
+        (Some(f), _) => ReadLayout::for_stream(f, FileFormat::Raw).map_err(Error::invalid)?,
+        (None, Some((_, s))) => layout_for(&sides[0].0, Some(s), opts, None)?,
+        (None, None) => {
+            return Err(Error::invalid(format!("cannot tell what scan {} holds: give --format", found.scan)))
+        }
+    };
+    let window = if opts.window == 0 { 65536 } else { opts.window };
+    let mut walker = RecordWalker::new(layout.clone());
+    let mut ledger = FileLedger::new(layout.reader.clone(), window);
+    let mut buf = vec![0u8; 8 << 20];
+    let mut per_block = Vec::with_capacity(found.pieces.len());
+    let mut bytes = 0u64;
+    for p in &found.pieces {
+        let before = ledger.records;
+        let mut f =
+            std::fs::File::open(&p.path).map_err(|e| Error::io(format!("cannot open {}: {e}", p.path.display())))?;
+        std::io::Seek::seek(&mut f, std::io::SeekFrom::Start(p.offset))
+            .map_err(|e| Error::io(format!("cannot read {}: {e}", p.path.display())))?;
+        let mut left = p.len;
+        let cap = buf.len() as u64;
+        while left > 0 {
+            let n = f
+                .read(&mut buf[..left.min(cap) as usize])
+                .map_err(|e| Error::io(format!("cannot read {}: {e}", p.path.display())))?;
+            if n == 0 {
+                break;
+            }
+            walker.feed(&buf[..n], &mut ledger);
+            left -= n as u64;
+            bytes += n as u64;
+        }
+        per_block.push((p.number, ledger.records - before, p.len - left));
+    }
+    let (streams, total) = ledger.finish();
+    let name = format!("{} (mark6 over {} file(s))", found.scan, found.mounts.len());
+    let mut v = FileVerdict::unread(name, None, FileFormat::Raw, layout.reader.spec());
+    v.bytes = bytes;
+    v.records = ledger.records;
+    v.trailing_bytes = bytes - walker.complete_bytes.min(bytes);
+    v.streams = streams.clone();
+    v.total = total;
+    v.invalid_by_reason = reasons(&ledger.invalid_kinds);
+    v.complete = v.trailing_bytes == 0;
+    if sides.is_empty() {
+        v.content = "no sidecar".into();
+    } else {
+        v.sidecar = Some(sides.iter().map(|(p, _)| p.display().to_string()).collect::<Vec<_>>().join(", "));
+        let listed: std::collections::BTreeMap<u64, (u64, u64)> = sides
+            .iter()
+            .filter_map(|(_, s)| s.scan.as_ref())
+            .flat_map(|p| p.blocks.iter().map(|b| (b.number, (b.records, b.bytes))))
+            .collect();
+        for &(n, records, b) in &per_block {
+            match listed.get(&n) {
+                Some(&(r, lb)) if r == records && lb == b => {}
+                Some(&(r, lb)) => v
+                    .differences
+                    .push(format!("block {n} holds {records} records in {b} bytes, its sidecar says {r} in {lb}")),
+                None => v.differences.push(format!("block {n} is in no sidecar's block list")),
+            }
+        }
+        let found_numbers: std::collections::BTreeSet<u64> = per_block.iter().map(|b| b.0).collect();
+        for n in listed.keys().filter(|n| !found_numbers.contains(n)) {
+            v.differences.push(format!("block {n} of the sidecars is not in the files"));
+        }
+        v.content = if v.differences.is_empty() { "matches" } else { "differs" }.into();
+        let ring_full: u64 = sides.iter().map(|(_, s)| s.ring_full).sum();
+        if ring_full > 0 {
+            v.notes.push(format!(
+                "the recorder dropped {} datagrams at a full RAM ring (they are among the lost)",
+                units::thousands(ring_full)
+            ));
+        }
+    }
+    v.problems.extend(v.differences.iter().map(|d| format!("content differs from the sidecar: {d}")));
+    if v.trailing_bytes > 0 {
+        v.incomplete = Some(format!("{} trailing bytes are not a whole record", v.trailing_bytes));
+        v.problems.push(format!("incomplete: {}", v.incomplete.as_deref().unwrap_or("")));
+    }
+    let run = sides.iter().find_map(|(_, s)| s.run.clone());
+    let records = v.records - v.unreadable - v.control;
+    let problems = v.problems.len();
+    Ok(VerifyReport {
+        schema: VERIFY_SCHEMA,
+        runs: vec![RunVerdict {
+            id: run.as_ref().map(|r| r.id.clone()),
+            pid: run.as_ref().map(|r| r.pid),
+            started_utc: run.as_ref().map(|r| r.started_utc.clone()),
+            files: vec![v.path.clone()],
+            streams: streams.clone(),
+            total,
+            drops_per_million: total.drops_per_million(),
+            records,
+        }],
+        records,
+        matching: usize::from(v.content == "matches"),
+        without_sidecar: usize::from(v.content == "no sidecar"),
+        incomplete: usize::from(!v.complete),
+        unwritten: 0,
+        skipped: Vec::new(),
+        files: vec![v],
+        streams,
+        drops_per_million: total.drops_per_million(),
+        total,
+        notes: Vec::new(),
         problems,
     })
 }

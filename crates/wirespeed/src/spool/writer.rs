@@ -19,7 +19,7 @@ pub use super::handoff::{Cut, Shared};
 pub use super::sink::{RingSink, Rotation};
 use super::{
     file_name, part_name, reasons, sidecar_name, sidecar_part_name, utc_iso, FileFormat, FileLedger, ReadLayout,
-    RecordWalker, Sidecar, PART_SUFFIX, SIDECAR_SCHEMA,
+    RecordWalker, Sidecar, PART_SUFFIX,
 };
 use crate::sys::{self, RingConsumer, RING_ALIGN};
 use hdrhistogram::Histogram;
@@ -306,34 +306,10 @@ impl Writer {
     }
 
     fn sidecar(&self, name: &str, opened_ns: u64, ended_by: &str, complete: bool) -> Sidecar {
-        Sidecar {
-            schema: SIDECAR_SCHEMA.into(),
-            file: name.into(),
-            file_format: self.cfg.layout.file_format,
-            format: self.cfg.format_spec.clone(),
-            reader_format: self.cfg.layout.reader.spec(),
-            record_len: (self.cfg.layout.file_format == FileFormat::Raw).then_some(self.cfg.layout.record_len),
-            bytes: 0,
-            records: 0,
-            opened_utc: utc_iso(opened_ns),
-            closed_utc: String::new(),
-            ended_by: ended_by.into(),
-            complete,
-            streams: Vec::new(),
-            total: Default::default(),
-            invalid_by_reason: Default::default(),
-            unreadable: 0,
-            ring_full: 0,
-            not_written: 0,
-            not_written_wrong_length: 0,
-            unwritten: 0,
-            kernel_socket_drops: None,
-            write_stalls: 0,
-            max_write_ms: 0.0,
-            direct_io: self.report.direct_io,
-            writer: format!("wirespeed {}", env!("CARGO_PKG_VERSION")),
-            run: Some(self.cfg.run.clone()),
-        }
+        let c = &self.cfg;
+        let mut s = Sidecar::blank(name, &c.layout, &c.format_spec, &c.run, opened_ns, ended_by, complete);
+        s.direct_io = self.report.direct_io;
+        s
     }
 
     /// Write `[f.start + f.written, upto)` from the ring; with `all`, also the unaligned tail.

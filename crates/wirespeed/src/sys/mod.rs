@@ -36,7 +36,8 @@ pub use cpu::{current_cpu, lock_memory, pin_current_thread, set_process_affinity
 pub use file::{clear_direct, create_direct, free_space, preallocate};
 pub use proc::die_with_parent;
 pub use ring::{
-    byte_ring, byte_ring_with, prefault, Lease, PageKind, Prefault, RingConsumer, RingMemory, RingProducer, RING_ALIGN,
+    byte_ring, byte_ring_with, prefault, Lease, PageKind, Pinned, Prefault, RingConsumer, RingMemory, RingProducer,
+    RING_ALIGN,
 };
 pub use signal::{
     install_cpu_limit_handler, install_stop_handler, last_signal, send_signal, stop_flag, SIGTERM, SIGXCPU,

@@ -50,7 +50,14 @@ struct Shared {
     consumed: Padded,
     /// The share header of a shared ring.
     hdr: Option<share::HeaderMap>,
+    /// Start positions of the ranges [`Pinned`] for other threads ([`UNPINNED`]: a free slot):
+    /// the consumer never releases past one, so the producer cannot overwrite them.
+    pins: [AtomicU64; MAX_PINS],
 }
+
+/// Most ranges pinned at once: one per disk writer of a scattered recording, and spare.
+pub const MAX_PINS: usize = 64;
+const UNPINNED: u64 = u64::MAX;
 
 /// The capture side: appends records.
 pub struct RingProducer {
@@ -170,8 +177,13 @@ pub fn shared_byte_ring(len: usize, lock: bool, how: &Prefault) -> io::Result<(R
 fn ring_over(mem: RingMemory, hdr: Option<share::HeaderMap>) -> io::Result<(RingProducer, RingConsumer)> {
     let len = mem.len;
     let base = mem.ptr;
-    let shared =
-        Arc::new(Shared { mem, produced: Padded(AtomicU64::new(0)), consumed: Padded(AtomicU64::new(0)), hdr });
+    let shared = Arc::new(Shared {
+        mem,
+        produced: Padded(AtomicU64::new(0)),
+        consumed: Padded(AtomicU64::new(0)),
+        hdr,
+        pins: std::array::from_fn(|_| AtomicU64::new(UNPINNED)),
+    });
     let len = len as u64;
     Ok((
         RingProducer {
@@ -440,17 +452,109 @@ impl RingConsumer {
         unsafe { std::slice::from_raw_parts(self.base.add(idx), n) }
     }
 
-    /// Give the bytes before `upto` back to the producer.
+    /// Give the bytes before `upto` back to the producer; never past the start of a range still
+    /// [`Pinned`] (the release stops there, and a later one goes on).
     pub fn release(&mut self, upto: u64) {
         debug_assert!(upto >= self.pos && upto <= self.produced());
+        let pinned = self.shared.pins.iter().map(|p| p.load(Ordering::Acquire)).min().unwrap_or(UNPINNED);
+        let upto = upto.min(pinned).max(self.pos);
         self.pos = upto;
         self.shared.consumed.0.store(upto, Ordering::Release);
+    }
+
+    /// Hold `[at, at + len)` of the published, unreleased bytes for another thread (a disk
+    /// writer of a scattered recording), which reads it through the returned [`Pinned`] while
+    /// this consumer goes on: until it is dropped, no release passes `at`. `None` when the
+    /// range is not readable or every pin slot is taken.
+    pub fn pin(&self, at: u64, len: u64) -> Option<Pinned> {
+        if at < self.pos || at.checked_add(len)? > self.produced() {
+            return None;
+        }
+        let slot = self
+            .shared
+            .pins
+            .iter()
+            .position(|p| p.compare_exchange(UNPINNED, at, Ordering::AcqRel, Ordering::Relaxed).is_ok())?;
+        Some(Pinned { shared: self.shared.clone(), slot, base: self.base, len: self.len, from: at, to: at + len })
+    }
+}
+
+/// A range of a ring's published bytes held for reading on another thread
+/// ([`RingConsumer::pin`]); dropping it lets the consumer release past it.
+pub struct Pinned {
+    shared: Arc<Shared>,
+    slot: usize,
+    base: *const u8,
+    len: u64,
+    from: u64,
+    to: u64,
+}
+
+// SAFETY: the pointer is into memory kept alive by the Arc, and the pinned bytes are never
+// written while the pin lives (see `slice`); the pin is only read.
+unsafe impl Send for Pinned {}
+
+impl Pinned {
+    /// Stream position of the first pinned byte.
+    pub fn start(&self) -> u64 {
+        self.from
+    }
+
+    /// Stream position after the last pinned byte.
+    pub fn end(&self) -> u64 {
+        self.to
+    }
+
+    /// The pinned bytes from `at`, contiguous in memory: up to `max`, fewer where the ring wraps
+    /// or the pinned range ends; empty outside it.
+    pub fn slice(&self, at: u64, max: usize) -> &[u8] {
+        if at < self.from || at >= self.to {
+            return &[];
+        }
+        let idx = (at % self.len) as usize;
+        let n = ((self.to - at) as usize).min(max).min(self.len as usize - idx);
+        // SAFETY: [at, at + n) lies within [from, to), which was published when the pin was
+        // made (checked against `produced` then) and lies at or after the consumer's released
+        // position; the consumer's `release` never passes `from` while this pin's slot holds it,
+        // so the producer (which writes only below consumed + len) cannot reuse these bytes
+        // until the pin is dropped. idx + n <= len keeps the slice inside the mapping.
+        unsafe { std::slice::from_raw_parts(self.base.add(idx), n) }
+    }
+}
+
+impl Drop for Pinned {
+    fn drop(&mut self) {
+        self.shared.pins[self.slot].store(UNPINNED, Ordering::Release);
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A pinned range stays readable on another thread: the consumer's release stops at it, so
+    /// the producer cannot write over it, and goes on once the pin is dropped.
+    #[test]
+    fn pins_hold_releases_back_until_dropped() {
+        let (mut p, mut c) = byte_ring(8192, false).unwrap();
+        assert!(p.write(&[&[1u8; 4096]]));
+        assert!(p.write(&[&[2u8; 4096]]));
+        p.publish();
+        assert!(c.pin(4096, 8192).is_none(), "not all published");
+        let pin = c.pin(4096, 4096).expect("published and unreleased");
+        let reader = std::thread::spawn(move || {
+            let all = pin.slice(4096, usize::MAX).to_vec();
+            assert!(pin.slice(0, 10).is_empty(), "outside the pin");
+            all
+        });
+        c.release(8192);
+        assert_eq!(c.released(), 4096, "the release stops at the pin");
+        assert!(!p.write(&[&[3u8; 8192]]), "the pinned bytes cannot be overwritten");
+        assert_eq!(reader.join().unwrap(), vec![2u8; 4096]);
+        c.release(8192);
+        assert_eq!(c.released(), 8192, "released once the pin is gone");
+        assert!(p.write(&[&[3u8; 8192]]));
+    }
 
     #[test]
     fn wraps_and_refuses_when_full() {

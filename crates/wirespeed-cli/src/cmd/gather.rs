@@ -1,0 +1,94 @@
+//! `wirespeed gather`: a scan scattered over mount points, written out as one stream.
+
+use crate::out::print_json;
+use clap::Args;
+use std::io::Write;
+use std::path::PathBuf;
+use wirespeed::spool::scan::{self, ScanReader};
+use wirespeed::{units, Error};
+
+#[derive(Args)]
+pub struct GatherArgs {
+    /// The scan's name (as given to `record --scan`, jive5ab's `record=on:NAME` or a Mark6).
+    scan: String,
+    /// The mount points the scan is on (several, or a quoted glob such as '/mnt/disk*').
+    #[arg(long, required = true, num_args = 1.., value_name = "MOUNT")]
+    from: Vec<PathBuf>,
+    /// Where to write the frames: a new file, or - for standard output (e.g. into a
+    /// correlator's reader). An existing file is never replaced.
+    #[arg(short = 'w', long = "write", value_name = "FILE|-")]
+    write: Option<PathBuf>,
+    /// Write even when chunks are missing (the holes are named on stderr); by default a scan
+    /// with holes is refused, since its frames would be silently shorter.
+    #[arg(long)]
+    allow_holes: bool,
+    /// Only list the scan's pieces (number, file, bytes), as JSON with --json.
+    #[arg(long)]
+    list: bool,
+    /// Print the listing (or what was written) as one JSON document.
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn cmd_gather(a: GatherArgs) -> Result<u8, Error> {
+    let mounts = scan::expand_mounts(&a.from)?;
+    let found = scan::find(&a.scan, &mounts)?;
+    for p in &found.problems {
+        eprintln!("wirespeed gather: {}: {p}", found.scan);
+    }
+    if a.list || a.write.is_none() {
+        if a.json {
+            print_json(&found)?;
+        } else {
+            println!(
+                "scan {} ({}): {} piece(s), {} over {} mount point(s)",
+                found.scan,
+                found.layout.name(),
+                found.pieces.len(),
+                units::bytes(found.bytes()),
+                found.mounts.len()
+            );
+            for p in &found.pieces {
+                println!("  {:>8}  {}  +{}  {}", p.number, p.path.display(), p.offset, p.len);
+            }
+            for (x, y) in &found.holes {
+                println!("  missing: {x}..={y}");
+            }
+            if a.write.is_none() && !a.list {
+                println!("  (give -w FILE or -w - to write the scan out)");
+            }
+        }
+        return Ok(if found.holes.is_empty() && found.problems.is_empty() { 0 } else { 4 });
+    }
+    if !found.holes.is_empty() && !a.allow_holes {
+        let h: Vec<String> =
+            found.holes.iter().map(|(x, y)| if x == y { x.to_string() } else { format!("{x}..{y}") }).collect();
+        return Err(Error::invalid(format!(
+            "scan {} lacks piece(s) {}: its frames would be silently shorter; give --allow-holes to write it anyway",
+            found.scan,
+            h.join(", ")
+        )));
+    }
+    let target = a.write.clone().unwrap_or_default();
+    let mut out: Box<dyn Write> = if target.as_os_str() == "-" {
+        Box::new(std::io::stdout().lock())
+    } else {
+        let f = std::fs::OpenOptions::new().write(true).create_new(true).open(&target).map_err(|e| {
+            Error::usage_io(format!("cannot create {}: {e} (an existing file is never replaced)", target.display()), &e)
+        })?;
+        Box::new(std::io::BufWriter::with_capacity(8 << 20, f))
+    };
+    let mut r = ScanReader::new(&found);
+    let n = std::io::copy(&mut r, &mut out).map_err(|e| Error::io(format!("gathering scan {}: {e}", found.scan)))?;
+    out.flush().map_err(|e| Error::io(format!("writing {}: {e}", target.display())))?;
+    eprintln!(
+        "wirespeed gather: scan {} ({}): {} from {} piece(s) on {} mount point(s) -> {}",
+        found.scan,
+        found.layout.name(),
+        units::bytes(n),
+        found.pieces.len(),
+        found.mounts.len(),
+        target.display()
+    );
+    Ok(0)
+}
