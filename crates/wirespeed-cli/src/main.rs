@@ -84,6 +84,21 @@ enum Cmd {
         Exit codes: 0 every file sound and matching its sidecar, 2 bad usage, 3 loss when \
         --expect-zero-loss, 4 a file is damaged, incomplete or differs from its sidecar.")]
     Verify(verify::VerifyArgs),
+    /// A persistent station recorder driven over VSI-S, as a Field System drives jive5ab.
+    #[command(long_about = "A persistent recorder for a VLBI station: the RAM ring is made ready once, \
+        then scans are recorded on command, each scattered over the disks in the FlexBuff or \
+        Mark6 layout (readable by jive5ab, DiFX's vbs tools and `wirespeed gather`). Control is \
+        VSI-S on TCP, as jive5ab speaks it: mode=, net_protocol=, net_port=, mtu=, set_disks=, \
+        record=on:SCAN / record=off, record?, evlbi?, scan_set=, scan_check?, status?, error?, \
+        version?. evlbi? counts loss from the frames' own sequence even on plain UDP. A bad \
+        command gets its return code; a stray or short datagram is counted invalid and never \
+        ends a scan.\n\n\
+        Try:  wirespeed station --disks '/mnt/disk*' &\n      \
+        printf 'mode=vdif_8000-2048-4-2;net_port=7148;record=on:exp1_wb_no0001;\\n' | nc -q1 127.0.0.1 2620\n      \
+        printf 'record=off;\\n' | nc -q1 127.0.0.1 2620\n\n\
+        Exit codes: 0 stopped cleanly, 1 a scan stopped early (a disk failure left no disk), \
+        2 bad usage.")]
+    Station(station::StationArgs),
     /// Write a scan scattered over mount points (FlexBuff or Mark6) out as one stream, in order.
     #[command(long_about = "Gather a scan's chunks (FlexBuff: <mount>/<SCAN>/<SCAN>.NNNNNNNN) or blocks \
         (Mark6: one <mount>/<SCAN> file per disk) from every mount point, in number order, and \
@@ -210,6 +225,7 @@ fn main() -> ExitCode {
         Cmd::Record(a) => record::cmd_record(a),
         Cmd::Verify(a) => verify::cmd_verify(a),
         Cmd::Gather(a) => gather::cmd_gather(a),
+        Cmd::Station(a) => station::cmd_station(a),
         Cmd::DiskTest(a) => disk_test::cmd_disk_test(a),
         Cmd::Reflect(a) => reflect::cmd_reflect(a),
         Cmd::Ping(a) => ping::cmd_ping(a),

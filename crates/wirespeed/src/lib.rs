@@ -27,6 +27,7 @@ pub mod priority;
 pub mod record;
 pub mod rx;
 pub mod spool;
+pub mod station;
 #[allow(unsafe_code)]
 pub mod sys;
 pub mod tap;

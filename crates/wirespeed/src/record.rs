@@ -502,10 +502,7 @@ pub fn run(
     crate::spool::validate_prefix(&cfg.prefix).map_err(Error::invalid)?;
     let layout = ReadLayout::for_stream(&fmt, cfg.file_format).map_err(Error::invalid)?;
     let mut cfg = cfg.clone();
-    if let Some(t) = &cfg.scan {
-        check_scan(t, &cfg, rcfg, &layout)?;
-        cfg.rotation = Rotation { max_bytes: Some(t.chunk_bytes(layout.record_len)), period: None };
-    }
+    prepare_scan(&mut cfg, rcfg, &layout)?;
     let cfg = &cfg;
     if cfg.chunk == 0 || cfg.chunk % sys::RING_ALIGN != 0 {
         return Err(Error::param("block", format!("{} must be a non-zero multiple of 4 KiB", cfg.chunk)));
@@ -575,6 +572,62 @@ pub fn run(
         })?);
     }
     let ready_s = (sys::monotonic_ns() - t_ready) as f64 / 1e9;
+    if shown.load(Ordering::Relaxed) > 0 {
+        let pages = rings[0].0.memory().pages;
+        progress(&format!(
+            "wirespeed record: ring ready: {} in {ready_s:.2} s ({}/s, {}{})",
+            units::bytes(total),
+            units::bytes((total as f64 / ready_s.max(1e-9)) as u64),
+            pages.describe(),
+            if rings.iter().all(|(p, _)| p.locked()) { ", locked" } else { "" }
+        ));
+    }
+    let (report, _rings) = run_with_rings(rcfg, cfg, bind, fmt, stop, interval, progress, warnings, rings, ready_s);
+    report
+}
+
+/// A capture thread's ring, both ends: made ready once, and handed back after a recording
+/// ([`run_with_rings`]) so that a station records every scan into the same memory.
+pub type RingPair = (sys::RingProducer, sys::RingConsumer);
+
+/// Record as [`run`] does, into rings made ready before (one per capture thread; `ready_s` is
+/// what making them took), and give the rings back: all of them after a recording that ended
+/// (well or not), none when a capture thread failed and took its ring with it. Each ring must
+/// be drained (its consumer released up to its producer) and its producer at a 4 KiB boundary.
+#[allow(clippy::too_many_arguments)]
+pub fn run_with_rings(
+    rcfg: &RecvConfig,
+    cfg: &RecordConfig,
+    bind: &dyn Fn() -> Result<Listener>,
+    fmt: Arc<dyn Format>,
+    stop: &AtomicBool,
+    interval: Option<Duration>,
+    progress: &(dyn Fn(&str) + Sync),
+    warnings: Vec<String>,
+    rings: Vec<RingPair>,
+    ready_s: f64,
+) -> (Result<RecordReport>, Vec<RingPair>) {
+    let mut back = Vec::new();
+    let r = record_rings(rcfg, cfg, bind, fmt, stop, interval, progress, warnings, rings, ready_s, &mut back);
+    (r, back)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn record_rings(
+    rcfg: &RecvConfig,
+    cfg: &RecordConfig,
+    bind: &dyn Fn() -> Result<Listener>,
+    fmt: Arc<dyn Format>,
+    stop: &AtomicBool,
+    interval: Option<Duration>,
+    progress: &(dyn Fn(&str) + Sync),
+    warnings: Vec<String>,
+    rings: Vec<RingPair>,
+    ready_s: f64,
+    back: &mut Vec<RingPair>,
+) -> Result<RecordReport> {
+    let n = rings.len();
+    let layout = ReadLayout::for_stream(&fmt, cfg.file_format).map_err(Error::invalid)?;
     let mut warnings = warnings;
     let locked = rings.iter().all(|(p, _)| p.locked());
     // Every thread's ring is made alike: the report gives the first one's page kind and all of
@@ -582,46 +635,48 @@ pub fn run(
     let pages = rings[0].0.memory().pages;
     let huge_bytes = rings.iter().map(|(p, _)| p.memory().huge_bytes).sum();
     let resident_bytes = rings.iter().map(|(p, _)| p.memory().resident_bytes()).sum();
-    if shown.load(Ordering::Relaxed) > 0 {
-        progress(&format!(
-            "wirespeed record: ring ready: {} in {ready_s:.2} s ({}/s, {}{})",
-            units::bytes(total),
-            units::bytes((total as f64 / ready_s.max(1e-9)) as u64),
-            pages.describe(),
-            if locked { ", locked" } else { "" }
-        ));
-    }
     if !locked {
         warnings.push("the ring could not be locked in RAM (RLIMIT_MEMLOCK): it may be paged out under memory pressure; run as root or raise `ulimit -l`".into());
     }
     let capacities: Vec<u64> = rings.iter().map(|(p, _)| p.capacity()).collect();
     let capacity: u64 = capacities.iter().sum();
-    // Claim the share name before any socket opens: a second recorder of the same name stops here.
-    let share_guard = match &cfg.share {
-        Some(name) => Some(claim_share(name, rcfg, &fmt, &rings)?),
-        None => None,
-    };
-    // Only now, with the rings faulted in and locked, open the sockets: a sender that starts
-    // when the recorder says it is listening must not meet a socket nobody drains.
-    let mut listener = bind()?;
-    if listener.threads() != n {
-        return Err(Error::failed(format!("{} sockets opened for {n} capture threads", listener.threads())));
-    }
-    // The layout, learned from the stream now that its datagrams are read (and held for the
-    // capture): the files are named and described by it.
-    // At most half the ring is held, so that the held datagrams fit it when they are counted.
-    let mut rc = rcfg.clone();
-    let (fmt, layout, learned) = match &cfg.learn {
-        Some(family) => {
-            let hold = rx::learn::HOLD_MAX.min(usize::try_from(capacity / 2).unwrap_or(usize::MAX));
-            let (f, l) = rx::learn(&mut listener, family, stop, rcfg.duration, hold)?;
-            listener.note_layout_changes_only();
-            progress(&format!("wirespeed record: {}", l.lines().join("; ")));
-            let lay = ReadLayout::for_stream(&f, cfg.file_format).map_err(Error::invalid)?;
-            rc.duration = rc.duration.map(|d| d.saturating_sub(l.spent));
-            (f, lay, Some(l))
+    // Until the rings are handed to the capture and writer threads, a failure gives them back.
+    let prepared = (|| -> Result<_> {
+        // Claim the share name before any socket opens: a second recorder of the same name stops here.
+        let share_guard = match &cfg.share {
+            Some(name) => Some(claim_share(name, rcfg, &fmt, &rings)?),
+            None => None,
+        };
+        // Only now, with the rings faulted in and locked, open the sockets: a sender that starts
+        // when the recorder says it is listening must not meet a socket nobody drains.
+        let mut listener = bind()?;
+        if listener.threads() != n {
+            return Err(Error::failed(format!("{} sockets opened for {n} capture threads", listener.threads())));
         }
-        None => (fmt, layout, None),
+        // The layout, learned from the stream now that its datagrams are read (and held for the
+        // capture): the files are named and described by it.
+        // At most half the ring is held, so that the held datagrams fit it when they are counted.
+        let mut rc = rcfg.clone();
+        let (fmt, layout, learned) = match &cfg.learn {
+            Some(family) => {
+                let hold = rx::learn::HOLD_MAX.min(usize::try_from(capacity / 2).unwrap_or(usize::MAX));
+                let (f, l) = rx::learn(&mut listener, family, stop, rcfg.duration, hold)?;
+                listener.note_layout_changes_only();
+                progress(&format!("wirespeed record: {}", l.lines().join("; ")));
+                let lay = ReadLayout::for_stream(&f, cfg.file_format).map_err(Error::invalid)?;
+                rc.duration = rc.duration.map(|d| d.saturating_sub(l.spent));
+                (f, lay, Some(l))
+            }
+            None => (fmt.clone(), layout.clone(), None),
+        };
+        Ok((share_guard, listener, rc, fmt, layout, learned))
+    })();
+    let (share_guard, listener, rc, fmt, layout, learned) = match prepared {
+        Ok(x) => x,
+        Err(e) => {
+            *back = rings;
+            return Err(e);
+        }
     };
     let rcfg = &rc;
     let local = listener.local_addr().unwrap_or(rcfg.listen);
@@ -659,14 +714,19 @@ pub fn run(
             run: run.clone(),
         };
         let writer_cpu = cfg.writer_cpu;
-        let drain: Box<dyn FnOnce() -> WriterReport + Send> = match &cfg.scan {
+        // The writer gives its ring back when it drains it whole (a scan's); a file writer's
+        // ring ends with the run.
+        let drain: Box<dyn FnOnce() -> (WriterReport, Option<sys::RingConsumer>) + Send> = match &cfg.scan {
             Some(t) => {
                 let scatter = Scatter::new(cons, shared.clone(), scatter_config(t, wcfg, &fmt));
-                Box::new(move || scatter.run())
+                Box::new(move || {
+                    let (r, c) = scatter.drain();
+                    (r, Some(c))
+                })
             }
             None => {
                 let writer = Writer::new(cons, shared.clone(), wcfg);
-                Box::new(move || writer.run())
+                Box::new(move || (writer.run(), None))
             }
         };
         let spawned = std::thread::Builder::new()
@@ -709,10 +769,15 @@ pub fn run(
             return Err(e);
         }
     };
-    drop(sinks);
     let mut wreports = Vec::with_capacity(n);
+    let mut consumers = Vec::with_capacity(n);
     for h in handles {
-        wreports.push(h.join().map_err(|_| Error::failed("a writer thread panicked"))?);
+        let (w, c) = h.join().map_err(|_| Error::failed("a writer thread panicked"))?;
+        wreports.push(w);
+        consumers.push(c);
+    }
+    if consumers.iter().all(Option::is_some) {
+        *back = sinks.into_iter().map(RingSink::into_ring).zip(consumers.into_iter().flatten()).collect();
     }
     let mut report = report;
     report.learned = learned;
@@ -780,6 +845,17 @@ pub fn run(
             descriptor: g.path().display().to_string(),
         }),
     })
+}
+
+/// For a scan ([`RecordConfig::scan`]): check its settings against the recording's before
+/// anything is created (raw frames, one capture thread, room for two chunks, mount points that
+/// take files and hold no scan of that name), and cut the record stream into its chunks.
+pub fn prepare_scan(cfg: &mut RecordConfig, rcfg: &RecvConfig, layout: &ReadLayout) -> Result<()> {
+    if let Some(t) = cfg.scan.clone() {
+        check_scan(&t, cfg, rcfg, layout)?;
+        cfg.rotation = Rotation { max_bytes: Some(t.chunk_bytes(layout.record_len)), period: None };
+    }
+    Ok(())
 }
 
 /// Check a scattered scan's settings against the recording's before anything is created.
@@ -871,12 +947,15 @@ fn claim_share(
 }
 
 /// End the writers of a capture that failed, and remove the empty files they had opened.
-fn abort_writers(shareds: &[Arc<Shared>], handles: Vec<std::thread::JoinHandle<WriterReport>>) {
+fn abort_writers(
+    shareds: &[Arc<Shared>],
+    handles: Vec<std::thread::JoinHandle<(WriterReport, Option<sys::RingConsumer>)>>,
+) {
     for sh in shareds {
         sh.abort();
     }
     for h in handles {
-        if let Ok(w) = h.join() {
+        if let Ok((w, _)) = h.join() {
             for f in w.files.iter().filter(|f| f.records == 0) {
                 let _ = std::fs::remove_file(&f.path);
                 let _ = std::fs::remove_file(&f.sidecar);

@@ -18,6 +18,7 @@ pub mod record;
 pub mod recv;
 pub mod reflect;
 pub mod send;
+pub mod station;
 pub mod tap;
 pub mod ttcp;
 pub mod verify;

@@ -33,78 +33,7 @@ pub const DEFAULT_MAX_PPS_PER_CLIENT: f64 = crate::latency::ping::MAX_PPS;
 /// Source addresses whose rate is tracked at once (token buckets); more evict the idlest.
 pub const RATE_TABLE: usize = 4096;
 
-/// A network a reflector answers, from `--allow`: an address and a prefix length.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Cidr {
-    net: IpAddr,
-    bits: u8,
-}
-
-impl Cidr {
-    /// Whether `ip` (IPv4-mapped IPv6 counts as IPv4) lies in this network.
-    #[inline]
-    pub fn contains(&self, ip: IpAddr) -> bool {
-        match (self.net, ip.to_canonical()) {
-            (IpAddr::V4(n), IpAddr::V4(a)) => mask32(u32::from(a), self.bits) == u32::from(n),
-            (IpAddr::V6(n), IpAddr::V6(a)) => mask128(u128::from(a), self.bits) == u128::from(n),
-            _ => false,
-        }
-    }
-}
-
-fn mask32(v: u32, bits: u8) -> u32 {
-    if bits == 0 {
-        0
-    } else {
-        v & (u32::MAX << (32 - u32::from(bits)))
-    }
-}
-
-fn mask128(v: u128, bits: u8) -> u128 {
-    if bits == 0 {
-        0
-    } else {
-        v & (u128::MAX << (128 - u32::from(bits)))
-    }
-}
-
-impl std::fmt::Display for Cidr {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}/{}", self.net, self.bits)
-    }
-}
-
-impl std::str::FromStr for Cidr {
-    type Err = String;
-    /// `ADDRESS` (one host) or `ADDRESS/BITS`; host bits must be zero, so that a typo such as
-    /// 10.0.0.1/8 is not silently widened to a whole network.
-    fn from_str(s: &str) -> std::result::Result<Cidr, String> {
-        let bad = || {
-            format!(
-                "--allow '{s}' is not a network: write an address or ADDRESS/BITS, e.g. 198.18.0.0/15, 10.1.2.3 or 2001:db8::/32"
-            )
-        };
-        let (a, b) = match s.trim().split_once('/') {
-            Some((a, b)) => (a, Some(b)),
-            None => (s.trim(), None),
-        };
-        let ip: IpAddr = a.parse().map_err(|_| bad())?;
-        let ip = ip.to_canonical();
-        let max = if ip.is_ipv4() { 32 } else { 128 };
-        let bits: u8 = match b {
-            Some(b) => b.parse().ok().filter(|&v| v <= max).ok_or_else(bad)?,
-            None => max,
-        };
-        let net = match ip {
-            IpAddr::V4(v) => IpAddr::V4(mask32(u32::from(v), bits).into()),
-            IpAddr::V6(v) => IpAddr::V6(mask128(u128::from(v), bits).into()),
-        };
-        if net != ip {
-            return Err(format!("--allow '{s}' has host bits set: did you mean {net}/{bits}?"));
-        }
-        Ok(Cidr { net, bits })
-    }
-}
+pub use wirespeed::addr::Cidr;
 
 /// How the reflector runs.
 #[derive(Clone, Debug)]

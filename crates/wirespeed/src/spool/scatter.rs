@@ -184,7 +184,18 @@ impl Scatter {
     }
 
     /// Run until the sink has finished and every chunk is on a disk, or no disk is left.
-    pub fn run(mut self) -> WriterReport {
+    pub fn run(self) -> WriterReport {
+        self.drain().0
+    }
+
+    /// As [`Scatter::run`], giving the ring back for the next scan (a station's ring is made
+    /// once). The next scan's sink starts where this one's ended.
+    pub fn drain(mut self) -> (WriterReport, RingConsumer) {
+        let report = self.write_scan();
+        (report, self.ring)
+    }
+
+    fn write_scan(&mut self) -> WriterReport {
         let cpu0 = sys::thread_cpu_ns();
         let (done_tx, done_rx) = mpsc::channel::<FromDisk>();
         let mut disks: Vec<Disk> = Vec::with_capacity(self.cfg.mounts.len());
@@ -205,7 +216,7 @@ impl Scatter {
         }
         drop(done_tx);
         let mut jobs: VecDeque<Pending> = VecDeque::new();
-        let mut cur_start = 0u64;
+        let mut cur_start = self.ring.released();
         let mut base = Counts::default();
         let mut next_number = 0u64;
         let mut final_cut = false;
@@ -368,7 +379,7 @@ impl Scatter {
     /// Every disk failed: stop the capture as a full disk or write error does, and count what
     /// never reached a disk.
     fn no_disk_left(
-        mut self,
+        &mut self,
         disks: Vec<Disk>,
         jobs: VecDeque<Pending>,
         handles: Vec<std::thread::JoinHandle<u64>>,
@@ -407,7 +418,7 @@ impl Scatter {
     /// sidecar; a disk that failed has blocks worth keeping before its failure), wait for them,
     /// and make the report.
     fn close_disks(
-        mut self,
+        &mut self,
         mut disks: Vec<Disk>,
         mut summaries: Vec<(u64, FileSummary)>,
         handles: Vec<std::thread::JoinHandle<u64>>,
@@ -441,7 +452,7 @@ impl Scatter {
     }
 
     fn finish(
-        mut self,
+        &mut self,
         disks: Vec<Disk>,
         mut summaries: Vec<(u64, FileSummary)>,
         cpu0: u64,
@@ -470,7 +481,7 @@ impl Scatter {
             self.report.write_p50_ms = self.report.write_s * 1e3 / self.report.writes as f64;
             self.report.write_p99_ms = self.report.max_write_ms;
         }
-        self.report
+        std::mem::take(&mut self.report)
     }
 }
 

@@ -136,6 +136,7 @@ impl RingSink {
         } else {
             1
         };
+        let start = ring.position();
         let mut s = RingSink {
             ring,
             shared,
@@ -151,7 +152,7 @@ impl RingSink {
             pcap_head,
             rt_offset: unix.wrapping_sub(mono),
             rotation,
-            file_start: 0,
+            file_start: start,
             next_time_cut: 0,
             ring_full: 0,
             not_written: 0,
@@ -183,6 +184,12 @@ impl RingSink {
     pub fn keep_invalid(mut self, keep: bool) -> Self {
         self.keep_invalid = keep;
         self
+    }
+
+    /// The ring back, once the capture has finished with this sink (a station records its next
+    /// scan into the same ring, made ready once).
+    pub fn into_ring(self) -> RingProducer {
+        self.ring
     }
 
     /// Publish the ring to taps, if it is a shared one (`sys::ring::shared_byte_ring`).
