@@ -35,6 +35,7 @@ mod record_inplace;
 mod record_writer;
 mod soak;
 mod soak_record;
+mod station;
 mod sweep;
 mod tap;
 mod threads;

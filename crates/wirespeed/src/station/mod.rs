@@ -787,3 +787,40 @@ pub fn start_disks(args: &[PathBuf]) -> Result<Vec<PathBuf>> {
     }
     Ok(d)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_unit_ends_at_a_newline_or_a_final_semicolon_and_never_inside_a_command() {
+        assert_eq!(unit_end(b"record=on:abc"), None, "half a command waits");
+        assert_eq!(unit_end(b"record=on:abc;"), Some(14));
+        assert_eq!(unit_end(b"status?; \t"), Some(10));
+        assert_eq!(unit_end(b"a?;\nb?"), Some(4), "up to the last newline; the rest waits");
+        assert_eq!(unit_end(b""), None);
+        assert_eq!(unit_end(&[b'x'; 4096]), Some(4096), "jive5ab's read size at most");
+    }
+
+    #[test]
+    fn control_clients_are_loopback_only_unless_allowed() {
+        let lo: IpAddr = "127.0.0.1".parse().unwrap();
+        let far: IpAddr = "192.0.2.10".parse().unwrap();
+        assert!(allowed(lo, &[]) && !allowed(far, &[]));
+        assert!(allowed("::ffff:127.0.0.1".parse().unwrap(), &[]));
+        let net: Vec<Cidr> = vec!["192.0.2.0/24".parse().unwrap()];
+        assert!(allowed(far, &net) && !allowed(lo, &net));
+    }
+
+    #[test]
+    fn times_are_written_as_jive5ab_writes_them() {
+        // 2026-11-28 21:51:48.9984 UTC is day 332.
+        let ns = (crate::calendar::days_from_civil(2026, 11, 28) as u64 * 86_400 + 21 * 3600 + 51 * 60 + 48)
+            * 1_000_000_000
+            + 998_400_000;
+        assert_eq!(vex_time(ns), "2026y332d21h51m48.9984s");
+        assert_eq!(fmt6(0.624969), "0.624969");
+        assert_eq!(fmt6(1.25), "1.25");
+        assert_eq!(fmt6(12.0), "12");
+    }
+}

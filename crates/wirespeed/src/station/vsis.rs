@@ -569,3 +569,178 @@ pub fn respond(unit: &str, s: &mut Settings, e: &dyn Engine) -> Option<String> {
     out.push_str(terminator(unit));
     Some(out)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::cell::RefCell;
+
+    /// A recorder that records nothing: what the protocol asked of it, and a scan in progress
+    /// when it says so.
+    #[derive(Default)]
+    struct Fake {
+        on: RefCell<Option<(u64, String)>>,
+        started: RefCell<Vec<String>>,
+        errors: RefCell<Vec<(String, String)>>,
+    }
+
+    impl Engine for Fake {
+        fn record_on(&self, scan: &str, _: &Settings) -> Result<String, (u8, String)> {
+            let used = if self.started.borrow().iter().any(|s| s == scan) { format!("{scan}a") } else { scan.into() };
+            self.started.borrow_mut().push(used.clone());
+            *self.on.borrow_mut() = Some((self.started.borrow().len() as u64, used.clone()));
+            Ok(used)
+        }
+        fn record_off(&self) -> bool {
+            self.on.borrow_mut().take().is_some()
+        }
+        fn live(&self) -> Live {
+            Live {
+                recording: self.on.borrow().clone(),
+                bytes: 803200,
+                total: 9901,
+                lost: 99,
+                error_pending: !self.errors.borrow().is_empty(),
+                ..Default::default()
+            }
+        }
+        fn pop_error(&self) -> Option<(String, String)> {
+            self.errors.borrow_mut().pop()
+        }
+        fn scans(&self) -> Vec<String> {
+            self.started.borrow().clone()
+        }
+        fn scan_check(&self, scan: &str, _: &[PathBuf]) -> Result<Vec<String>, String> {
+            Ok(vec!["?".into(), scan.into(), "VDIF".into()])
+        }
+        fn scan_bytes(&self, scan: &str, _: &[PathBuf]) -> Option<u64> {
+            (scan == "t1").then_some(160640000)
+        }
+        fn version(&self) -> Vec<String> {
+            vec![" wirespeed".into(), "1".into()]
+        }
+        fn match_disks(&self, p: &[String]) -> Vec<PathBuf> {
+            p.iter().filter(|p| p.starts_with("/mnt/")).map(PathBuf::from).collect()
+        }
+    }
+
+    fn session(e: &Fake, s: &mut Settings, unit: &str) -> String {
+        respond(unit, s, e).unwrap_or_default()
+    }
+
+    /// The replies jive5ab 3.1.0 gave for the same input, byte for byte (BENCHMARKS/README
+    /// name where they were measured), and the return codes of everything that differs.
+    #[test]
+    fn replies_are_jive5abs_byte_for_byte() {
+        let e = Fake::default();
+        let mut s = Settings::default();
+        let cases: &[(&str, &str)] = &[
+            ("status?;", "!status?  0 : 0x00000001 ;\n"),
+            ("mode?;", "!mode? 0 :  : <unknown> : 0 : 0.000 ;\n"),
+            ("mode=vdif_8000-2048-4-2;", "!mode= 0 ;\n"),
+            ("mode?;", "!mode? 0 : vdif_8000-2048-4-2 : VDIF : 8 : 256000000.000 : 8000 ;\n"),
+            ("net_protocol=pudp:4M:128M:8;", "!net_protocol = 0 ;\n"),
+            ("net_protocol?;", "!net_protocol? 0 : pudp : 4194304 : 134217728 : 8 ;\n"),
+            ("net_port?;", "!net_port? 0 : 2630 ;\n"),
+            ("net_port=7148;", "!net_port= 0 ;\n"),
+            ("net_port?;", "!net_port? 0 : 7148 ;\n"),
+            ("mtu?;", "!mtu? 0 : 1500 ;\n"),
+            ("mtu=9000;", "!mtu= 0 ;\n"),
+            ("mtu?;", "!mtu? 0 : 9000 ;\n"),
+            ("set_disks?;", "!set_disks?  0 : 0 ;\n"),
+            ("set_disks=/work/j5;", "!set_disks=  8 : 0 : no mountpoints matched your selection criteria ;\n"),
+            ("set_disks=/mnt/disk0:/mnt/disk1;", "!set_disks=  0 : 2 ;\n"),
+            ("set_disks?;", "!set_disks?  0 : 2 : /mnt/disk0 : /mnt/disk1 ;\n"),
+            ("record?;", "!record?  0 : off ;\n"),
+            ("record?mk6;", "!record?  0 : 0 ;\n"),
+            ("scan_check?;", "!scan_check? 8 : no scan name given ;\n"),
+            ("scan_set?;", "!scan_set? 0 : -1 :  : 0 : 0 ;\n"),
+            ("record=off;", "!record=  6 : Not doing record ;\n"),
+            ("record=on:test_scan;", "!record=  0  ;\n"),
+            ("record?;", "!record?  0 : on : 1 : test_scan : 803200 ;\n"),
+            ("status?;", "!status?  0 : 0x00000059 ;\n"),
+            ("record=on:other;", "!record=  6 : Already doing vbsrecord ;\n"),
+            ("scan_set=test_scan;", "!scan_set= 6 : not whilst vbsrecord is in progress ;\n"),
+            ("scan_check?;", "!scan_check? 8 : no scan name given ;\n"),
+            ("set_disks=/mnt/disk0;", "!set_disks=  6 : not whilst vbsrecord is in progress ;\n"),
+            ("mode=vdif_8000-2048-4-2;", "!mode=  6 : not whilst vbsrecord is in progress ;\n"),
+            ("net_protocol=pudp:4M:128M:8;", "!net_protocol= 6 : not whilst vbsrecord is in progress ;\n"),
+            ("net_port=7148;", "!net_port= 6 : not whilst vbsrecord is in progress ;\n"),
+            (
+                "evlbi?;",
+                "!evlbi? 0 : total : 9901 : loss : 99 ( 0.99%) : out-of-order : 0 ( 0.00%) : extent : 0seqnr/pkt ;\n",
+            ),
+            ("record=off;", "!record=  1 ;\n"),
+            ("record?;", "!record?  0 : off ;\n"),
+            ("scan_set?;", "!scan_set? 0 : 0 : test_scan : 0 : 0 ;\n"),
+            ("record=on:test_scan;", "!record=  0  : test_scana ;\n"),
+            ("record=off;", "!record=  1 ;\n"),
+            ("scan_set=t1;", "!scan_set= 0 ;\n"),
+            ("scan_set?;", "!scan_set? 0 : -1 : t1 : 0 : 160640000 ;\n"),
+            ("scan_set=t1:+8032:+16064;", "!scan_set= 0 ;\n"),
+            ("scan_set?;", "!scan_set? 0 : -1 : t1 : 8032 : 24096 ;\n"),
+            ("scan_set=no_such_scan;", "!scan_set = 4 : 'no_such_scan' does not exist in Mk6/VBS format;\n"),
+            ("foo=1;", "!foo= 7 : ENOSYS - not implemented ;\n"),
+            ("foo?;", "!foo? 7 : ENOSYS - not implemented ;\n"),
+            ("record=bogus;", "!record=  2 : bogus does not apply to record ;\n"),
+            ("record=;", "!record=  2 :  does not apply to record ;\n"),
+            ("mode;", "!syntax = 7 : Not a command or query;\n"),
+            ("=;", "!syntax = 7 : No keyword given ;\n"),
+            ("version=;", "!version=  2 : query only ;\n"),
+            ("status=;", "!status= 2 : only available as query ;\n"),
+            ("scan_check=;", "!scan_check= 2 : only available as query ;\n"),
+            ("record=mk6:2;", "!record=  0 ;\n"),
+            ("record?mk6;", "!record?  0 : 1 ;\n"),
+            ("record=mk6:0;", "!record=  0 ;\n"),
+            ("error?;", "!error? 0 :  :  :  :  :  ;\n"),
+            // Framing: several per unit, no final ';', spaces, upper case, CRLF.
+            ("status?;foo?;mode?", "!status?  0 : 0x00000001 ;!foo? 7 : ENOSYS - not implemented ;!mode? 0 : vdif_8000-2048-4-2 : VDIF : 8 : 256000000.000 : 8000 ;\n"),
+            (" status ? ; ", "!status?  0 : 0x00000001 ;\n"),
+            ("STATUS?;", "!status?  0 : 0x00000001 ;\n"),
+            ("status?\r\n", "!status?  0 : 0x00000001 ;\r\n"),
+            (";", ""),
+            ("\n", ""),
+        ];
+        for (input, want) in cases {
+            assert_eq!(session(&e, &mut s, input), *want, "input {input:?}");
+        }
+    }
+
+    /// What wirespeed does where jive5ab would do harm: a scan name that leaves the mount
+    /// point, or that jive5ab itself could not read back, is a parameter error.
+    #[test]
+    fn scan_names_outside_a_mount_point_or_unreadable_by_jive5ab_are_refused() {
+        let e = Fake::default();
+        let mut s = Settings::default();
+        session(&e, &mut s, "mode=vdif_8000-2048-4-2;set_disks=/mnt/disk0;");
+        for bad in ["../x", "a/b", "a.b", ".x"] {
+            let r = session(&e, &mut s, &format!("record=on:{bad};"));
+            assert!(r.starts_with("!record = 8 : scan name"), "{bad}: {r}");
+        }
+        assert_eq!(session(&e, &mut s, "record=on:;"), "!record = 6 : must provide a scan name;\n");
+        assert!(e.started.borrow().is_empty(), "nothing was started");
+        // Without a mode or disks, record=on is refused before anything starts.
+        let mut fresh = Settings::default();
+        assert!(session(&e, &mut fresh, "record=on:x;").starts_with("!record = 6 : no mode set"));
+        // A bad mode and bad parameters keep what was set.
+        assert!(session(&e, &mut s, "mode=vdif_8001-2048-4-2;").starts_with("!mode = 4 : Mode 'vdif_8001-2048-4-2'"));
+        assert!(session(&e, &mut s, "net_port=0;").starts_with("!net_port = 8 :"));
+        assert!(session(&e, &mut s, "net_protocol=tcp;").starts_with("!net_protocol = 8 :"));
+        assert!(session(&e, &mut s, "mtu=12;").starts_with("!mtu = 8 :"));
+        assert_eq!(s.mode.as_ref().map(|m| m.text.as_str()), Some("vdif_8000-2048-4-2"));
+        assert_eq!((s.port, s.mtu, s.protocol), (2630, 1500, Protocol::Plain));
+    }
+
+    #[test]
+    fn modes_give_the_frame_and_the_family() {
+        let m = parse_mode(&["vdif_8192-4096-8-2".into()]).unwrap();
+        assert_eq!((m.family.as_str(), m.frame), ("vdif", Some(8224)));
+        let m = parse_mode(&["mark5b".into(), "0xffffffff".into(), "1".into()]).unwrap();
+        assert_eq!((m.family.as_str(), m.frame), ("mark5b", Some(10016)));
+        let m = parse_mode(&["counter,size=8192".into()]).unwrap();
+        assert_eq!(m.frame, Some(8192));
+        for bad in ["bogus", "vdif_8000-2048-3-2", "vdif_0-1-1-1", "vdif_8000"] {
+            assert!(parse_mode(&[bad.into()]).is_err(), "{bad}");
+        }
+    }
+}
