@@ -306,3 +306,38 @@ fn a_field_system_session_records_a_scan_and_bad_input_never_ends_it() {
     assert_eq!(u(&v["total"], "received"), 20000);
     frames_in_order(&flexbuff_by_hand(&disks, "exp1_ws_no0001").1, 20000);
 }
+
+/// A VDIF stream of four threads recorded by four capture threads: one scan per thread,
+/// `SCAN_ds<i>` (jive5ab's datastream naming), each holding exactly its own thread's frames,
+/// all of them.
+#[test]
+fn a_four_thread_vdif_stream_is_recorded_as_one_scan_per_thread() {
+    let _t = traffic();
+    let d: Vec<TempDir> = (0..2).map(|i| TempDir::new(&format!("station-ds{i}"))).collect();
+    let disks: Vec<&str> = d.iter().map(|t| t.path()).collect();
+    let spec = "vdif,frame=8032,threads=4,station=WS,bits=2,chans=4,complex=0,fps=8000,fill=counter";
+    let mut args = vec!["--format", spec, "--threads", "4", "--scan", "ds", "--chunk-size", "1M", "--buffer", "64M"];
+    args.extend(["--count", "8000", "--json", "--duration", "60"]);
+    for m in &disks {
+        args.extend(["-o", m]);
+    }
+    let r = spawn_cmd_with(&[], "record", "127.0.0.1:0", &args);
+    send_to_port(r.port, &["--format", spec, "--streams", "4", "--count", "2000", "--rate", "400M"]);
+    let (code, stdout, stderr) = finish(r, Duration::from_secs(60));
+    assert_eq!(code, Some(0), "{stderr}");
+    assert_eq!(u(&json(&stdout)["capture"]["total"], "lost"), 0, "{stdout}");
+    let mut total = 0;
+    for i in 0..4u64 {
+        let scan = format!("ds_ds{i}");
+        let (code, v) = verify_scan(&scan, &disks);
+        assert_eq!(code, Some(0), "{v}");
+        let streams = v["streams"].as_array().unwrap();
+        assert_eq!(streams.len(), 1, "one VDIF thread in {scan}: {v}");
+        assert_eq!(u(&streams[0], "stream"), i, "VDIF thread {i} in {scan}");
+        total += u(&v["total"], "received");
+    }
+    assert_eq!(total, 8000, "every frame in the scan of its thread");
+    // The scan itself is named by its streams.
+    let r = run(&["verify", "--scan", "ds", disks[0]]);
+    assert!(String::from_utf8_lossy(&r.stderr).contains("recorded per data stream: give one of ds_ds0"), "{r:?}");
+}

@@ -21,6 +21,7 @@ use wirespeed::wire::{spec, Format};
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(verify_paths, m)?)?;
     m.add_function(wrap_pyfunction!(open_paths, m)?)?;
+    m.add_function(wrap_pyfunction!(scan_paths, m)?)?;
     m.add_class::<Recording>()?;
     Ok(())
 }
@@ -44,6 +45,36 @@ fn verify_paths(py: Python<'_>, paths: Vec<PathBuf>, format: Option<&str>, windo
         let found = verify::collect(&paths, format.as_ref())?;
         let report = verify::verify(&found, &VerifyOptions { format, window })?;
         serde_json::to_string(&report).map_err(|e| wirespeed::Error::failed(format!("cannot encode JSON: {e}")))
+    })
+    .map_err(to_py)
+}
+
+/// The chunk files of a FlexBuff scan on `mounts`, in chunk order, and the format to read a scan
+/// without sidecars with (learned from its frames): what `open` then opens as one recording.
+#[pyfunction]
+#[pyo3(signature = (scan, mounts, format=None))]
+fn scan_paths(
+    py: Python<'_>,
+    scan: &str,
+    mounts: Vec<PathBuf>,
+    format: Option<&str>,
+) -> PyResult<(Vec<PathBuf>, Option<String>)> {
+    let scan = scan.to_string();
+    let given = format.is_some();
+    py.detach(move || {
+        let mounts = wirespeed::spool::scan::expand_mounts(&mounts)?;
+        let found = wirespeed::spool::scan::find(&scan, &mounts)?;
+        if found.layout == wirespeed::spool::scan::ScanLayout::Mark6 {
+            return Err(wirespeed::Error::unsupported(format!(
+                "scan {scan} is a Mark6 scan, whose blocks lie inside its files: gather it into one file first (wirespeed gather {scan} --from ... -w FILE) and open that"
+            )));
+        }
+        let learned = if found.sidecars.is_empty() && !given {
+            Some(verify::learn_scan_format(&found)?.0.spec())
+        } else {
+            None
+        };
+        Ok((found.pieces.into_iter().map(|p| p.path).collect(), learned))
     })
     .map_err(to_py)
 }

@@ -718,7 +718,9 @@ fn record_rings(
         // ring ends with the run.
         let drain: Box<dyn FnOnce() -> (WriterReport, Option<sys::RingConsumer>) + Send> = match &cfg.scan {
             Some(t) => {
-                let scatter = Scatter::new(cons, shared.clone(), scatter_config(t, wcfg, &fmt));
+                let mut t = t.clone();
+                t.name = stream_scans(&t.name, n).swap_remove(i);
+                let scatter = Scatter::new(cons, shared.clone(), scatter_config(&t, wcfg, &fmt));
                 Box::new(move || {
                     let (r, c) = scatter.drain();
                     (r, Some(c))
@@ -866,8 +868,11 @@ fn check_scan(t: &ScanTarget, cfg: &RecordConfig, rcfg: &RecvConfig, layout: &Re
             t.layout.name()
         )));
     }
-    if rcfg.threads > 1 {
-        return Err(Error::invalid("a scan is recorded by one capture thread: leave out --threads"));
+    let streams = matches!(crate::rx::steering_for(&*layout.reader), crate::sys::bpf::Steer::PayloadStream { .. });
+    if rcfg.threads > 1 && !streams {
+        return Err(Error::invalid(
+            "a scan is recorded by one capture thread, or one per data stream (--threads N with a VDIF format of several threads, e.g. --format vdif,threads=4,...: VDIF thread t goes to scan SCAN_ds<t mod N>): leave out --threads",
+        ));
     }
     if cfg.share.is_some() {
         return Err(Error::invalid("--share publishes pcap rings, and a scan is raw frames: leave out --share"));
@@ -886,7 +891,21 @@ fn check_scan(t: &ScanTarget, cfg: &RecordConfig, rcfg: &RecvConfig, layout: &Re
             units::bytes(chunk)
         )));
     }
-    crate::spool::scatter::check_mounts(&t.mounts, &t.name)
+    for name in stream_scans(&t.name, rcfg.threads) {
+        crate::spool::scatter::check_mounts(&t.mounts, &name)?;
+    }
+    Ok(())
+}
+
+/// The scans of a recording by `threads` capture threads: the scan itself with one, and with
+/// several one per data stream, `SCAN_ds<i>` for capture thread i (jive5ab's datastream naming;
+/// its readers gather `SCAN_ds*` with `SCAN`).
+pub fn stream_scans(scan: &str, threads: usize) -> Vec<String> {
+    if threads <= 1 {
+        vec![scan.to_string()]
+    } else {
+        (0..threads).map(|i| format!("{scan}_ds{i}")).collect()
+    }
 }
 
 /// The scattered writer's settings from the file writer's.

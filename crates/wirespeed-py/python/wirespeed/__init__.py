@@ -59,6 +59,7 @@ __all__ = [
     "UsageError",
     "WirespeedError",
     "open",
+    "open_scan",
     "tap",
     "verify",
 ]
@@ -93,6 +94,19 @@ def open(path: PathArg, *, format: Optional[str] = None) -> "Recording":  # noqa
     ``format`` says what a file without a sidecar holds (e.g. another tool's pcap).
     """
     return Recording(_native.open_paths(_paths(path), format))
+
+
+def open_scan(scan: str, mounts, *, format: Optional[str] = None) -> "Recording":
+    """Open a FlexBuff scan scattered over mount points (recorded by ``wirespeed record
+    --scan``, ``wirespeed station`` or jive5ab): its chunks ``<mount>/<SCAN>/<SCAN>.NNNNNNNN``
+    in chunk order, as one recording. ``mounts`` is a list of directories (or one glob such as
+    ``"/mnt/disk*"``). A scan without sidecars is read by the format learned from its frames,
+    unless ``format`` is given. Mark6 scans: gather them into one file first.
+    """
+    if isinstance(mounts, (str, os.PathLike)):
+        mounts = [mounts]
+    paths, learned = _native.scan_paths(scan, [os.fspath(m) for m in mounts], format)
+    return Recording(_native.open_paths([os.fspath(p) for p in paths], format or learned))
 
 
 def _empty_mmap_safe(path: str, nbytes: int):

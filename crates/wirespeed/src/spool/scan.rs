@@ -295,6 +295,21 @@ pub fn find(scan: &str, mounts: &[PathBuf]) -> Result<FoundScan> {
     }
     let Some(layout) = layout else {
         let list: Vec<String> = mounts.iter().map(|m| m.display().to_string()).collect();
+        // A scan recorded per data stream is there as SCAN_ds<i>: name them.
+        let mut streams: Vec<String> = mounts
+            .iter()
+            .filter_map(|m| std::fs::read_dir(m).ok())
+            .flat_map(|rd| rd.flatten().filter_map(|e| e.file_name().to_str().map(str::to_string)))
+            .filter(|n| n.strip_prefix(scan).is_some_and(|r| r.starts_with("_ds")))
+            .collect();
+        streams.sort();
+        streams.dedup();
+        if !streams.is_empty() {
+            return Err(Error::not_found(format!(
+                "scan {scan} was recorded per data stream: give one of {}",
+                streams.join(", ")
+            )));
+        }
         return Err(Error::not_found(format!(
             "scan {scan} is on none of {} (looked for {}/{scan}/ and the Mark6 file {}/{scan})",
             list.join(", "),
