@@ -184,6 +184,16 @@ fn a_scan_over_four_disks_loses_nothing_when_one_fills_and_one_turns_read_only()
     let (vcode, v) = verify_scan("m1", &m6);
     assert_eq!(vcode, Some(0), "{v}");
     assert_eq!(u(&v["total"], "received"), 5000);
+    // The documents: a chunk's and a Mark6 file's sidecars, and gather's listing.
+    let mut docs = common::docs::Docs::new("station-scan");
+    docs.add_file("wirespeed.recording/2", &Path::new(mounts[0]).join("s1").join(".s1.00000000.json"));
+    let side = m6.iter().map(|m| Path::new(m).join(".m1.mark6.json")).find(|p| p.exists()).unwrap();
+    docs.add_file("wirespeed.recording/2", &side);
+    let mut a = vec!["gather", "m1", "--json", "--from"];
+    a.extend_from_slice(&m6);
+    let list = run(&a);
+    docs.add_text("gather --json", "wirespeed.scan/1", &String::from_utf8_lossy(&list.stdout));
+    docs.validate();
 }
 
 /// A running station and its control port.
@@ -297,7 +307,11 @@ fn a_field_system_session_records_a_scan_and_bad_input_never_ends_it() {
     let out = child.wait_with_output().unwrap();
     let stderr = err.join().unwrap();
     assert_eq!(out.status.code(), Some(0), "{stderr}");
-    let rep = json(&String::from_utf8_lossy(&out.stdout));
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut docs = common::docs::Docs::new("station");
+    docs.add_text("station --json", "wirespeed.station/1", &text);
+    docs.validate();
+    let rep = json(&text);
     let s1 = &rep["scans"][0];
     assert_eq!((u(s1, "received"), u(s1, "lost"), u(s1, "invalid"), u(s1, "records")), (20000, 0, 1, 20000), "{rep}");
     assert_eq!(rep["scans"][1]["name"], "exp1_ws_no0001a");

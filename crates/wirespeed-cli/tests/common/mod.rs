@@ -1,6 +1,7 @@
 //! Helpers shared by the end-to-end tests: run the real `wirespeed` binary and read its JSON.
 #![allow(dead_code)]
 
+pub mod docs;
 pub mod parts;
 pub mod ssh;
 

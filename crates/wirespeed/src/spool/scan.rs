@@ -174,9 +174,14 @@ pub struct Piece {
     pub len: u64,
 }
 
+/// Schema of a scan's listing (`gather --json` without -w).
+pub const SCAN_SCHEMA: &str = "wirespeed.scan/1";
+
 /// A scan found on its mount points: its pieces in order, and what is wrong with the set.
 #[derive(Clone, Debug, Serialize)]
 pub struct FoundScan {
+    /// Schema name and version.
+    pub schema: &'static str,
     /// The scan's name.
     pub scan: String,
     /// How it lies on the disks.
@@ -341,7 +346,17 @@ pub fn find(scan: &str, mounts: &[PathBuf]) -> Result<FoundScan> {
         }
     }
     sidecars.sort();
-    Ok(FoundScan { scan: scan.to_string(), layout, mounts: found_mounts, pieces, holes, mark6, problems, sidecars })
+    Ok(FoundScan {
+        schema: SCAN_SCHEMA,
+        scan: scan.to_string(),
+        layout,
+        mounts: found_mounts,
+        pieces,
+        holes,
+        mark6,
+        problems,
+        sidecars,
+    })
 }
 
 /// Expand mount point arguments: each is a directory or a glob pattern of them (`/mnt/disk*`),
