@@ -269,6 +269,11 @@ fn a_field_system_session_records_a_scan_and_bad_input_never_ends_it() {
     // never carried out.
     let mut other = Client::connect(st.control);
     assert_eq!(other.ask("record?;"), "!record?  0 : on : 1 : exp1_ws_no0001 : 0 ;\n");
+    // A query without a terminator is answered once the client pauses, as jive5ab answers it.
+    other.0.get_mut().write_all(b"status?").unwrap();
+    let mut r = String::new();
+    other.0.read_line(&mut r).unwrap();
+    assert_eq!(r, "!status?  0 : 0x00000059 ;\n");
     {
         let mut half = TcpStream::connect(("127.0.0.1", st.control)).unwrap();
         half.write_all(b"record=off").unwrap();

@@ -640,6 +640,9 @@ fn record_rings(
     }
     let capacities: Vec<u64> = rings.iter().map(|(p, _)| p.capacity()).collect();
     let capacity: u64 = capacities.iter().sum();
+    // One identity for the run, in every sidecar of every thread's files: made before the
+    // socket opens, so the run starts before any datagram it holds arrived.
+    let run = crate::spool::RunIdentity::new();
     // Until the rings are handed to the capture and writer threads, a failure gives them back.
     let prepared = (|| -> Result<_> {
         // Claim the share name before any socket opens: a second recorder of the same name stops here.
@@ -688,8 +691,6 @@ fn record_rings(
     let mut sinks = Vec::with_capacity(n);
     let mut handles = Vec::with_capacity(n);
     let mut prefixes = Vec::with_capacity(n);
-    // One identity for the run, in every sidecar of every thread's files.
-    let run = crate::spool::RunIdentity::new();
     let t0 = sys::monotonic_ns();
     for (i, (prod, cons)) in rings.into_iter().enumerate() {
         let shared = Arc::new(Shared::default());

@@ -27,7 +27,8 @@ pub struct RecordArgs {
     /// disk). The default with several -o is flexbuff; with one -o, files as usual.
     #[arg(long, value_parser = wirespeed::spool::scan::ScanLayout::parse)]
     layout: Option<wirespeed::spool::scan::ScanLayout>,
-    /// The scan's name (letters, digits, '_', '-', '+', '.'), e.g. exp1_ef_no0001; by default
+    /// The scan's name (letters, digits, '_', '-', '+': jive5ab cannot read back a name with a
+    /// '.'), e.g. exp1_ef_no0001; by default
     /// PREFIX_YYYYMMDDTHHMMSSZ. A scan already on any of the disks is refused, never written over.
     #[arg(long, value_name = "NAME")]
     scan: Option<String>,

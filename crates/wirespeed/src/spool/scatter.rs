@@ -217,7 +217,8 @@ impl Scatter {
         drop(done_tx);
         let mut jobs: VecDeque<Pending> = VecDeque::new();
         let mut cur_start = self.ring.released();
-        let mut base = Counts::default();
+        // The first chunk opens now (later ones when the one before was cut).
+        let mut base = Counts { unix_ns: sys::realtime_ns(), ..Counts::default() };
         let mut next_number = 0u64;
         let mut final_cut = false;
         let mut turn = disks.len() as u64;

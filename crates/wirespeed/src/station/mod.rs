@@ -246,8 +246,12 @@ pub fn match_disks(patterns: &[String], allow_root_fs: bool) -> Vec<PathBuf> {
         let expanded: Vec<PathBuf> = match p.as_str() {
             "flexbuff" | "flexbuf" => scan::expand_mounts(&[PathBuf::from("/mnt/disk[0-9]*")]).unwrap_or_default(),
             "mk6" => scan::expand_mounts(&[PathBuf::from("/mnt/disks/[1-4]/[0-7]/data")]).unwrap_or_default(),
+            "1" | "2" | "3" | "4" => {
+                scan::expand_mounts(&[PathBuf::from(format!("/mnt/disks/{p}/[0-7]/data"))]).unwrap_or_default()
+            }
+            "null" => Vec::new(),
             _ if !p.starts_with('/') => Vec::new(),
-            _ => scan::expand_mounts(&[PathBuf::from(p)]).unwrap_or_default(),
+            _ => scan::expand_mounts(&[PathBuf::from(p.trim_end_matches('/'))]).unwrap_or_default(),
         };
         for d in expanded {
             let Ok(md) = std::fs::metadata(&d) else { continue };
@@ -347,7 +351,8 @@ pub fn scan_check_fields(found: &scan::FoundScan) -> Result<Vec<String>> {
         "VDIF".into(),
         ntrack.to_string(),
         vex_time(start_ns),
-        format!("{}s", fmt6(span as f64 / fps as f64)),
+        // From the first frame's time to the last's, as jive5ab gives it.
+        format!("{}s", fmt6(span.saturating_sub(1) as f64 / fps as f64)),
         format!("{rate}Mbps"),
         missing.to_string(),
         frame.to_string(),
@@ -732,7 +737,21 @@ fn client(mut conn: TcpStream, core: &Core, stop: &AtomicBool) {
         let n = match conn.read(&mut chunk) {
             Ok(0) => return, // gone; a command half sent is never carried out
             Ok(n) => n,
-            Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => continue,
+            Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {
+                // jive5ab answers what one read brought, terminated or not. Queries left
+                // unterminated are answered so too once the client pauses; a command is carried
+                // out only when it is terminated, so half a command from a client that goes
+                // away never runs.
+                if !buf.is_empty() && only_queries(&buf) {
+                    let unit = String::from_utf8_lossy(&std::mem::take(&mut buf)).into_owned();
+                    if let Some(out) = answer(&unit, core) {
+                        if conn.write_all(out.as_bytes()).is_err() {
+                            return;
+                        }
+                    }
+                }
+                continue;
+            }
             Err(_) => return,
         };
         buf.extend_from_slice(&chunk[..n]);
@@ -746,6 +765,13 @@ fn client(mut conn: TcpStream, core: &Core, stop: &AtomicBool) {
             }
         }
     }
+}
+
+/// Whether every piece of `buf` is a query (`keyword?...`): harmless to answer unterminated.
+fn only_queries(buf: &[u8]) -> bool {
+    let text = String::from_utf8_lossy(buf);
+    let pieces = vsis::split(&text);
+    !pieces.is_empty() && pieces.iter().all(|p| matches!(p, Ok(c) if c.query))
 }
 
 /// The replies to one unit. The settings are locked while a command runs, except while
@@ -763,7 +789,12 @@ fn answer(unit: &str, core: &Core) -> Option<String> {
                 let starts = !c.query && c.keyword == "record" && c.args.first().is_some_and(|a| a == "on");
                 if starts {
                     let mut copy = lock(&core.settings).clone();
-                    out.push_str(&vsis::execute(&c, &mut copy, core));
+                    let r = vsis::execute(&c, &mut copy, core);
+                    if r.starts_with("!record=  0") {
+                        // As jive5ab: scan_check? now reads the scan being recorded (once done).
+                        lock(&core.settings).scan_set = None;
+                    }
+                    out.push_str(&r);
                 } else {
                     let mut s = lock(&core.settings);
                     out.push_str(&vsis::execute(&c, &mut s, core));

@@ -271,6 +271,11 @@ pub trait Engine {
 
 const BUSY: &str = "not whilst vbsrecord is in progress";
 
+/// jive5ab's names for its mount point groups, which `set_disks=` takes besides paths.
+fn is_group(a: &str) -> bool {
+    matches!(a, "flexbuff" | "flexbuf" | "mk6" | "null" | "1" | "2" | "3" | "4")
+}
+
 /// Carry out one command against the settings and the engine; the reply.
 pub fn execute(c: &Command, s: &mut Settings, e: &dyn Engine) -> String {
     let live = e.live();
@@ -411,8 +416,18 @@ pub fn execute(c: &Command, s: &mut Settings, e: &dyn Engine) -> String {
         }
         ("set_disks", false) if busy => reply(kw, "=  ", RC_CONFLICT, &[BUSY.into()]),
         ("set_disks", false) => {
+            // As jive5ab: a failed selection leaves no disk selected, not the old ones.
+            if let Some(rel) = c.args.iter().find(|a| !a.is_empty() && !a.starts_with('/') && !is_group(a)) {
+                s.disks.clear();
+                return thrown(
+                    c,
+                    RC_ERROR,
+                    &format!("group definition '{rel}' not found: give absolute paths or globs, or flexbuff or mk6"),
+                );
+            }
             let found = e.match_disks(&c.args);
             if found.is_empty() {
+                s.disks.clear();
                 return reply(
                     kw,
                     "=  ",
@@ -465,6 +480,9 @@ pub fn execute(c: &Command, s: &mut Settings, e: &dyn Engine) -> String {
                     reply(kw, "=  ", RC_CONFLICT, &["Not doing record".into()])
                 }
             }
+            // jive5ab's reader and writer thread counts: wirespeed has one capture thread and
+            // one writer per disk, so the setting is taken and changes nothing.
+            "nthread" => reply(kw, "=  ", RC_DONE, &[]),
             "mk6" if busy => reply(kw, "=  ", RC_CONFLICT, &[BUSY.into()]),
             "mk6" => match arg(1) {
                 "" => thrown(c, RC_CONFLICT, "this command requires a parameter"),
@@ -700,6 +718,10 @@ mod tests {
             ("status?\r\n", "!status?  0 : 0x00000001 ;\r\n"),
             (";", ""),
             ("\n", ""),
+            ("record=nthread::2;", "!record=  0 ;\n"),
+            // A failed selection leaves no disk, as jive5ab's does.
+            ("set_disks=/nope;", "!set_disks=  8 : 0 : no mountpoints matched your selection criteria ;\n"),
+            ("set_disks?;", "!set_disks?  0 : 0 ;\n"),
         ];
         for (input, want) in cases {
             assert_eq!(session(&e, &mut s, input), *want, "input {input:?}");
