@@ -322,15 +322,25 @@ pub fn find(scan: &str, mounts: &[PathBuf]) -> Result<FoundScan> {
             list.first().map(String::as_str).unwrap_or("MOUNT"),
         )));
     };
-    pieces.sort_by(|a, b| a.number.cmp(&b.number).then(a.path.cmp(&b.path)));
+    // A chunk there twice: the copy with its sidecar is the one its writer finished; one without
+    // is a partial copy left on a disk that failed while writing it (and could not be removed).
+    let finished = |p: &Piece| {
+        layout == ScanLayout::FlexBuff
+            && p.path.parent().is_some_and(|d| d.join(chunk_sidecar_name(scan, p.number)).exists())
+    };
+    pieces.sort_by(|a, b| a.number.cmp(&b.number).then(finished(b).cmp(&finished(a))).then(a.path.cmp(&b.path)));
     for w in pieces.windows(2) {
         if w[0].number == w[1].number {
-            problems.push(format!(
-                "piece {} is there twice: {} and {}",
-                w[1].number,
-                w[0].path.display(),
-                w[1].path.display()
-            ));
+            problems.push(if finished(&w[0]) && !finished(&w[1]) {
+                format!(
+                    "chunk {} is there twice: {} is the finished one (it has its sidecar), {} a partial copy left by a disk that failed while writing it, passed over here: remove it before jive5ab reads the scan (its reader refuses a chunk found twice)",
+                    w[1].number,
+                    w[0].path.display(),
+                    w[1].path.display()
+                )
+            } else {
+                format!("piece {} is there twice: {} and {}", w[1].number, w[0].path.display(), w[1].path.display())
+            });
         }
     }
     pieces.dedup_by(|b, a| a.number == b.number);
@@ -565,6 +575,14 @@ mod tests {
         let f = find("s1", &mounts).unwrap();
         assert_eq!(f.problems.len(), 1, "{:?}", f.problems);
         assert_eq!(f.pieces.len(), 9);
+        // The copy with its sidecar is the finished one, whatever the order of the disks: the
+        // other is a partial copy left by a failed disk, passed over and named.
+        std::fs::write(mounts[0].join("s1").join(chunk_name("s1", 4)), [9u8; 3]).unwrap();
+        std::fs::write(mounts[1].join("s1").join(chunk_sidecar_name("s1", 4)), b"{}").unwrap();
+        let f = find("s1", &mounts).unwrap();
+        let four = f.pieces.iter().find(|p| p.number == 4).unwrap();
+        assert_eq!(four.path, mounts[1].join("s1").join(chunk_name("s1", 4)));
+        assert!(f.problems[0].contains("a partial copy left by a disk that failed"), "{:?}", f.problems);
         // Mark6: blocks 1 and 0 in one file, 2 in another.
         let h = Mark6Header { block_size: 1 << 20, packet_format: 0, packet_size: 4 };
         let mut a = h.encode().to_vec();

@@ -299,6 +299,18 @@ impl Scatter {
                     Err(e) => {
                         p.disk = None;
                         let why = disk_failure(&e);
+                        // The writer removes its partial chunk; on a disk that turned read-only
+                        // it cannot, and a reader would find the chunk twice.
+                        let left = d.path.join(&self.cfg.scan).join(scan::chunk_name(&self.cfg.scan, number));
+                        if self.cfg.layout == ScanLayout::FlexBuff && left.exists() {
+                            let line = format!(
+                                "wirespeed record: a partial copy of chunk {number} is left on {} ({why}, so it cannot be removed): remove {} before jive5ab reads the scan; wirespeed's readers pass it over",
+                                d.path.display(),
+                                left.display()
+                            );
+                            self.report.notes.push(line.clone());
+                            self.say(&line);
+                        }
                         let line = format!(
                             "wirespeed record: dropping disk {} ({why}); chunk {number} goes to another disk from RAM",
                             d.path.display()
