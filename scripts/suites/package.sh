@@ -93,6 +93,7 @@ want=(/usr/bin/wirespeed
     /usr/share/doc/wirespeed/examples/record-NAME.conf
     /usr/share/doc/wirespeed/copyright
     /lib/systemd/system/wirespeed-record@.service
+    /lib/systemd/system/wirespeed-station.service
     /usr/lib/sysusers.d/wirespeed.conf)
 while read -r page; do want+=("/usr/share/man/man1/$page"); done <"$work/pages-expected"
 schemas=0
@@ -159,19 +160,24 @@ for f in schemas/*.json; do
 done
 if [ ${#bad[@]} = 0 ]; then pass run; else fail run "${bad[@]}"; fi
 
-# --- the unit, as systemd reads it ---
-unit="$root/lib/systemd/system/wirespeed-record@.service"
+# --- the units, as systemd reads them ---
 mkdir -p "$work/unit"
-# systemd-analyze verify checks that ExecStart's program exists: point it at the installed one.
-sed "s|^ExecStart=/usr/bin/wirespeed |ExecStart=$inst |" "$unit" >"$work/unit/wirespeed-record@.service"
-changed=$(diff "$unit" "$work/unit/wirespeed-record@.service" | grep -c '^>')
-if [ "$changed" = 1 ] &&
-    MANPATH="$root/usr/share/man" systemd-analyze verify "$work/unit/wirespeed-record@.service" >"$work/verify" 2>&1 &&
-    [ ! -s "$work/verify" ]; then
-    pass unit
-else
-    fail unit "lines changed for the installed path: $changed (1 expected)" "$(cat "$work/verify")"
-fi
+units_ok=1
+for name in wirespeed-record@.service wirespeed-station.service; do
+    unit="$root/lib/systemd/system/$name"
+    # systemd-analyze verify checks that ExecStart's program exists: point it at the installed one.
+    sed "s|^ExecStart=/usr/bin/wirespeed |ExecStart=$inst |" "$unit" >"$work/unit/$name"
+    changed=$(diff "$unit" "$work/unit/$name" | grep -c '^>')
+    if [ "$changed" = 1 ] &&
+        MANPATH="$root/usr/share/man" systemd-analyze verify "$work/unit/$name" >"$work/verify" 2>&1 &&
+        [ ! -s "$work/verify" ]; then
+        :
+    else
+        units_ok=0
+        fail unit "$name: lines changed for the installed path: $changed (1 expected)" "$(cat "$work/verify")"
+    fi
+done
+[ "$units_ok" = 1 ] && pass unit
 
 # --- man pages ---
 bad=()
