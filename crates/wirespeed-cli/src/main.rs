@@ -94,8 +94,9 @@ enum Cmd {
         command gets its return code; a stray or short datagram is counted invalid and never \
         ends a scan.\n\n\
         Try:  wirespeed station --disks '/mnt/disk*' &\n      \
-        printf 'mode=vdif_8000-2048-4-2;net_port=7148;record=on:exp1_wb_no0001;\\n' | nc -q1 127.0.0.1 2620\n      \
-        printf 'record=off;\\n' | nc -q1 127.0.0.1 2620\n\n\
+        echo 'mode=vdif_8000-2048-4-2; net_port=7148;' | nc -q1 127.0.0.1 2620\n      \
+        echo 'record=on:exp1_wb_no0001;' | nc -q1 127.0.0.1 2620\n      \
+        echo 'record=off;' | nc -q1 127.0.0.1 2620\n\n\
         Exit codes: 0 stopped cleanly, 1 a scan stopped early (a disk failure left no disk), \
         2 bad usage.")]
     Station(station::StationArgs),

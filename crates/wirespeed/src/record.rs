@@ -78,6 +78,9 @@ pub struct RecordConfig {
     pub learn: Option<String>,
     /// Who is shown the rings and writers while the recording runs (a metrics exporter), if anyone.
     pub show_rings: Option<Arc<dyn ShowRings>>,
+    /// The frame rate of a learned VDIF or Mark5B layout, when known beforehand (a station's
+    /// `mode=`): learning then ends with the first datagrams.
+    pub learn_fps: Option<u32>,
     /// Record one scan scattered over mount points (FlexBuff or Mark6) instead of a file series
     /// in `dir`.
     pub scan: Option<ScanTarget>,
@@ -663,7 +666,7 @@ fn record_rings(
         let (fmt, layout, learned) = match &cfg.learn {
             Some(family) => {
                 let hold = rx::learn::HOLD_MAX.min(usize::try_from(capacity / 2).unwrap_or(usize::MAX));
-                let (f, l) = rx::learn(&mut listener, family, stop, rcfg.duration, hold)?;
+                let (f, l) = rx::learn_with(&mut listener, family, stop, rcfg.duration, hold, cfg.learn_fps)?;
                 listener.note_layout_changes_only();
                 progress(&format!("wirespeed record: {}", l.lines().join("; ")));
                 let lay = ReadLayout::for_stream(&f, cfg.file_format).map_err(Error::invalid)?;

@@ -60,27 +60,63 @@ pub fn cmd_gather(a: GatherArgs) -> Result<u8, Error> {
         }
         return Ok(if found.holes.is_empty() && found.problems.is_empty() { 0 } else { 4 });
     }
-    if !found.holes.is_empty() && !a.allow_holes {
+    if (!found.holes.is_empty() || !found.problems.is_empty()) && !a.allow_holes {
         let h: Vec<String> =
             found.holes.iter().map(|(x, y)| if x == y { x.to_string() } else { format!("{x}..{y}") }).collect();
-        return Err(Error::invalid(format!(
-            "scan {} lacks piece(s) {}: its frames would be silently shorter; give --allow-holes to write it anyway",
-            found.scan,
-            h.join(", ")
-        )));
+        return Err(Error::invalid(if h.is_empty() {
+            format!(
+                "scan {} has damaged or doubled pieces (above): give --allow-holes to write what can be read",
+                found.scan
+            )
+        } else {
+            format!(
+                "scan {} lacks piece(s) {}: its frames would be silently shorter; give --allow-holes to write it anyway",
+                found.scan,
+                h.join(", ")
+            )
+        }));
     }
     let target = a.write.clone().unwrap_or_default();
-    let mut out: Box<dyn Write> = if target.as_os_str() == "-" {
+    let to_stdout = target.as_os_str() == "-";
+    if !to_stdout && std::fs::symlink_metadata(&target).is_ok() {
+        return Err(Error::invalid(format!("{} exists: an existing file is never replaced", target.display())));
+    }
+    // A file is written under a hidden name and given its own only when whole, so a gather cut
+    // short (a full disk, an I/O error) never leaves a file that looks like the scan.
+    let part = target.with_file_name(format!(
+        ".{}.part",
+        target.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default()
+    ));
+    let mut out: Box<dyn Write> = if to_stdout {
         Box::new(std::io::stdout().lock())
     } else {
-        let f = std::fs::OpenOptions::new().write(true).create_new(true).open(&target).map_err(|e| {
-            Error::usage_io(format!("cannot create {}: {e} (an existing file is never replaced)", target.display()), &e)
-        })?;
+        let f = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&part)
+            .map_err(|e| Error::usage_io(format!("cannot create {}: {e}", part.display()), &e))?;
         Box::new(std::io::BufWriter::with_capacity(8 << 20, f))
     };
     let mut r = ScanReader::new(&found);
-    let n = std::io::copy(&mut r, &mut out).map_err(|e| Error::io(format!("gathering scan {}: {e}", found.scan)))?;
-    out.flush().map_err(|e| Error::io(format!("writing {}: {e}", target.display())))?;
+    let copied = std::io::copy(&mut r, &mut out)
+        .map_err(|e| Error::io(format!("gathering scan {}: {e}", found.scan)))
+        .and_then(|n| out.flush().map(|()| n).map_err(|e| Error::io(format!("writing {}: {e}", target.display()))));
+    drop(out);
+    let n = match copied {
+        Ok(n) => n,
+        Err(e) => {
+            if !to_stdout {
+                let _ = std::fs::remove_file(&part);
+            }
+            return Err(e);
+        }
+    };
+    if !to_stdout {
+        wirespeed::sys::file::rename_noreplace(&part, &target).map_err(|e| {
+            let _ = std::fs::remove_file(&part);
+            Error::io(format!("cannot name the gathered scan {}: {e}", target.display()))
+        })?;
+    }
     eprintln!(
         "wirespeed gather: scan {} ({}): {} from {} piece(s) on {} mount point(s) -> {}",
         found.scan,

@@ -160,6 +160,7 @@ pub fn cmd_record(a: RecordArgs) -> Result<u8, Error> {
         share: a.share.clone(),
         learn: learn.map(str::to_string),
         show_rings: None,
+        learn_fps: None,
         scan: scan.clone(),
     };
     if !null_sink {

@@ -106,6 +106,20 @@ pub fn learn(
     wait_first: Option<Duration>,
     hold_max: usize,
 ) -> Result<FormatLearned> {
+    learn_with(listener, family, stop, wait_first, hold_max, None)
+}
+
+/// As [`learn`], with the frame rate known beforehand (`fps`: a station's `mode=` states it), so
+/// that learning ends with the first datagrams instead of waiting for the stream's seconds to
+/// roll over; the report says the rate was taken, not seen.
+pub fn learn_with(
+    listener: &mut Listener,
+    family: &str,
+    stop: &AtomicBool,
+    wait_first: Option<Duration>,
+    hold_max: usize,
+    fps: Option<u32>,
+) -> Result<FormatLearned> {
     if listener.threads() > 1 {
         return Err(Error::invalid(format!(
             "learning the {family} layout reads one socket: give --threads 1, or the format's keys (`wirespeed probe` prints them)"
@@ -121,7 +135,7 @@ pub fn learn(
     // a bad checksum, must not hold learning past its time); the capture's own calls do not
     // depend on the mode, which is put back.
     sock.set_nonblocking(true).map_err(|e| Error::os(format!("receiving failed: {e}"), &e))?;
-    let result = read_and_learn(sock, ep.fd(), family, stop, wait_first, hold_max);
+    let result = read_and_learn(sock, ep.fd(), family, stop, wait_first, hold_max, fps);
     sock.set_nonblocking(false).map_err(|e| Error::os(format!("receiving failed: {e}"), &e))?;
     let (held, layout) = result?;
     listener.held = held;
@@ -136,9 +150,11 @@ fn read_and_learn(
     stop: &AtomicBool,
     wait_first: Option<Duration>,
     hold_max: usize,
+    fps: Option<u32>,
 ) -> Result<(Vec<Held>, FormatLearned)> {
     let mut learner = Learner::new();
     learner.rate_seconds = 2;
+    learner.assume_fps = fps;
     let mut held: Vec<Held> = Vec::new();
     let (mut bytes, mut ended) = (0usize, false);
     let mut buf = vec![0u8; 65_536];

@@ -32,7 +32,7 @@ pub use config::{
     check_ledger_budget, RecvConfig, DEFAULT_COALESCE, DEFAULT_RCVBUF, LEDGER_BUDGET, MAX_BATCH, MAX_THREADS,
     MAX_TRACKED_STREAMS, MAX_WINDOW, RECORD_DEFAULT_RCVBUF,
 };
-pub use learn::{learn, LearnedLayout};
+pub use learn::{learn, learn_with, LearnedLayout};
 pub use report::{
     diagnose, ledger_table, InvalidReasons, KernelView, RecvReport, StrayEnd, StreamReport, ThreadReport,
 };

@@ -328,7 +328,10 @@ pub fn find(scan: &str, mounts: &[PathBuf]) -> Result<FoundScan> {
         layout == ScanLayout::FlexBuff
             && p.path.parent().is_some_and(|d| d.join(chunk_sidecar_name(scan, p.number)).exists())
     };
-    pieces.sort_by(|a, b| a.number.cmp(&b.number).then(finished(b).cmp(&finished(a))).then(a.path.cmp(&b.path)));
+    // (Mark6: the longest copy, a block cut short on a failed disk being the shorter one.)
+    pieces.sort_by(|a, b| {
+        a.number.cmp(&b.number).then(finished(b).cmp(&finished(a))).then(b.len.cmp(&a.len)).then(a.path.cmp(&b.path))
+    });
     for w in pieces.windows(2) {
         if w[0].number == w[1].number {
             problems.push(if finished(&w[0]) && !finished(&w[1]) {
@@ -392,6 +395,16 @@ pub fn expand_mounts(args: &[PathBuf]) -> Result<Vec<PathBuf>> {
 
 /// Directories matching `pattern`, whose wildcards (`*`, `?`, `[...]`) may be in any component.
 fn glob_dirs(pattern: &str) -> Result<Vec<PathBuf>> {
+    const MAX_LEN: usize = 4096;
+    const MAX_WILD_COMPONENTS: usize = 8;
+    const MAX_FOUND: usize = 4096;
+    if pattern.len() > MAX_LEN
+        || pattern.split('/').filter(|c| c.contains(['*', '?', '['])).count() > MAX_WILD_COMPONENTS
+    {
+        return Err(Error::invalid(format!(
+            "{pattern:.80}: a mount point pattern is at most {MAX_LEN} bytes with wildcards in at most {MAX_WILD_COMPONENTS} components"
+        )));
+    }
     let abs = pattern.starts_with('/');
     let mut cur = vec![if abs { PathBuf::from("/") } else { PathBuf::from(".") }];
     for comp in pattern.split('/').filter(|c| !c.is_empty()) {
@@ -411,43 +424,74 @@ fn glob_dirs(pattern: &str) -> Result<Vec<PathBuf>> {
                 }
             }
         }
+        if next.len() > MAX_FOUND {
+            return Err(Error::invalid(format!(
+                "{pattern:.80} matches more than {MAX_FOUND} paths: name the disks more closely"
+            )));
+        }
         cur = next;
     }
     let strip = |p: PathBuf| if abs { p } else { p.strip_prefix(".").map(Path::to_path_buf).unwrap_or(p) };
     Ok(cur.into_iter().filter(|p| p.is_dir()).map(strip).collect())
 }
 
-/// Shell-style match of one path component: `*`, `?` and `[abc]`/`[a-z]`/`[!a]` classes.
+/// Shell-style match of one path component: `*`, `?` and `[abc]`/`[a-z]`/`[!a]` classes. One
+/// pass with backtracking to the last `*` only, so a pattern of many stars costs at most the
+/// product of the two lengths (a VSI-S client's `set_disks=` pattern cannot stall the station).
 fn wildcard(p: &[u8], s: &[u8]) -> bool {
-    match (p.first(), s.first()) {
-        (None, None) => true,
-        (Some(b'*'), _) => wildcard(&p[1..], s) || (!s.is_empty() && wildcard(p, &s[1..])),
-        (Some(b'?'), Some(_)) => wildcard(&p[1..], &s[1..]),
-        (Some(b'['), Some(&c)) => {
-            let Some(close) = p.iter().skip(2).position(|&b| b == b']').map(|i| i + 2) else {
-                return c == b'[' && wildcard(&p[1..], &s[1..]);
-            };
-            let class = &p[1..close];
-            let (neg, class) = match class.first() {
-                Some(b'!' | b'^') => (true, &class[1..]),
-                _ => (false, class),
-            };
-            let mut hit = false;
-            let mut i = 0;
-            while i < class.len() {
-                if i + 2 < class.len() && class[i + 1] == b'-' {
-                    hit |= class[i] <= c && c <= class[i + 2];
-                    i += 3;
-                } else {
-                    hit |= class[i] == c;
-                    i += 1;
+    // One element of the pattern at `pi`: whether it matches `c`, and the next pattern index.
+    let step = |pi: usize, c: u8| -> Option<(bool, usize)> {
+        match p.get(pi)? {
+            b'?' => Some((true, pi + 1)),
+            b'[' => match p.iter().skip(pi + 2).position(|&b| b == b']').map(|i| i + pi + 2) {
+                Some(close) => {
+                    let class = &p[pi + 1..close];
+                    let (neg, class) = match class.first() {
+                        Some(b'!' | b'^') => (true, &class[1..]),
+                        _ => (false, class),
+                    };
+                    let mut hit = false;
+                    let mut i = 0;
+                    while i < class.len() {
+                        if i + 2 < class.len() && class[i + 1] == b'-' {
+                            hit |= class[i] <= c && c <= class[i + 2];
+                            i += 3;
+                        } else {
+                            hit |= class[i] == c;
+                            i += 1;
+                        }
+                    }
+                    Some((hit != neg, close + 1))
                 }
-            }
-            hit != neg && wildcard(&p[close + 1..], &s[1..])
+                None => Some((c == b'[', pi + 1)),
+            },
+            &b => Some((b == c, pi + 1)),
         }
-        (Some(&a), Some(&b)) => a == b && wildcard(&p[1..], &s[1..]),
-        _ => false,
+    };
+    let (mut pi, mut si) = (0, 0);
+    let mut star: Option<(usize, usize)> = None;
+    while si < s.len() {
+        if p.get(pi) == Some(&b'*') {
+            star = Some((pi + 1, si));
+            pi += 1;
+            continue;
+        }
+        match step(pi, s[si]) {
+            Some((true, next)) => {
+                pi = next;
+                si += 1;
+            }
+            _ => match star {
+                Some((after, from)) => {
+                    pi = after;
+                    si = from + 1;
+                    star = Some((after, from + 1));
+                }
+                None => return false,
+            },
+        }
     }
+    p[pi..].iter().all(|&b| b == b'*')
 }
 
 /// Reads a scan's frames in order, piece after piece, as one stream (`gather`, `verify`).
@@ -542,6 +586,11 @@ mod tests {
         assert!(wildcard(b"d?sk", b"disk"));
         assert!(!wildcard(b"disk*", b"data0"));
         assert!(wildcard(b"*", b""));
+        assert!(wildcard(b"a*b*c", b"aXXbYYc") && !wildcard(b"a*b*c", b"aXXbYY"));
+        assert!(wildcard(b"*[0-9]", b"disk7") && wildcard(b"**", b"x"));
+        // Many stars against a long name: one pass (a backtracking search would not end).
+        let p = "*?".repeat(20) + "!";
+        assert!(!wildcard(p.as_bytes(), "x".repeat(4000).as_bytes()));
     }
 
     /// Pieces over three mount points are found in number order, holes and doubles named; a

@@ -352,7 +352,7 @@ impl Scatter {
                 break;
             }
             if disks.iter().all(|d| d.out.is_some()) {
-                return self.no_disk_left(disks, jobs, handles, done_rx, summaries, cpu0);
+                return self.no_disk_left(disks, jobs, handles, done_rx, summaries, cpu0, cur_start, final_cut);
             }
             if !moved {
                 std::thread::sleep(Duration::from_micros(500));
@@ -362,7 +362,7 @@ impl Scatter {
     }
 
     /// The idle disk to write a chunk of `len` bytes to, if one is idle and has room.
-    fn pick(&self, disks: &mut [Disk], len: u64) -> Option<usize> {
+    fn pick(&mut self, disks: &mut [Disk], len: u64) -> Option<usize> {
         let mut best: Option<(bool, u64, usize)> = None;
         for (i, d) in disks.iter_mut().enumerate() {
             if d.out.is_some() || d.busy.is_some() {
@@ -377,6 +377,7 @@ impl Scatter {
                     crate::units::bytes(len + RESERVE)
                 );
                 d.out = Some("full".into());
+                self.report.notes.push(line.clone());
                 self.say(&line);
                 continue;
             }
@@ -391,6 +392,7 @@ impl Scatter {
 
     /// Every disk failed: stop the capture as a full disk or write error does, and count what
     /// never reached a disk.
+    #[allow(clippy::too_many_arguments)]
     fn no_disk_left(
         &mut self,
         disks: Vec<Disk>,
@@ -399,6 +401,8 @@ impl Scatter {
         done_rx: mpsc::Receiver<FromDisk>,
         summaries: Vec<(u64, FileSummary)>,
         cpu0: u64,
+        mut cur_start: u64,
+        final_cut: bool,
     ) -> WriterReport {
         let all_full = disks.iter().all(|d| d.out.as_deref() == Some("full"));
         self.shared.stop.store(if all_full { 1 } else { 2 }, Ordering::Relaxed);
@@ -408,22 +412,37 @@ impl Scatter {
         while !self.shared.done.load(Ordering::Acquire) {
             std::thread::sleep(Duration::from_millis(1));
         }
-        // Everything not on a disk: the chunks waiting, and what came after them.
-        let from = jobs.iter().find(|p| !p.done).map_or(self.ring.released(), |p| p.job.start);
-        let end = self.shared.final_pos.load(Ordering::Relaxed);
-        let mut walker = RecordWalker::new(self.cfg.read.clone());
-        let mut ledger = FileLedger::new(self.cfg.read.reader.clone(), self.cfg.window);
-        let mut pos = from;
-        while pos < end {
-            let s = self.ring.slice(pos, (end - pos) as usize);
-            if s.is_empty() {
-                break;
+        // Everything not on a disk, chunk by chunk (never the pads between chunks, nor a chunk a
+        // disk did take): the chunks waiting, those cut since, and the last one.
+        let mut ranges: Vec<(u64, u64)> = jobs.iter().filter(|p| !p.done).map(|p| (p.job.start, p.job.end)).collect();
+        while let Some(b) = self.shared.peek() {
+            if b.end > cur_start {
+                ranges.push((cur_start, b.end));
             }
-            walker.feed(s, &mut ledger);
-            pos += s.len() as u64;
+            cur_start = b.next_start;
+            self.shared.pop();
+        }
+        let end = self.shared.final_pos.load(Ordering::Relaxed);
+        if !final_cut && end > cur_start {
+            ranges.push((cur_start, end));
+        }
+        let mut ledger = FileLedger::new(self.cfg.read.reader.clone(), self.cfg.window);
+        let mut bytes = 0;
+        for (from, to) in ranges {
+            let mut walker = RecordWalker::new(self.cfg.read.clone());
+            let mut pos = from;
+            while pos < to {
+                let s = self.ring.slice(pos, (to - pos) as usize);
+                if s.is_empty() {
+                    break;
+                }
+                walker.feed(s, &mut ledger);
+                pos += s.len() as u64;
+            }
+            bytes += to - from;
         }
         self.report.unwritten_records = ledger.records;
-        self.report.unwritten_bytes = end.saturating_sub(from);
+        self.report.unwritten_bytes = bytes;
         self.close_disks(disks, summaries, handles, done_rx, cpu0, 0)
     }
 
@@ -705,7 +724,13 @@ impl DiskWriter {
             blocks: Vec::new(),
         });
         let side_path = dir.join(scan::chunk_sidecar_name(&scan, job.number));
-        write_new(&side_path, &side)?;
+        if let Err(e) = write_new(&side_path, &side) {
+            // A chunk without its sidecar is not finished: both go, and the chunk is written
+            // again elsewhere.
+            let _ = std::fs::remove_file(&side_path);
+            let _ = std::fs::remove_file(&path);
+            return Err(e);
+        }
         Ok(FileSummary {
             path: path.display().to_string(),
             sidecar: side_path.display().to_string(),
@@ -724,7 +749,11 @@ impl DiskWriter {
         let path = self.mount.join(&self.cfg.scan);
         if self.mark6.is_none() {
             let (file, _) = sys::create_direct(&path, false)?;
-            file.write_all_at(&self.cfg.mark6.encode(), 0)?;
+            if let Err(e) = file.write_all_at(&self.cfg.mark6.encode(), 0) {
+                drop(file);
+                let _ = std::fs::remove_file(&path); // ours, and holding nothing
+                return Err(e);
+            }
             self.mark6 = Some((file, scan::MARK6_FILE_HEADER as u64));
             let c = &self.cfg;
             let mut side =
@@ -802,6 +831,5 @@ impl DiskWriter {
 fn write_new(path: &std::path::Path, side: &Sidecar) -> io::Result<()> {
     let json = serde_json::to_vec_pretty(side).map_err(io::Error::other)?;
     let f = std::fs::OpenOptions::new().write(true).create_new(true).open(path)?;
-    f.write_all_at(&json, 0)?;
-    f.sync_data()
+    f.write_all_at(&json, 0).and_then(|()| f.sync_data())
 }

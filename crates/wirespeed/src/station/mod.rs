@@ -4,7 +4,8 @@
 //! The RAM ring is made ready (every page faulted in and locked) once, at start; each scan is
 //! then recorded into it on `record=on:SCAN` and scattered over the mount points of
 //! `set_disks=` in the FlexBuff or Mark6 layout ([`crate::spool::scatter`]). `record=on` is
-//! answered only once the data socket is open and drained by the capture thread, so a stream
+//! answered once the data socket is open with the ring behind it (every datagram from then on is
+//! read: first to learn the stream's layout, kept, then by the capture thread), so a stream
 //! from that moment loses nothing, not even its first datagram. A bad command gets its return
 //! code and nothing else; a stray or short datagram is counted invalid and never ends a scan
 //! (both end a jive5ab recording).
@@ -41,6 +42,8 @@ pub const STATION_SCHEMA: &str = "wirespeed.station/1";
 pub const DEFAULT_CONTROL_PORT: u16 = 2620;
 /// Most control connections served at once.
 pub const MAX_CLIENTS: usize = 16;
+/// Most bytes a control client may send without ending a command.
+const MAX_PENDING: usize = 64 << 10;
 /// Longest `record=on` waits for the recorder to be free (the scan before still draining).
 const START_WAIT: Duration = Duration::from_secs(60);
 
@@ -119,10 +122,24 @@ pub struct StationReport {
     pub scans: Vec<ScanSummary>,
 }
 
-/// A request to the recording thread.
+/// A request to the recording thread: a scan to start, answered through `reply`, unless the
+/// client gave up waiting first (`cancel`): then nothing starts.
 enum Request {
-    Start { scan: String, settings: Box<Settings>, reply: mpsc::Sender<std::result::Result<String, (u8, String)>> },
+    Start {
+        scan: String,
+        settings: Box<Settings>,
+        reply: mpsc::Sender<std::result::Result<String, (u8, String)>>,
+        cancel: Arc<AtomicBool>,
+    },
 }
+
+/// The recorder's state, as the control side sees it: one scan at a time, from `record=on`
+/// (starting) to the scan being written (recording) to its last chunks reaching the disks
+/// after `record=off` (draining).
+const IDLE: u8 = 0;
+const STARTING: u8 = 1;
+const RECORDING: u8 = 2;
+const DRAINING: u8 = 3;
 
 /// What the control side and the recording thread share.
 struct Core {
@@ -131,6 +148,10 @@ struct Core {
     /// The scan being recorded: number and name (None: idle).
     current: Mutex<Option<(u64, String)>>,
     scan_stop: Mutex<Option<Arc<AtomicBool>>>,
+    /// IDLE, STARTING, RECORDING or DRAINING.
+    state: std::sync::atomic::AtomicU8,
+    /// `record=off` (or a signal) came while the scan was still starting: it stops at once.
+    off_asked: AtomicBool,
     /// The counters of the scan being recorded (or the last one), from its progress samples.
     total: AtomicU64,
     lost: AtomicU64,
@@ -159,24 +180,64 @@ impl Core {
 
 impl Engine for Core {
     fn record_on(&self, scan: &str, settings: &Settings) -> std::result::Result<String, (u8, String)> {
+        // One scan at a time: claim the recorder, waiting for the scan before to finish draining
+        // (a Field System sends record=off; record=on:next back to back).
+        let deadline = sys::monotonic_ns() + START_WAIT.as_nanos() as u64;
+        loop {
+            match self.state.compare_exchange(IDLE, STARTING, Ordering::AcqRel, Ordering::Acquire) {
+                Ok(_) => break,
+                Err(DRAINING) if sys::monotonic_ns() < deadline => std::thread::sleep(Duration::from_millis(20)),
+                Err(DRAINING) => {
+                    return Err((
+                        vsis::RC_CONFLICT,
+                        "the scan before is still being written to the disks: try again".into(),
+                    ))
+                }
+                Err(_) => return Err((vsis::RC_CONFLICT, "Already doing vbsrecord".into())),
+            }
+        }
+        self.off_asked.store(false, Ordering::Relaxed);
         let (tx, rx) = mpsc::channel();
-        let req = Request::Start { scan: scan.to_string(), settings: Box::new(settings.clone()), reply: tx };
+        let cancel = Arc::new(AtomicBool::new(false));
+        let req = Request::Start {
+            scan: scan.to_string(),
+            settings: Box::new(settings.clone()),
+            reply: tx,
+            cancel: cancel.clone(),
+        };
         if lock(&self.requests).send(req).is_err() {
+            self.state.store(IDLE, Ordering::Release);
             return Err((vsis::RC_ERROR, "the recorder has stopped".into()));
         }
         match rx.recv_timeout(START_WAIT) {
             Ok(r) => r,
-            Err(_) => Err((vsis::RC_CONFLICT, "the recorder is still finishing the scan before: try again".into())),
+            Err(_) => {
+                // Given up: the recorder sees the flag and starts nothing (or stops at once).
+                cancel.store(true, Ordering::Relaxed);
+                self.off_asked.store(true, Ordering::Relaxed);
+                Err((vsis::RC_CONFLICT, "the recorder did not start the scan in time: try again".into()))
+            }
         }
     }
 
     fn record_off(&self) -> bool {
-        match lock(&self.scan_stop).as_ref() {
-            Some(stop) if lock(&self.current).is_some() => {
-                stop.store(true, Ordering::Relaxed);
+        match self.state.load(Ordering::Acquire) {
+            STARTING => {
+                // Not yet recording: the scan stops as soon as it has started.
+                self.off_asked.store(true, Ordering::Relaxed);
+                if let Some(stop) = lock(&self.scan_stop).as_ref() {
+                    stop.store(true, Ordering::Relaxed);
+                }
+                true
+            }
+            RECORDING => {
+                if let Some(stop) = lock(&self.scan_stop).as_ref() {
+                    stop.store(true, Ordering::Relaxed);
+                }
                 // record? says off from now on, as jive5ab's does; the scan's last chunks are
                 // still being written (reply code 1: initiated).
                 *lock(&self.current) = None;
+                let _ = self.state.compare_exchange(RECORDING, DRAINING, Ordering::AcqRel, Ordering::Acquire);
                 true
             }
             _ => false,
@@ -185,6 +246,7 @@ impl Engine for Core {
 
     fn live(&self) -> Live {
         Live {
+            busy: matches!(self.state.load(Ordering::Acquire), STARTING | RECORDING),
             recording: lock(&self.current).clone(),
             bytes: self.bytes.load(Ordering::Relaxed),
             total: self.total.load(Ordering::Relaxed),
@@ -204,6 +266,11 @@ impl Engine for Core {
     }
 
     fn scan_check(&self, name: &str, disks: &[PathBuf]) -> std::result::Result<Vec<String>, String> {
+        // The scan just stopped is read once its last chunks are on the disks.
+        let deadline = sys::monotonic_ns() + START_WAIT.as_nanos() as u64;
+        while self.state.load(Ordering::Acquire) == DRAINING && sys::monotonic_ns() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
         let found = scan::find(name, disks).map_err(|e| e.to_string())?;
         scan_check_fields(&found).map_err(|e| e.to_string())
     }
@@ -326,9 +393,15 @@ pub fn scan_check_fields(found: &scan::FoundScan) -> Result<Vec<String>> {
         f[3] = ntrack.to_string();
         return Ok(f);
     };
-    // The last frame: the scan's last `frame` bytes.
+    // The last frame: the scan's last whole frame (a last piece shorter than a frame, damaged
+    // or cut short, leaves the span unknown).
     let mut last = vec![0u8; 32];
     let lp = found.pieces.last().expect("a scan with a frame has a piece");
+    if lp.len < frame as u64 {
+        let mut f = unknown("VDIF", frame);
+        f[3] = ntrack.to_string();
+        return Ok(f);
+    }
     {
         use std::io::{Seek, SeekFrom};
         let mut f = std::fs::File::open(&lp.path).map_err(|e| Error::io(format!("{}: {e}", lp.path.display())))?;
@@ -341,9 +414,9 @@ pub fn scan_check_fields(found: &scan::FoundScan) -> Result<Vec<String>> {
     let hl = crate::wire::vdif::Header::new_checked(&last[..])
         .map_err(|_| Error::invalid("the scan's last frame has no VDIF header"))?;
     let t1 = time_of(&hl, fps);
-    let span = ((t1 - t0) * fps as f64).round().max(0.0) as u64 + 1;
-    let missing = span.saturating_sub(frames) * frame as u64;
-    let rate = fps * (frame as u64 - 32) * 8 / ntrack.max(1) / 1_000_000;
+    let span = (((t1 - t0) * fps as f64).round().clamp(0.0, 1e15) as u64).saturating_add(1);
+    let missing = span.saturating_sub(frames).saturating_mul(frame as u64);
+    let rate = fps.saturating_mul(frame as u64 - 32).saturating_mul(8) / ntrack.max(1) / 1_000_000;
     let start_ns = (t0 * 1e9) as u64;
     Ok(vec![
         "?".into(),
@@ -420,6 +493,8 @@ pub fn run(cfg: StationConfig, stop: &'static AtomicBool) -> Result<StationRepor
         requests: Mutex::new(tx),
         current: Mutex::new(None),
         scan_stop: Mutex::new(None),
+        state: std::sync::atomic::AtomicU8::new(IDLE),
+        off_asked: AtomicBool::new(false),
         total: AtomicU64::new(0),
         lost: AtomicU64::new(0),
         late: AtomicU64::new(0),
@@ -439,17 +514,22 @@ pub fn run(cfg: StationConfig, stop: &'static AtomicBool) -> Result<StationRepor
             .spawn(move || serve(listener, core, allow, say, stop))
             .map_err(|e| Error::failed(format!("cannot start the control thread: {e}")))?
     };
-    // A signal ends the scan being recorded as record=off does, then the station.
+    // A signal ends the scan being recorded as record=off does, then the station: checked
+    // until the recording thread is done, so a scan still starting when it came stops too.
+    let finished = Arc::new(AtomicBool::new(false));
     let watcher = {
-        let core = core.clone();
+        let (core, finished) = (core.clone(), finished.clone());
         std::thread::Builder::new()
             .name("ws-station-stop".into())
             .spawn(move || {
-                while !stop.load(Ordering::Relaxed) {
+                while !finished.load(Ordering::Relaxed) {
+                    if stop.load(Ordering::Relaxed) {
+                        core.off_asked.store(true, Ordering::Relaxed);
+                        if let Some(s) = lock(&core.scan_stop).as_ref() {
+                            s.store(true, Ordering::Relaxed);
+                        }
+                    }
                     std::thread::sleep(Duration::from_millis(50));
-                }
-                if let Some(s) = lock(&core.scan_stop).as_ref() {
-                    s.store(true, Ordering::Relaxed);
                 }
             })
             .map_err(|e| Error::failed(format!("cannot start a thread: {e}")))?
@@ -459,13 +539,23 @@ pub fn run(cfg: StationConfig, stop: &'static AtomicBool) -> Result<StationRepor
     let ring_bytes = cfg.buffer as u64;
     while !stop.load(Ordering::Relaxed) {
         let Ok(req) = rx.recv_timeout(Duration::from_millis(100)) else { continue };
-        let Request::Start { scan, settings, reply } = req;
+        let Request::Start { scan, settings, reply, cancel } = req;
         let number = scans.len() as u64 + 1;
-        if let Some(s) = record_scan(&cfg, &core, &mut rings, number, &scan, &settings, reply, stop) {
-            lock(&core.scans).push(s.name.clone());
+        let summary = if cancel.load(Ordering::Relaxed) {
+            None // the client gave up before the recorder was free: nothing starts
+        } else {
+            record_scan(&cfg, &core, &mut rings, number, &scan, &settings, reply, &cancel)
+        };
+        *lock(&core.current) = None;
+        *lock(&core.scan_stop) = None;
+        core.state.store(IDLE, Ordering::Release);
+        if let Some(s) = summary {
             scans.push(s);
         }
     }
+    // No more scans: a client still waiting on record=on is told so at once.
+    drop(rx);
+    finished.store(true, Ordering::Relaxed);
     let _ = server.join();
     let _ = watcher.join();
     Ok(StationReport { schema: STATION_SCHEMA, control: control.to_string(), ring_bytes, ring_ready_s, scans })
@@ -481,7 +571,7 @@ fn record_scan(
     asked: &str,
     s: &Settings,
     reply: mpsc::Sender<std::result::Result<String, (u8, String)>>,
-    stop: &AtomicBool,
+    cancel: &AtomicBool,
 ) -> Option<ScanSummary> {
     let t_req = sys::monotonic_ns();
     let refuse = |rc: u8, msg: String| {
@@ -526,7 +616,7 @@ fn record_scan(
     rcfg.rcvbuf = usize::try_from(s.socbuf).unwrap_or(usize::MAX).max(crate::rx::RECORD_DEFAULT_RCVBUF);
     rcfg.cpu = cfg.cpu;
     rcfg.show = cfg.show.clone();
-    let scan_stop = Arc::new(AtomicBool::new(stop.load(Ordering::Relaxed)));
+    let scan_stop = Arc::new(AtomicBool::new(false));
     let mut rcfg_rec = RecordConfig {
         dir: s.disks.first().cloned().unwrap_or_default(),
         prefix: "wirespeed".into(),
@@ -543,6 +633,7 @@ fn record_scan(
         share: None,
         learn: learnable.then(|| family.clone()),
         show_rings: cfg.show_rings.clone(),
+        learn_fps: mode.fps,
         scan: Some(ScanTarget {
             mounts: s.disks.clone(),
             name: name.clone(),
@@ -562,21 +653,42 @@ fn record_scan(
         return refuse(vsis::RC_ERROR, "the ring is gone (a capture failed)".into());
     };
     for (p, c) in pairs.iter_mut() {
-        // Each scan starts at an aligned position of a drained ring.
-        p.align_to(sys::RING_ALIGN as u64);
+        // Each scan starts at an aligned position of a drained ring: what a scan whose disks
+        // all failed left in it was counted as unwritten, and goes.
+        let to = c.produced();
+        c.release(to);
+        let aligned = p.align_to(sys::RING_ALIGN as u64);
         p.publish();
         let to = c.produced();
         c.release(to);
+        if !aligned {
+            *rings = Some(pairs);
+            return refuse(vsis::RC_ERROR, "the ring could not be made ready for the scan".into());
+        }
     }
     *lock(&core.scan_stop) = Some(scan_stop.clone());
+    // record=off (or a signal) while the scan was starting: it stops as soon as it runs.
+    if core.off_asked.load(Ordering::Relaxed) || cancel.load(Ordering::Relaxed) {
+        scan_stop.store(true, Ordering::Relaxed);
+    }
     for a in [&core.total, &core.lost, &core.late, &core.invalid, &core.bytes] {
         a.store(0, Ordering::Relaxed);
     }
     let start_s = std::sync::Mutex::new(0.0f64);
     let replied = AtomicBool::new(false);
     let bind = || -> Result<Listener> {
+        if cancel.load(Ordering::Relaxed) {
+            return Err(Error::failed("the client gave up waiting for record=on"));
+        }
         let l = Listener::bind_for(&rcfg, fmt.as_ref())?;
         *lock(&core.current) = Some((number, name.clone()));
+        lock(&core.scans).push(name.clone());
+        let _ = core.state.compare_exchange(STARTING, RECORDING, Ordering::AcqRel, Ordering::Acquire);
+        if core.off_asked.load(Ordering::Relaxed) {
+            scan_stop.store(true, Ordering::Relaxed);
+            *lock(&core.current) = None;
+            let _ = core.state.compare_exchange(RECORDING, DRAINING, Ordering::AcqRel, Ordering::Acquire);
+        }
         *lock(&start_s) = (sys::monotonic_ns() - t_req) as f64 / 1e9;
         replied.store(true, Ordering::Relaxed);
         let _ = reply.send(Ok(name.clone()));
@@ -621,13 +733,28 @@ fn record_scan(
     let report = match result {
         Ok(r) => r,
         Err(e) => {
-            if replied.load(Ordering::Relaxed) {
-                core.push_error(format!("scan {name}: {e}"));
-            } else {
-                let _ = reply.send(Err((vsis::RC_ERROR, e.to_string())));
-            }
             (cfg.say)(&format!("wirespeed station: scan {name} failed: {e}"));
-            return None;
+            if !replied.load(Ordering::Relaxed) {
+                let _ = reply.send(Err((vsis::RC_ERROR, e.to_string())));
+                return None;
+            }
+            // Started, then failed: it is a scan of the report, with what stopped it.
+            core.push_error(format!("scan {name}: {e}"));
+            return Some(ScanSummary {
+                number,
+                name: name.clone(),
+                layout: s.layout,
+                disks: s.disks.iter().map(|d| d.display().to_string()).collect(),
+                received: 0,
+                lost: 0,
+                invalid: 0,
+                records: 0,
+                bytes: 0,
+                pieces: scan::find(&name, &s.disks).map_or(0, |f| f.pieces.len() as u64),
+                notes: Vec::new(),
+                error: Some(e.to_string()),
+                start_s: *lock(&start_s),
+            });
         }
     };
     let c = &report.capture;
@@ -637,7 +764,12 @@ fn record_scan(
     core.invalid.store(c.total.invalid, Ordering::Relaxed);
     let w = report.writer.clone().unwrap_or_default();
     core.bytes.store(w.bytes, Ordering::Relaxed);
-    let dropped: Vec<String> = w.notes.iter().filter(|n| n.contains("dropping disk")).cloned().collect();
+    let dropped: Vec<String> = w
+        .notes
+        .iter()
+        .filter(|n| n.contains("dropping disk") || n.contains(" is full") || n.contains("a partial copy"))
+        .cloned()
+        .collect();
     for d in &dropped {
         core.push_error(format!("scan {name}: {d}"));
     }
@@ -696,8 +828,15 @@ fn serve(listener: TcpListener, core: Arc<Core>, allow: Vec<Cidr>, say: Say, sto
                 clients.fetch_add(1, Ordering::Relaxed);
                 let (core, clients) = (core.clone(), clients.clone());
                 let h = std::thread::Builder::new().name("ws-vsis-client".into()).spawn(move || {
+                    // The count goes down however the client's thread ends.
+                    struct Leaving(Arc<AtomicUsize>);
+                    impl Drop for Leaving {
+                        fn drop(&mut self) {
+                            self.0.fetch_sub(1, Ordering::Relaxed);
+                        }
+                    }
+                    let _leaving = Leaving(clients);
                     client(conn, &core, stop);
-                    clients.fetch_sub(1, Ordering::Relaxed);
                 });
                 if let Ok(h) = h {
                     handles.push(h);
@@ -720,6 +859,9 @@ pub fn unit_end(buf: &[u8]) -> Option<usize> {
     if let Some(nl) = buf.iter().rposition(|&b| b == b'\n') {
         return Some(nl + 1);
     }
+    if buf.len() >= 4096 {
+        return Some(buf.len());
+    }
     let trimmed = buf.iter().rposition(|b| !b.is_ascii_whitespace())?;
     if buf[trimmed] == b';' || buf.len() >= 4096 {
         return Some(buf.len());
@@ -730,6 +872,8 @@ pub fn unit_end(buf: &[u8]) -> Option<usize> {
 /// Serve one control connection: a unit at a time, one command after the other.
 fn client(mut conn: TcpStream, core: &Core, stop: &AtomicBool) {
     let _ = conn.set_read_timeout(Some(Duration::from_millis(200)));
+    // A client that never reads its replies is dropped rather than holding its thread.
+    let _ = conn.set_write_timeout(Some(Duration::from_secs(10)));
     let _ = conn.set_nodelay(true);
     let mut buf: Vec<u8> = Vec::with_capacity(4096);
     let mut chunk = [0u8; 4096];
@@ -755,6 +899,9 @@ fn client(mut conn: TcpStream, core: &Core, stop: &AtomicBool) {
             Err(_) => return,
         };
         buf.extend_from_slice(&chunk[..n]);
+        if buf.len() > MAX_PENDING {
+            return; // no terminator in 64 KiB: not a VSI-S client
+        }
         while let Some(end) = unit_end(&buf) {
             let unit: Vec<u8> = buf.drain(..end).collect();
             let unit = String::from_utf8_lossy(&unit).into_owned();
@@ -787,7 +934,13 @@ fn answer(unit: &str, core: &Core) -> Option<String> {
         match p {
             Ok(c) => {
                 let starts = !c.query && c.keyword == "record" && c.args.first().is_some_and(|a| a == "on");
-                if starts {
+                let stops = !c.query && c.keyword == "record" && c.args.first().is_some_and(|a| a == "off");
+                if c.query || stops {
+                    // Queries read a copy: one that reads the disks never holds up another
+                    // client's command (record=off above all).
+                    let mut copy = lock(&core.settings).clone();
+                    out.push_str(&vsis::execute(&c, &mut copy, core));
+                } else if starts {
                     let mut copy = lock(&core.settings).clone();
                     let r = vsis::execute(&c, &mut copy, core);
                     if r.starts_with("!record=  0") {

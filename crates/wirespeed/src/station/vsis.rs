@@ -126,6 +126,8 @@ pub struct Mode {
     pub family: String,
     /// Frame bytes on the wire (VDIF: payload + 32), when the mode says.
     pub frame: Option<usize>,
+    /// Frames per second per thread, when the mode says (VDIF: the data rate over the payload).
+    pub fps: Option<u32>,
     /// `mode?`'s fields after the mode string.
     pub query: Vec<String>,
 }
@@ -140,7 +142,15 @@ pub fn parse_mode(args: &[String]) -> Result<Mode, String> {
         let nums: Vec<u64> =
             rest.split('-').map(|n| n.parse::<u64>()).collect::<Result<_, _>>().map_err(|_| bad_mode(&text))?;
         let [payload, mbps, chans, bits] = nums[..] else { return Err(bad_mode(&text)) };
-        if payload == 0 || payload % 8 != 0 || mbps == 0 || chans == 0 || bits == 0 || !chans.is_power_of_two() {
+        let in_range = payload <= 1 << 24 && mbps <= 1 << 24 && chans <= 1 << 16 && bits <= 32;
+        if !in_range
+            || payload == 0
+            || payload % 8 != 0
+            || mbps == 0
+            || chans == 0
+            || bits == 0
+            || !chans.is_power_of_two()
+        {
             return Err(bad_mode(&text));
         }
         let ntrack = chans * bits;
@@ -148,6 +158,7 @@ pub fn parse_mode(args: &[String]) -> Result<Mode, String> {
             text: first.to_string(),
             family: "vdif".into(),
             frame: Some(payload as usize + 32),
+            fps: (mbps * 1_000_000 % (payload * 8) == 0).then(|| (mbps * 1_000_000 / (payload * 8)) as u32),
             query: vec![
                 "VDIF".into(),
                 ntrack.to_string(),
@@ -163,6 +174,7 @@ pub fn parse_mode(args: &[String]) -> Result<Mode, String> {
             text: format!("{first}:{mask}:{decimation}"),
             family: "mark5b".into(),
             frame: Some(crate::wire::mark5b::FRAME_LEN),
+            fps: None,
             query: vec!["mark5b".into(), mask, decimation],
         });
     }
@@ -171,6 +183,7 @@ pub fn parse_mode(args: &[String]) -> Result<Mode, String> {
             text: text.clone(),
             family: f.spec(),
             frame: f.fixed_len(),
+            fps: None,
             query: vec![f.name(), f.fixed_len().map(|n| n.to_string()).unwrap_or_default()],
         }),
         Err(_) => Err(bad_mode(&text)),
@@ -229,6 +242,8 @@ impl Default for Settings {
 /// What a recording looks like right now, for `record?`, `evlbi?` and `status?`.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Live {
+    /// A scan is starting or being recorded: settings wait, and another record=on conflicts.
+    pub busy: bool,
     /// The scan being recorded (its number since start-up, from 1, and name), if any.
     pub recording: Option<(u64, String)>,
     /// Bytes received into the scan so far.
@@ -279,7 +294,7 @@ fn is_group(a: &str) -> bool {
 /// Carry out one command against the settings and the engine; the reply.
 pub fn execute(c: &Command, s: &mut Settings, e: &dyn Engine) -> String {
     let live = e.live();
-    let busy = live.recording.is_some();
+    let busy = live.busy;
     let kw = c.keyword.as_str();
     let arg = |i: usize| c.args.get(i).map(String::as_str).unwrap_or("");
     match (kw, c.query) {
@@ -542,7 +557,7 @@ pub fn execute(c: &Command, s: &mut Settings, e: &dyn Engine) -> String {
                 match t {
                     "" => Some(default),
                     t => match t.strip_prefix('+') {
-                        Some(n) => n.parse::<u64>().ok().map(|n| base + n),
+                        Some(n) => n.parse::<u64>().ok().map(|n| base.saturating_add(n)),
                         None => t.parse().ok(),
                     },
                 }
@@ -614,6 +629,7 @@ mod tests {
         }
         fn live(&self) -> Live {
             Live {
+                busy: self.on.borrow().is_some(),
                 recording: self.on.borrow().clone(),
                 bytes: 803200,
                 total: 9901,
