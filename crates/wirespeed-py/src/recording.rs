@@ -21,7 +21,7 @@ use wirespeed::wire::{spec, Format};
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(verify_paths, m)?)?;
     m.add_function(wrap_pyfunction!(open_paths, m)?)?;
-    m.add_function(wrap_pyfunction!(scan_paths, m)?)?;
+    m.add_function(wrap_pyfunction!(open_scan_native, m)?)?;
     m.add_class::<Recording>()?;
     Ok(())
 }
@@ -49,36 +49,6 @@ fn verify_paths(py: Python<'_>, paths: Vec<PathBuf>, format: Option<&str>, windo
     .map_err(to_py)
 }
 
-/// The chunk files of a FlexBuff scan on `mounts`, in chunk order, and the format to read a scan
-/// without sidecars with (learned from its frames): what `open` then opens as one recording.
-#[pyfunction]
-#[pyo3(signature = (scan, mounts, format=None))]
-fn scan_paths(
-    py: Python<'_>,
-    scan: &str,
-    mounts: Vec<PathBuf>,
-    format: Option<&str>,
-) -> PyResult<(Vec<PathBuf>, Option<String>)> {
-    let scan = scan.to_string();
-    let given = format.is_some();
-    py.detach(move || {
-        let mounts = wirespeed::spool::scan::expand_mounts(&mounts)?;
-        let found = wirespeed::spool::scan::find(&scan, &mounts)?;
-        if found.layout == wirespeed::spool::scan::ScanLayout::Mark6 {
-            return Err(wirespeed::Error::unsupported(format!(
-                "scan {scan} is a Mark6 scan, whose blocks lie inside its files: gather it into one file first (wirespeed gather {scan} --from ... -w FILE) and open that"
-            )));
-        }
-        let learned = if found.sidecars.is_empty() && !given {
-            Some(verify::learn_scan_format(&found)?.0.spec())
-        } else {
-            None
-        };
-        Ok((found.pieces.into_iter().map(|p| p.path).collect(), learned))
-    })
-    .map_err(to_py)
-}
-
 /// An opened recording: its files, and what can be read of each.
 #[pyclass(module = "wirespeed._native", frozen)]
 pub struct Recording {
@@ -102,6 +72,27 @@ fn open_paths(py: Python<'_>, paths: Vec<PathBuf>, format: Option<&str>) -> PyRe
     }
     let format = parse_format(format)?;
     let rec = py.detach(move || spool_open::open(&paths, format)).map_err(to_py)?;
+    Ok(recording(rec))
+}
+
+/// Open the scan `scan` on `mounts` (FlexBuff chunks or Mark6 blocks, in number order).
+#[pyfunction]
+#[pyo3(signature = (scan, mounts, format=None))]
+fn open_scan_native(py: Python<'_>, scan: &str, mounts: Vec<PathBuf>, format: Option<&str>) -> PyResult<Recording> {
+    let format = parse_format(format)?;
+    let scan = scan.to_string();
+    let rec = py
+        .detach(move || {
+            let mounts = wirespeed::spool::scan::expand_mounts(&mounts)?;
+            let found = wirespeed::spool::scan::find(&scan, &mounts)?;
+            spool_open::open_scan(&found, format)
+        })
+        .map_err(to_py)?;
+    Ok(recording(rec))
+}
+
+/// The Python side's view of an opened recording: its files' metadata as JSON.
+fn recording(rec: spool_open::Recording) -> Recording {
     let files: Vec<serde_json::Value> = rec
         .files
         .iter()
@@ -117,6 +108,7 @@ fn open_paths(py: Python<'_>, paths: Vec<PathBuf>, format: Option<&str>) -> PyRe
                 "format": f.layout.reader.spec(),
                 "stream_format": f.sidecar.as_ref().map_or_else(|| f.layout.reader.spec(), |s| s.format.clone()),
                 "record_len": (f.layout.record_len > 0).then_some(f.layout.record_len),
+                "offset": f.offset,
                 "bytes": f.bytes,
                 "part": f.part,
                 "records": records,
@@ -131,7 +123,7 @@ fn open_paths(py: Python<'_>, paths: Vec<PathBuf>, format: Option<&str>) -> PyRe
         "skipped": rec.skipped.iter().map(|s| json!({"path": s.path, "reason": s.reason})).collect::<Vec<_>>(),
         "sidecar_total": rec.sidecar_total(),
     });
-    Ok(Recording { files: rec.files, meta: meta.to_string() })
+    Recording { files: rec.files, meta: meta.to_string() }
 }
 
 impl Recording {

@@ -97,24 +97,24 @@ def open(path: PathArg, *, format: Optional[str] = None) -> "Recording":  # noqa
 
 
 def open_scan(scan: str, mounts, *, format: Optional[str] = None) -> "Recording":
-    """Open a FlexBuff scan scattered over mount points (recorded by ``wirespeed record
-    --scan``, ``wirespeed station`` or jive5ab): its chunks ``<mount>/<SCAN>/<SCAN>.NNNNNNNN``
-    in chunk order, as one recording. ``mounts`` is a list of directories (or one glob such as
-    ``"/mnt/disk*"``). A scan without sidecars is read by the format learned from its frames,
-    unless ``format`` is given. Mark6 scans: gather them into one file first.
+    """Open a scan scattered over mount points (recorded by ``wirespeed record --scan``,
+    ``wirespeed station``, jive5ab or a Mark6) as one recording in number order: a FlexBuff
+    scan's chunks ``<mount>/<SCAN>/<SCAN>.NNNNNNNN`` as files, a Mark6 scan's blocks as pieces of
+    its disks' files, each mapped where it lies. ``mounts`` is a list of directories (or one glob
+    such as ``"/mnt/disk*"``). A scan without sidecars is read by the format learned from its
+    frames, unless ``format`` is given.
     """
     if isinstance(mounts, (str, os.PathLike)):
         mounts = [mounts]
-    paths, learned = _native.scan_paths(scan, [os.fspath(m) for m in mounts], format)
-    return Recording(_native.open_paths([os.fspath(p) for p in paths], format or learned))
+    return Recording(_native.open_scan_native(scan, [os.fspath(m) for m in mounts], format))
 
 
-def _empty_mmap_safe(path: str, nbytes: int):
-    """The file mapped read-only as bytes (an empty array for an empty file, which cannot be
-    mapped)."""
+def _empty_mmap_safe(path: str, nbytes: int, offset: int = 0):
+    """``nbytes`` of the file from ``offset`` mapped read-only as bytes (an empty array for
+    nothing, which cannot be mapped)."""
     if nbytes == 0:
         return np.zeros(0, dtype=np.uint8)
-    return np.memmap(path, dtype=np.uint8, mode="r", shape=(nbytes,))
+    return np.memmap(path, dtype=np.uint8, mode="r", offset=offset, shape=(nbytes,))
 
 
 def _column(dtype_and_bytes) -> np.ndarray:
@@ -127,8 +127,9 @@ class RecordingFile:
 
     Attributes: ``path``, ``sidecar`` (its sidecar as a dict, or None), ``sidecar_error``,
     ``file_format`` (``"raw"`` or ``"pcap"``), ``format`` (the format checking its records),
-    ``stream_format`` (the format it was recorded as), ``record_len`` (raw files), ``bytes``,
-    ``part`` (a ``.part`` file the recorder never finished), ``header`` (``"vdif"``,
+    ``stream_format`` (the format it was recorded as), ``record_len`` (raw files), ``offset``
+    and ``bytes`` (where its records lie in the file: all of it, or a Mark6 block), ``part`` (a
+    ``.part`` file the recorder never finished), ``header`` (``"vdif"``,
     ``"mark5b"`` or None).
     """
 
@@ -143,6 +144,7 @@ class RecordingFile:
         self.format: str = meta["format"]
         self.stream_format: str = meta["stream_format"]
         self.record_len: Optional[int] = meta["record_len"]
+        self.offset: int = meta["offset"]
         self.bytes: int = meta["bytes"]
         self.part: bool = meta["part"]
         self.header: Optional[str] = meta["header"]
@@ -166,7 +168,7 @@ class RecordingFile:
 
     def _mapped(self) -> np.ndarray:
         if self._map is None:
-            self._map = _empty_mmap_safe(self.path, self.bytes)
+            self._map = _empty_mmap_safe(self.path, self.bytes, self.offset)
         return self._map
 
     def _pcap(self) -> dict:

@@ -37,7 +37,9 @@ pub struct OpenFile {
     pub sidecar_error: Option<String>,
     /// How to read the records.
     pub layout: ReadLayout,
-    /// The file's length when opened.
+    /// Where its records start in the file: 0, or a Mark6 block's place in its disk's file.
+    pub offset: u64,
+    /// The length read from `offset`: the file's when opened, or the block's.
     pub bytes: u64,
     /// A `.part` file: the recorder never finished it.
     pub part: bool,
@@ -115,11 +117,48 @@ pub fn open(paths: &[PathBuf], format: Option<Arc<dyn Format>>) -> Result<Record
             sidecar,
             sidecar_error,
             layout,
+            offset: 0,
             bytes: md.len(),
             part,
         });
     }
     Ok(Recording { files, skipped: found.skipped })
+}
+
+/// Open a scan scattered over mount points ([`super::scan::find`]) as one recording in number
+/// order: a FlexBuff scan's chunks as files with their sidecars, a Mark6 scan's blocks as raw
+/// pieces of its disks' files (each read at its offset). A scan without sidecars is read as
+/// `format`, or by the format learned from its frames.
+pub fn open_scan(found: &super::scan::FoundScan, format: Option<Arc<dyn Format>>) -> Result<Recording> {
+    let format = match format {
+        Some(f) => Some(f),
+        None if found.sidecars.is_empty() => Some(verify::learn_scan_format(found)?.0),
+        None => None,
+    };
+    if found.layout == super::scan::ScanLayout::FlexBuff {
+        let paths: Vec<PathBuf> = found.pieces.iter().map(|p| p.path.clone()).collect();
+        return open(&paths, format);
+    }
+    let side = found.sidecars.iter().find_map(|p| verify::sidecar_of_file(p).ok());
+    let opts = VerifyOptions { format, window: 0 };
+    let first = found.pieces.first().map(|p| p.path.clone()).unwrap_or_default();
+    let mut layout = verify::layout_for(&first, side.as_ref(), &opts, None)?;
+    layout.file_format = FileFormat::Raw;
+    let files = found
+        .pieces
+        .iter()
+        .map(|p| OpenFile {
+            path: p.path.clone(),
+            sidecar_path: None,
+            sidecar: None,
+            sidecar_error: None,
+            layout: layout.clone(),
+            offset: p.offset,
+            bytes: p.len,
+            part: false,
+        })
+        .collect();
+    Ok(Recording { files, skipped: Vec::new() })
 }
 
 /// Where every record of a pcap file lies, and what its header says: one entry per record,
@@ -155,8 +194,10 @@ pub fn index_pcap(path: &Path, len: u64) -> Result<PcapIndex> {
     Ok(idx)
 }
 
-fn open_read(path: &Path, len: u64) -> Result<std::io::Take<BufReader<std::fs::File>>> {
-    let f = std::fs::File::open(path).map_err(|e| Error::io(format!("cannot open {}: {e}", path.display())))?;
+fn open_read(path: &Path, offset: u64, len: u64) -> Result<std::io::Take<BufReader<std::fs::File>>> {
+    use std::io::{Seek, SeekFrom};
+    let mut f = std::fs::File::open(path).map_err(|e| Error::io(format!("cannot open {}: {e}", path.display())))?;
+    f.seek(SeekFrom::Start(offset)).map_err(|e| Error::io(format!("cannot read {}: {e}", path.display())))?;
     Ok(BufReader::with_capacity(1 << 20, f).take(len))
 }
 
@@ -177,7 +218,7 @@ fn fill(r: &mut impl Read, buf: &mut [u8], path: &Path) -> Result<usize> {
 /// Walk a pcap file's records into `idx`, handing each readable payload to `each` (record
 /// number, payload).
 fn walk_pcap(path: &Path, len: u64, idx: &mut PcapIndex, mut each: impl FnMut(usize, &[u8])) -> Result<()> {
-    let mut r = open_read(path, len)?;
+    let mut r = open_read(path, 0, len)?;
     let mut global = [0u8; super::PCAP_GLOBAL_LEN];
     let n = fill(&mut r, &mut global, path)?;
     if n < global.len() {
@@ -247,7 +288,7 @@ pub fn header_columns(file: &OpenFile) -> Result<Option<Vec<Column>>> {
     match file.layout.file_format {
         FileFormat::Raw => {
             let (records, _) = file.raw_records().unwrap_or((0, 0));
-            let mut r = open_read(&file.path, file.bytes)?;
+            let mut r = open_read(&file.path, file.offset, file.bytes)?;
             let mut rec = vec![0u8; file.layout.record_len];
             for _ in 0..records {
                 if fill(&mut r, &mut rec, &file.path)? < rec.len() {

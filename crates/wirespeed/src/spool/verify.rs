@@ -378,6 +378,11 @@ fn read_sidecar(sp: &Path) -> std::result::Result<Sidecar, String> {
     Ok(s)
 }
 
+/// A sidecar file read on its own (a Mark6 file's, which no data file names).
+pub(crate) fn sidecar_of_file(path: &Path) -> std::result::Result<Sidecar, String> {
+    read_sidecar(path)
+}
+
 pub(crate) fn sidecar_of(path: &Path) -> Option<(PathBuf, std::result::Result<Sidecar, String>)> {
     let sp = sidecar_path(path)?;
     if !sp.exists() {
