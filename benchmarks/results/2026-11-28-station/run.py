@@ -71,10 +71,19 @@ def teardown():
                 f.write(f"{mm} 0\n")
         subprocess.run(["umount", d], capture_output=True)
         subprocess.run(["losetup", "-d", dev], capture_output=True)
-    for i in range(len(DISKS)):
+    for i, d in enumerate(DISKS):
         try:
             os.remove(f"/var/tmp/wsb/disk{i}.img")
         except FileNotFoundError:
+            pass
+        try:
+            os.rmdir(d)
+        except OSError:
+            pass
+    for d in ("/mnt/wsb", "/var/tmp/wsb"):
+        try:
+            os.rmdir(d)
+        except OSError:
             pass
     subprocess.run(["ip", "netns", "del", NS], capture_output=True)
 
