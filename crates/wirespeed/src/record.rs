@@ -611,246 +611,237 @@ pub fn run_with_rings(
     ready_s: f64,
 ) -> (Result<RecordReport>, Vec<RingPair>) {
     let mut back = Vec::new();
-    let r = record_rings(rcfg, cfg, bind, fmt, stop, interval, progress, warnings, rings, ready_s, &mut back);
-    (r, back)
-}
-
-#[allow(clippy::too_many_arguments)]
-fn record_rings(
-    rcfg: &RecvConfig,
-    cfg: &RecordConfig,
-    bind: &dyn Fn() -> Result<Listener>,
-    fmt: Arc<dyn Format>,
-    stop: &AtomicBool,
-    interval: Option<Duration>,
-    progress: &(dyn Fn(&str) + Sync),
-    warnings: Vec<String>,
-    rings: Vec<RingPair>,
-    ready_s: f64,
-    back: &mut Vec<RingPair>,
-) -> Result<RecordReport> {
-    let n = rings.len();
-    let layout = ReadLayout::for_stream(&fmt, cfg.file_format).map_err(Error::invalid)?;
-    let mut warnings = warnings;
-    let locked = rings.iter().all(|(p, _)| p.locked());
-    // Every thread's ring is made alike: the report gives the first one's page kind and all of
-    // their huge-page and resident bytes.
-    let pages = rings[0].0.memory().pages;
-    let huge_bytes = rings.iter().map(|(p, _)| p.memory().huge_bytes).sum();
-    let resident_bytes = rings.iter().map(|(p, _)| p.memory().resident_bytes()).sum();
-    if !locked {
-        warnings.push("the ring could not be locked in RAM (RLIMIT_MEMLOCK): it may be paged out under memory pressure; run as root or raise `ulimit -l`".into());
-    }
-    let capacities: Vec<u64> = rings.iter().map(|(p, _)| p.capacity()).collect();
-    let capacity: u64 = capacities.iter().sum();
-    // One identity for the run, in every sidecar of every thread's files: made before the
-    // socket opens, so the run starts before any datagram it holds arrived.
-    let run = crate::spool::RunIdentity::new();
-    // Until the rings are handed to the capture and writer threads, a failure gives them back.
-    let prepared = (|| -> Result<_> {
-        // Claim the share name before any socket opens: a second recorder of the same name stops here.
-        let share_guard = match &cfg.share {
-            Some(name) => Some(claim_share(name, rcfg, &fmt, &rings)?),
-            None => None,
-        };
-        // Only now, with the rings faulted in and locked, open the sockets: a sender that starts
-        // when the recorder says it is listening must not meet a socket nobody drains.
-        let mut listener = bind()?;
-        if listener.threads() != n {
-            return Err(Error::failed(format!("{} sockets opened for {n} capture threads", listener.threads())));
+    // Every early return below comes out of this closure, so the rings are handed back whatever
+    // happened.
+    let r = (|| -> Result<RecordReport> {
+        let n = rings.len();
+        let layout = ReadLayout::for_stream(&fmt, cfg.file_format).map_err(Error::invalid)?;
+        let mut warnings = warnings;
+        let locked = rings.iter().all(|(p, _)| p.locked());
+        // Every thread's ring is made alike: the report gives the first one's page kind and all of
+        // their huge-page and resident bytes.
+        let pages = rings[0].0.memory().pages;
+        let huge_bytes = rings.iter().map(|(p, _)| p.memory().huge_bytes).sum();
+        let resident_bytes = rings.iter().map(|(p, _)| p.memory().resident_bytes()).sum();
+        if !locked {
+            warnings.push("the ring could not be locked in RAM (RLIMIT_MEMLOCK): it may be paged out under memory pressure; run as root or raise `ulimit -l`".into());
         }
-        // The layout, learned from the stream now that its datagrams are read (and held for the
-        // capture): the files are named and described by it.
-        // At most half the ring is held, so that the held datagrams fit it when they are counted.
-        let mut rc = rcfg.clone();
-        let (fmt, layout, learned) = match &cfg.learn {
-            Some(family) => {
-                let hold = rx::learn::HOLD_MAX.min(usize::try_from(capacity / 2).unwrap_or(usize::MAX));
-                let (f, l) = rx::learn_with(&mut listener, family, stop, rcfg.duration, hold, cfg.learn_fps)?;
-                listener.note_layout_changes_only();
-                progress(&format!("wirespeed record: {}", l.lines().join("; ")));
-                let lay = ReadLayout::for_stream(&f, cfg.file_format).map_err(Error::invalid)?;
-                rc.duration = rc.duration.map(|d| d.saturating_sub(l.spent));
-                (f, lay, Some(l))
+        let capacities: Vec<u64> = rings.iter().map(|(p, _)| p.capacity()).collect();
+        let capacity: u64 = capacities.iter().sum();
+        // One identity for the run, in every sidecar of every thread's files: made before the
+        // socket opens, so the run starts before any datagram it holds arrived.
+        let run = crate::spool::RunIdentity::new();
+        // Until the rings are handed to the capture and writer threads, a failure gives them back.
+        let prepared = (|| -> Result<_> {
+            // Claim the share name before any socket opens: a second recorder of the same name stops here.
+            let share_guard = match &cfg.share {
+                Some(name) => Some(claim_share(name, rcfg, &fmt, &rings)?),
+                None => None,
+            };
+            // Only now, with the rings faulted in and locked, open the sockets: a sender that starts
+            // when the recorder says it is listening must not meet a socket nobody drains.
+            let mut listener = bind()?;
+            if listener.threads() != n {
+                return Err(Error::failed(format!("{} sockets opened for {n} capture threads", listener.threads())));
             }
-            None => (fmt.clone(), layout.clone(), None),
-        };
-        Ok((share_guard, listener, rc, fmt, layout, learned))
-    })();
-    let (share_guard, listener, rc, fmt, layout, learned) = match prepared {
-        Ok(x) => x,
-        Err(e) => {
-            *back = rings;
-            return Err(e);
-        }
-    };
-    let rcfg = &rc;
-    let local = listener.local_addr().unwrap_or(rcfg.listen);
-    let ext = match cfg.file_format {
-        FileFormat::Pcap => "pcap".to_string(),
-        FileFormat::Raw => fmt.file_extension().to_string(),
-    };
-    let mut shareds = Vec::with_capacity(n);
-    let mut sinks = Vec::with_capacity(n);
-    let mut handles = Vec::with_capacity(n);
-    let mut prefixes = Vec::with_capacity(n);
-    let t0 = sys::monotonic_ns();
-    for (i, (prod, cons)) in rings.into_iter().enumerate() {
-        let shared = Arc::new(Shared::default());
-        sinks.push(
-            RingSink::new(prod, shared.clone(), &layout, &fmt, local, cfg.rotation)
-                .keep_invalid(cfg.keep_invalid)
-                .shared(),
-        );
-        let prefix = thread_prefix(&cfg.prefix, i, n);
-        prefixes.push(prefix.clone());
-        let wcfg = WriterConfig {
-            dir: cfg.dir.clone(),
-            prefix,
-            extension: ext.clone(),
-            direct: cfg.direct,
-            chunk: cfg.chunk,
-            prealloc: cfg.rotation.max_bytes.unwrap_or(256 << 20),
-            flush_after: cfg.flush_after,
-            layout: layout.clone(),
-            format_spec: fmt.spec(),
-            window: rcfg.ledger.window,
-            run: run.clone(),
-        };
-        let writer_cpu = cfg.writer_cpu;
-        // The writer gives its ring back when it drains it whole (a scan's); a file writer's
-        // ring ends with the run.
-        let drain: Box<dyn FnOnce() -> (WriterReport, Option<sys::RingConsumer>) + Send> = match &cfg.scan {
-            Some(t) => {
-                let mut t = t.clone();
-                t.name = stream_scans(&t.name, n).swap_remove(i);
-                let scatter = Scatter::new(cons, shared.clone(), scatter_config(&t, wcfg, &fmt));
-                Box::new(move || {
-                    let (r, c) = scatter.drain();
-                    (r, Some(c))
-                })
-            }
-            None => {
-                let writer = Writer::new(cons, shared.clone(), wcfg);
-                Box::new(move || (writer.run(), None))
-            }
-        };
-        let spawned = std::thread::Builder::new()
-            .name(if n == 1 { "ws-writer".into() } else { format!("ws-writer-{i}") })
-            .spawn(move || {
-                if let Some(cpu) = writer_cpu {
-                    let _ = sys::pin_current_thread(cpu);
+            // The layout, learned from the stream now that its datagrams are read (and held for the
+            // capture): the files are named and described by it.
+            // At most half the ring is held, so that the held datagrams fit it when they are counted.
+            let mut rc = rcfg.clone();
+            let (fmt, layout, learned) = match &cfg.learn {
+                Some(family) => {
+                    let hold = rx::learn::HOLD_MAX.min(usize::try_from(capacity / 2).unwrap_or(usize::MAX));
+                    let (f, l) = rx::learn_with(&mut listener, family, stop, rcfg.duration, hold, cfg.learn_fps)?;
+                    listener.note_layout_changes_only();
+                    progress(&format!("wirespeed record: {}", l.lines().join("; ")));
+                    let lay = ReadLayout::for_stream(&f, cfg.file_format).map_err(Error::invalid)?;
+                    rc.duration = rc.duration.map(|d| d.saturating_sub(l.spent));
+                    (f, lay, Some(l))
                 }
-                drain()
-            });
-        match spawned {
-            Ok(h) => handles.push(h),
+                None => (fmt.clone(), layout.clone(), None),
+            };
+            Ok((share_guard, listener, rc, fmt, layout, learned))
+        })();
+        let (share_guard, listener, rc, fmt, layout, learned) = match prepared {
+            Ok(x) => x,
             Err(e) => {
-                abort_writers(&shareds, handles);
-                return Err(Error::failed(format!("cannot start a writer thread: {e}")));
+                back = rings;
+                return Err(e);
             }
+        };
+        let rcfg = &rc;
+        let local = listener.local_addr().unwrap_or(rcfg.listen);
+        let ext = match cfg.file_format {
+            FileFormat::Pcap => "pcap".to_string(),
+            FileFormat::Raw => fmt.file_extension().to_string(),
+        };
+        let mut shareds = Vec::with_capacity(n);
+        let mut sinks = Vec::with_capacity(n);
+        let mut handles = Vec::with_capacity(n);
+        let mut prefixes = Vec::with_capacity(n);
+        let t0 = sys::monotonic_ns();
+        for (i, (prod, cons)) in rings.into_iter().enumerate() {
+            let shared = Arc::new(Shared::default());
+            sinks.push(
+                RingSink::new(prod, shared.clone(), &layout, &fmt, local, cfg.rotation)
+                    .keep_invalid(cfg.keep_invalid)
+                    .shared(),
+            );
+            let prefix = thread_prefix(&cfg.prefix, i, n);
+            prefixes.push(prefix.clone());
+            let wcfg = WriterConfig {
+                dir: cfg.dir.clone(),
+                prefix,
+                extension: ext.clone(),
+                direct: cfg.direct,
+                chunk: cfg.chunk,
+                prealloc: cfg.rotation.max_bytes.unwrap_or(256 << 20),
+                flush_after: cfg.flush_after,
+                layout: layout.clone(),
+                format_spec: fmt.spec(),
+                window: rcfg.ledger.window,
+                run: run.clone(),
+            };
+            let writer_cpu = cfg.writer_cpu;
+            // The writer gives its ring back when it drains it whole (a scan's); a file writer's
+            // ring ends with the run.
+            let drain: Box<dyn FnOnce() -> (WriterReport, Option<sys::RingConsumer>) + Send> = match &cfg.scan {
+                Some(t) => {
+                    let mut t = t.clone();
+                    t.name = stream_scans(&t.name, n).swap_remove(i);
+                    let scatter = Scatter::new(cons, shared.clone(), scatter_config(&t, wcfg, &fmt));
+                    Box::new(move || {
+                        let (r, c) = scatter.drain();
+                        (r, Some(c))
+                    })
+                }
+                None => {
+                    let writer = Writer::new(cons, shared.clone(), wcfg);
+                    Box::new(move || (writer.run(), None))
+                }
+            };
+            let spawned = std::thread::Builder::new()
+                .name(if n == 1 { "ws-writer".into() } else { format!("ws-writer-{i}") })
+                .spawn(move || {
+                    if let Some(cpu) = writer_cpu {
+                        let _ = sys::pin_current_thread(cpu);
+                    }
+                    drain()
+                });
+            match spawned {
+                Ok(h) => handles.push(h),
+                Err(e) => {
+                    abort_writers(&shareds, handles);
+                    return Err(Error::failed(format!("cannot start a writer thread: {e}")));
+                }
+            }
+            shareds.push(shared);
         }
-        shareds.push(shared);
-    }
-    if let Some(show) = &cfg.show_rings {
-        show.rings(shareds.iter().cloned().zip(capacities.iter().copied()).collect());
-    }
-    let live =
-        RecordLive { shared: shareds.clone(), capacity, last_written: 0.into(), last_t: sys::monotonic_ns().into() };
-    let captured = rx::capture_group(
-        rcfg,
-        listener,
-        fmt.as_ref(),
-        stop,
-        interval,
-        &|p| progress(&live.show(p, cfg.interval_json)),
-        sinks,
-    );
-    let (report, sinks) = match captured {
-        Ok(x) => x,
-        Err(e) => {
-            // The capture threads ended without finishing their sinks: let the writers close
-            // up, and remove the empty files they had opened.
-            abort_writers(&shareds, handles);
-            return Err(e);
+        if let Some(show) = &cfg.show_rings {
+            show.rings(shareds.iter().cloned().zip(capacities.iter().copied()).collect());
         }
-    };
-    let mut wreports = Vec::with_capacity(n);
-    let mut consumers = Vec::with_capacity(n);
-    for h in handles {
-        let (w, c) = h.join().map_err(|_| Error::failed("a writer thread panicked"))?;
-        wreports.push(w);
-        consumers.push(c);
-    }
-    if consumers.iter().all(Option::is_some) {
-        *back = sinks.into_iter().map(RingSink::into_ring).zip(consumers.into_iter().flatten()).collect();
-    }
-    let mut report = report;
-    report.learned = learned;
-    let threads: Vec<RecordThread> = wreports
-        .iter()
-        .enumerate()
-        .map(|(i, w)| RecordThread {
-            thread: i,
-            prefix: prefixes[i].clone(),
-            ring_capacity: capacities[i],
-            ring_high_water: shareds[i].high_water.load(Ordering::Relaxed),
-            bytes: w.bytes,
-            files: w.files.len(),
-        })
-        .collect();
-    let wreport = merge_writer_reports(wreports);
-    if wreport.error.is_some() || wreport.unwritten_records > 0 {
-        // The capture's verdict speaks of the network; records it received were lost on the
-        // way to the disk after it, and the summary must not say "no loss" beside that.
-        for d in report.diagnosis.iter_mut().filter(|d| d.starts_with("no loss")) {
-            *d = format!(
+        let live = RecordLive {
+            shared: shareds.clone(),
+            capacity,
+            last_written: 0.into(),
+            last_t: sys::monotonic_ns().into(),
+        };
+        let captured = rx::capture_group(
+            rcfg,
+            listener,
+            fmt.as_ref(),
+            stop,
+            interval,
+            &|p| progress(&live.show(p, cfg.interval_json)),
+            sinks,
+        );
+        let (report, sinks) = match captured {
+            Ok(x) => x,
+            Err(e) => {
+                // The capture threads ended without finishing their sinks: let the writers close
+                // up, and remove the empty files they had opened.
+                abort_writers(&shareds, handles);
+                return Err(e);
+            }
+        };
+        let mut wreports = Vec::with_capacity(n);
+        let mut consumers = Vec::with_capacity(n);
+        for h in handles {
+            let (w, c) = h.join().map_err(|_| Error::failed("a writer thread panicked"))?;
+            wreports.push(w);
+            consumers.push(c);
+        }
+        if consumers.iter().all(Option::is_some) {
+            back = sinks.into_iter().map(RingSink::into_ring).zip(consumers.into_iter().flatten()).collect();
+        }
+        let mut report = report;
+        report.learned = learned;
+        let threads: Vec<RecordThread> = wreports
+            .iter()
+            .enumerate()
+            .map(|(i, w)| RecordThread {
+                thread: i,
+                prefix: prefixes[i].clone(),
+                ring_capacity: capacities[i],
+                ring_high_water: shareds[i].high_water.load(Ordering::Relaxed),
+                bytes: w.bytes,
+                files: w.files.len(),
+            })
+            .collect();
+        let wreport = merge_writer_reports(wreports);
+        if wreport.error.is_some() || wreport.unwritten_records > 0 {
+            // The capture's verdict speaks of the network; records it received were lost on the
+            // way to the disk after it, and the summary must not say "no loss" beside that.
+            for d in report.diagnosis.iter_mut().filter(|d| d.starts_with("no loss")) {
+                *d = format!(
                 "no loss on the network, but the recording is incomplete: {} records received into RAM never reached the disk ({})",
                 units::thousands(wreport.unwritten_records),
                 d
             );
-        }
-    }
-    if report.ring_full > 0 {
-        if let Some(c) = rx::report::doctor_command(&report, &format!(" --disk {}", cfg.dir.display())) {
-            for d in report.diagnosis.iter_mut().filter(|d| d.contains("the recording ring was full")) {
-                d.push_str(&format!("; `{c}` measures the disk against the stream"));
             }
         }
-    }
-    let wall = (sys::monotonic_ns() - t0) as f64 / 1e9;
-    // The fullest ring is the one that speaks for the recording (one ring: that ring).
-    let (high, high_cap) = threads
-        .iter()
-        .map(|t| (t.ring_high_water, t.ring_capacity))
-        .max_by(|a, b| (a.0 as f64 / a.1 as f64).total_cmp(&(b.0 as f64 / b.1 as f64)))
-        .unwrap_or((0, 1));
-    Ok(RecordReport {
-        schema: RECORD_SCHEMA,
-        dir: Some(cfg.dir.display().to_string()),
-        file_format: cfg.file_format,
-        ring: Some(RingReport {
-            capacity,
-            high_water: high,
-            high_water_fraction: high as f64 / high_cap as f64,
-            locked,
-            ring_full: report.ring_full,
-            pages,
-            huge_bytes,
-            ready_s,
-            populated_s: Some(ready_s),
-            resident_bytes,
-        }),
-        disk_bytes_per_s: wreport.bytes as f64 / wall.max(1e-9),
-        capture: report,
-        writer: Some(wreport),
-        warnings,
-        threads: if n > 1 { threads } else { Vec::new() },
-        share: share_guard.as_ref().map(|g| ShareReport {
-            name: cfg.share.clone().unwrap_or_default(),
-            descriptor: g.path().display().to_string(),
-        }),
-    })
+        if report.ring_full > 0 {
+            if let Some(c) = rx::report::doctor_command(&report, &format!(" --disk {}", cfg.dir.display())) {
+                for d in report.diagnosis.iter_mut().filter(|d| d.contains("the recording ring was full")) {
+                    d.push_str(&format!("; `{c}` measures the disk against the stream"));
+                }
+            }
+        }
+        let wall = (sys::monotonic_ns() - t0) as f64 / 1e9;
+        // The fullest ring is the one that speaks for the recording (one ring: that ring).
+        let (high, high_cap) = threads
+            .iter()
+            .map(|t| (t.ring_high_water, t.ring_capacity))
+            .max_by(|a, b| (a.0 as f64 / a.1 as f64).total_cmp(&(b.0 as f64 / b.1 as f64)))
+            .unwrap_or((0, 1));
+        Ok(RecordReport {
+            schema: RECORD_SCHEMA,
+            dir: Some(cfg.dir.display().to_string()),
+            file_format: cfg.file_format,
+            ring: Some(RingReport {
+                capacity,
+                high_water: high,
+                high_water_fraction: high as f64 / high_cap as f64,
+                locked,
+                ring_full: report.ring_full,
+                pages,
+                huge_bytes,
+                ready_s,
+                populated_s: Some(ready_s),
+                resident_bytes,
+            }),
+            disk_bytes_per_s: wreport.bytes as f64 / wall.max(1e-9),
+            capture: report,
+            writer: Some(wreport),
+            warnings,
+            threads: if n > 1 { threads } else { Vec::new() },
+            share: share_guard.as_ref().map(|g| ShareReport {
+                name: cfg.share.clone().unwrap_or_default(),
+                descriptor: g.path().display().to_string(),
+            }),
+        })
+    })();
+    (r, back)
 }
 
 /// For a scan ([`RecordConfig::scan`]): check its settings against the recording's before
