@@ -164,23 +164,38 @@ def test_counter_recordings_have_no_instrument_headers(tmp_path):
         wirespeed.open(tmp_path).headers()
 
 
-def test_a_flexbuff_scan_opens_as_one_recording_in_chunk_order(tmp_path):
-    """A scan over two disks, its chunks alternating between them: `open_scan` reads them in
-    chunk order, and its payloads are exactly what `wirespeed gather` writes."""
+SCAN_SPEC = "vdif,frame=8032,threads=1,station=WS,bits=2,chans=4,complex=0,fps=32000,fill=counter"
+
+
+def record_scan(tmp_path, name, *layout):
+    """400 VDIF frames recorded as scan `name` over two disks in 256 KiB chunks (31 frames
+    each); the disks."""
     from conftest import Spawned, send
 
-    spec = "vdif,frame=8032,threads=1,station=WS,bits=2,chans=4,complex=0,fps=32000,fill=counter"
     disks = [tmp_path / "d0", tmp_path / "d1"]
     for d in disks:
         d.mkdir()
     r = Spawned(
         "record",
-        ["--format", spec, "-o", str(disks[0]), "-o", str(disks[1]), "--scan", "py1", "--chunk-size", "256K",
-         "--once", "--json", "--buffer", "16M", "--block", "256K", "--duration", "60"],
+        ["--format", SCAN_SPEC, "-o", str(disks[0]), "-o", str(disks[1]), "--scan", name, *layout,
+         "--chunk-size", "256K", "--once", "--json", "--buffer", "16M", "--block", "256K", "--duration", "60"],
     )
     send(r.port, "--preset", "vdif", "--count", "400", "--rate", "100M")
     code, out, err = r.finish()
     assert code == 0, err
+    return disks
+
+
+def frames_in_order(data, n):
+    words = np.frombuffer(data, dtype="<u4").reshape(n, 2008).astype(np.int64)
+    seq = (words[:, 0] & 0x3FFFFFFF) * 32000 + (words[:, 1] & 0xFFFFFF)
+    return (seq - seq[0] == np.arange(n)).all()
+
+
+def test_a_flexbuff_scan_opens_as_one_recording_in_chunk_order(tmp_path):
+    """A scan over two disks, its chunks alternating between them: `open_scan` reads them in
+    chunk order, and its payloads are exactly what `wirespeed gather` writes."""
+    disks = record_scan(tmp_path, "py1")
     rec = wirespeed.open_scan("py1", [str(d) for d in disks])
     assert len(rec.files) == 13, [f.path for f in rec.files]  # 400 frames, 31 a chunk
     assert [f.path.rsplit(".", 1)[1] for f in rec.files] == [f"{i:08}" for i in range(13)]
@@ -189,28 +204,13 @@ def test_a_flexbuff_scan_opens_as_one_recording_in_chunk_order(tmp_path):
     run("gather", "py1", "--from", str(disks[0]), str(disks[1]), "-w", str(gathered))
     data = b"".join(f.payloads.tobytes() for f in rec.files)
     assert data == gathered.read_bytes()
-    words = np.frombuffer(data, dtype="<u4").reshape(400, 2008).astype(np.int64)
-    seq = (words[:, 0] & 0x3FFFFFFF) * 32000 + (words[:, 1] & 0xFFFFFF)
-    assert (seq - seq[0] == np.arange(400)).all(), "frames in order across the chunks"
+    assert frames_in_order(data, 400), "frames in order across the chunks"
 
 
 def test_a_mark6_scan_opens_block_by_block_where_the_blocks_lie(tmp_path):
     """A Mark6 scan over two disks: `open_scan` maps each block inside its disk's file, in block
     order, and the payloads are what `wirespeed gather` writes."""
-    from conftest import Spawned, send
-
-    spec = "vdif,frame=8032,threads=1,station=WS,bits=2,chans=4,complex=0,fps=32000,fill=counter"
-    disks = [tmp_path / "d0", tmp_path / "d1"]
-    for d in disks:
-        d.mkdir()
-    r = Spawned(
-        "record",
-        ["--format", spec, "-o", str(disks[0]), "-o", str(disks[1]), "--scan", "m6", "--layout", "mark6",
-         "--chunk-size", "256K", "--once", "--json", "--buffer", "16M", "--block", "256K", "--duration", "60"],
-    )
-    send(r.port, "--preset", "vdif", "--count", "400", "--rate", "100M")
-    code, out, err = r.finish()
-    assert code == 0, err
+    disks = record_scan(tmp_path, "m6", "--layout", "mark6")
     rec = wirespeed.open_scan("m6", [str(d) for d in disks])
     assert len(rec.files) == 13 and sum(f.records for f in rec.files) == 400
     assert all(f.offset >= 28 for f in rec.files), "past the file and block headers"
@@ -218,6 +218,4 @@ def test_a_mark6_scan_opens_block_by_block_where_the_blocks_lie(tmp_path):
     run("gather", "m6", "--from", str(disks[0]), str(disks[1]), "-w", str(gathered))
     data = b"".join(f.payloads.tobytes() for f in rec.files)
     assert data == gathered.read_bytes()
-    words = np.frombuffer(data, dtype="<u4").reshape(400, 2008).astype(np.int64)
-    seq = (words[:, 0] & 0x3FFFFFFF) * 32000 + (words[:, 1] & 0xFFFFFF)
-    assert (seq - seq[0] == np.arange(400)).all(), "frames in order across the blocks"
+    assert frames_in_order(data, 400), "frames in order across the blocks"

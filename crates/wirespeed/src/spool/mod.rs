@@ -714,6 +714,27 @@ pub struct BlockEntry {
     pub records: u64,
 }
 
+/// Feed the records of ring bytes `[from, to)` to `walker` and `ledger`, through `slice` (a ring
+/// consumer's or a pinned range's: contiguous pieces, shorter where the ring wraps). The
+/// writers' own read-back of what they wrote, or of what never reached a disk.
+pub(crate) fn walk_range<'a>(
+    slice: impl Fn(u64, usize) -> &'a [u8],
+    from: u64,
+    to: u64,
+    walker: &mut RecordWalker,
+    ledger: &mut FileLedger,
+) {
+    let mut pos = from;
+    while pos < to {
+        let s = slice(pos, (to - pos) as usize);
+        if s.is_empty() {
+            break;
+        }
+        walker.feed(s, ledger);
+        pos += s.len() as u64;
+    }
+}
+
 /// Count a record's invalid reasons as the sidecar shows them.
 pub fn reasons(kinds: &[u64; 3]) -> crate::rx::InvalidReasons {
     crate::rx::InvalidReasons {

@@ -148,7 +148,7 @@ struct WriteCounts {
 struct Disk {
     path: PathBuf,
     tx: Option<mpsc::Sender<ToDisk>>,
-    busy: Option<u64>,
+    busy: bool,
     /// Why it is no longer used.
     out: Option<String>,
     /// When it last became idle (its place in the queue of free disks).
@@ -212,7 +212,7 @@ impl Scatter {
                 }
                 Err(e) => (None, Some(format!("no writer thread: {e}"))),
             };
-            disks.push(Disk { path: m.clone(), tx, busy: None, out: why, idle_since: i as u64, chunks: 0, bytes: 0 });
+            disks.push(Disk { path: m.clone(), tx, busy: false, out: why, idle_since: i as u64, chunks: 0, bytes: 0 });
         }
         drop(done_tx);
         let mut jobs: VecDeque<Pending> = VecDeque::new();
@@ -274,7 +274,7 @@ impl Scatter {
                 moved = true;
                 let FromDisk::Done { disk, number, result, bytes, write_ns, stats } = msg else { continue };
                 let d = &mut disks[disk];
-                d.busy = None;
+                d.busy = false;
                 d.idle_since = turn;
                 turn += 1;
                 self.report.writes += stats.writes;
@@ -332,7 +332,7 @@ impl Scatter {
                 let job = p.job;
                 let sent = disks[d].tx.as_ref().is_some_and(|tx| tx.send(ToDisk::Chunk(job, pin)).is_ok());
                 if sent {
-                    disks[d].busy = Some(job.number);
+                    disks[d].busy = true;
                     p.disk = Some(d);
                     moved = true;
                 } else {
@@ -365,7 +365,7 @@ impl Scatter {
     fn pick(&mut self, disks: &mut [Disk], len: u64) -> Option<usize> {
         let mut best: Option<(bool, u64, usize)> = None;
         for (i, d) in disks.iter_mut().enumerate() {
-            if d.out.is_some() || d.busy.is_some() {
+            if d.out.is_some() || d.busy {
                 continue;
             }
             let free = sys::free_space(&d.path).unwrap_or(0);
@@ -430,15 +430,7 @@ impl Scatter {
         let mut bytes = 0;
         for (from, to) in ranges {
             let mut walker = RecordWalker::new(self.cfg.read.clone());
-            let mut pos = from;
-            while pos < to {
-                let s = self.ring.slice(pos, (to - pos) as usize);
-                if s.is_empty() {
-                    break;
-                }
-                walker.feed(s, &mut ledger);
-                pos += s.len() as u64;
-            }
+            super::walk_range(|at, n| self.ring.slice(at, n), from, to, &mut walker, &mut ledger);
             bytes += to - from;
         }
         self.report.unwritten_records = ledger.records;
@@ -659,12 +651,7 @@ impl DiskWriter {
     fn ledger(&self, pin: &Pinned) -> FileLedger {
         let mut walker = RecordWalker::new(self.cfg.read.clone());
         let mut ledger = FileLedger::new(self.cfg.read.reader.clone(), self.cfg.window);
-        let mut at = pin.start();
-        while at < pin.end() {
-            let s = pin.slice(at, usize::MAX);
-            walker.feed(s, &mut ledger);
-            at += s.len() as u64;
-        }
+        super::walk_range(|at, n| pin.slice(at, n), pin.start(), pin.end(), &mut walker, &mut ledger);
         ledger
     }
 

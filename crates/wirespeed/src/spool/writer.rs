@@ -702,14 +702,8 @@ impl Writer {
                 }
             };
             let end = brk.map_or(produced, |b| b.end);
-            while pos < end {
-                let s = self.ring.slice(pos, (end - pos) as usize);
-                if s.is_empty() {
-                    break;
-                }
-                walker.feed(s, &mut ledger);
-                pos += s.len() as u64;
-            }
+            super::walk_range(|at, n| self.ring.slice(at, n), pos, end, &mut walker, &mut ledger);
+            pos = pos.max(end);
             match brk {
                 Some(b) => {
                     self.shared.pop();
