@@ -84,6 +84,8 @@ pub struct RecordConfig {
     /// Record one scan scattered over mount points (FlexBuff or Mark6) instead of a file series
     /// in `dir`.
     pub scan: Option<ScanTarget>,
+    /// Build a time index into each file's sidecar (the default; off only to measure its cost).
+    pub index: bool,
 }
 
 /// A scan scattered over mount points: where, named what, in which layout and chunk size.
@@ -701,6 +703,7 @@ pub fn run_with_rings(
                 format_spec: fmt.spec(),
                 window: rcfg.ledger.window,
                 run: run.clone(),
+                index: cfg.index,
             };
             let writer_cpu = cfg.writer_cpu;
             // The writer gives its ring back when it drains it whole (a scan's); a file writer's

@@ -97,6 +97,11 @@ pub struct RecordArgs {
     /// at the end; a second recorder with the same NAME is refused while this one runs.
     #[arg(long, value_name = "NAME")]
     share: Option<String>,
+    /// Leave the time index out of the sidecars (`wirespeed extract` then reads whole files).
+    /// The index costs the writer a little CPU and the disk under 0.1 % of the data; this
+    /// option exists to measure that, not to save it.
+    #[arg(long)]
+    no_index: bool,
 }
 
 /// The scan to record, if the options ask for one (several -o, --layout or --scan).
@@ -162,6 +167,7 @@ pub fn cmd_record(a: RecordArgs) -> Result<u8, Error> {
         show_rings: None,
         learn_fps: None,
         scan: scan.clone(),
+        index: !a.no_index,
     };
     if !null_sink {
         // Refused before anything is created: the same check the recorder makes (raw files

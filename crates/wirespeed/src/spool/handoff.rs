@@ -8,6 +8,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 /// File starts are aligned to this in the ring (what O_DIRECT needs).
 pub(crate) const ALIGN: u64 = RING_ALIGN as u64;
 const BREAKS: usize = 256;
+/// Time marks kept for the writer (a writer this far behind gets coarser marks, never wrong ones).
+const MARKS: usize = 1024;
 
 /// Why a file ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -62,6 +64,11 @@ pub struct Shared {
     pub files_done: AtomicU64,
     /// Every disk write's latency and the stalls among them, for a metrics exporter.
     pub write_stats: super::stats::WriteStats,
+    /// Time marks (ring position, ns since the epoch) for raw files' time index
+    /// ([`super::index`]): a queue like the breaks', and like them never waited on.
+    pub(super) marks: [[AtomicU64; 2]; MARKS],
+    pub(super) mark_head: AtomicU64,
+    pub(super) mark_tail: AtomicU64,
 }
 
 impl Default for Shared {
@@ -79,6 +86,9 @@ impl Default for Shared {
             high_water: AtomicU64::new(0),
             files_done: AtomicU64::new(0),
             write_stats: super::stats::WriteStats::default(),
+            marks: std::array::from_fn(|_| [AtomicU64::new(0), AtomicU64::new(0)]),
+            mark_head: AtomicU64::new(0),
+            mark_tail: AtomicU64::new(0),
         }
     }
 }
@@ -120,6 +130,35 @@ impl Shared {
 
     pub(super) fn pop(&self) {
         self.tail.fetch_add(1, Ordering::Release);
+    }
+
+    /// Publish a time mark: every record before ring position `pos` arrived at or before
+    /// `ns`, every record after it at or after. Dropped (false) when the queue is full.
+    pub(super) fn push_mark(&self, pos: u64, ns: u64) -> bool {
+        let h = self.mark_head.load(Ordering::Relaxed);
+        if h - self.mark_tail.load(Ordering::Acquire) >= MARKS as u64 {
+            return false;
+        }
+        let m = &self.marks[(h % MARKS as u64) as usize];
+        m[0].store(pos, Ordering::Relaxed);
+        m[1].store(ns, Ordering::Relaxed);
+        self.mark_head.store(h + 1, Ordering::Release);
+        true
+    }
+
+    /// The oldest time mark not yet taken, if its position is at most `upto`; taken.
+    pub(super) fn take_mark(&self, upto: u64) -> Option<(u64, u64)> {
+        let t = self.mark_tail.load(Ordering::Relaxed);
+        if self.mark_head.load(Ordering::Acquire) == t {
+            return None;
+        }
+        let m = &self.marks[(t % MARKS as u64) as usize];
+        let (pos, ns) = (m[0].load(Ordering::Relaxed), m[1].load(Ordering::Relaxed));
+        if pos > upto {
+            return None;
+        }
+        self.mark_tail.store(t + 1, Ordering::Release);
+        Some((pos, ns))
     }
 
     /// End the run from outside the capture thread (it failed before finishing the sink).

@@ -13,6 +13,7 @@
 //! everything: the source address, a nanosecond time stamp and any length.
 
 pub mod handoff;
+pub mod index;
 pub mod open;
 pub mod pcap;
 pub mod recordable;
@@ -252,6 +253,12 @@ pub struct FileLedger {
     pub invalid_kinds: [u64; 3],
     /// Time stamp of the first and last record (pcap), ns since the Unix epoch.
     pub time_ns: Option<(u64, u64)>,
+    /// The file's time index, when the writer builds one as it reads its records back.
+    pub index: Option<index::IndexBuilder>,
+    /// Where the record being added starts in its file, and its time stamp (pcap): set by the
+    /// [`RecordWalker`] for the index.
+    at: u64,
+    stamp: Option<u64>,
 }
 
 impl FileLedger {
@@ -273,7 +280,16 @@ impl FileLedger {
             control: 0,
             invalid_kinds: [0; 3],
             time_ns: None,
+            index: None,
+            at: 0,
+            stamp: None,
         }
+    }
+
+    /// Build the file's time index as records are added (the writer's ledgers).
+    pub fn with_index(mut self, builder: index::IndexBuilder) -> Self {
+        self.index = Some(builder);
+        self
     }
 
     fn slot(&mut self, src: Option<SocketAddr>, stream: u32) -> usize {
@@ -297,29 +313,51 @@ impl FileLedger {
     #[inline]
     pub fn add(&mut self, src: Option<SocketAddr>, payload: &[u8]) {
         self.records += 1;
+        let seq = self.account(src, payload);
+        if let Some(ix) = self.index.as_mut() {
+            let data = match seq {
+                Some(_) if ix.wants_data_time() => self.reader.data_time(payload, ix.near_ns),
+                _ => None,
+            };
+            ix.note(self.at, self.stamp.take(), data, seq);
+        }
+    }
+
+    /// Count one record in its stream's ledger: its slot, stream and number when it is a
+    /// valid sequenced record.
+    #[inline]
+    fn account(&mut self, src: Option<SocketAddr>, payload: &[u8]) -> Option<(usize, u32, u64)> {
         if payload.len() == crate::control::END_LEN && crate::control::EndOfStream::decode(payload).is_some() {
             self.control += 1;
-            return;
+            return None;
         }
         match self.reader.check(payload) {
-            Ok(info) if info.stream == UNSEQUENCED => self.unsequenced += 1,
+            Ok(info) if info.stream == UNSEQUENCED => {
+                self.unsequenced += 1;
+                None
+            }
             Ok(info) if !self.lock_len => {
                 let i = self.slot(src, info.stream);
                 self.streams[i].2.record_with(info.seq, info.absent);
+                Some((i, info.stream, info.seq))
             }
             Ok(info) => {
                 // A record whose length differs from the stream's is invalid, never a number:
                 // without a fixed length the format reads its number through its length.
                 let i = self.slot(src, info.stream);
                 let (_, _, ledger, lock) = &mut self.streams[i];
-                if !ledger.record_locked(lock, payload.len(), info.seq) {
+                if ledger.record_locked(lock, payload.len(), info.seq) {
+                    Some((i, info.stream, info.seq))
+                } else {
                     self.invalid_kinds[Invalid::Length as usize] += 1;
+                    None
                 }
             }
             Err(kind) => {
                 let i = self.slot(src, 0);
                 self.streams[i].2.invalid();
                 self.invalid_kinds[kind as usize] += 1;
+                None
             }
         }
     }
@@ -328,6 +366,9 @@ impl FileLedger {
     /// than the packet was.
     pub fn add_unreadable(&mut self, cut_short: bool) {
         self.records += 1;
+        if let Some(ix) = self.index.as_mut() {
+            ix.note(self.at, self.stamp.take(), None, None);
+        }
         self.unreadable += 1;
         if cut_short {
             self.cut_short += 1;
@@ -339,6 +380,7 @@ impl FileLedger {
     /// Note a record's time stamp.
     #[inline]
     pub fn add_time(&mut self, ns: u64) {
+        self.stamp = Some(ns);
         self.time_ns = Some(match self.time_ns {
             None => (ns, ns),
             Some((a, b)) => (a.min(ns), b.max(ns)),
@@ -514,6 +556,7 @@ impl RecordWalker {
     }
 
     fn one(&mut self, rec: &[u8], ledger: &mut FileLedger) {
+        ledger.at = self.complete_bytes;
         self.complete_bytes += rec.len() as u64;
         match self.layout.file_format {
             FileFormat::Raw => ledger.add(None, rec),
@@ -640,6 +683,10 @@ pub struct Sidecar {
     /// The file is part of a scan scattered over mount points (FlexBuff chunk or Mark6 file).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scan: Option<ScanPlace>,
+    /// Where each stretch of time and of sequence numbers lies in the file ([`index`]), built
+    /// by the writer; absent in files recorded before indexes, or with `--no-index`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub index: Option<index::TimeIndex>,
 }
 
 impl Sidecar {
@@ -682,6 +729,7 @@ impl Sidecar {
             writer: format!("wirespeed {}", env!("CARGO_PKG_VERSION")),
             run: Some(run.clone()),
             scan: None,
+            index: None,
         }
     }
 }

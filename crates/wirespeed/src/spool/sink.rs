@@ -91,6 +91,9 @@ pub struct RingSink {
     kept: u64,
     /// The publisher of a shared ring.
     share: Option<super::share::Publisher>,
+    /// Raw files: the ring position at which the next time mark is due (`u64::MAX`: none,
+    /// pcap records carry their own times).
+    next_mark: u64,
 }
 
 /// Where the last accepted datagram's bytes are.
@@ -169,6 +172,7 @@ impl RingSink {
             learned_len: 0,
             kept: 0,
             share: None,
+            next_mark: if layout.file_format == FileFormat::Raw { start } else { u64::MAX },
         };
         s.ring.prepare_lending(crate::rx::MAX_BATCH);
         s.next_time_cut = s.next_cut_after(unix);
@@ -461,8 +465,14 @@ impl Sink for RingSink {
             self.next_time_cut = self.next_cut_after(unix);
         }
         self.ring.publish();
+        let pos = self.ring.position();
+        if pos >= self.next_mark {
+            // Raw files' arrival times (the time index): a few stores once per MiB.
+            self.shared.push_mark(pos, unix);
+            self.next_mark = pos + super::index::MARK_EVERY;
+        }
         if let (Some(p), Some(h)) = (self.share.as_mut(), self.ring.share_header()) {
-            p.publish(h.words(), self.ring.position(), self.kept);
+            p.publish(h.words(), pos, self.kept);
         }
         let fill = self.ring.fill();
         if fill > self.high_water {

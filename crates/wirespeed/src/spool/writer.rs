@@ -16,6 +16,7 @@
 
 use super::handoff::{Break, ALIGN};
 pub use super::handoff::{Cut, Shared};
+use super::index::IndexBuilder;
 pub use super::sink::{RingSink, Rotation};
 use super::{
     file_name, part_name, reasons, sidecar_name, sidecar_part_name, utc_iso, FileFormat, FileLedger, ReadLayout,
@@ -58,6 +59,9 @@ pub struct WriterConfig {
     pub window: u64,
     /// The recording run, written into every sidecar (one per run, shared by its writers).
     pub run: super::RunIdentity,
+    /// Build each file's time index into its sidecar (`record --no-index` turns it off, for
+    /// measuring what it costs).
+    pub index: bool,
 }
 
 /// One finished file, as the recorder reports it.
@@ -166,6 +170,8 @@ pub struct Writer {
     uring: Option<sys::uring::WriteRing>,
     /// Write from threads even where io_uring is available (`bench writer`'s comparison).
     force_threads: bool,
+    /// The last time mark taken (ring position, ns): the next file's first lower bound.
+    last_mark: Option<(u64, u64)>,
 }
 
 /// Environment variable: writes kept in flight (1..=16). Read once when the writer starts.
@@ -214,6 +220,7 @@ impl Writer {
             cpu0_ns: sys::thread_cpu_ns(),
             uring: None,
             force_threads: false,
+            last_mark: None,
         }
     }
 
@@ -286,6 +293,16 @@ impl Writer {
             }
         }
         let layout = self.cfg.layout.clone();
+        let mut ledger = FileLedger::new(layout.reader.clone(), self.cfg.window);
+        if self.cfg.index {
+            let exact = layout.file_format == FileFormat::Pcap;
+            let mut b = IndexBuilder::new(layout.reader.data_clock(), exact, unix_ns, self.cfg.prealloc);
+            if let Some((pos, ns)) = self.last_mark {
+                // The last mark before the file: a lower bound for its first records.
+                b.mark(pos.saturating_sub(start), ns);
+            }
+            ledger = ledger.with_index(b);
+        }
         Ok(OpenFile {
             file,
             part,
@@ -297,8 +314,8 @@ impl Writer {
             written: 0,
             reserved,
             opened_ns: unix_ns,
-            walker: RecordWalker::new(layout.clone()),
-            ledger: FileLedger::new(layout.reader, self.cfg.window),
+            walker: RecordWalker::new(layout),
+            ledger,
             base,
             stalls: 0,
             max_write_ns: 0,
@@ -377,6 +394,9 @@ impl Writer {
                 }
                 self.shared.write_stats.observe(dt, dt > STALL_NS);
                 f.max_write_ns = f.max_write_ns.max(dt);
+                if f.ledger.index.is_some() {
+                    self.take_marks(f, at + len as u64);
+                }
                 f.walker.feed(self.ring.slice(at, len), &mut f.ledger);
                 f.written += len as u64;
                 self.shared.written.fetch_add(len as u64, Ordering::Relaxed);
@@ -386,6 +406,16 @@ impl Writer {
             self.ring.release(f.start + f.walker.complete_bytes.min(f.written));
             if let Some(e) = failed {
                 return Err(e);
+            }
+        }
+    }
+
+    /// Hand the capture's time marks up to ring position `upto` to the file's index.
+    fn take_marks(&mut self, f: &mut OpenFile, upto: u64) {
+        while let Some((pos, ns)) = self.shared.take_mark(upto) {
+            self.last_mark = Some((pos, ns));
+            if let Some(ix) = f.ledger.index.as_mut() {
+                ix.mark(pos.saturating_sub(f.start), ns);
             }
         }
     }
@@ -510,6 +540,7 @@ impl Writer {
         sidecar.kernel_socket_drops = Some(end.socket_drops.saturating_sub(f.base.socket_drops));
         sidecar.write_stalls = f.stalls;
         sidecar.max_write_ms = f.max_write_ns as f64 / 1e6;
+        sidecar.index = f.ledger.index.as_ref().map(|ix| ix.finish(keep, end.unix_ns));
         let json = serde_json::to_vec_pretty(&sidecar).map_err(io::Error::other)?;
         let side_path = self.cfg.dir.join(sidecar_name(&f.name));
         let side_file = match f.side_file.take() {
@@ -764,6 +795,7 @@ pub fn drain_once(dir: &Path, bytes: usize, engine: &str, depth: usize) -> crate
         format_spec: fmt.spec(),
         window: 1024,
         run: super::RunIdentity::new(),
+        index: true,
     };
     let mut w = Writer::new(cons, shared, cfg);
     w.depth = depth.max(1);
@@ -817,6 +849,7 @@ mod tests {
             format_spec: fmt.spec(),
             window: 1024,
             run: crate::spool::RunIdentity::new(),
+            index: true,
         };
         let mut w = Writer::new(cons, Arc::new(Shared::default()), cfg);
         let zero = Break { end: 0, next_start: 0, cut: 0, unix_ns: 0, ring_full: 0, not_written: 0, socket_drops: 0 };

@@ -641,6 +641,7 @@ fn record_scan(
             chunk: s.workbuf,
             say: Some(cfg.say.clone()),
         }),
+        index: false,
     };
     let layout = match crate::spool::ReadLayout::for_stream(&fmt, FileFormat::Raw) {
         Ok(l) => l,

@@ -446,6 +446,32 @@ impl Format for Mark5b {
         ((f.div_euclid(2) + f.rem_euclid(2)) as u64, l.div_euclid(2) as u64)
     }
 
+    fn data_clock(&self) -> Option<super::DataClock> {
+        Some(super::DataClock::Utc)
+    }
+    fn data_time(&self, buf: &[u8], near_unix_ns: u64) -> Option<u64> {
+        // Whole frames in a raw file, or a datagram with its prefix: the header follows it.
+        let body = if buf.len() == self.packet_len() { buf.get(self.prefix()..)? } else { buf };
+        let h = Header::new_checked(body).ok()?;
+        if !h.sync_ok() {
+            return None; // a second half: no header
+        }
+        let (mjd, sod, frame) = (i64::from(h.mjd()?), i64::from(h.second_of_day()?), u64::from(h.frame()));
+        let fps = u64::from(self.cfg.fps);
+        if sod >= DAY || frame >= fps {
+            return None;
+        }
+        // The full MJD nearest the reference time with this MJD modulo 1000.
+        let near_mjd = crate::calendar::MJD_UNIX_EPOCH + (near_unix_ns / 1_000_000_000) as i64 / DAY;
+        let mut full = near_mjd - near_mjd.rem_euclid(1000) + mjd;
+        if full - near_mjd > 500 {
+            full -= 1000;
+        } else if near_mjd - full > 500 {
+            full += 1000;
+        }
+        let secs = (full - crate::calendar::MJD_UNIX_EPOCH) * DAY + sod;
+        u64::try_from(secs).ok().map(|s| s * 1_000_000_000 + frame * 1_000_000_000 / fps)
+    }
     fn seq_at(&self, unix_ns: u64) -> Option<u64> {
         let s = (unix_ns / 1_000_000_000) as i64;
         let fps = i64::from(self.cfg.fps);

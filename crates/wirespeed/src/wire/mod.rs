@@ -234,6 +234,17 @@ impl fmt::Display for Mismatch {
     }
 }
 
+/// The scale of a format's own time stamps ([`Format::data_time`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum DataClock {
+    /// UTC, nanoseconds since the Unix epoch (VDIF and Mark5B frame times).
+    Utc,
+    /// The SPEAD timestamp item (0x1600), in the instrument's own units (ADC samples since its
+    /// sync time, for MeerKAT's): no UTC without the instrument's sync time and scale.
+    SpeadTimestamp,
+}
+
 /// A payload format: how packets are built (sender) and checked (receiver).
 ///
 /// Implementations hold only configuration, never per-packet state, so one instance can be
@@ -304,6 +315,19 @@ pub trait Format: Send + Sync + fmt::Debug {
     /// describe another sender's stream for a receiver (a SPEAD heap whose first packet is
     /// shorter), which `emit` does not reproduce.
     fn cannot_send(&self) -> Option<String> {
+        None
+    }
+    /// What the format's own time stamps are, when its records carry any: what a recording's
+    /// time index keeps beside the arrival times, so that a window can be asked for in the
+    /// instrument's clock. `None`: no time in the records (counters, sequence fields).
+    fn data_clock(&self) -> Option<DataClock> {
+        None
+    }
+    /// The record's own time stamp on the [`Format::data_clock`] scale, when it carries one
+    /// (`buf` is a whole datagram or file record). Mark5B keeps its date modulo 1000 days: it
+    /// is read as the date nearest `near_unix_ns` (the file's own time). Called by the writer
+    /// once per record it reads back, never by the capture thread.
+    fn data_time(&self, _buf: &[u8], _near_unix_ns: u64) -> Option<u64> {
         None
     }
     /// A string that [`spec::parse`] turns back into an equal format. Recordings store it in

@@ -50,6 +50,9 @@ pub const PAYLOAD_LENGTH: u64 = 0x4;
 pub const ITEM_DESCRIPTOR: u64 = 0x5;
 /// Item: stream control (0 start, 2 stop).
 pub const STREAM_CONTROL: u64 = 0x6;
+/// The timestamp item (MeerKAT's, in ADC samples since the instrument's sync time): what a
+/// recording's time index keeps as a SPEAD stream's own time.
+pub const TIMESTAMP: u64 = 0x1600;
 /// Item pointers in every emitted packet.
 const ITEMS: usize = 7;
 
@@ -480,7 +483,7 @@ impl Format for Spead {
             self.pointer(true, HEAP_SIZE, self.cfg.heap),
             self.pointer(true, HEAP_OFFSET, off),
             self.pointer(true, PAYLOAD_LENGTH, self.cfg.payload as u64),
-            self.pointer(true, 0x1600, idx.wrapping_mul(self.cfg.heap)),
+            self.pointer(true, TIMESTAMP, idx.wrapping_mul(self.cfg.heap)),
             self.pointer(true, 0x4101, u64::from(stream)),
             self.pointer(false, 0x4300, 0),
         ];
@@ -492,6 +495,16 @@ impl Format for Spead {
         self.cfg.fill.emit(p.payload_mut(), &at);
     }
 
+    fn data_clock(&self) -> Option<super::DataClock> {
+        Some(super::DataClock::SpeadTimestamp)
+    }
+    fn data_time(&self, buf: &[u8], _near: u64) -> Option<u64> {
+        let view = Packet::new_checked(buf).ok()?;
+        (0..view.num_items()).find_map(|i| match ItemPointer::decode(view.item(i), self.cfg.addr_bits) {
+            ItemPointer { immediate: true, id: TIMESTAMP, value } => Some(value),
+            _ => None,
+        })
+    }
     fn check(&self, buf: &[u8]) -> Result<PacketInfo, Invalid> {
         if buf.len() < HEADER_LEN {
             return Err(Invalid::Length);

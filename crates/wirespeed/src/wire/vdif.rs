@@ -420,6 +420,19 @@ impl Vdif {
         self.cfg.fill.emit(payload, &at);
     }
 
+    /// The UTC time of the frame in `buf` (nanoseconds since the Unix epoch): its reference
+    /// epoch and second, plus its frame number at this stream's frame rate. `None` for a buffer
+    /// too short for a header or a frame number beyond the rate.
+    pub fn frame_time(&self, buf: &[u8]) -> Option<u64> {
+        let h = Header::new_checked(buf).ok()?;
+        let (fps, frame) = (u64::from(self.cfg.fps), u64::from(h.frame()));
+        if frame >= fps {
+            return None;
+        }
+        let secs = UNIX_2000 + epoch_start(h.epoch()) + u64::from(h.seconds());
+        Some(secs * 1_000_000_000 + frame * 1_000_000_000 / fps)
+    }
+
     /// Check one frame (the whole of `buf`).
     pub(crate) fn check_frame(&self, buf: &[u8]) -> Result<PacketInfo, Invalid> {
         if buf.len() != self.cfg.frame_len {
@@ -511,6 +524,12 @@ impl Format for Vdif {
     fn stream_count(&self) -> u32 {
         self.cfg.threads
     }
+    fn data_clock(&self) -> Option<super::DataClock> {
+        Some(super::DataClock::Utc)
+    }
+    fn data_time(&self, buf: &[u8], _near: u64) -> Option<u64> {
+        self.frame_time(buf)
+    }
     fn seq_at(&self, unix_ns: u64) -> Option<u64> {
         self.seq_at_time(unix_ns)
     }
@@ -573,6 +592,12 @@ impl Format for Vtp {
     }
     fn stream_count(&self) -> u32 {
         self.vdif.cfg.threads
+    }
+    fn data_clock(&self) -> Option<super::DataClock> {
+        Some(super::DataClock::Utc)
+    }
+    fn data_time(&self, buf: &[u8], _near: u64) -> Option<u64> {
+        self.vdif.frame_time(Psn::new_checked(buf).ok()?.frame())
     }
     fn seq_at(&self, unix_ns: u64) -> Option<u64> {
         self.vdif.seq_at_time(unix_ns)
