@@ -109,6 +109,20 @@ enum Cmd {
         Exit codes: 0 success, 1 runtime failure, 2 bad usage (e.g. a scan with missing \
         chunks, unless --allow-holes), 4 the listing shows missing or doubled pieces.")]
     Gather(gather::GatherArgs),
+    /// Write the records of a window of a recording (a time span, a stream, sequence numbers).
+    #[command(long_about = "Take the records of a window out of a recording: a span of time (when they \
+        arrived, or the frames' own VDIF/Mark5B time, or SPEAD timestamps), one stream, a range of \
+        sequence numbers. The files' time indexes (kept in their sidecars by `record`) say which files \
+        and which bytes to read, so a minute of a month-long recording costs a minute of reading; a \
+        file without an index is read whole and the summary says so. The records are written in \
+        order as raw or pcap, with a ledger (FILE.json: schema wirespeed.extract/1) of what was \
+        taken and of the holes the recording has in the window.\n\n\
+        Try:  wirespeed extract /data/rec --from 2026-11-29T14:03:10Z --to +30s --stream 3 -w /tmp/win.vdif\n      \
+        wirespeed extract /data/rec --from -5m -w - | tshark -r - -c 10\n      \
+        wirespeed extract /data/rec --seq 1000..1999 --json\n\n\
+        Exit codes: 0 records were extracted, 1 runtime failure, 2 bad usage (a bad time or range), \
+        3 nothing was recorded in the window (or, with --expect-whole, it has holes).")]
+    Extract(extract::ExtractArgs),
     /// Measure the sustained write rate of a disk with the recorder's own I/O pattern.
     DiskTest(disk_test::DiskTestArgs),
     /// Answer wirespeed probes from allowed clients, each within a rate cap (the far end of `ping`).
@@ -226,6 +240,7 @@ fn main() -> ExitCode {
         Cmd::Record(a) => record::cmd_record(a),
         Cmd::Verify(a) => verify::cmd_verify(a),
         Cmd::Gather(a) => gather::cmd_gather(a),
+        Cmd::Extract(a) => extract::cmd_extract(a),
         Cmd::Station(a) => station::cmd_station(a),
         Cmd::DiskTest(a) => disk_test::cmd_disk_test(a),
         Cmd::Reflect(a) => reflect::cmd_reflect(a),

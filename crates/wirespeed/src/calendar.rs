@@ -62,9 +62,112 @@ pub fn utc_compact(unix_ns: u64) -> String {
     format!("{y:04}{mo:02}{d:02}T{h:02}{mi:02}{s:02}Z")
 }
 
+/// A UTC time written as ISO 8601: `YYYY-MM-DD`, `YYYY-MM-DDTHH:MM[:SS[.fraction]]` (a space
+/// may stand for the `T`), then `Z`, nothing (UTC too) or an offset `+HH:MM`/`-HH:MM`; in
+/// nanoseconds since the Unix epoch. Every field is range-checked: a date that does not exist
+/// is refused, never rolled over.
+pub fn parse_utc(s: &str) -> Result<u64, String> {
+    let bad = |why: &str| {
+        format!("{s:?} is not a UTC time ({why}): write e.g. 2026-11-29T14:03:10Z or 2026-11-29T14:03:10.25Z")
+    };
+    let t = s.trim();
+    let (date, rest) = match t.find(['T', 't', ' ']) {
+        Some(i) => (&t[..i], &t[i + 1..]),
+        None => (t, ""),
+    };
+    let num = |x: &str, len: usize, what: &str| -> Result<u32, String> {
+        if x.len() != len || !x.bytes().all(|b| b.is_ascii_digit()) {
+            return Err(bad(&format!("{what} must be {len} digits")));
+        }
+        x.parse::<u32>().map_err(|_| bad(what))
+    };
+    let mut d = date.split('-');
+    let (Some(y), Some(mo), Some(da), None) = (d.next(), d.next(), d.next(), d.next()) else {
+        return Err(bad("the date is YYYY-MM-DD"));
+    };
+    let (y, mo, da) = (num(y, 4, "the year")?, num(mo, 2, "the month")?, num(da, 2, "the day")?);
+    if !(1970..=2200).contains(&y) || !(1..=12).contains(&mo) || da == 0 {
+        return Err(bad("no such date"));
+    }
+    let days = days_from_civil(i64::from(y), mo, da);
+    if civil_from_days(days) != (i64::from(y), mo, da) {
+        return Err(bad("no such date"));
+    }
+    // The time of day, then the zone.
+    let (clock, zone_s) = match rest.find(['Z', 'z', '+', '-']) {
+        Some(i) => (&rest[..i], &rest[i..]),
+        None => (rest, ""),
+    };
+    let mut ns: u64 = 0;
+    if !clock.is_empty() {
+        let (hms, frac) = match clock.split_once('.') {
+            Some((a, b)) => (a, Some(b)),
+            None => (clock, None),
+        };
+        let mut p = hms.split(':');
+        let h = num(p.next().unwrap_or(""), 2, "the hour")?;
+        let mi = num(p.next().ok_or_else(|| bad("the time is HH:MM[:SS]"))?, 2, "the minute")?;
+        let se = match p.next() {
+            Some(x) => num(x, 2, "the second")?,
+            None => 0,
+        };
+        if p.next().is_some() || h > 23 || mi > 59 || se > 60 {
+            return Err(bad("no such time of day"));
+        }
+        ns = (u64::from(h) * 3600 + u64::from(mi) * 60 + u64::from(se)) * 1_000_000_000;
+        if let Some(f) = frac {
+            if f.is_empty() || f.len() > 9 || !f.bytes().all(|b| b.is_ascii_digit()) {
+                return Err(bad("the fraction of the second is 1 to 9 digits"));
+            }
+            ns += f.parse::<u64>().map_err(|_| bad("fraction"))? * 10u64.pow(9 - f.len() as u32);
+        }
+    } else if !zone_s.is_empty() {
+        return Err(bad("a zone needs a time of day"));
+    }
+    let offset_s: i64 = match zone_s {
+        "" | "Z" | "z" => 0,
+        z => {
+            let sign = if z.starts_with('-') { -1 } else { 1 };
+            let (h, m) = z[1..].split_once(':').unwrap_or((&z[1..], "00"));
+            let (h, m) = (num(h, 2, "the zone's hours")?, num(m, 2, "the zone's minutes")?);
+            if h > 14 || m > 59 {
+                return Err(bad("no such zone offset"));
+            }
+            sign * (i64::from(h) * 3600 + i64::from(m) * 60)
+        }
+    };
+    let secs = days * DAY_SECS as i64 - offset_s;
+    u64::try_from(secs).map(|s| s * 1_000_000_000 + ns).map_err(|_| bad("before 1970"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn iso_times_parse_and_impossible_ones_are_refused() {
+        assert_eq!(parse_utc("2026-11-22T12:34:56.789Z"), Ok(1_795_350_896_789_000_000));
+        assert_eq!(parse_utc("2026-11-22 12:34:56.789"), Ok(1_795_350_896_789_000_000));
+        assert_eq!(parse_utc("2026-11-22T13:34:56.789+01:00"), Ok(1_795_350_896_789_000_000));
+        assert_eq!(parse_utc("2026-11-22T12:34Z"), Ok(1_795_350_840_000_000_000));
+        assert_eq!(parse_utc("1970-01-01"), Ok(0));
+        assert_eq!(parse_utc("2000-02-29T00:00:00.000000001Z"), Ok(951_782_400_000_000_001));
+        for bad in [
+            "",
+            "now",
+            "2026-02-29",
+            "2026-13-01",
+            "2026-11-22T24:00",
+            "2026-11-22T12:34:56.",
+            "26-11-22",
+            "2026-11-22T12:34:56.1234567890Z",
+            "2026-11-22T12:34:56+15:00",
+            "1969-12-31T23:59:59Z",
+            "2026-11-22T1:2:3",
+        ] {
+            assert!(parse_utc(bad).is_err(), "{bad}");
+        }
+    }
 
     #[test]
     fn both_directions_agree_over_four_centuries() {

@@ -7,6 +7,7 @@ pub mod completions;
 pub mod demo;
 pub mod disk_test;
 pub mod doctor;
+pub mod extract;
 pub mod formats;
 pub mod gather;
 pub mod linerate;

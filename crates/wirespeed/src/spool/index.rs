@@ -53,6 +53,29 @@ pub struct TimeIndex {
     pub every_bytes: u64,
     /// The entries, in file order.
     pub entries: Vec<IndexEntry>,
+    /// Raw files: the capture's time marks, `[file offset, ns]`: every record before the
+    /// offset arrived at or before the time, every record after it at or after. A record's
+    /// arrival is read between the two marks around it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub marks: Vec<[u64; 2]>,
+}
+
+impl TimeIndex {
+    /// The arrival time of the record at `offset` of a raw file, from the marks around it:
+    /// linear in the offset between them (their times bound it), or the nearer mark's time
+    /// past the first or last.
+    pub fn arrival_at(&self, offset: u64) -> Option<u64> {
+        let i = self.marks.partition_point(|m| m[0] <= offset);
+        match (i.checked_sub(1).and_then(|j| self.marks.get(j)), self.marks.get(i)) {
+            (Some(a), Some(b)) if b[0] > a[0] => {
+                let f = (offset - a[0]) as f64 / (b[0] - a[0]) as f64;
+                Some(a[1] + ((b[1].saturating_sub(a[1])) as f64 * f) as u64)
+            }
+            (Some(a), _) => Some(a[1]),
+            (None, Some(b)) => Some(b[1]),
+            (None, None) => None,
+        }
+    }
 }
 
 /// One stretch of a file.
@@ -266,6 +289,7 @@ impl IndexBuilder {
             data_time: fold(&|e| e.data_time),
             every_bytes: INDEX_EVERY,
             entries,
+            marks: self.marks.iter().filter(|m| m.0 <= file_len).map(|&(o, t)| [o, t]).collect(),
         }
     }
 }

@@ -85,6 +85,44 @@ pub fn free_space(path: &Path) -> io::Result<u64> {
     Ok(s.f_bavail as u64 * s.f_frsize as u64)
 }
 
+/// Total size of the filesystem holding `path`, and the bytes available to this user: what
+/// `record --keep-free 10%` measures its share against.
+pub fn space(path: &Path) -> io::Result<(u64, u64)> {
+    let c = c_path(path)?;
+    // SAFETY: statvfs is plain old data for which all-zero is valid.
+    let mut s: libc::statvfs = unsafe { zeroed() };
+    // SAFETY: `c` is a valid NUL-terminated path and `s` a valid out-pointer.
+    cvt(unsafe { libc::statvfs(c.as_ptr(), &mut s) })?;
+    Ok((s.f_blocks as u64 * s.f_frsize as u64, s.f_bavail as u64 * s.f_frsize as u64))
+}
+
+/// Mark a recorded file as being read (a shared `flock`), so that a recorder's retention
+/// (`record --keep-free`) passes it over instead of deleting it under the reader. Readers
+/// share the lock; it goes with the descriptor. A file whose filesystem has no locks is read
+/// unlocked (`Ok(false)`).
+pub fn lock_shared(f: &std::fs::File) -> io::Result<bool> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: flock on a descriptor `f` owns; the flags are plain integers.
+    match cvt(unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_SH) }) {
+        Ok(_) => Ok(true),
+        Err(e) if matches!(e.raw_os_error(), Some(libc::ENOLCK) | Some(libc::EOPNOTSUPP)) => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+/// Take a recorded file for deletion: an exclusive `flock` without waiting. `false` when a
+/// reader holds it ([`lock_shared`]).
+pub fn try_lock_exclusive(f: &std::fs::File) -> io::Result<bool> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: flock on a descriptor `f` owns; the flags are plain integers.
+    match cvt(unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) }) {
+        Ok(_) => Ok(true),
+        Err(e) if e.raw_os_error() == Some(libc::EWOULDBLOCK) => Ok(false),
+        Err(e) if matches!(e.raw_os_error(), Some(libc::ENOLCK) | Some(libc::EOPNOTSUPP)) => Ok(true),
+        Err(e) => Err(e),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,0 +1,631 @@
+//! Extraction: the records of a recording that fall in a window of time (arrival, or the
+//! format's own), of one stream, or of a range of sequence numbers, read through the files'
+//! time indexes ([`super::index`]) so that 30 seconds of a 50 GB recording cost 30 seconds of
+//! reading, and accounted like everything else: a ledger of what was taken and of the holes
+//! the recording had in the window.
+//!
+//! A file whose sidecar has no index (an older recording, `record --no-index`, a file still
+//! being written, another tool's pcap) is read whole, and the report says so per file. The
+//! records come out in file order, files in recording order; `wirespeed extract` writes them
+//! as raw or pcap, Python's `Recording.between` maps them.
+//!
+//! Every file read is held with a shared lock ([`crate::sys::file::lock_shared`]) while it is
+//! read, so that a recorder's retention never deletes it under the reader.
+
+use super::index::TimeIndex;
+use super::open::OpenFile;
+use super::{parse_pcap_global, parse_pcap_packet, pcap, FileFormat, FileLedger, FileStream};
+use crate::error::{Error, Result};
+use crate::ledger::LedgerCounts;
+use crate::wire::{DataClock, Format};
+use serde::Serialize;
+use std::fs::File;
+use std::net::SocketAddr;
+use std::os::unix::fs::FileExt;
+use std::sync::Arc;
+
+/// Schema of an extract's ledger (`FILE.json` beside `-w FILE`, and `--json`).
+pub const EXTRACT_SCHEMA: &str = "wirespeed.extract/1";
+
+/// Longest pcap record accepted (as `verify` does).
+const MAX_CAPLEN: usize = 262_144;
+/// Bytes read at a time.
+const READ: usize = 8 << 20;
+
+/// Which clock a window is on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Clock {
+    /// When the recorder received each record (pcap: its time stamp; raw files: read between
+    /// the capture's time marks around it).
+    Arrival,
+    /// The records' own time (VDIF/Mark5B frame time in UTC, the SPEAD timestamp item).
+    Data,
+}
+
+/// A window of time, `[from, to)`, on one clock (ns since the epoch, or SPEAD timestamp units).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct Window {
+    /// The clock.
+    pub clock: Clock,
+    /// First instant in the window.
+    pub from: u64,
+    /// First instant after it.
+    pub to: u64,
+}
+
+/// What to extract.
+#[derive(Clone, Debug, Default)]
+pub struct Query {
+    /// The time window, if any.
+    pub window: Option<Window>,
+    /// Only this format stream (VDIF thread, Mark5B/SPEAD stream id).
+    pub stream: Option<u32>,
+    /// Only these sequence numbers, inclusive.
+    pub seq: Option<(u64, u64)>,
+    /// Read whole files even where an index could narrow the reading (the full scan a
+    /// benchmark compares against).
+    pub no_index: bool,
+}
+
+impl Query {
+    /// Whether the query asks anything of a record's contents (stream, number, own time).
+    fn checks_records(&self) -> bool {
+        self.stream.is_some() || self.seq.is_some() || self.window.is_some_and(|w| w.clock == Clock::Data)
+    }
+}
+
+/// One record that matched, as it lies in its file.
+#[derive(Clone, Copy, Debug)]
+pub struct Pick<'a> {
+    /// Which of the recording's files (index into the list given).
+    pub file: usize,
+    /// Where the record starts in the file.
+    pub offset: u64,
+    /// The whole record: a raw file's record, or a pcap record with its header.
+    pub record: &'a [u8],
+    /// The UDP payload (raw files: the record).
+    pub payload: &'a [u8],
+    /// Its source (pcap).
+    pub src: Option<SocketAddr>,
+    /// Its arrival time (pcap exact; raw files from the marks, when indexed), ns.
+    pub arrival_ns: Option<u64>,
+}
+
+/// How one file was read.
+#[derive(Clone, Debug, Serialize)]
+pub struct FileRead {
+    /// The data file.
+    pub path: String,
+    /// `index` (read only the range its index gives), `skipped` (its index shows nothing in
+    /// the window: not opened), `scanned` (no index, or --no-index: read whole).
+    pub how: String,
+    /// Bytes read from it.
+    pub bytes_read: u64,
+    /// Records read (checked against the query).
+    pub records_read: u64,
+    /// Records taken.
+    pub records: u64,
+}
+
+/// What an extract found: the ledger written beside its output.
+#[derive(Clone, Debug, Serialize)]
+pub struct ExtractReport {
+    /// Always [`EXTRACT_SCHEMA`].
+    pub schema: &'static str,
+    /// The time window asked for, UTC (ISO 8601) for UTC clocks.
+    pub window: Option<WindowShown>,
+    /// The stream asked for.
+    pub stream: Option<u32>,
+    /// The sequence numbers asked for (inclusive).
+    pub seq: Option<[u64; 2]>,
+    /// Where the records went: a file, `-` (stdout), or nothing (counted only).
+    pub output: Option<String>,
+    /// raw or pcap.
+    pub file_format: FileFormat,
+    /// The stream's format (what reads the records).
+    pub format: String,
+    /// Records taken.
+    pub records: u64,
+    /// Bytes of the records taken, as they lie in the recording (the output's own size is
+    /// the file's).
+    pub bytes: u64,
+    /// Arrival of the first and last record taken, ns (when known).
+    pub arrival_ns: Option<[u64; 2]>,
+    /// Own time of the first and last record taken (when the format has one).
+    pub data_time: Option<[u64; 2]>,
+    /// The ledger of the records taken, per stream: their gaps are holes the recording has
+    /// inside the window.
+    pub streams: Vec<FileStream>,
+    /// Totals over the streams.
+    pub total: LedgerCounts,
+    /// Frames missing at the window's edges (UTC formats, data clock: the numbers the window
+    /// should hold before the first and after the last record taken, per stream).
+    pub missing_at_edges: Vec<EdgeGap>,
+    /// Every file of the recording and how it was read.
+    pub files: Vec<FileRead>,
+    /// Things the reader should know (files without an index, a window in a hole).
+    pub notes: Vec<String>,
+}
+
+/// Numbers a window should hold that lie before the first or after the last record taken.
+#[derive(Clone, Debug, Serialize)]
+pub struct EdgeGap {
+    /// The stream.
+    pub stream: u32,
+    /// First number missing.
+    pub first: u64,
+    /// Last number missing.
+    pub last: u64,
+    /// How many.
+    pub count: u64,
+}
+
+/// A window as the report shows it.
+#[derive(Clone, Debug, Serialize)]
+pub struct WindowShown {
+    /// arrival or data.
+    pub clock: Clock,
+    /// First instant, as given on its clock (ns or timestamp units).
+    pub from: u64,
+    /// First instant after it.
+    pub to: u64,
+    /// The same in UTC, for UTC clocks.
+    pub from_utc: Option<String>,
+    /// The same in UTC, for UTC clocks.
+    pub to_utc: Option<String>,
+}
+
+impl ExtractReport {
+    /// Whether the recording holds every record the window should (no gap inside, none at
+    /// the edges where that can be known), and at least one.
+    pub fn whole(&self) -> bool {
+        self.records > 0 && self.total.lost == 0 && self.missing_at_edges.is_empty()
+    }
+
+    /// The summary line a person reads.
+    pub fn line(&self) -> String {
+        let mut s = format!(
+            "{} record(s), {} from {} file(s) ({} read through their index, {} scanned whole, {} not opened)",
+            crate::units::thousands(self.records),
+            crate::units::bytes(self.bytes),
+            self.files.iter().filter(|f| f.records > 0).count(),
+            self.files.iter().filter(|f| f.how == "index").count(),
+            self.files.iter().filter(|f| f.how == "scanned").count(),
+            self.files.iter().filter(|f| f.how == "skipped").count(),
+        );
+        if self.total.lost > 0 {
+            s += &format!(
+                "; the recording lacks {} record(s) inside the window",
+                crate::units::thousands(self.total.lost)
+            );
+        }
+        let edge: u64 = self.missing_at_edges.iter().map(|g| g.count).sum();
+        if edge > 0 {
+            s += &format!(
+                "; {} record(s) of the window lie before or after what was recorded",
+                crate::units::thousands(edge)
+            );
+        }
+        s
+    }
+}
+
+/// A time as given for a window's edge.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TimeArg {
+    /// An instant in UTC, ns since the epoch.
+    Utc(u64),
+    /// A SPEAD timestamp (`ts:N`), in the instrument's units.
+    Timestamp(u64),
+    /// `+DURATION` (for the window's end): that long after its start.
+    After(u64),
+}
+
+/// Read a window edge: a UTC time in ISO 8601 (`2026-11-29T14:03:10Z`, fractions and offsets
+/// allowed), `now`, a time before now (`-5m`, `-90s`, `-1h`: units of `s`, `m`, `h`, `d`), a
+/// duration after the window's start (`+30s`, for its end), or a SPEAD timestamp (`ts:N`).
+pub fn parse_time(s: &str, now_ns: u64) -> std::result::Result<TimeArg, String> {
+    let t = s.trim();
+    let teach = "write a UTC time (2026-11-29T14:03:10Z), now, a time before now (-5m), a duration after --from (+30s), or a SPEAD timestamp (ts:123456)";
+    if t == "now" {
+        return Ok(TimeArg::Utc(now_ns));
+    }
+    if let Some(n) = t.strip_prefix("ts:") {
+        return crate::units::parse_count(n).map(TimeArg::Timestamp).map_err(|e| format!("{s:?}: {e} ({teach})"));
+    }
+    let duration = |d: &str| -> std::result::Result<u64, String> {
+        let d = crate::units::parse_duration(d).map_err(|e| format!("{s:?}: {e} ({teach})"))?;
+        u64::try_from(d.as_nanos()).map_err(|_| format!("{s:?} is too long"))
+    };
+    if let Some(d) = t.strip_prefix('-') {
+        let ns = duration(d)?;
+        return now_ns.checked_sub(ns).map(TimeArg::Utc).ok_or_else(|| format!("{s:?} reaches before 1970"));
+    }
+    if let Some(d) = t.strip_prefix('+') {
+        return duration(d).map(TimeArg::After);
+    }
+    if t.len() >= 10 && t.as_bytes()[4] == b'-' {
+        return crate::calendar::parse_utc(t).map(TimeArg::Utc);
+    }
+    Err(format!("{s:?} is not a time: {teach}"))
+}
+
+/// The window `[from, to)` that `from` and `to` (each optional) give on `clock` for a
+/// recording of `fmt`: open ends reach the recording's ends. Refused with one line when the
+/// forms do not fit the clock (a SPEAD timestamp on a UTC clock, `+D` as a start).
+pub fn window_of(
+    from: Option<TimeArg>,
+    to: Option<TimeArg>,
+    clock: Clock,
+    fmt: &dyn Format,
+) -> std::result::Result<Window, String> {
+    let spead = clock == Clock::Data && fmt.data_clock() == Some(DataClock::SpeadTimestamp);
+    let edge = |t: Option<TimeArg>, name: &str, open: u64| -> std::result::Result<u64, String> {
+        match t {
+            None => Ok(open),
+            Some(TimeArg::Utc(_)) if spead => Err(format!(
+                "--{name}: {}'s own time is its SPEAD timestamp, not UTC: give ts:N, or --clock arrival for UTC",
+                fmt.name()
+            )),
+            Some(TimeArg::Utc(ns)) => Ok(ns),
+            Some(TimeArg::Timestamp(v)) if spead => Ok(v),
+            Some(TimeArg::Timestamp(_)) => Err(format!(
+                "--{name}: ts:N is a SPEAD timestamp, and this window is in UTC ({}): give an ISO time",
+                if clock == Clock::Arrival { "arrival times" } else { "the frames' own times" }
+            )),
+            Some(TimeArg::After(_)) => Err(format!("--{name}: +DURATION is for --to (that long after --from)")),
+        }
+    };
+    let start = edge(from, "from", 0)?;
+    let end = match to {
+        Some(TimeArg::After(d)) if from.is_some() => start.saturating_add(d),
+        Some(TimeArg::After(_)) => return Err("--to +DURATION counts from --from: give --from too".into()),
+        t => edge(t, "to", u64::MAX)?,
+    };
+    if end <= start {
+        return Err("the window is empty: --to must come after --from".into());
+    }
+    Ok(Window { clock, from: start, to: end })
+}
+
+/// The clock `auto` means for a format: its own time when it is UTC (VDIF, Mark5B), else the
+/// arrival.
+pub fn auto_clock(fmt: &dyn Format) -> Clock {
+    match fmt.data_clock() {
+        Some(DataClock::Utc) => Clock::Data,
+        _ => Clock::Arrival,
+    }
+}
+
+/// Reads one file's byte range record by record, through one reused buffer.
+struct RangeReader<'f> {
+    file: &'f File,
+    pos: u64,
+    end: u64,
+    buf: Vec<u8>,
+    lo: usize,
+    hi: usize,
+    read: u64,
+}
+
+impl<'f> RangeReader<'f> {
+    fn new(file: &'f File, start: u64, end: u64, buf: Vec<u8>) -> Self {
+        RangeReader { file, pos: start, end, buf, lo: 0, hi: 0, read: 0 }
+    }
+
+    /// At least `n` bytes buffered (fewer at the range's end).
+    fn fill(&mut self, n: usize) -> std::io::Result<usize> {
+        if self.hi - self.lo >= n {
+            return Ok(self.hi - self.lo);
+        }
+        self.buf.copy_within(self.lo..self.hi, 0);
+        self.hi -= self.lo;
+        self.lo = 0;
+        while self.hi < n && self.pos < self.end {
+            let want = ((self.end - self.pos) as usize).min(self.buf.len() - self.hi);
+            let got = self.file.read_at(&mut self.buf[self.hi..self.hi + want], self.pos)?;
+            if got == 0 {
+                self.end = self.pos; // the file is shorter than it was
+                break;
+            }
+            self.hi += got;
+            self.pos += got as u64;
+            self.read += got as u64;
+        }
+        Ok(self.hi - self.lo)
+    }
+
+    /// Offset in the file of the next unread byte.
+    fn offset(&self) -> u64 {
+        self.pos - (self.hi - self.lo) as u64
+    }
+}
+
+/// The byte range of `f` to read for `q`: from its index (`None`: nothing in it), or whole.
+fn range_of(f: &OpenFile, ix: Option<&TimeIndex>, q: &Query, header: u64) -> Option<(u64, u64)> {
+    let len = f.bytes;
+    let Some(ix) = ix else { return Some((header.min(len), len)) };
+    let mut r = (header.min(len), len);
+    if let Some(w) = q.window {
+        let data = w.clock == Clock::Data;
+        if data && ix.data_clock.is_none() {
+            return Some(r);
+        }
+        let (a, b) = ix.range(w.from, w.to.saturating_sub(1), data, len)?;
+        r = (r.0.max(a), r.1.min(b));
+    }
+    if let Some((a, b)) = q.seq {
+        let (s, e) = ix.seq_range(q.stream, a, b, len)?;
+        r = (r.0.max(s), r.1.min(e));
+    } else if let Some(st) = q.stream {
+        // Only entries that hold the stream at all.
+        let (s, e) = ix.seq_range(Some(st), 0, u64::MAX, len)?;
+        r = (r.0.max(s), r.1.min(e));
+    }
+    (r.0 < r.1).then_some(r)
+}
+
+/// Read `files` (a recording, in order) for `q`, handing each matching record to `take` in
+/// file order. `fmt` reads the records' stream, number and own time. Returns the report (its
+/// `output` left empty for the caller).
+pub fn extract(
+    files: &[OpenFile],
+    q: &Query,
+    fmt: &Arc<dyn Format>,
+    mut take: impl FnMut(&Pick<'_>) -> std::io::Result<()>,
+) -> Result<ExtractReport> {
+    let Some(first) = files.first() else { return Err(Error::not_found("no recorded files to extract from")) };
+    let ff = first.layout.file_format;
+    if let Some(f) = files.iter().find(|f| f.layout.file_format != ff) {
+        return Err(Error::invalid(format!(
+            "{} is a {} file among {} files: extract one recording at a time",
+            f.path.display(),
+            name_of(f.layout.file_format),
+            name_of(ff)
+        )));
+    }
+    if let Some(w) = q.window {
+        if w.to <= w.from {
+            return Err(Error::invalid("the window is empty: --to must come after --from"));
+        }
+        if w.clock == Clock::Data && fmt.data_clock().is_none() {
+            return Err(Error::invalid(format!(
+                "{} carries no time of its own: ask for arrival times (--clock arrival) or give --seq",
+                fmt.name()
+            )));
+        }
+    }
+    let mut ledger = FileLedger::new(fmt.clone(), 1 << 16);
+    let mut report = ExtractReport {
+        schema: EXTRACT_SCHEMA,
+        window: q.window.map(|w| shown(w, fmt.data_clock())),
+        stream: q.stream,
+        seq: q.seq.map(|(a, b)| [a, b]),
+        output: None,
+        file_format: ff,
+        format: fmt.spec(),
+        records: 0,
+        bytes: 0,
+        arrival_ns: None,
+        data_time: None,
+        streams: Vec::new(),
+        total: LedgerCounts::default(),
+        missing_at_edges: Vec::new(),
+        files: Vec::new(),
+        notes: Vec::new(),
+    };
+    let mut buf = vec![0u8; READ];
+    let checks = q.checks_records();
+    // The last own time seen: a record without one (a SPEAD heap's later packets) takes it.
+    let mut last_data: Option<u64> = None;
+    let mut unindexed = Vec::new();
+    for (fi, f) in files.iter().enumerate() {
+        let path = f.path.display().to_string();
+        // The index narrows the reading unless told not to; its marks (raw files' arrival
+        // times) and dates serve either way.
+        let full_ix = f.sidecar.as_ref().and_then(|s| s.index.as_ref());
+        let ix = if q.no_index { None } else { full_ix };
+        if ix.is_none() && !q.no_index {
+            unindexed.push(path.clone());
+        }
+        let file = File::open(&f.path).map_err(|e| Error::os(format!("cannot open {path}: {e}"), &e))?;
+        crate::sys::file::lock_shared(&file)
+            .map_err(|e| Error::os(format!("cannot lock {path} for reading: {e}"), &e))?;
+        let mut pcap_info = None;
+        let header = if ff == FileFormat::Pcap {
+            let mut h = [0u8; super::PCAP_GLOBAL_LEN];
+            file.read_exact_at(&mut h, f.offset).map_err(|e| Error::os(format!("cannot read {path}: {e}"), &e))?;
+            pcap_info = Some(parse_pcap_global(&h).ok_or_else(|| {
+                Error::bad_data(format!("{path} does not start with a pcap header: it is not a pcap recording"))
+            })?);
+            super::PCAP_GLOBAL_LEN as u64
+        } else {
+            0
+        };
+        let Some((start, end)) = range_of(f, ix, q, header) else {
+            report.files.push(FileRead { path, how: "skipped".into(), bytes_read: 0, records_read: 0, records: 0 });
+            continue;
+        };
+        let how = if ix.is_some() { "index" } else { "scanned" };
+        let arrival_known = ff == FileFormat::Pcap || full_ix.is_some_and(|i| !i.marks.is_empty());
+        if q.window.is_some_and(|w| w.clock == Clock::Arrival) && !arrival_known {
+            report.notes.push(format!(
+                "{path} is a raw file without the capture's time marks (no index): its records' arrival times are unknown, so none was taken; ask by the format's own time (--clock data) or by --seq"
+            ));
+            report.files.push(FileRead { path, how: "skipped".into(), bytes_read: 0, records_read: 0, records: 0 });
+            continue;
+        }
+        let mut rr = RangeReader::new(&file, f.offset + start, f.offset + end, std::mem::take(&mut buf));
+        let (mut read_n, mut taken) = (0u64, 0u64);
+        let near = full_ix.and_then(|i| i.arrival_ns).map_or_else(crate::sys::realtime_ns, |a| a[0]);
+        loop {
+            let rec_len = match (ff, pcap_info) {
+                (FileFormat::Raw, _) => f.layout.record_len,
+                (FileFormat::Pcap, Some(p)) => {
+                    if rr.fill(pcap::PCAP_RECORD_LEN).map_err(|e| io_err(&path, e))? < pcap::PCAP_RECORD_LEN {
+                        break;
+                    }
+                    let h = pcap::RecordHeader::new_checked(&rr.buf[rr.lo..rr.hi], p.order())
+                        .map_err(|_| Error::bad_data(format!("{path}: a pcap record header is cut short")))?;
+                    let cap = h.caplen() as usize;
+                    if cap > MAX_CAPLEN {
+                        report.notes.push(format!(
+                            "{path}: a record at byte {} claims {cap} bytes: the rest of the file cannot be framed and was not read",
+                            rr.offset() - f.offset
+                        ));
+                        break;
+                    }
+                    pcap::PCAP_RECORD_LEN + cap
+                }
+                _ => break,
+            };
+            if rec_len == 0 || rr.fill(rec_len).map_err(|e| io_err(&path, e))? < rec_len {
+                break;
+            }
+            let offset = rr.offset() - f.offset;
+            let rec = &rr.buf[rr.lo..rr.lo + rec_len];
+            rr.lo += rec_len;
+            read_n += 1;
+            let (src, payload, arrival) = match pcap_info {
+                Some(p) => {
+                    let h =
+                        pcap::RecordHeader::new_checked(rec, p.order()).map_err(|_| Error::bad_data("cut short"))?;
+                    let (src, pl) = parse_pcap_packet(&p, &rec[pcap::PCAP_RECORD_LEN..], h.origlen());
+                    (src, pl, Some(h.unix_ns(p.nanos)))
+                }
+                None => (None, Some(rec), full_ix.and_then(|i| i.arrival_at(offset))),
+            };
+            if let Some(w) = q.window.filter(|w| w.clock == Clock::Arrival) {
+                match arrival {
+                    Some(t) if t >= w.from && t < w.to => {}
+                    _ => continue,
+                }
+            }
+            let mut data_t = None;
+            if checks {
+                let Some(pl) = payload else { continue };
+                let info = fmt.check(pl).ok();
+                if q.stream.is_some_and(|s| info.is_none_or(|i| i.stream != s)) {
+                    continue;
+                }
+                if let Some((a, b)) = q.seq {
+                    if info.is_none_or(|i| i.seq < a || i.seq > b) {
+                        continue;
+                    }
+                }
+                if let Some(w) = q.window.filter(|w| w.clock == Clock::Data) {
+                    let t = fmt.data_time(pl, near).or(last_data);
+                    if let Some(t) = fmt.data_time(pl, near) {
+                        last_data = Some(t);
+                    }
+                    match t {
+                        Some(t) if t >= w.from && t < w.to => data_t = Some(t),
+                        _ => continue,
+                    }
+                }
+            }
+            let pick =
+                Pick { file: fi, offset, record: rec, payload: payload.unwrap_or(&[]), src, arrival_ns: arrival };
+            take(&pick).map_err(|e| Error::os(format!("cannot write the extracted records: {e}"), &e))?;
+            taken += 1;
+            report.records += 1;
+            report.bytes += rec.len() as u64;
+            match payload {
+                Some(pl) => ledger.add(src, pl),
+                None => ledger.add_unreadable(true),
+            }
+            if let Some(t) = arrival {
+                widen(&mut report.arrival_ns, t);
+            }
+            if let Some(t) = data_t.or_else(|| payload.and_then(|pl| fmt.data_time(pl, near))) {
+                widen(&mut report.data_time, t);
+            }
+        }
+        report.files.push(FileRead {
+            path,
+            how: how.into(),
+            bytes_read: rr.read,
+            records_read: read_n,
+            records: taken,
+        });
+        buf = rr.buf;
+    }
+    let (streams, total) = ledger.finish();
+    report.streams = streams;
+    report.total = total;
+    if !unindexed.is_empty() {
+        report.notes.push(format!(
+            "{} file(s) have no time index and were read whole: {}",
+            unindexed.len(),
+            unindexed.join(", ")
+        ));
+    }
+    edges(&mut report, q, fmt);
+    Ok(report)
+}
+
+/// The frames a UTC window should hold before the first and after the last record taken, per
+/// stream (VDIF and Mark5B number their frames by time, so the window says which numbers it
+/// holds); and a window with nothing in it named as a hole.
+fn edges(report: &mut ExtractReport, q: &Query, fmt: &Arc<dyn Format>) {
+    let Some(w) = q.window else { return };
+    if w.clock == Clock::Data && fmt.data_clock() == Some(DataClock::Utc) {
+        if let (Some(a), Some(b)) = (fmt.seq_at(w.from), fmt.seq_at(w.to)) {
+            let (a, b) = (a.max(q.seq.map_or(0, |s| s.0)), b.min(q.seq.map_or(u64::MAX, |s| s.1.saturating_add(1))));
+            for s in &report.streams {
+                if let (Some(f), Some(l)) = (s.first_seq, s.last_seq) {
+                    if f > a {
+                        report.missing_at_edges.push(EdgeGap { stream: s.stream, first: a, last: f - 1, count: f - a });
+                    }
+                    if l + 1 < b {
+                        report.missing_at_edges.push(EdgeGap {
+                            stream: s.stream,
+                            first: l + 1,
+                            last: b - 1,
+                            count: b - l - 1,
+                        });
+                    }
+                }
+            }
+            if report.streams.is_empty() && b > a {
+                let stream = q.stream.unwrap_or(0);
+                report.missing_at_edges.push(EdgeGap { stream, first: a, last: b - 1, count: b - a });
+            }
+        }
+    }
+    if report.records == 0 {
+        report
+            .notes
+            .push("nothing was recorded in the window: it lies in a hole of the recording, or outside it".to_string());
+    }
+}
+
+fn widen(r: &mut Option<[u64; 2]>, t: u64) {
+    *r = Some(match *r {
+        None => [t, t],
+        Some([a, b]) => [a.min(t), b.max(t)],
+    });
+}
+
+fn shown(w: Window, clock: Option<DataClock>) -> WindowShown {
+    let utc = w.clock == Clock::Arrival || clock == Some(DataClock::Utc);
+    WindowShown {
+        clock: w.clock,
+        from: w.from,
+        to: w.to,
+        from_utc: utc.then(|| super::utc_iso(w.from)),
+        to_utc: utc.then(|| super::utc_iso(w.to)),
+    }
+}
+
+fn name_of(f: FileFormat) -> &'static str {
+    match f {
+        FileFormat::Raw => "raw",
+        FileFormat::Pcap => "pcap",
+    }
+}
+
+fn io_err(path: &str, e: std::io::Error) -> Error {
+    Error::os(format!("cannot read {path}: {e}"), &e)
+}
