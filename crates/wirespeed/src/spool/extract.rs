@@ -506,11 +506,11 @@ pub fn extract(
             if checks {
                 let Some(pl) = payload else { continue };
                 let info = fmt.check(pl).ok();
-                if q.stream.is_some_and(|s| info.is_none_or(|i| i.stream != s)) {
+                if q.stream.is_some_and(|s| !info.is_some_and(|i| i.stream == s)) {
                     continue;
                 }
                 if let Some((a, b)) = q.seq {
-                    if info.is_none_or(|i| i.seq < a || i.seq > b) {
+                    if !info.is_some_and(|i| i.seq >= a && i.seq <= b) {
                         continue;
                     }
                 }
