@@ -86,6 +86,24 @@ pub struct RecordConfig {
     pub scan: Option<ScanTarget>,
     /// Build a time index into each file's sidecar (the default; off only to measure its cost).
     pub index: bool,
+    /// Delete the oldest finished files to keep free space or age (`--keep-free`,
+    /// `--keep-for`); `None`: a disk that fills stops the recording.
+    pub retention: Option<RetentionTarget>,
+}
+
+/// Retention rules and who is told of each deletion.
+#[derive(Clone)]
+pub struct RetentionTarget {
+    /// The rules.
+    pub rules: crate::spool::retention::Retention,
+    /// Told of every deletion (one line each), if anyone.
+    pub say: Option<crate::spool::scatter::Say>,
+}
+
+impl std::fmt::Debug for RetentionTarget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RetentionTarget").field("rules", &self.rules).finish_non_exhaustive()
+    }
 }
 
 /// A scan scattered over mount points: where, named what, in which layout and chunk size.
@@ -184,6 +202,9 @@ pub struct RecordReport {
     /// The share (`--share`), if the rings were published for taps.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub share: Option<ShareReport>,
+    /// What retention deleted (`--keep-free`, `--keep-for`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub retention: Option<crate::spool::retention::RetentionReport>,
 }
 
 /// Check that `dir` exists and takes files, before any socket is opened.
@@ -502,6 +523,7 @@ pub fn run(
             warnings,
             threads: Vec::new(),
             share: None,
+            retention: None,
         });
     }
     crate::spool::validate_prefix(&cfg.prefix).map_err(Error::invalid)?;
@@ -743,6 +765,16 @@ pub fn run_with_rings(
         if let Some(show) = &cfg.show_rings {
             show.rings(shareds.iter().cloned().zip(capacities.iter().copied()).collect());
         }
+        let keeper = match (&cfg.retention, shareds.first()) {
+            (Some(t), Some(counters)) => match start_retention(cfg, t, counters.clone()) {
+                Ok(k) => Some(k),
+                Err(e) => {
+                    abort_writers(&shareds, handles);
+                    return Err(e);
+                }
+            },
+            _ => None,
+        };
         let live = RecordLive {
             shared: shareds.clone(),
             capacity,
@@ -774,6 +806,7 @@ pub fn run_with_rings(
             wreports.push(w);
             consumers.push(c);
         }
+        let retention = keeper.map(RetentionRun::finish);
         if consumers.iter().all(Option::is_some) {
             back = sinks.into_iter().map(RingSink::into_ring).zip(consumers.into_iter().flatten()).collect();
         }
@@ -842,6 +875,7 @@ pub fn run_with_rings(
                 name: cfg.share.clone().unwrap_or_default(),
                 descriptor: g.path().display().to_string(),
             }),
+            retention,
         })
     })();
     (r, back)
@@ -964,6 +998,64 @@ fn claim_share(
 }
 
 /// End the writers of a capture that failed, and remove the empty files they had opened.
+/// The retention thread of a recording.
+struct RetentionRun {
+    stop: Arc<std::sync::atomic::AtomicBool>,
+    handle: Option<std::thread::JoinHandle<crate::spool::retention::RetentionReport>>,
+}
+
+impl RetentionRun {
+    /// Stop it (after the writers finished: a last sweep first) and take its report.
+    fn finish(mut self) -> crate::spool::retention::RetentionReport {
+        self.stop.store(true, Ordering::Release);
+        self.handle.take().and_then(|h| h.join().ok()).unwrap_or_default()
+    }
+}
+
+impl Drop for RetentionRun {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Release);
+    }
+}
+
+/// How often retention looks at the disk: at 2 Gb/s, 50 MB arrive between two looks.
+const RETENTION_EVERY: Duration = Duration::from_millis(200);
+
+/// Start the retention thread of a file series in `cfg.dir`, counting into `counters`.
+fn start_retention(cfg: &RecordConfig, t: &RetentionTarget, counters: Arc<Shared>) -> Result<RetentionRun> {
+    use crate::spool::retention::Keeper;
+    let say = t.say.clone();
+    let mut keeper = Keeper::new(
+        &cfg.dir,
+        &cfg.prefix,
+        t.rules,
+        Box::new(move |line: &str| {
+            if let Some(s) = &say {
+                s(line)
+            }
+        }),
+    );
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let s2 = stop.clone();
+    let handle = std::thread::Builder::new()
+        .name("ws-retention".into())
+        .spawn(move || loop {
+            let last = s2.load(Ordering::Acquire);
+            keeper.sweep(sys::realtime_ns());
+            counters.files_deleted.store(keeper.report.files_deleted, Ordering::Relaxed);
+            counters.bytes_deleted.store(keeper.report.bytes_deleted, Ordering::Relaxed);
+            if last {
+                return keeper.report;
+            }
+            let t0 = sys::monotonic_ns();
+            while !s2.load(Ordering::Acquire) && sys::monotonic_ns() - t0 < RETENTION_EVERY.as_nanos() as u64 {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        })
+        .map_err(|e| Error::failed(format!("cannot start the retention thread: {e}")))?;
+    Ok(RetentionRun { stop, handle: Some(handle) })
+}
+
 fn abort_writers(
     shareds: &[Arc<Shared>],
     handles: Vec<std::thread::JoinHandle<(WriterReport, Option<sys::RingConsumer>)>>,

@@ -209,11 +209,30 @@ pub fn parse_bytes(s: &str) -> Result<u64, String> {
     })
 }
 
-/// Parse a duration: `5` (seconds), `5s`, `250ms`, `100us`, `2m`, `1h`, `1.5s`, `1e-3`.
+/// A duration the way a person writes it: `30d`, `2h`, `15m`, `90s`, `250ms` (the largest
+/// unit that gives a whole number, else seconds with a fraction).
+pub fn duration_short(d: Duration) -> String {
+    let s = d.as_secs();
+    if d.subsec_nanos() != 0 {
+        return if s == 0 && d.subsec_nanos() % 1_000_000 == 0 {
+            format!("{}ms", d.subsec_millis())
+        } else {
+            format!("{:.3}s", d.as_secs_f64())
+        };
+    }
+    for (unit, n) in [("d", 86_400), ("h", 3600), ("m", 60)] {
+        if s > 0 && s % n == 0 {
+            return format!("{}{unit}", s / n);
+        }
+    }
+    format!("{s}s")
+}
+
+/// Parse a duration: `5` (seconds), `5s`, `250ms`, `100us`, `2m`, `1h`, `7d`, `1.5s`, `1e-3`.
 /// At most [`MAX_DURATION`].
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
     let t = s.trim();
-    let bad = || format!("cannot read duration '{s}': use seconds like 5 or 2.5s, or 250ms, 2m, 1h");
+    let bad = || format!("cannot read duration '{s}': use seconds like 5 or 2.5s, or 250ms, 2m, 1h, 7d");
     let (n, rest) = split_number(t).ok_or_else(bad)?;
     let v = n.float;
     let secs = match rest.to_ascii_lowercase().as_str() {
@@ -223,6 +242,7 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
         "ns" => v / 1e9,
         "m" | "min" => v * 60.0,
         "h" => v * 3600.0,
+        "d" | "day" | "days" => v * 86_400.0,
         _ => return Err(bad()),
     };
     if !secs.is_finite() || secs > MAX_DURATION.as_secs_f64() {

@@ -102,6 +102,76 @@ pub struct RecordArgs {
     /// option exists to measure that, not to save it.
     #[arg(long)]
     no_index: bool,
+    /// Keep this much of the disk free, as a share (10%) or a size (50G): the oldest finished
+    /// files of this --prefix (with their sidecars) are deleted, oldest first, to keep it, so a
+    /// recorder that runs for months never fills its disk. Never the file being written, never
+    /// a file `extract`, `verify` or Python is reading (the next oldest goes instead), never
+    /// another program's file. Each deletion is a line on stderr (the journal) and counted in
+    /// --metrics. Files are cut at --file-size or --rotate (1G files when neither is given).
+    /// Without this (or --keep-for) a disk that fills stops the recording.
+    #[arg(long, value_name = "PERCENT|SIZE", value_parser = wirespeed::spool::retention::KeepFree::parse)]
+    keep_free: Option<wirespeed::spool::retention::KeepFree>,
+    /// Delete finished files of this --prefix older than this (e.g. 7d, 12h), as --keep-free
+    /// does.
+    #[arg(long, value_name = "DURATION", value_parser = units::parse_duration)]
+    keep_for: Option<Duration>,
+}
+
+/// Files a recorder with retention cuts its series into when neither --file-size nor --rotate
+/// is given: retention deletes whole files.
+const RETENTION_FILE_SIZE: u64 = 1 << 30;
+
+/// The retention the options ask for, checked against the disk; it may set the file size.
+fn retention(
+    a: &RecordArgs,
+    dir: &std::path::Path,
+    cfg: &mut RecordConfig,
+) -> Result<Option<record::RetentionTarget>, Error> {
+    use wirespeed::spool::retention::Retention;
+    if a.keep_free.is_none() && a.keep_for.is_none() {
+        return Ok(None);
+    }
+    if cfg.null_sink || cfg.scan.is_some() {
+        return Err(Error::invalid(
+            "--keep-free and --keep-for delete the oldest files of a file series in one -o directory: not with --sink null or a scan",
+        ));
+    }
+    if a.keep_for.is_some_and(|d| d < Duration::from_secs(1)) {
+        return Err(Error::invalid("--keep-for must be at least 1s"));
+    }
+    if cfg.rotation.max_bytes.is_none() && cfg.rotation.period.is_none() {
+        cfg.rotation.max_bytes = Some(RETENTION_FILE_SIZE);
+        eprintln!(
+            "wirespeed record: retention deletes whole files: cutting the recording into {} files (give --file-size or --rotate to choose)",
+            units::bytes(RETENTION_FILE_SIZE)
+        );
+    }
+    if let Some(kf) = a.keep_free {
+        let (total, _) = sys::file::space(dir)
+            .map_err(|e| Error::os(format!("cannot read the size of the disk holding {}: {e}", dir.display()), &e))?;
+        let want = kf.bytes(total);
+        if want >= total {
+            return Err(Error::invalid(format!(
+                "--keep-free {} is the whole disk ({}): keep less free",
+                units::bytes(want),
+                units::bytes(total)
+            )));
+        }
+        if let Some(fs) = cfg.rotation.max_bytes {
+            if want < 2 * fs {
+                eprintln!(
+                    "wirespeed record: warning: --keep-free {} is less than two files of {}: a file is reserved whole when it opens, so the disk can fill before the oldest is deleted",
+                    units::bytes(want),
+                    units::bytes(fs)
+                );
+            }
+        }
+    }
+    let say: wirespeed::spool::scatter::Say = std::sync::Arc::new(|line: &str| eprintln!("{line}"));
+    Ok(Some(record::RetentionTarget {
+        rules: Retention { keep_free: a.keep_free, keep_for: a.keep_for },
+        say: Some(say),
+    }))
 }
 
 /// The scan to record, if the options ask for one (several -o, --layout or --scan).
@@ -168,7 +238,9 @@ pub fn cmd_record(a: RecordArgs) -> Result<u8, Error> {
         learn_fps: None,
         scan: scan.clone(),
         index: !a.no_index,
+        retention: None,
     };
+    cfg.retention = retention(&a, &dir, &mut cfg)?;
     if !null_sink {
         // Refused before anything is created: the same check the recorder makes (raw files
         // need a fixed datagram length).

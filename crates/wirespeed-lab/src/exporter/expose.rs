@@ -322,6 +322,18 @@ fn ring_families(p: &Parts, out: &mut Vec<Family>) {
         lat.push(thread_label(t), Val::Hist(snap));
     }
     out.extend([cap, fill, ratio, high, written, files, lat, stalls]);
+    // Retention counts into the first ring's state (one keeper per directory).
+    if let Some((sh, _)) = p.rings.first() {
+        let mut del = Family::new(
+            "wirespeed_retention_deleted_files",
+            "Finished recording files retention deleted (record --keep-free/--keep-for), sidecars with them.",
+        );
+        del.push(Vec::new(), Val::Count(load(&sh.files_deleted)));
+        let mut bytes =
+            Family::new("wirespeed_retention_deleted_bytes", "Bytes of the recording files retention deleted.");
+        bytes.push(Vec::new(), Val::Count(load(&sh.bytes_deleted)));
+        out.extend([del, bytes]);
+    }
 }
 
 fn reflect_families(p: &Parts, out: &mut Vec<Family>) {

@@ -62,6 +62,11 @@ pub struct Shared {
     pub high_water: AtomicU64,
     /// Files completed so far.
     pub files_done: AtomicU64,
+    /// Files (and their bytes) retention deleted (`record --keep-free/--keep-for`): counted
+    /// in the first ring's state, for a metrics exporter.
+    pub files_deleted: AtomicU64,
+    /// Bytes of the files retention deleted.
+    pub bytes_deleted: AtomicU64,
     /// Every disk write's latency and the stalls among them, for a metrics exporter.
     pub write_stats: super::stats::WriteStats,
     /// Time marks (ring position, ns since the epoch) for raw files' time index
@@ -85,6 +90,8 @@ impl Default for Shared {
             ring_fill: AtomicU64::new(0),
             high_water: AtomicU64::new(0),
             files_done: AtomicU64::new(0),
+            files_deleted: AtomicU64::new(0),
+            bytes_deleted: AtomicU64::new(0),
             write_stats: super::stats::WriteStats::default(),
             marks: std::array::from_fn(|_| [AtomicU64::new(0), AtomicU64::new(0)]),
             mark_head: AtomicU64::new(0),

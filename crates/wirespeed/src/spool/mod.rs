@@ -18,6 +18,7 @@ pub mod index;
 pub mod open;
 pub mod pcap;
 pub mod recordable;
+pub mod retention;
 pub mod scan;
 pub mod scatter;
 pub mod share;

@@ -642,6 +642,7 @@ fn record_scan(
             say: Some(cfg.say.clone()),
         }),
         index: false,
+        retention: None,
     };
     let layout = match crate::spool::ReadLayout::for_stream(&fmt, FileFormat::Raw) {
         Ok(l) => l,
