@@ -16,6 +16,7 @@ mod book;
 mod compare;
 mod doctor;
 mod e2e;
+mod extract;
 mod formats;
 mod hosts;
 mod install;

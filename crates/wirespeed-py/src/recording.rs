@@ -7,11 +7,12 @@
 
 use crate::{to_py, usage};
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PyList};
+use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
 use serde_json::json;
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
+use wirespeed::spool::extract;
 use wirespeed::spool::open::{self as spool_open, OpenFile};
 use wirespeed::spool::verify::{self, VerifyOptions};
 use wirespeed::spool::FileFormat;
@@ -54,6 +55,9 @@ fn verify_paths(py: Python<'_>, paths: Vec<PathBuf>, format: Option<&str>, windo
 pub struct Recording {
     files: Vec<OpenFile>,
     meta: String,
+    /// Each file opened with a shared lock for as long as the recording is open in Python, so
+    /// that a recorder's retention (`record --keep-free`) never deletes a file mapped here.
+    _locks: Vec<std::fs::File>,
 }
 
 fn header_name(k: HeaderKind) -> &'static str {
@@ -123,7 +127,13 @@ fn recording(rec: spool_open::Recording) -> Recording {
         "skipped": rec.skipped.iter().map(|s| json!({"path": s.path, "reason": s.reason})).collect::<Vec<_>>(),
         "sidecar_total": rec.sidecar_total(),
     });
-    Recording { files: rec.files, meta: meta.to_string() }
+    let locks = rec
+        .files
+        .iter()
+        .filter_map(|f| std::fs::File::open(&f.path).ok())
+        .filter(|f| wirespeed::sys::file::lock_shared(f).is_ok())
+        .collect();
+    Recording { files: rec.files, meta: meta.to_string(), _locks: locks }
 }
 
 impl Recording {
@@ -141,11 +151,94 @@ fn le<T: Copy, const N: usize>(v: &[T], f: impl Fn(T) -> [u8; N]) -> Vec<u8> {
     v.iter().flat_map(|&x| f(x)).collect()
 }
 
+/// A window edge from Python: ns since the epoch, or a string `wirespeed extract` takes.
+fn edge(ns: Option<u64>, text: Option<&str>, now: u64, name: &str) -> PyResult<Option<extract::TimeArg>> {
+    match (ns, text) {
+        (Some(n), _) => Ok(Some(extract::TimeArg::Utc(n))),
+        (None, Some(t)) => extract::parse_time(t, now).map(Some).map_err(|e| usage(format!("{name}: {e}"))),
+        (None, None) => Ok(None),
+    }
+}
+
 #[pymethods]
 impl Recording {
     /// The recording's files and sidecars, as a JSON document.
     fn meta(&self) -> &str {
         &self.meta
+    }
+
+    /// The records of a window, found as `wirespeed extract` finds them (through the files'
+    /// time indexes): `(ledger JSON, file ids, payload offsets, payload lengths, arrival ns)`,
+    /// the columns as `(dtype, bytes)`.
+    #[pyo3(signature = (from_ns=None, from_text=None, to_ns=None, to_text=None, clock="auto", stream=None, seq=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn between<'py>(
+        &self,
+        py: Python<'py>,
+        from_ns: Option<u64>,
+        from_text: Option<&str>,
+        to_ns: Option<u64>,
+        to_text: Option<&str>,
+        clock: &str,
+        stream: Option<u32>,
+        seq: Option<(u64, u64)>,
+    ) -> PyResult<Bound<'py, PyTuple>> {
+        let now = wirespeed::sys::realtime_ns();
+        let (from, to) = (edge(from_ns, from_text, now, "t0")?, edge(to_ns, to_text, now, "t1")?);
+        let Some(first) = self.files.first() else { return Err(usage("the recording has no files")) };
+        let fmt = first.layout.reader.clone();
+        let clock = match clock {
+            "arrival" => extract::Clock::Arrival,
+            "data" => extract::Clock::Data,
+            "auto"
+                if matches!(from, Some(extract::TimeArg::Timestamp(_)))
+                    || matches!(to, Some(extract::TimeArg::Timestamp(_))) =>
+            {
+                extract::Clock::Data
+            }
+            "auto" => extract::auto_clock(&*fmt),
+            other => return Err(usage(format!("clock {other:?}: use \"auto\", \"arrival\" or \"data\""))),
+        };
+        if let Some((a, b)) = seq {
+            if a > b {
+                return Err(usage(format!("seq ({a}, {b}) is empty: give the smaller number first")));
+            }
+        }
+        let window = if from.is_some() || to.is_some() {
+            Some(extract::window_of(from, to, clock, &*fmt).map_err(usage)?)
+        } else {
+            None
+        };
+        let q = extract::Query { window, stream, seq, no_index: false };
+        let files = self.files.clone();
+        let (report, ids, offs, lens, times) = py
+            .detach(move || {
+                let (mut ids, mut offs, mut lens, mut times) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+                let r = extract::extract(&files, &q, &fmt, |p| {
+                    ids.push(p.file as u32);
+                    // Where the payload lies in the file (a pcap record's after its headers).
+                    let at = if p.payload.is_empty() {
+                        0
+                    } else {
+                        (p.payload.as_ptr() as usize).saturating_sub(p.record.as_ptr() as usize)
+                    };
+                    offs.push(p.offset + at as u64 + files[p.file].offset);
+                    lens.push(p.payload.len() as u32);
+                    times.push(p.arrival_ns.unwrap_or(0));
+                    Ok(())
+                })?;
+                Ok::<_, wirespeed::Error>((r, ids, offs, lens, times))
+            })
+            .map_err(to_py)?;
+        let json = serde_json::to_string(&report).map_err(|e| usage(format!("cannot encode the ledger: {e}")))?;
+        let items: Vec<Bound<'py, PyAny>> = vec![
+            json.into_pyobject(py)?.into_any(),
+            column(py, "<u4", &le(&ids, u32::to_le_bytes))?,
+            column(py, "<u8", &le(&offs, u64::to_le_bytes))?,
+            column(py, "<u4", &le(&lens, u32::to_le_bytes))?,
+            column(py, "<u8", &le(&times, u64::to_le_bytes))?,
+        ];
+        PyTuple::new(py, items)
     }
 
     /// The record index of pcap file `i`: a dict of columns (`(dtype, bytes)`) and facts.

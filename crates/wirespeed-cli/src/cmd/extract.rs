@@ -93,6 +93,13 @@ pub fn cmd_extract(a: ExtractArgs) -> Result<u8, Error> {
         s.as_deref().map(|s| extract::parse_time(s, now).map_err(|e| Error::param(name, e))).transpose()
     };
     let (from, to) = (time(&a.from, "from")?, time(&a.to, "to")?);
+    // The forms that fit no clock, refused before anything is read.
+    if matches!(from, Some(extract::TimeArg::After(_))) {
+        return Err(Error::invalid("--from: +DURATION is for --to (that long after --from)"));
+    }
+    if matches!(to, Some(extract::TimeArg::After(_))) && from.is_none() {
+        return Err(Error::invalid("--to +DURATION counts from --from: give --from too"));
+    }
     if from.is_none() && to.is_none() && a.seq.is_none() && a.stream.is_none() {
         return Err(Error::invalid(
             "give the part to extract: a window (--from/--to), --seq A..B or --stream S (gather or verify read a whole recording)",
@@ -125,6 +132,14 @@ pub fn cmd_extract(a: ExtractArgs) -> Result<u8, Error> {
         }
         _ => extract::auto_clock(&*fmt),
     };
+    let ts_given =
+        matches!(from, Some(extract::TimeArg::Timestamp(_))) || matches!(to, Some(extract::TimeArg::Timestamp(_)));
+    if ts_given && fmt.data_clock() != Some(wirespeed::wire::DataClock::SpeadTimestamp) {
+        return Err(Error::invalid(format!(
+            "ts:N is a SPEAD timestamp, and this recording is {}: give a UTC time (2026-11-29T14:03:10Z, -5m)",
+            fmt.name()
+        )));
+    }
     if clock == Clock::Data && fmt.data_clock().is_none() && (from.is_some() || to.is_some()) {
         return Err(Error::invalid(format!(
             "--clock data: {} carries no time of its own: use --clock arrival (when it was received) or --seq",

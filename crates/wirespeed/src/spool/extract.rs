@@ -561,14 +561,23 @@ pub fn extract(
             unindexed.join(", ")
         ));
     }
-    edges(&mut report, q, fmt);
+    // The streams the recording holds (its sidecars say): one with nothing in the window
+    // misses all of it.
+    let mut known: Vec<u32> =
+        files.iter().filter_map(|f| f.sidecar.as_ref()).flat_map(|s| s.streams.iter().map(|t| t.stream)).collect();
+    known.sort_unstable();
+    known.dedup();
+    if let Some(s) = q.stream {
+        known = vec![s];
+    }
+    edges(&mut report, q, fmt, &known);
     Ok(report)
 }
 
 /// The frames a UTC window should hold before the first and after the last record taken, per
 /// stream (VDIF and Mark5B number their frames by time, so the window says which numbers it
 /// holds); and a window with nothing in it named as a hole.
-fn edges(report: &mut ExtractReport, q: &Query, fmt: &Arc<dyn Format>) {
+fn edges(report: &mut ExtractReport, q: &Query, fmt: &Arc<dyn Format>, known: &[u32]) {
     let Some(w) = q.window else { return };
     if w.clock == Clock::Data && fmt.data_clock() == Some(DataClock::Utc) {
         if let (Some(a), Some(b)) = (fmt.seq_at(w.from), fmt.seq_at(w.to)) {
@@ -588,10 +597,12 @@ fn edges(report: &mut ExtractReport, q: &Query, fmt: &Arc<dyn Format>) {
                     }
                 }
             }
-            if report.streams.is_empty() && b > a {
-                let stream = q.stream.unwrap_or(0);
-                report.missing_at_edges.push(EdgeGap { stream, first: a, last: b - 1, count: b - a });
+            for &stream in known {
+                if b > a && !report.streams.iter().any(|s| s.stream == stream) {
+                    report.missing_at_edges.push(EdgeGap { stream, first: a, last: b - 1, count: b - a });
+                }
             }
+            report.missing_at_edges.sort_by_key(|g| (g.stream, g.first));
         }
     }
     if report.records == 0 {

@@ -249,6 +249,14 @@ fn not_regular(md: &std::fs::Metadata) -> &'static str {
     }
 }
 
+/// Whether `data` is `wirespeed extract`'s output: its `.json` is an extract's ledger.
+fn is_extract(data: &Path) -> bool {
+    let Some(side) = sidecar_path(data) else { return false };
+    let Ok(text) = std::fs::read(&side) else { return false };
+    serde_json::from_slice::<serde_json::Value>(&text)
+        .is_ok_and(|v| v.get("schema").and_then(|s| s.as_str()) == Some(super::extract::EXTRACT_SCHEMA))
+}
+
 /// The files named by `paths`: a file is read as given (it must be a regular file); a
 /// directory expands to its recordings in name order, and anything else in it is named in
 /// `skipped`. A file without a sidecar counts as a recording when it is named the way `record`
@@ -314,6 +322,15 @@ pub fn collect(paths: &[PathBuf], format: Option<&Arc<dyn Format>>) -> Result<Co
         any_sidecar |= candidates.iter().any(|c| has_sidecar(c));
         let ext = format.map(|f| super::recordable(&**f).file_extension());
         for c in candidates {
+            if is_extract(&c) {
+                // `wirespeed extract`'s output with its ledger: a copy of records, not a
+                // recording of its own (read with it, a directory would hold them twice).
+                skipped.push(Skipped {
+                    path: c.display().to_string(),
+                    reason: "an extract (its ledger beside it says wirespeed.extract/1), not a recording: give it by name to read it".into(),
+                });
+                continue;
+            }
             let pcap = magic_kind(&head_of(&c)).is_some() || has_pcap_name(&c);
             let by_format = !any_sidecar
                 && format.is_some()
@@ -594,6 +611,8 @@ pub fn verify(found: &Collected, opts: &VerifyOptions) -> Result<VerifyReport> {
         v.complete = true;
         v.unwritten = side.as_ref().map_or(0, |s| s.unwritten);
         let mut f = std::fs::File::open(path).map_err(|e| Error::io(format!("cannot open {}: {e}", path.display())))?;
+        // Held while it is read: a recorder's retention passes it over meanwhile.
+        let _ = crate::sys::file::lock_shared(&f);
         let md = f.metadata().map_err(|e| Error::io(format!("cannot read {}: {e}", path.display())))?;
         if !md.is_file() {
             return Err(Error::invalid(format!(
