@@ -98,8 +98,10 @@ impl TimeIndex {
     pub fn seq_range(&self, stream: Option<u32>, first: u64, last: u64, file_len: u64) -> Option<(u64, u64)> {
         let mut out: Option<(u64, u64)> = None;
         for (i, e) in self.entries.iter().enumerate() {
-            let hit =
-                e.seq.iter().any(|&[s, lo, hi]| stream.is_none_or(|t| u64::from(t) == s) && hi >= first && lo <= last);
+            let hit = e
+                .seq
+                .iter()
+                .any(|&[s, lo, hi]| stream.map_or(true, |t| u64::from(t) == s) && hi >= first && lo <= last);
             if hit {
                 let end = self.entries.get(i + 1).map_or(file_len, |n| n.offset);
                 out = Some(out.map_or((e.offset, end), |(s, _)| (s, end)));
