@@ -139,7 +139,12 @@ fn human(cat: &Catalog) -> String {
                 s.gaps
             );
         }
-        for h in r.holes.iter().take(4) {
+        // The largest few holes, in recording order.
+        let mut big: Vec<usize> = (0..r.holes.len()).collect();
+        big.sort_by_key(|&i| std::cmp::Reverse(r.holes[i].count));
+        big.truncate(4);
+        big.sort_unstable();
+        for h in big.iter().map(|&i| &r.holes[i]) {
             let range = if h.first == h.last { h.first.to_string() } else { format!("{}..{}", h.first, h.last) };
             let place = match &h.next_file {
                 Some(n) => format!("between {} and {n}", h.file),
@@ -148,8 +153,12 @@ fn human(cat: &Catalog) -> String {
             let _ = writeln!(o, "    hole: stream {} lacks {range} ({}) {place}", h.stream, h.count);
         }
         if r.holes_total > 4 {
-            let _ =
-                writeln!(o, "    ... {} hole(s) in all (--json lists the first {})", r.holes_total, catalog::MAX_HOLES);
+            let _ = writeln!(
+                o,
+                "    ... {} hole(s) in all, the largest shown (--json lists the first {})",
+                r.holes_total,
+                catalog::MAX_HOLES
+            );
         }
         for f in r.files.iter().filter(|f| f.state != FileState::Complete || !f.notes.is_empty()) {
             let ended = match (&f.ended_by, f.state) {

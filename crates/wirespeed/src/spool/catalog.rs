@@ -81,8 +81,8 @@ pub struct FileEntry {
     pub ended_by: Option<String>,
     /// Its length on disk now, bytes (0 when the data file is missing).
     pub bytes: u64,
-    /// Records in it, as its sidecar counts them (null without a sidecar; 0 in the provisional
-    /// sidecar of a file being written).
+    /// Records in it, as its sidecar counts them (null without a sidecar, and for a file being
+    /// written: its provisional sidecar counts nothing yet).
     pub records: Option<u64>,
     /// Its sidecar holds a time index.
     pub indexed: bool,
@@ -311,7 +311,7 @@ fn data_file(
     dir: &Path,
     name: &str,
     md: Option<&std::fs::Metadata>,
-    side: Option<(String, std::result::Result<Sidecar, String>)>,
+    side: Option<std::result::Result<Sidecar, String>>,
 ) -> Found {
     let part = name.ends_with(PART_SUFFIX);
     let base = name.strip_suffix(PART_SUFFIX).unwrap_or(name);
@@ -324,17 +324,17 @@ fn data_file(
             (FileState::Recording, None, true)
         }
         None => (FileState::NoSidecar, None, true),
-        Some((_, Err(why))) => {
+        Some(Err(why)) => {
             notes.push(why);
             (if part { FileState::Recording } else { FileState::BadSidecar }, None, true)
         }
-        Some((_, Ok(s))) if md.is_none() => {
+        Some(Ok(s)) if md.is_none() => {
             notes.push("its sidecar is here, its data file is gone".to_string());
             (FileState::DataMissing, Some(s), false)
         }
-        Some((_, Ok(s))) if part => (FileState::Recording, Some(s), false),
-        Some((_, Ok(s))) if !s.complete => (FileState::CutShort, Some(s), false),
-        Some((_, Ok(s))) => (FileState::Complete, Some(s), false),
+        Some(Ok(s)) if part => (FileState::Recording, Some(s), false),
+        Some(Ok(s)) if !s.complete => (FileState::CutShort, Some(s), false),
+        Some(Ok(s)) => (FileState::Complete, Some(s), false),
     };
     let mut entry = FileEntry {
         name: name.to_string(),
@@ -350,7 +350,8 @@ fn data_file(
         path: dir.join(name),
     };
     if let Some(s) = &sidecar {
-        entry.records = Some(s.records);
+        // A provisional sidecar counts nothing yet.
+        entry.records = (state != FileState::Recording).then_some(s.records);
         entry.indexed = s.index.is_some();
         let arrival = s.index.as_ref().and_then(|i| i.arrival_ns);
         entry.first_ns = arrival.map(|a| a[0]).or_else(|| parse_utc(&s.opened_utc));
@@ -451,12 +452,12 @@ fn scan_dir(dir: &Path) -> Result<(DirectorySummary, Vec<Found>)> {
             }
             // A sidecar alone: its data file is gone, or it is some other JSON file.
             match verify::sidecar_of_file(&dir.join(name)) {
-                Ok(s) => found.push(data_file(dir, base, None, Some((name.clone(), Ok(s))))),
+                Ok(s) => found.push(data_file(dir, base, None, Some(Ok(s)))),
                 Err(_) => strays.push(name.clone()),
             }
             continue;
         }
-        let side = verify::sidecar_of(&dir.join(name)).map(|(p, r)| (p.display().to_string(), r));
+        let side = verify::sidecar_of(&dir.join(name)).map(|(_, r)| r);
         if side.is_none() && !looks_recorded(name) {
             strays.push(name.clone());
             continue;
@@ -781,7 +782,7 @@ mod tests {
         s.streams = vec![FileStream {
             source: None,
             stream: 0,
-            counts: counts.clone(),
+            counts,
             first_seq: Some(first),
             last_seq: Some(last),
             gaps: gaps.iter().map(|&(a, b)| GapRange { first: a, last: b, count: b - a + 1 }).collect(),
@@ -811,7 +812,7 @@ mod tests {
         recorded(&d, &run, 1, 0, 99, &[]);
         recorded(&d, &run, 2, 105, 200, &[(150, 150)]);
         let third = recorded(&d, &run, 3, 201, 300, &[]);
-        let cat = scan(&[d.clone()]).unwrap();
+        let cat = scan(std::slice::from_ref(&d)).unwrap();
         assert_eq!(cat.runs.len(), 1);
         let r = &cat.runs[0];
         assert_eq!(r.id.as_deref(), Some(run.id.as_str()));
@@ -824,7 +825,7 @@ mod tests {
         assert_eq!(r.last_ns, Some(T0 + 3_500_000_000));
         // The second file's sidecar broken: its numbers are unknown, not lost.
         std::fs::write(d.join(sidecar_name(&file_name("t", T0, 2, "raw"))), b"{\"schema\": 1").unwrap();
-        let cat = scan(&[d.clone()]).unwrap();
+        let cat = scan(std::slice::from_ref(&d)).unwrap();
         let r = &cat.runs[0];
         assert_eq!(r.file_count, 3);
         assert_eq!(r.files[1].state, FileState::BadSidecar);
@@ -832,7 +833,7 @@ mod tests {
         assert!(r.notes.iter().any(|n| n.contains("not counted across")), "{:?}", r.notes);
         // The third file's data gone: its sidecar alone says it was there.
         std::fs::remove_file(d.join(&third)).unwrap();
-        let cat = scan(&[d.clone()]).unwrap();
+        let cat = scan(std::slice::from_ref(&d)).unwrap();
         assert_eq!(cat.runs[0].files[2].state, FileState::DataMissing);
         assert_eq!(cat.runs[0].records, 100);
         let _ = std::fs::remove_dir_all(&d);
@@ -853,7 +854,7 @@ mod tests {
         std::fs::write(d.join(".z-20261124T010203Z-0001.raw.json.part"), b"{}").unwrap();
         std::fs::write(d.join("z-20261124T010203Z-0001.raw.part"), b"").unwrap();
         std::fs::create_dir_all(d.join("sub")).unwrap();
-        let cat = scan(&[d.clone()]).unwrap();
+        let cat = scan(std::slice::from_ref(&d)).unwrap();
         let t = cat.runs.iter().find(|r| r.prefixes == ["t"]).unwrap();
         assert_eq!(t.file_count, 3);
         assert_eq!(t.lost, u64::MAX, "saturated");
@@ -868,7 +869,7 @@ mod tests {
     #[test]
     fn catalog_of_nothing_and_of_no_directory() {
         let d = temp("none");
-        let cat = scan(&[d.clone()]).unwrap();
+        let cat = scan(std::slice::from_ref(&d)).unwrap();
         assert!(cat.runs.is_empty() && cat.directories[0].stray == 0);
         let e = scan(&[d.join("missing")]).unwrap_err();
         assert_eq!(e.kind(), crate::error::Kind::NotFound);
