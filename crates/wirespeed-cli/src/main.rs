@@ -90,7 +90,7 @@ enum Cmd {
         in order of start: when it started, how long it lasted, its files, bytes and rate, its \
         streams, what it lost (inside files and between them) and how many holes, and the state \
         of its files (complete, recording: a .part being written, cut short by a full disk, no \
-        sidecar, bad sidecar); then each stream and the first holes, and the free space of the \
+        sidecar, bad sidecar); then each stream and its largest holes, and the free space of the \
         disk. Only the sidecars are read, so it answers at once; --verify re-reads the data as \
         `wirespeed verify` does. Other files in the directories are counted, not read.\n\n\
         Try:  wirespeed recordings /data/rec\n      \
