@@ -84,6 +84,21 @@ enum Cmd {
         Exit codes: 0 every file sound and matching its sidecar, 2 bad usage, 3 loss when \
         --expect-zero-loss, 4 a file is damaged, incomplete or differs from its sidecar.")]
     Verify(verify::VerifyArgs),
+    /// List the recording runs in directories: when, how long, how big, what was lost, what state.
+    #[command(long_about = "The operator's first look at a directory of recordings: one line per \
+        recording run (the files one `record` wrote, told apart by the run id in their sidecars), \
+        in order of start: when it started, how long it lasted, its files, bytes and rate, its \
+        streams, what it lost (inside files and between them) and how many holes, and the state \
+        of its files (complete, recording: a .part being written, cut short by a full disk, no \
+        sidecar, bad sidecar); then each stream and its largest holes, and the free space of the \
+        disk. Only the sidecars are read, so it answers at once; --verify re-reads the data as \
+        `wirespeed verify` does. Other files in the directories are counted, not read.\n\n\
+        Try:  wirespeed recordings /data/rec\n      \
+        wirespeed recordings /data/rec --verify\n      \
+        wirespeed recordings /mnt/disk0 /mnt/disk1 --json\n\n\
+        Exit codes: 0 success (also when there are no recordings), 2 bad usage (e.g. a missing \
+        directory), 4 --verify found a run damaged, incomplete or differing from its sidecars.")]
+    Recordings(recordings::RecordingsArgs),
     /// A persistent station recorder driven over VSI-S, as a Field System drives jive5ab.
     #[command(long_about = "A persistent recorder for a VLBI station: the RAM ring is made ready once, \
         then scans are recorded on command, each scattered over the disks in the FlexBuff or \
@@ -239,6 +254,7 @@ fn main() -> ExitCode {
         Cmd::Recv(a) => recv::cmd_recv(a),
         Cmd::Record(a) => record::cmd_record(a),
         Cmd::Verify(a) => verify::cmd_verify(a),
+        Cmd::Recordings(a) => recordings::cmd_recordings(a),
         Cmd::Gather(a) => gather::cmd_gather(a),
         Cmd::Extract(a) => extract::cmd_extract(a),
         Cmd::Station(a) => station::cmd_station(a),

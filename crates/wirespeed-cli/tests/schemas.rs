@@ -583,6 +583,11 @@ fn record_sidecars_share_tap_verify_and_disk_test_documents_match_their_schemas(
         d.add_file("wirespeed.recording/2", s);
     }
     d.add_text("verify --json", "wirespeed.verify/2", &ok(&["verify", rec.to_str().unwrap(), "--json"]));
+    d.add_text(
+        "recordings --json --verify",
+        "wirespeed.recordings/1",
+        &ok(&["recordings", rec.to_str().unwrap(), "--json", "--verify"]),
+    );
     // A recording of before wirespeed.recording/2: the same sidecars without the two fields
     // version 2 added. verify still reads it, and it matches the /1 schema.
     for s in &sidecars {
@@ -598,6 +603,11 @@ fn record_sidecars_share_tap_verify_and_disk_test_documents_match_their_schemas(
     let v1 = json(&ok(&["verify", rec.to_str().unwrap(), "--json"]));
     assert_eq!(v1["files"].as_array().map(Vec::len), Some(sidecars.len()), "verify reads /1 sidecars: {v1}");
     d.add("verify --json of /1 sidecars", "wirespeed.verify/2", &v1);
+    d.add_text(
+        "recordings --json of /1 sidecars",
+        "wirespeed.recordings/1",
+        &ok(&["recordings", rec.to_str().unwrap(), "--json"]),
+    );
     // verify of a damaged recording: a byte changed inside a record, exit code 4 and the
     // problems named in the document.
     let data: Vec<PathBuf> = visible_files(&rec, ".pcap");
@@ -608,6 +618,9 @@ fn record_sidecars_share_tap_verify_and_disk_test_documents_match_their_schemas(
     let bad = run(&["verify", rec.to_str().unwrap(), "--json"]);
     assert_eq!(bad.status.code(), Some(4), "{}", stderr_of(&bad));
     d.add_text("verify --json of a damaged recording", "wirespeed.verify/2", &stdout_of(&bad));
+    let bad = run(&["recordings", rec.to_str().unwrap(), "--json", "--verify"]);
+    assert_eq!(bad.status.code(), Some(4), "{}", stderr_of(&bad));
+    d.add_text("recordings --json --verify of a damaged recording", "wirespeed.recordings/1", &stdout_of(&bad));
     // A recorder killed with SIGKILL leaves its provisional sidecar (.NAME.json.part), and
     // verify reads the .part file through it (exit code 4: incomplete).
     let killed = work.0.join("killed");
@@ -636,6 +649,11 @@ fn record_sidecars_share_tap_verify_and_disk_test_documents_match_their_schemas(
     let part = run(&["verify", killed.to_str().unwrap(), "--json"]);
     assert_eq!(part.status.code(), Some(4), "{}", stderr_of(&part));
     d.add_text("verify --json of a killed recording", "wirespeed.verify/2", &stdout_of(&part));
+    d.add_text(
+        "recordings --json of a killed recording",
+        "wirespeed.recordings/1",
+        &ok(&["recordings", killed.to_str().unwrap(), "--json"]),
+    );
     let disk = TempDir::new("schemas-disk");
     d.add_text(
         "disk-test --json",

@@ -34,6 +34,7 @@ mod raw_send;
 mod record;
 mod record_inplace;
 mod record_writer;
+mod recordings;
 mod soak;
 mod soak_record;
 mod station;

@@ -16,6 +16,7 @@ pub mod partition;
 pub mod ping;
 pub mod probe;
 pub mod record;
+pub mod recordings;
 pub mod recv;
 pub mod reflect;
 pub mod send;

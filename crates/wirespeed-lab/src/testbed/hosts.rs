@@ -72,6 +72,7 @@ pub const SCHEMAS: &[&str] = &[
     "wirespeed.record/1",
     "wirespeed.recording/1",
     "wirespeed.recording/2",
+    "wirespeed.recordings/1",
     "wirespeed.recv.interval/1",
     "wirespeed.recv/1",
     "wirespeed.reflect.pgm/1",

@@ -12,6 +12,7 @@
 //! datagram boundaries, so it needs a format with a fixed record length. A pcap file keeps
 //! everything: the source address, a nanosecond time stamp and any length.
 
+pub mod catalog;
 pub mod extract;
 pub mod handoff;
 pub mod index;

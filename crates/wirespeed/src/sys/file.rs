@@ -74,15 +74,28 @@ pub fn preallocate(fd: RawFd, offset: u64, len: u64) -> io::Result<()> {
     cvt(r).map(|_| ())
 }
 
-/// Free space on the filesystem holding `path`, bytes available to this user.
-pub fn free_space(path: &Path) -> io::Result<u64> {
+/// The filesystem statistics of the filesystem holding `path`.
+fn statvfs(path: &Path) -> io::Result<libc::statvfs> {
     let c = CString::new(path.as_os_str().as_bytes())
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "path contains a NUL byte"))?;
     // SAFETY: statvfs is plain old data for which all-zero is valid.
     let mut s: libc::statvfs = unsafe { zeroed() };
     // SAFETY: `c` is a valid NUL-terminated path and `s` a valid out-pointer.
     cvt(unsafe { libc::statvfs(c.as_ptr(), &mut s) })?;
-    Ok(s.f_bavail as u64 * s.f_frsize as u64)
+    Ok(s)
+}
+
+/// Free space on the filesystem holding `path`, bytes available to this user.
+pub fn free_space(path: &Path) -> io::Result<u64> {
+    let s = statvfs(path)?;
+    Ok((s.f_bavail as u64).saturating_mul(s.f_frsize as u64))
+}
+
+/// Total size of the filesystem holding `path`, bytes: with [`free_space`], how full the disk
+/// a recording goes to is (`wirespeed recordings` shows both).
+pub fn total_space(path: &Path) -> io::Result<u64> {
+    let s = statvfs(path)?;
+    Ok((s.f_blocks as u64).saturating_mul(s.f_frsize as u64))
 }
 
 /// Total size of the filesystem holding `path`, and the bytes available to this user: what
