@@ -115,6 +115,7 @@ fn every_id_the_source_writes_has_a_schema_and_every_schema_is_for_one() {
 /// Not caught: JSON text made by formatting (`format!`) or by `Value::to_string` of a `json!`.
 const JSON_WRITERS: &[(&str, usize, &str)] = &[
     ("wirespeed-cli/src/cmd/bench/bare_recv.rs", 1, "internal: the hidden bench bare-recv's line"),
+    ("wirespeed-cli/src/cmd/extract.rs", 1, "wirespeed.extract/1 (the ledger FILE.json beside an extract)"),
     ("wirespeed-cli/src/cmd/recv.rs", 1, "wirespeed.recv.interval/1 (rx::Progress carries it)"),
     ("wirespeed-cli/src/cmd/tap.rs", 1, "wirespeed.tap.interval/1 (TapProgress carries it)"),
     ("wirespeed-cli/src/main.rs", 1, "wirespeed.hello/1 (the hidden hello, read over ssh)"),
@@ -128,7 +129,11 @@ const JSON_WRITERS: &[(&str, usize, &str)] = &[
     ("wirespeed-lab/src/testbed/hosts.rs", 1, "internal: the leash request"),
     ("wirespeed-lab/src/testbed/state.rs", 1, "wirespeed.partition/1 (the state file)"),
     ("wirespeed-py/src/receiver.rs", 1, "wirespeed.recv/1 (a Receiver's report)"),
-    ("wirespeed-py/src/recording.rs", 1, "wirespeed.verify/2 (verify's report)"),
+    (
+        "wirespeed-py/src/recording.rs",
+        2,
+        "wirespeed.verify/2 (verify's report), wirespeed.extract/1 (between's ledger)",
+    ),
     ("wirespeed-py/src/tap.rs", 1, "wirespeed.tap/1 (a Tap's report)"),
     ("wirespeed/src/record.rs", 1, "wirespeed.record.interval/1"),
     ("wirespeed/src/spool/scatter.rs", 1, "wirespeed.recording/2 (a scan's chunk and Mark6 sidecars)"),
@@ -521,6 +526,8 @@ fn record_sidecars_share_tap_verify_and_disk_test_documents_match_their_schemas(
     cmd.args(["--json", "--block", "1M", "--buffer", "16M", "--once", "--duration", "120", "--share", &name]);
     // With --metrics the report gains its `metrics` object (the schema names it).
     cmd.args(["--file-size", "2M", "--interval", "100ms", "--interval-json", "--metrics", "0"]);
+    // Retention that deletes nothing here (the files are new), for its report's shape.
+    cmd.args(["--keep-for", "1h"]);
     let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("start record");
     let mut err = BufReader::new(child.stderr.take().unwrap());
     let first = read_until(&mut err, "listening on ");
@@ -588,6 +595,13 @@ fn record_sidecars_share_tap_verify_and_disk_test_documents_match_their_schemas(
         "wirespeed.recordings/1",
         &ok(&["recordings", rec.to_str().unwrap(), "--json", "--verify"]),
     );
+    // An extract's ledger, beside its output and on stdout.
+    let xout = work.0.join("extract.pcap");
+    let xs = ok(&["extract", rec.to_str().unwrap(), "--seq", "0..2999", "-w", xout.to_str().unwrap(), "--json"]);
+    d.add_text("extract --json", "wirespeed.extract/1", &xs);
+    d.add_file("wirespeed.extract/1", &work.0.join("extract.pcap.json"));
+    let xs = ok(&["extract", rec.to_str().unwrap(), "--clock", "arrival", "--from", "-1h", "--to", "+2h", "--json"]);
+    d.add_text("extract --json of a time window", "wirespeed.extract/1", &xs);
     // A recording of before wirespeed.recording/2: the same sidecars without the two fields
     // version 2 added. verify still reads it, and it matches the /1 schema.
     for s in &sidecars {
@@ -596,6 +610,7 @@ fn record_sidecars_share_tap_verify_and_disk_test_documents_match_their_schemas(
         o.remove("not_written_wrong_length").expect("a /2 field");
         o.remove("unwritten").expect("a /2 field");
         o.remove("run").expect("a field added in /2 (the run's identity)");
+        o.remove("index").expect("a field added in /2 (the time index)");
         o.insert("schema".into(), "wirespeed.recording/1".into());
         std::fs::write(s, serde_json::to_string_pretty(&v).unwrap()).unwrap();
         d.add_file("wirespeed.recording/1", s);

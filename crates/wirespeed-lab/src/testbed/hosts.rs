@@ -58,6 +58,7 @@ pub const SCHEMAS: &[&str] = &[
     "wirespeed.demo/1",
     "wirespeed.disk-test/1",
     "wirespeed.doctor/1",
+    "wirespeed.extract/1",
     "wirespeed.hello/1",
     "wirespeed.isolation/1",
     "wirespeed.latency/1",
