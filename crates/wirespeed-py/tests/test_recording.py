@@ -219,3 +219,67 @@ def test_a_mark6_scan_opens_block_by_block_where_the_blocks_lie(tmp_path):
     data = b"".join(f.payloads.tobytes() for f in rec.files)
     assert data == gathered.read_bytes()
     assert frames_in_order(data, 400), "frames in order across the blocks"
+
+
+VDIF3 = "vdif,frame=1032,threads=3,fps=2000,epoch=52,start=0"
+
+
+def vdif_ids(frames):
+    """(thread, frame number since 2026-01-01) of each 1032-byte VDIF frame, from its header."""
+    w = frames[:, :16].copy().view("<u4")
+    secs = (w[:, 0] & 0x3FFFFFFF).astype(np.uint64)
+    return (w[:, 3] >> 16) & 0x3FF, secs * 2000 + (w[:, 1] & 0xFFFFFF)
+
+
+def test_between_gives_the_records_extract_writes_as_views(tmp_path):
+    d = tmp_path / "rec"
+    d.mkdir()
+    # 3 threads x 6000 frames (3 s from 2026-01-01T00:00:00Z) in 1 MiB files.
+    record(d, ["--format", VDIF3], ["--streams", "3", "--count", "6000", "--start-seq", "0"], extra=("--file-size", "1M"))
+    rec = wirespeed.open(d)
+    assert len(rec.files) > 10
+    sel = rec.between("2026-01-01T00:00:01.25Z", "+0.75s", stream=1)
+    assert sel.records == len(sel) == 1500
+    threads, numbers = vdif_ids(np.concatenate([v for _, v in sel.pieces]))
+    assert (threads == 1).all() and (numbers == np.arange(2500, 4000)).all()
+    # Views of the mapped files, not copies; one evenly spaced run per file.
+    for f, v in sel.pieces:
+        assert not v.flags.owndata and not v.flags.writeable and v.shape[1] == 1032
+    # The same bytes as `wirespeed extract`, and the same ledger.
+    out = tmp_path / "win.vdif"
+    run("extract", str(d), "--from", "2026-01-01T00:00:01.25Z", "--to", "+0.75s", "--stream", "1", "-w", str(out))
+    assert b"".join(v.tobytes() for _, v in sel.pieces) == out.read_bytes()
+    led = json.loads((tmp_path / "win.vdif.json").read_text())
+    assert sel.ledger["streams"] == led["streams"] and sel.ledger["records"] == 1500
+    # Every thread: the window's frames of all three, in file order.
+    all3 = rec.between("2026-01-01T00:00:01.25Z", "2026-01-01T00:00:02Z")
+    assert all3.records == 4500 and all3.ledger["total"]["lost"] == 0
+    # datetime, numpy datetime64 and ns since the epoch name the same instants.
+    import datetime
+
+    t0 = datetime.datetime(2026, 1, 1, 0, 0, 1, 250000)
+    t1 = np.datetime64("2026-01-01T00:00:02")
+    ns0 = int(np.datetime64("2026-01-01T00:00:01.25").astype("datetime64[ns]").astype(np.int64))
+    for a, b in [(t0, t1), (ns0, t1), (t0.replace(tzinfo=datetime.timezone.utc), "2026-01-01T00:00:02Z")]:
+        assert rec.between(a, b, stream=1).records == 1500
+    # By numbers alone.
+    assert rec.between(seq=(100, 199), stream=2).records == 100
+    # A window with nothing in it: no records, and the ledger says what the window should hold.
+    empty = rec.between("2026-01-01T00:00:05Z", "+1s")
+    assert empty.records == 0 and empty.pieces == []
+    assert [g["count"] for g in empty.ledger["missing_at_edges"]] == [2000, 2000, 2000]
+
+
+def test_between_refuses_bad_times_with_one_line(tmp_path):
+    record(tmp_path, ["--size", "1024"], ["--count", "100"])
+    rec = wirespeed.open(tmp_path)
+    with pytest.raises(wirespeed.InvalidValueError, match="is not a time"):
+        rec.between("yesterday")
+    with pytest.raises(wirespeed.InvalidValueError, match="clock"):
+        rec.between("-1h", clock="sideways")
+    with pytest.raises(wirespeed.InvalidValueError, match="empty"):
+        rec.between("now", "-1h", clock="arrival")
+    with pytest.raises(wirespeed.InvalidValueError, match="not a time"):
+        rec.between(3.5)
+    # A counter stream has no time of its own; its arrival times do.
+    assert rec.between("-1h", "+2h").records == 100

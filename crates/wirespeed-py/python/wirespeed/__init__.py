@@ -302,7 +302,7 @@ def _edge(t, name: str):
     if isinstance(t, str):
         return None, t
     raise InvalidValueError(
-        f"{name}={t!r}: give a UTC time as a string ('2026-11-29T14:03:10Z', '-5m', 'ts:123'), "
+        f"{name}={t!r} is not a time: give a UTC time as a string ('2026-11-29T14:03:10Z', '-5m', 'ts:123'), "
         "a datetime, a numpy datetime64 or ns since the epoch"
     )
 
