@@ -122,6 +122,12 @@ pub fn cmd_extract(a: ExtractArgs) -> Result<u8, Error> {
             "a raw recording keeps no addresses or arrival stamps to make pcap records of: extract it as raw (the default)",
         ));
     }
+    if src_ff == FileFormat::Pcap && out_ff == FileFormat::Raw && fmt.fixed_len().is_none() {
+        return Err(Error::invalid(format!(
+            "{}'s datagrams differ in length, and a raw file keeps no boundaries between them: extract as pcap (the default)",
+            fmt.name()
+        )));
+    }
     let clock = match a.clock.as_str() {
         "arrival" => Clock::Arrival,
         "data" => Clock::Data,
@@ -172,7 +178,9 @@ pub fn cmd_extract(a: ExtractArgs) -> Result<u8, Error> {
         }
     };
     if out_ff == FileFormat::Pcap {
-        out.write(&spool::pcap_global_header()).map_err(|e| Error::io(format!("cannot write: {e}")))?;
+        // The recording's own header (its link type, byte order and time unit: records are
+        // copied as they are), from the first file that has one.
+        out.write(&pcap_header_of(&rec.files)).map_err(|e| Error::io(format!("cannot write: {e}")))?;
     }
     let strip = spool::recordable(&*fmt).raw_strip();
     let mut written = 0u64;
@@ -188,9 +196,13 @@ pub fn cmd_extract(a: ExtractArgs) -> Result<u8, Error> {
     let finish = |out: Out| -> Result<Option<PathBuf>, Error> {
         match out {
             Out::Count => Ok(None),
-            Out::Stdout(mut w) => {
-                w.flush().map(|_| None).map_err(|e| Error::io(format!("cannot write to stdout: {e}")))
-            }
+            // A reader that went away (`| head`) ends the extract, not as a failure.
+            Out::Stdout(mut w) => match w.flush() {
+                Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+                    Err(Error::io(format!("cannot write to stdout: {e}")))
+                }
+                _ => Ok(None),
+            },
             Out::File { w, part, target } => {
                 let f =
                     w.into_inner().map_err(|e| Error::io(format!("cannot write {}: {}", part.display(), e.error())))?;
@@ -238,6 +250,19 @@ pub fn cmd_extract(a: ExtractArgs) -> Result<u8, Error> {
         }
     );
     Ok(verdict(&report, a.expect_whole))
+}
+
+/// The pcap global header of the first file of `files` that has one (ours when none has).
+fn pcap_header_of(files: &[spool::open::OpenFile]) -> [u8; spool::PCAP_GLOBAL_LEN] {
+    use std::os::unix::fs::FileExt;
+    for f in files {
+        let mut h = [0u8; spool::PCAP_GLOBAL_LEN];
+        let read = std::fs::File::open(&f.path).and_then(|file| file.read_exact_at(&mut h, f.offset));
+        if read.is_ok() && spool::parse_pcap_global(&h).is_some() {
+            return h;
+        }
+    }
+    spool::pcap_global_header()
 }
 
 fn write_ledger(path: &Path, report: &ExtractReport) -> Result<(), Error> {

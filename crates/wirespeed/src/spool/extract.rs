@@ -14,7 +14,7 @@
 
 use super::index::TimeIndex;
 use super::open::OpenFile;
-use super::{parse_pcap_global, parse_pcap_packet, pcap, FileFormat, FileLedger, FileStream};
+use super::{parse_pcap_global, parse_pcap_packet, pcap, FileFormat, FileLedger, FileStream, PcapInfo};
 use crate::error::{Error, Result};
 use crate::ledger::LedgerCounts;
 use crate::wire::{DataClock, Format};
@@ -31,6 +31,8 @@ pub const EXTRACT_SCHEMA: &str = "wirespeed.extract/1";
 const MAX_CAPLEN: usize = 262_144;
 /// Bytes read at a time.
 const READ: usize = 8 << 20;
+/// Longest raw record read (a sidecar claiming more is not believed).
+const MAX_RECORD: usize = 64 << 20;
 
 /// Which clock a window is on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -130,9 +132,9 @@ pub struct ExtractReport {
     /// Bytes of the records taken, as they lie in the recording (the output's own size is
     /// the file's).
     pub bytes: u64,
-    /// Arrival of the first and last record taken, ns (when known).
+    /// Earliest and latest arrival of the records taken, ns (when known).
     pub arrival_ns: Option<[u64; 2]>,
-    /// Own time of the first and last record taken (when the format has one).
+    /// Earliest and latest own time of the records taken (when the format has one).
     pub data_time: Option<[u64; 2]>,
     /// The ledger of the records taken, per stream: their gaps are holes the recording has
     /// inside the window.
@@ -146,6 +148,9 @@ pub struct ExtractReport {
     pub files: Vec<FileRead>,
     /// Things the reader should know (files without an index, a window in a hole).
     pub notes: Vec<String>,
+    /// The reader of the output went away before the end (e.g. `| head`): what is here is
+    /// what was taken until then.
+    pub stopped_early: bool,
 }
 
 /// Numbers a window should hold that lie before the first or after the last record taken.
@@ -166,10 +171,10 @@ pub struct EdgeGap {
 pub struct WindowShown {
     /// arrival or data.
     pub clock: Clock,
-    /// First instant, as given on its clock (ns or timestamp units).
-    pub from: u64,
-    /// First instant after it.
-    pub to: u64,
+    /// First instant, as given on its clock (ns or timestamp units); `None`: from the start.
+    pub from: Option<u64>,
+    /// First instant after it; `None`: to the end.
+    pub to: Option<u64>,
     /// The same in UTC, for UTC clocks.
     pub from_utc: Option<String>,
     /// The same in UTC, for UTC clocks.
@@ -367,7 +372,9 @@ fn range_of(f: &OpenFile, ix: Option<&TimeIndex>, q: &Query, header: u64) -> Opt
 }
 
 /// Read `files` (a recording, in order) for `q`, handing each matching record to `take` in
-/// file order. `fmt` reads the records' stream, number and own time. Returns the report (its
+/// file order. `fmt` reads the records' stream, number and own time. `take` may end the
+/// extract early by failing with [`std::io::ErrorKind::BrokenPipe`] (the reader of the output
+/// went away): the report then covers what was taken, and says so. Returns the report (its
 /// `output` left empty for the caller).
 pub fn extract(
     files: &[OpenFile],
@@ -414,51 +421,95 @@ pub fn extract(
         missing_at_edges: Vec::new(),
         files: Vec::new(),
         notes: Vec::new(),
+        stopped_early: false,
     };
     let mut buf = vec![0u8; READ];
     let checks = q.checks_records();
-    // The last own time seen: a record without one (a SPEAD heap's later packets) takes it.
-    let mut last_data: Option<u64> = None;
-    let mut unindexed = Vec::new();
-    for (fi, f) in files.iter().enumerate() {
+    let arrival_window = q.window.is_some_and(|w| w.clock == Clock::Arrival);
+    let header = if ff == FileFormat::Pcap { super::PCAP_GLOBAL_LEN as u64 } else { 0 };
+    let mut pcap_first: Option<PcapInfo> = None;
+    let (mut unindexed, mut untimed, mut bad_index, mut gone) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    'files: for (fi, f) in files.iter().enumerate() {
         let path = f.path.display().to_string();
-        // The index narrows the reading unless told not to; its marks (raw files' arrival
-        // times) and dates serve either way.
-        let full_ix = f.sidecar.as_ref().and_then(|s| s.index.as_ref());
+        let skip = |report: &mut ExtractReport, path: String| {
+            report.files.push(FileRead { path, how: "skipped".into(), bytes_read: 0, records_read: 0, records: 0 });
+        };
+        // The index narrows the reading unless told not to, or unless it cannot be trusted;
+        // its marks (raw files' arrival times) and dates serve either way.
+        let mut full_ix = f.sidecar.as_ref().and_then(|s| s.index.as_ref());
+        if let Some(why) = full_ix.and_then(|i| i.problem(f.bytes, header, f.layout.record_len)) {
+            bad_index.push(format!("{path} ({why})"));
+            full_ix = None;
+        }
         let ix = if q.no_index { None } else { full_ix };
-        if ix.is_none() && !q.no_index {
+        if full_ix.is_none() && !q.no_index {
             unindexed.push(path.clone());
         }
-        let file = File::open(&f.path).map_err(|e| Error::os(format!("cannot open {path}: {e}"), &e))?;
+        if arrival_window && ff == FileFormat::Raw && full_ix.map_or(true, |i| i.marks.is_empty()) {
+            untimed.push(path.clone());
+            skip(&mut report, path);
+            continue;
+        }
+        // Decided from the sidecar alone: a file whose index shows nothing in the window is
+        // never opened.
+        let Some((start, end)) = range_of(f, ix, q, header) else {
+            skip(&mut report, path);
+            continue;
+        };
+        let file = match File::open(&f.path) {
+            Ok(file) => file,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                // Deleted since the recording was listed (a recorder's retention): not an error
+                // of the extract.
+                gone.push(path.clone());
+                skip(&mut report, path);
+                continue;
+            }
+            Err(e) => return Err(Error::os(format!("cannot open {path}: {e}"), &e)),
+        };
         crate::sys::file::lock_shared(&file)
             .map_err(|e| Error::os(format!("cannot lock {path} for reading: {e}"), &e))?;
         let mut pcap_info = None;
-        let header = if ff == FileFormat::Pcap {
+        if ff == FileFormat::Pcap {
             let mut h = [0u8; super::PCAP_GLOBAL_LEN];
-            file.read_exact_at(&mut h, f.offset).map_err(|e| Error::os(format!("cannot read {path}: {e}"), &e))?;
-            pcap_info = Some(parse_pcap_global(&h).ok_or_else(|| {
+            if file.read_exact_at(&mut h, f.offset).is_err() {
+                // A file still being written, with nothing on disk yet.
+                gone.push(format!("{path} (empty)"));
+                skip(&mut report, path);
+                continue;
+            }
+            let info = parse_pcap_global(&h).ok_or_else(|| {
                 Error::bad_data(format!("{path} does not start with a pcap header: it is not a pcap recording"))
-            })?);
-            super::PCAP_GLOBAL_LEN as u64
-        } else {
-            0
-        };
-        let Some((start, end)) = range_of(f, ix, q, header) else {
-            report.files.push(FileRead { path, how: "skipped".into(), bytes_read: 0, records_read: 0, records: 0 });
-            continue;
-        };
-        let how = if ix.is_some() { "index" } else { "scanned" };
-        let arrival_known = ff == FileFormat::Pcap || full_ix.is_some_and(|i| !i.marks.is_empty());
-        if q.window.is_some_and(|w| w.clock == Clock::Arrival) && !arrival_known {
-            report.notes.push(format!(
-                "{path} is a raw file without the capture's time marks (no index): its records' arrival times are unknown, so none was taken; ask by the format's own time (--clock data) or by --seq"
-            ));
-            report.files.push(FileRead { path, how: "skipped".into(), bytes_read: 0, records_read: 0, records: 0 });
-            continue;
+            })?;
+            match pcap_first {
+                None => pcap_first = Some(info),
+                Some(p) if p != info => {
+                    return Err(Error::invalid(format!(
+                        "{path}'s pcap header (link type {}, {}) differs from the first file's (link type {}, {}): extract them separately",
+                        info.linktype,
+                        if info.nanos { "ns" } else { "us" },
+                        p.linktype,
+                        if p.nanos { "ns" } else { "us" }
+                    )))
+                }
+                Some(_) => {}
+            }
+            pcap_info = Some(info);
         }
+        let how = if ix.is_some() { "index" } else { "scanned" };
         let mut rr = RangeReader::new(&file, f.offset + start, f.offset + end, std::mem::take(&mut buf));
         let (mut read_n, mut taken) = (0u64, 0u64);
-        let near = full_ix.and_then(|i| i.arrival_ns).map_or_else(crate::sys::realtime_ns, |a| a[0]);
+        // The date a Mark5B time is read near: the file's own.
+        let near = full_ix
+            .and_then(|i| i.arrival_ns)
+            .map(|a| a[0])
+            .or_else(|| f.sidecar.as_ref().and_then(|s| crate::calendar::parse_utc(&s.opened_utc).ok()))
+            .or_else(|| mtime_ns(&file))
+            .unwrap_or_else(crate::sys::realtime_ns);
+        // A record without a time of its own (a SPEAD heap's later packets, a Mark5B second
+        // half) takes the time of the record before it in the same file; index entries start
+        // only at records with one, so a range read from an entry reads as the whole file does.
+        let mut last_data: Option<u64> = None;
         loop {
             let rec_len = match (ff, pcap_info) {
                 (FileFormat::Raw, _) => f.layout.record_len,
@@ -466,8 +517,7 @@ pub fn extract(
                     if rr.fill(pcap::PCAP_RECORD_LEN).map_err(|e| io_err(&path, e))? < pcap::PCAP_RECORD_LEN {
                         break;
                     }
-                    let h = pcap::RecordHeader::new_checked(&rr.buf[rr.lo..rr.hi], p.order())
-                        .map_err(|_| Error::bad_data(format!("{path}: a pcap record header is cut short")))?;
+                    let Ok(h) = pcap::RecordHeader::new_checked(&rr.buf[rr.lo..rr.hi], p.order()) else { break };
                     let cap = h.caplen() as usize;
                     if cap > MAX_CAPLEN {
                         report.notes.push(format!(
@@ -480,7 +530,14 @@ pub fn extract(
                 }
                 _ => break,
             };
-            if rec_len == 0 || rr.fill(rec_len).map_err(|e| io_err(&path, e))? < rec_len {
+            if rec_len == 0 || rec_len > MAX_RECORD {
+                report.notes.push(format!("{path}: records of {rec_len} bytes cannot be read"));
+                break;
+            }
+            if rec_len > rr.buf.len() {
+                rr.buf.resize(rec_len, 0);
+            }
+            if rr.fill(rec_len).map_err(|e| io_err(&path, e))? < rec_len {
                 break;
             }
             let offset = rr.offset() - f.offset;
@@ -489,8 +546,7 @@ pub fn extract(
             read_n += 1;
             let (src, payload, arrival) = match pcap_info {
                 Some(p) => {
-                    let h =
-                        pcap::RecordHeader::new_checked(rec, p.order()).map_err(|_| Error::bad_data("cut short"))?;
+                    let Ok(h) = pcap::RecordHeader::new_checked(rec, p.order()) else { break };
                     let (src, pl) = parse_pcap_packet(&p, &rec[pcap::PCAP_RECORD_LEN..], h.origlen());
                     (src, pl, Some(h.unix_ns(p.nanos)))
                 }
@@ -502,7 +558,15 @@ pub fn extract(
                     _ => continue,
                 }
             }
-            let mut data_t = None;
+            // The record's own time, once (it is also the report's).
+            let own = match payload {
+                Some(pl) if fmt.data_clock().is_some() && fmt.check(pl).is_ok() => fmt.data_time(pl, near),
+                _ => None,
+            };
+            if own.is_some() {
+                last_data = own;
+            }
+            let data_t = own.or(last_data);
             if checks {
                 let Some(pl) = payload else { continue };
                 let info = fmt.check(pl).ok();
@@ -515,19 +579,33 @@ pub fn extract(
                     }
                 }
                 if let Some(w) = q.window.filter(|w| w.clock == Clock::Data) {
-                    let t = fmt.data_time(pl, near).or(last_data);
-                    if let Some(t) = fmt.data_time(pl, near) {
-                        last_data = Some(t);
-                    }
-                    match t {
-                        Some(t) if t >= w.from && t < w.to => data_t = Some(t),
+                    match data_t {
+                        Some(t) if t >= w.from && t < w.to => {}
                         _ => continue,
                     }
                 }
             }
             let pick =
                 Pick { file: fi, offset, record: rec, payload: payload.unwrap_or(&[]), src, arrival_ns: arrival };
-            take(&pick).map_err(|e| Error::os(format!("cannot write the extracted records: {e}"), &e))?;
+            match take(&pick) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {
+                    report.stopped_early = true;
+                    report.notes.push(format!(
+                        "the output was closed after {} record(s): the extract stopped there",
+                        report.records
+                    ));
+                    report.files.push(FileRead {
+                        path,
+                        how: how.into(),
+                        bytes_read: rr.read,
+                        records_read: read_n,
+                        records: taken,
+                    });
+                    break 'files;
+                }
+                Err(e) => return Err(Error::os(format!("cannot write the extracted records: {e}"), &e)),
+            }
             taken += 1;
             report.records += 1;
             report.bytes += rec.len() as u64;
@@ -538,7 +616,7 @@ pub fn extract(
             if let Some(t) = arrival {
                 widen(&mut report.arrival_ns, t);
             }
-            if let Some(t) = data_t.or_else(|| payload.and_then(|pl| fmt.data_time(pl, near))) {
+            if let Some(t) = data_t {
                 widen(&mut report.data_time, t);
             }
         }
@@ -554,12 +632,36 @@ pub fn extract(
     let (streams, total) = ledger.finish();
     report.streams = streams;
     report.total = total;
-    if !unindexed.is_empty() {
+    let list = |v: &[String]| {
+        if v.len() <= 3 {
+            v.join(", ")
+        } else {
+            format!("{}, ... and {} more", v[..2].join(", "), v.len() - 2)
+        }
+    };
+    if !bad_index.is_empty() {
         report.notes.push(format!(
-            "{} file(s) have no time index and were read whole: {}",
-            unindexed.len(),
-            unindexed.join(", ")
+            "{} file(s) have an index that cannot be trusted and were read whole: {}",
+            bad_index.len(),
+            list(&bad_index)
         ));
+    }
+    if !unindexed.is_empty() && unindexed.len() > bad_index.len() {
+        report.notes.push(format!(
+            "{} file(s) have no time index and were read whole (a file being written, or recorded with --no-index or before indexes): {}",
+            unindexed.len() - bad_index.len(),
+            list(&unindexed)
+        ));
+    }
+    if !untimed.is_empty() {
+        report.notes.push(format!(
+            "{} raw file(s) have no time marks (no index), so their records' arrival times are unknown and none was taken: ask by the format's own time (--clock data) or by --seq: {}",
+            untimed.len(),
+            list(&untimed)
+        ));
+    }
+    if !gone.is_empty() {
+        report.notes.push(format!("{} file(s) were gone or empty when read: {}", gone.len(), list(&gone)));
     }
     // The streams the recording holds (its sidecars say): one with nothing in the window
     // misses all of it.
@@ -570,42 +672,56 @@ pub fn extract(
     if let Some(s) = q.stream {
         known = vec![s];
     }
-    edges(&mut report, q, fmt, &known);
+    if !report.stopped_early {
+        edges(&mut report, q, fmt, &known, !untimed.is_empty());
+    }
     Ok(report)
+}
+
+/// A file's modification time, ns since the epoch.
+fn mtime_ns(f: &File) -> Option<u64> {
+    let m = f.metadata().ok()?.modified().ok()?;
+    m.duration_since(std::time::UNIX_EPOCH).ok().map(|d| d.as_nanos() as u64)
 }
 
 /// The frames a UTC window should hold before the first and after the last record taken, per
 /// stream (VDIF and Mark5B number their frames by time, so the window says which numbers it
-/// holds); and a window with nothing in it named as a hole.
-fn edges(report: &mut ExtractReport, q: &Query, fmt: &Arc<dyn Format>, known: &[u32]) {
+/// holds): only on the window's closed sides. And a window with nothing in it named as a hole.
+fn edges(report: &mut ExtractReport, q: &Query, fmt: &Arc<dyn Format>, known: &[u32], untimed: bool) {
     let Some(w) = q.window else { return };
     if w.clock == Clock::Data && fmt.data_clock() == Some(DataClock::Utc) {
-        if let (Some(a), Some(b)) = (fmt.seq_at(w.from), fmt.seq_at(w.to)) {
-            let (a, b) = (a.max(q.seq.map_or(0, |s| s.0)), b.min(q.seq.map_or(u64::MAX, |s| s.1.saturating_add(1))));
-            for s in &report.streams {
-                if let (Some(f), Some(l)) = (s.first_seq, s.last_seq) {
-                    if f > a {
-                        report.missing_at_edges.push(EdgeGap { stream: s.stream, first: a, last: f - 1, count: f - a });
-                    }
-                    if l + 1 < b {
-                        report.missing_at_edges.push(EdgeGap {
-                            stream: s.stream,
-                            first: l + 1,
-                            last: b - 1,
-                            count: b - l - 1,
-                        });
-                    }
+        let from = (w.from > 0).then(|| fmt.seq_at(w.from)).flatten();
+        let to = (w.to < u64::MAX).then(|| fmt.seq_at(w.to)).flatten();
+        let (lo, hi) = (q.seq.map(|s| s.0), q.seq.map(|s| s.1.saturating_add(1)));
+        let a = from.map(|a| lo.map_or(a, |l| a.max(l)));
+        let b = to.map(|b| hi.map_or(b, |h| b.min(h)));
+        for s in &report.streams {
+            if let (Some(f), Some(a)) = (s.first_seq, a) {
+                if f > a {
+                    report.missing_at_edges.push(EdgeGap { stream: s.stream, first: a, last: f - 1, count: f - a });
                 }
             }
+            if let (Some(l), Some(b)) = (s.last_seq, b) {
+                if l.saturating_add(1) < b {
+                    report.missing_at_edges.push(EdgeGap {
+                        stream: s.stream,
+                        first: l + 1,
+                        last: b - 1,
+                        count: b - l - 1,
+                    });
+                }
+            }
+        }
+        if let (Some(a), Some(b)) = (a, b) {
             for &stream in known {
                 if b > a && !report.streams.iter().any(|s| s.stream == stream) {
                     report.missing_at_edges.push(EdgeGap { stream, first: a, last: b - 1, count: b - a });
                 }
             }
-            report.missing_at_edges.sort_by_key(|g| (g.stream, g.first));
         }
+        report.missing_at_edges.sort_by_key(|g| (g.stream, g.first));
     }
-    if report.records == 0 {
+    if report.records == 0 && !untimed {
         report
             .notes
             .push("nothing was recorded in the window: it lies in a hole of the recording, or outside it".to_string());
@@ -623,10 +739,10 @@ fn shown(w: Window, clock: Option<DataClock>) -> WindowShown {
     let utc = w.clock == Clock::Arrival || clock == Some(DataClock::Utc);
     WindowShown {
         clock: w.clock,
-        from: w.from,
-        to: w.to,
-        from_utc: utc.then(|| super::utc_iso(w.from)),
-        to_utc: utc.then(|| super::utc_iso(w.to)),
+        from: (w.from > 0).then_some(w.from),
+        to: (w.to < u64::MAX).then_some(w.to),
+        from_utc: (utc && w.from > 0).then(|| super::utc_iso(w.from)),
+        to_utc: (utc && w.to < u64::MAX).then(|| super::utc_iso(w.to)),
     }
 }
 

@@ -22,9 +22,20 @@ use serde::{Deserialize, Serialize};
 pub const INDEX_EVERY: u64 = 4 << 20;
 /// Bytes of ring between the capture thread's time marks (raw files' arrival times).
 pub const MARK_EVERY: u64 = 1 << 20;
+/// And at most this long between marks while data arrives (ns): a slow stream's records are
+/// placed in time within a tenth of a second, and a stream that starts after a quiet spell is
+/// marked from its first batch.
+pub const MARK_IDLE_NS: u64 = 100_000_000;
 /// An entry holds at least this many bytes per stream it names, so that a file of many
 /// streams (1024 VDIF threads) keeps its index small.
 const BYTES_PER_STREAM: u64 = 256 << 10;
+/// When a file (one without rotation, recording for days) reaches this many entries, later
+/// entries cover twice the bytes, and again at each further such count: the index of a file
+/// of any size stays a few MB, and the writer's memory for it bounded.
+const MAX_ENTRIES: usize = 16_384;
+/// Likewise for the time marks of a raw file: at this many, every other one is dropped and
+/// the spacing doubles.
+const MAX_MARKS: usize = 65_536;
 
 /// How a file's arrival times were taken.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -61,6 +72,33 @@ pub struct TimeIndex {
 }
 
 impl TimeIndex {
+    /// Why this index cannot be trusted for a file of `file_len` bytes whose records start at
+    /// `header` and (raw files) are `record_len` long: entries or marks out of order or past
+    /// the file's end, an entry that does not start on a record. `None`: it can. A sidecar may
+    /// have been edited or damaged; a reader then reads the file whole, and says so.
+    pub fn problem(&self, file_len: u64, header: u64, record_len: usize) -> Option<String> {
+        let mut last = None;
+        for e in &self.entries {
+            if last.is_some_and(|l| e.offset <= l) {
+                return Some(format!("its entries are out of order at byte {}", e.offset));
+            }
+            if e.offset >= file_len || e.offset < header {
+                return Some(format!("an entry starts at byte {}, outside the file", e.offset));
+            }
+            if record_len > 0 && (e.offset - header) % record_len as u64 != 0 {
+                return Some(format!("an entry at byte {} does not start on a {record_len}-byte record", e.offset));
+            }
+            if e.arrival_ns[0] > e.arrival_ns[1] || e.data_time.is_some_and(|d| d[0] > d[1]) {
+                return Some(format!("an entry at byte {} has times that end before they start", e.offset));
+            }
+            last = Some(e.offset);
+        }
+        if self.marks.windows(2).any(|w| w[1][0] < w[0][0]) {
+            return Some("its time marks are out of order".into());
+        }
+        None
+    }
+
     /// The arrival time of the record at `offset` of a raw file, from the marks around it:
     /// linear in the offset between them (their times bound it), or the nearer mark's time
     /// past the first or last.
@@ -68,8 +106,8 @@ impl TimeIndex {
         let i = self.marks.partition_point(|m| m[0] <= offset);
         match (i.checked_sub(1).and_then(|j| self.marks.get(j)), self.marks.get(i)) {
             (Some(a), Some(b)) if b[0] > a[0] => {
-                let f = (offset - a[0]) as f64 / (b[0] - a[0]) as f64;
-                Some(a[1] + ((b[1].saturating_sub(a[1])) as f64 * f) as u64)
+                let f = offset.saturating_sub(a[0]) as f64 / (b[0] - a[0]) as f64;
+                Some(a[1].saturating_add((b[1].saturating_sub(a[1]) as f64 * f) as u64))
             }
             (Some(a), _) => Some(a[1]),
             (None, Some(b)) => Some(b[1]),
@@ -169,6 +207,11 @@ pub struct IndexBuilder {
     slot_span: Vec<usize>,
     /// Raw files: (file offset, time) of the capture's marks.
     marks: Vec<(u64, u64)>,
+    /// Bytes between entries now (doubles past [`MAX_ENTRIES`]), and between marks kept.
+    every: u64,
+    mark_every: u64,
+    /// Entries when `every` last doubled.
+    entries_at_double: usize,
 }
 
 impl IndexBuilder {
@@ -184,6 +227,9 @@ impl IndexBuilder {
             spans: Vec::with_capacity(n * 2),
             slot_span: Vec::with_capacity(16),
             marks: if exact { Vec::new() } else { Vec::with_capacity(n * 4 + 2) },
+            every: INDEX_EVERY,
+            mark_every: 0,
+            entries_at_double: 0,
         }
     }
 
@@ -195,9 +241,25 @@ impl IndexBuilder {
     /// A capture time mark: every record at or after `offset` arrived at or after `ns`, every
     /// record before it at or before `ns`.
     pub fn mark(&mut self, offset: u64, ns: u64) {
-        if !self.exact {
-            self.marks.push((offset, ns));
+        if self.exact {
+            return;
         }
+        if let Some(&(o, _)) = self.marks.last() {
+            if offset < o.saturating_add(self.mark_every) {
+                return;
+            }
+        }
+        if self.marks.len() >= MAX_MARKS {
+            // Thin out: every other mark, twice the spacing from now on. The bounds stay true,
+            // only coarser.
+            let mut i = 0;
+            self.marks.retain(|_| {
+                i += 1;
+                i % 2 == 1
+            });
+            self.mark_every = (self.mark_every.max(MARK_EVERY)).saturating_mul(2);
+        }
+        self.marks.push((offset, ns));
     }
 
     /// One record at `offset` (file bytes), its arrival time if it carries one, its own time,
@@ -206,12 +268,21 @@ impl IndexBuilder {
     pub fn note(&mut self, offset: u64, arrival: Option<u64>, data: Option<u64>, seq: Option<(usize, u32, u64)>) {
         let open_new = match self.entries.last() {
             None => true,
+            // An entry starts only at a record that carries its own time when the format has a
+            // clock (a SPEAD heap's first packet, a Mark5B frame's first half): a record without
+            // one takes the time of the record before it, and that one is then in the same
+            // entry, so reading from any entry's start reads the same as from the file's.
+            Some(_) if self.clock.is_some() && data.is_none() => false,
             Some(e) => {
-                let bytes = offset - e.offset;
-                bytes >= INDEX_EVERY && bytes >= (e.spans.1 - e.spans.0) as u64 * BYTES_PER_STREAM
+                let bytes = offset.saturating_sub(e.offset);
+                bytes >= self.every && bytes >= (e.spans.1 - e.spans.0) as u64 * BYTES_PER_STREAM
             }
         };
         if open_new {
+            if self.entries.len() - self.entries_at_double >= MAX_ENTRIES {
+                self.every = self.every.saturating_mul(2);
+                self.entries_at_double = self.entries.len();
+            }
             let start = self.spans.len();
             self.entries.push(Flat { offset, records: 0, arrival: NONE, data: NONE, spans: (start, start) });
             self.slot_span.iter_mut().for_each(|s| *s = usize::MAX);
@@ -257,8 +328,13 @@ impl IndexBuilder {
                 let arrival = if self.exact {
                     some(e.arrival).unwrap_or([self.near_ns, closed_ns])
                 } else {
-                    let lo = self.marks.iter().rev().find(|m| m.0 <= e.offset).map_or(self.near_ns, |m| m.1);
-                    let hi = self.marks.iter().find(|m| m.0 >= end).map_or(closed_ns, |m| m.1);
+                    // The marks are in offset order: the last at or before the entry's start,
+                    // the first at or after its end (binary searches, not scans: a file of
+                    // days has thousands of entries and marks).
+                    let i = self.marks.partition_point(|m| m.0 <= e.offset);
+                    let lo = i.checked_sub(1).map_or(self.near_ns, |j| self.marks[j].1);
+                    let k = self.marks.partition_point(|m| m.0 < end);
+                    let hi = self.marks.get(k).map_or(closed_ns, |m| m.1);
                     [lo, hi.max(lo)]
                 };
                 IndexEntry {
@@ -334,6 +410,56 @@ mod tests {
         assert_eq!(ix.arrival, ArrivalTimes::Marks);
         assert_eq!(ix.entries[0].arrival_ns, [100, 104], "from the mark at its start to the one at its end");
         assert_eq!(ix.entries[2].arrival_ns, [108, 500], "the last ends at the close");
+    }
+
+    #[test]
+    fn entries_start_only_at_records_with_a_time_of_their_own() {
+        // Mark5B halves: only every other record carries a header (a time).
+        let mut b = IndexBuilder::new(Some(DataClock::Utc), true, 0, 0);
+        let rec = 1 << 20;
+        for i in 0..20u64 {
+            let t = (i % 2 == 0).then_some(1000 + i);
+            b.note(i * rec, Some(i), t, Some((0, 0, i / 2)));
+        }
+        let ix = b.finish(20 * rec, 0);
+        assert!(ix.entries.iter().all(|e| (e.offset / rec) % 2 == 0), "{:?}", ix.entries);
+        assert_eq!(ix.entries[1].offset, 4 * rec);
+    }
+
+    #[test]
+    fn the_index_of_a_huge_file_stays_bounded() {
+        let mut b = IndexBuilder::new(None, false, 0, 0);
+        let mib = 1u64 << 20;
+        // 400,000 MiB (a 400 GiB file): 400,000 marks and 100,000 entries at the first spacing.
+        for i in 0..400_000u64 {
+            b.mark(i * mib, i);
+            b.note(i * mib, None, None, None);
+        }
+        let ix = b.finish(400_000 * mib, 400_000);
+        assert!(ix.entries.len() < 3 * MAX_ENTRIES, "{} entries", ix.entries.len());
+        assert!(ix.marks.len() <= MAX_MARKS, "{} marks", ix.marks.len());
+        assert!(ix.entries.windows(2).all(|w| w[0].offset < w[1].offset));
+        // Bounds still hold: every entry's arrival range covers its own records' marks.
+        for e in &ix.entries {
+            assert!(e.arrival_ns[0] <= e.offset / mib && e.arrival_ns[1] >= e.offset / mib, "{e:?}");
+        }
+        assert_eq!(ix.problem(400_000 * mib, 0, 0), None);
+    }
+
+    #[test]
+    fn a_damaged_index_is_named_not_trusted() {
+        let mut b = IndexBuilder::new(None, true, 0, 0);
+        for i in 0..10u64 {
+            b.note(i * (1 << 20), Some(i), None, None);
+        }
+        let mut ix = b.finish(10 << 20, 0);
+        assert_eq!(ix.problem(10 << 20, 0, 1024), None);
+        assert!(ix.problem(10 << 20, 0, 1000).is_some(), "entries not on records");
+        assert!(ix.problem(1 << 20, 0, 0).is_some(), "past the file's end");
+        ix.entries.reverse();
+        assert!(ix.problem(10 << 20, 0, 0).is_some(), "out of order");
+        let odd = TimeIndex { marks: vec![[u64::MAX - 1, u64::MAX], [u64::MAX, u64::MAX]], ..ix.clone() };
+        assert_eq!(odd.arrival_at(u64::MAX), Some(u64::MAX), "no overflow");
     }
 
     #[test]

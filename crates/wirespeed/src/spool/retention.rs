@@ -124,6 +124,10 @@ pub struct Keeper {
     /// What each name in the directory was found to be (`None`: not ours), so that a sweep
     /// reads only the sidecars of files it has not seen.
     known: std::collections::HashMap<String, Option<Candidate>>,
+    /// Notes said already (each is said once).
+    said: std::collections::HashSet<String>,
+    /// When the age rule last ran.
+    last_age_check: u64,
 }
 
 /// Whether `name` is one of the prefix's files: `PREFIX-` then the time, or a thread's
@@ -152,6 +156,8 @@ impl Keeper {
             report: RetentionReport::default(),
             reported_locked: Default::default(),
             known: Default::default(),
+            said: Default::default(),
+            last_age_check: 0,
         }
     }
 
@@ -213,7 +219,9 @@ impl Keeper {
 
     /// Delete `c` unless a reader holds it: `Ok(true)` deleted, `Ok(false)` passed over.
     fn delete(&mut self, c: &Candidate, rule: &'static str, why: &str) -> bool {
-        let f = match std::fs::File::open(&c.path) {
+        // Opened for writing too: a filesystem that emulates flock with record locks (NFS)
+        // grants an exclusive one only on a descriptor that may write.
+        let f = match std::fs::OpenOptions::new().read(true).write(true).open(&c.path) {
             Ok(f) => f,
             Err(_) => return false, // gone already (another keeper, a person)
         };
@@ -265,7 +273,7 @@ impl Keeper {
     }
 
     fn note(&mut self, n: String) {
-        if !self.report.notes.contains(&n) {
+        if self.said.insert(n.clone()) {
             (self.say)(&format!("wirespeed record: retention: {n}"));
             self.report.notes.push(n);
         }
@@ -275,9 +283,33 @@ impl Keeper {
     /// disk has less free than it should. Returns the files deleted.
     pub fn sweep(&mut self, now_ns: u64) -> u64 {
         let before = self.report.files_deleted;
-        let cands = self.candidates();
+        // The cheap look first (one statvfs): the directory is listed only when there may be
+        // something to do: space below the mark, or the age rule due (once a second).
+        let space = match self.rules.keep_free {
+            Some(kf) => match sys::file::space(&self.dir) {
+                Ok((total, free)) => Some((kf.bytes(total), free)),
+                Err(e) => {
+                    self.note(format!("cannot read the free space of {}: {e}", self.dir.display()));
+                    None
+                }
+            },
+            None => None,
+        };
+        if let Some((want, free)) = space {
+            self.report.keep_free_bytes = Some(want);
+            self.report.min_free_bytes = Some(self.report.min_free_bytes.map_or(free, |m| m.min(free)));
+        }
+        let short = space.is_some_and(|(want, free)| free < want);
+        let age_due = self.rules.keep_for.is_some() && now_ns.saturating_sub(self.last_age_check) >= 1_000_000_000;
+        if !short && !age_due {
+            return 0;
+        }
+        let mut cands = self.candidates();
+        // The file finished last is never deleted: a recorder always keeps its latest data.
+        cands.pop();
         let mut gone = vec![false; cands.len()];
-        if let Some(age) = self.rules.keep_for {
+        if let (Some(age), true) = (self.rules.keep_for, age_due) {
+            self.last_age_check = now_ns;
             let limit = now_ns.saturating_sub(age.as_nanos() as u64);
             for (i, c) in cands.iter().enumerate() {
                 if c.closed_ns.is_some_and(|t| t < limit) {
@@ -286,15 +318,18 @@ impl Keeper {
                 }
             }
         }
-        if let Some(kf) = self.rules.keep_free {
-            let Ok((total, free)) = sys::file::space(&self.dir) else {
-                self.note(format!("cannot read the free space of {}", self.dir.display()));
+        if let (Some((want, free)), true) = (space, short) {
+            let mut free = sys::file::space(&self.dir).map_or(free, |s| s.1);
+            // What this recorder's files can give back: when that cannot make up the shortfall
+            // (another program fills the disk), deleting them all would only lose them.
+            let can: u64 = cands.iter().zip(&gone).filter(|(_, g)| !**g).map(|(c, _)| c.bytes).sum();
+            if free.saturating_add(can) < want {
+                self.note(format!(
+                    "free space is below the {} to keep, and all of this recorder's finished files would not make it up: none is deleted for it; the disk may fill",
+                    crate::units::bytes(want)
+                ));
                 return self.report.files_deleted - before;
-            };
-            let want = kf.bytes(total);
-            self.report.keep_free_bytes = Some(want);
-            let mut free = free;
-            self.report.min_free_bytes = Some(self.report.min_free_bytes.map_or(free, |m| m.min(free)));
+            }
             for (i, c) in cands.iter().enumerate() {
                 if free >= want {
                     break;
@@ -308,7 +343,10 @@ impl Keeper {
                     crate::units::bytes(want)
                 );
                 if self.delete(c, "keep-free", &why) {
-                    free = sys::file::space(&self.dir).map(|s| s.1).unwrap_or(free + c.bytes);
+                    // A filesystem may give the space back later (btrfs, XFS): count the file
+                    // as freed, so one sweep never deletes more than the shortfall.
+                    let now = sys::file::space(&self.dir).map_or(0, |s| s.1);
+                    free = now.max(free.saturating_add(c.bytes));
                 }
             }
             if free < want {

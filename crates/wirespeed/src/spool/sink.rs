@@ -92,8 +92,12 @@ pub struct RingSink {
     /// The publisher of a shared ring.
     share: Option<super::share::Publisher>,
     /// Raw files: the ring position at which the next time mark is due (`u64::MAX`: none,
-    /// pcap records carry their own times).
+    /// pcap records carry their own times), and where and when the last was made.
     next_mark: u64,
+    mark_pos: u64,
+    mark_ns: u64,
+    /// The ring position at the end of the last batch: where this batch's records start.
+    batch_start: u64,
 }
 
 /// Where the last accepted datagram's bytes are.
@@ -173,6 +177,9 @@ impl RingSink {
             kept: 0,
             share: None,
             next_mark: if layout.file_format == FileFormat::Raw { start } else { u64::MAX },
+            mark_pos: start,
+            mark_ns: 0,
+            batch_start: start,
         };
         s.ring.prepare_lending(crate::rx::MAX_BATCH);
         s.next_time_cut = s.next_cut_after(unix);
@@ -466,11 +473,20 @@ impl Sink for RingSink {
         }
         self.ring.publish();
         let pos = self.ring.position();
-        if pos >= self.next_mark {
-            // Raw files' arrival times (the time index): a few stores once per MiB.
-            self.shared.push_mark(pos, unix);
-            self.next_mark = pos + super::index::MARK_EVERY;
+        if self.next_mark != u64::MAX && pos > self.mark_pos {
+            // Raw files' arrival times (the time index): a few stores once per MiB, or once a
+            // tenth of a second while data arrives. After a quiet spell the batch's start is
+            // marked too: its records arrived just before now, not when the last mark was made.
+            let idle = unix.saturating_sub(self.mark_ns) >= super::index::MARK_IDLE_NS;
+            if pos >= self.next_mark || idle {
+                if idle && self.batch_start > self.mark_pos {
+                    self.shared.push_mark(self.batch_start, unix);
+                }
+                self.shared.push_mark(pos, unix);
+                (self.mark_pos, self.mark_ns, self.next_mark) = (pos, unix, pos + super::index::MARK_EVERY);
+            }
         }
+        self.batch_start = pos;
         if let (Some(p), Some(h)) = (self.share.as_mut(), self.ring.share_header()) {
             p.publish(h.words(), pos, self.kept);
         }

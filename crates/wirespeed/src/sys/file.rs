@@ -91,22 +91,13 @@ pub fn free_space(path: &Path) -> io::Result<u64> {
     Ok((s.f_bavail as u64).saturating_mul(s.f_frsize as u64))
 }
 
-/// Total size of the filesystem holding `path`, bytes: with [`free_space`], how full the disk
-/// a recording goes to is (`wirespeed recordings` shows both).
-pub fn total_space(path: &Path) -> io::Result<u64> {
-    let s = statvfs(path)?;
-    Ok((s.f_blocks as u64).saturating_mul(s.f_frsize as u64))
-}
-
 /// Total size of the filesystem holding `path`, and the bytes available to this user: what
-/// `record --keep-free 10%` measures its share against.
+/// `record --keep-free 10%` measures its share against, and how full `wirespeed recordings`
+/// shows a disk.
 pub fn space(path: &Path) -> io::Result<(u64, u64)> {
-    let c = c_path(path)?;
-    // SAFETY: statvfs is plain old data for which all-zero is valid.
-    let mut s: libc::statvfs = unsafe { zeroed() };
-    // SAFETY: `c` is a valid NUL-terminated path and `s` a valid out-pointer.
-    cvt(unsafe { libc::statvfs(c.as_ptr(), &mut s) })?;
-    Ok((s.f_blocks as u64 * s.f_frsize as u64, s.f_bavail as u64 * s.f_frsize as u64))
+    let s = statvfs(path)?;
+    let f = s.f_frsize as u64;
+    Ok(((s.f_blocks as u64).saturating_mul(f), (s.f_bavail as u64).saturating_mul(f)))
 }
 
 /// Mark a recorded file as being read (a shared `flock`), so that a recorder's retention

@@ -33,7 +33,7 @@ pub mod xdp;
 pub mod xpc;
 
 pub use cpu::{current_cpu, lock_memory, pin_current_thread, set_process_affinity};
-pub use file::{clear_direct, create_direct, free_space, preallocate, total_space};
+pub use file::{clear_direct, create_direct, free_space, preallocate};
 pub use proc::die_with_parent;
 pub use ring::{
     byte_ring, byte_ring_with, prefault, Lease, PageKind, Pinned, Prefault, RingConsumer, RingMemory, RingProducer,
