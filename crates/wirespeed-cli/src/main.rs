@@ -74,7 +74,7 @@ enum Cmd {
         wirespeed verify /data/rec\n\n\
         Exit codes: 0 success, 1 runtime failure (e.g. disk full: the files written are valid), \
         2 bad usage, 3 loss when --expect-zero-loss.")]
-    Record(record::RecordArgs),
+    Record(Box<record::RecordArgs>),
     /// Re-read recordings, re-check every record, and compare with the sidecars.
     #[command(long_about = "Re-read recordings independently of the ledger kept while recording: every \
         record is checked again by its format (counter pattern, sync words, CRC...), each file \
@@ -252,7 +252,7 @@ fn main() -> ExitCode {
     let r = match cli.cmd {
         Cmd::Send(a) => send::cmd_send(a),
         Cmd::Recv(a) => recv::cmd_recv(a),
-        Cmd::Record(a) => record::cmd_record(a),
+        Cmd::Record(a) => record::cmd_record(*a),
         Cmd::Verify(a) => verify::cmd_verify(a),
         Cmd::Recordings(a) => recordings::cmd_recordings(a),
         Cmd::Gather(a) => gather::cmd_gather(a),

@@ -97,6 +97,14 @@ pub struct RecordArgs {
     /// at the end; a second recorder with the same NAME is refused while this one runs.
     #[arg(long, value_name = "NAME")]
     share: Option<String>,
+    /// Long-running recorders: the time index and retention.
+    #[command(flatten)]
+    long_run: LongRunArgs,
+}
+
+/// `record`'s options for recorders that run for months.
+#[derive(Args)]
+pub struct LongRunArgs {
     /// Leave the time index out of the sidecars (`wirespeed extract` then reads whole files).
     /// The index costs the writer a little CPU and the disk under 0.1 % of the data; this
     /// option exists to measure that, not to save it.
@@ -128,7 +136,8 @@ fn retention(
     cfg: &mut RecordConfig,
 ) -> Result<Option<record::RetentionTarget>, Error> {
     use wirespeed::spool::retention::Retention;
-    if a.keep_free.is_none() && a.keep_for.is_none() {
+    let (keep_free, keep_for) = (a.long_run.keep_free, a.long_run.keep_for);
+    if keep_free.is_none() && keep_for.is_none() {
         return Ok(None);
     }
     if cfg.null_sink || cfg.scan.is_some() {
@@ -136,7 +145,7 @@ fn retention(
             "--keep-free and --keep-for delete the oldest files of a file series in one -o directory: not with --sink null or a scan",
         ));
     }
-    if a.keep_for.is_some_and(|d| d < Duration::from_secs(1)) {
+    if keep_for.is_some_and(|d| d < Duration::from_secs(1)) {
         return Err(Error::invalid("--keep-for must be at least 1s"));
     }
     if cfg.rotation.max_bytes.is_none() && cfg.rotation.period.is_none() {
@@ -146,7 +155,7 @@ fn retention(
             units::bytes(RETENTION_FILE_SIZE)
         );
     }
-    if let Some(kf) = a.keep_free {
+    if let Some(kf) = keep_free {
         let (total, _) = sys::file::space(dir)
             .map_err(|e| Error::os(format!("cannot read the size of the disk holding {}: {e}", dir.display()), &e))?;
         let want = kf.bytes(total);
@@ -168,10 +177,7 @@ fn retention(
         }
     }
     let say: wirespeed::spool::scatter::Say = std::sync::Arc::new(|line: &str| eprintln!("{line}"));
-    Ok(Some(record::RetentionTarget {
-        rules: Retention { keep_free: a.keep_free, keep_for: a.keep_for },
-        say: Some(say),
-    }))
+    Ok(Some(record::RetentionTarget { rules: Retention { keep_free, keep_for }, say: Some(say) }))
 }
 
 /// The scan to record, if the options ask for one (several -o, --layout or --scan).
@@ -237,7 +243,7 @@ pub fn cmd_record(a: RecordArgs) -> Result<u8, Error> {
         show_rings: None,
         learn_fps: None,
         scan: scan.clone(),
-        index: !a.no_index,
+        index: !a.long_run.no_index,
         retention: None,
     };
     cfg.retention = retention(&a, &dir, &mut cfg)?;
