@@ -425,6 +425,7 @@ pub fn extract(
     };
     let mut buf = vec![0u8; READ];
     let checks = q.checks_records();
+    let has_clock = fmt.data_clock().is_some();
     let arrival_window = q.window.is_some_and(|w| w.clock == Clock::Arrival);
     let header = if ff == FileFormat::Pcap { super::PCAP_GLOBAL_LEN as u64 } else { 0 };
     let mut pcap_first: Option<PcapInfo> = None;
@@ -558,9 +559,11 @@ pub fn extract(
                     _ => continue,
                 }
             }
-            // The record's own time, once (it is also the report's).
-            let own = match payload {
-                Some(pl) if fmt.data_clock().is_some() && fmt.check(pl).is_ok() => fmt.data_time(pl, near),
+            // Each record is checked once: for its stream and number, its own time (only a
+            // valid record's is believed) and the ledger.
+            let checked = payload.map(|pl| fmt.check(pl));
+            let own = match (payload, &checked) {
+                (Some(pl), Some(Ok(_))) if has_clock => fmt.data_time(pl, near),
                 _ => None,
             };
             if own.is_some() {
@@ -568,8 +571,10 @@ pub fn extract(
             }
             let data_t = own.or(last_data);
             if checks {
-                let Some(pl) = payload else { continue };
-                let info = fmt.check(pl).ok();
+                if payload.is_none() {
+                    continue;
+                }
+                let info = checked.as_ref().and_then(|c| c.as_ref().ok());
                 if q.stream.is_some_and(|s| !info.is_some_and(|i| i.stream == s)) {
                     continue;
                 }
@@ -609,9 +614,9 @@ pub fn extract(
             taken += 1;
             report.records += 1;
             report.bytes += rec.len() as u64;
-            match payload {
-                Some(pl) => ledger.add(src, pl),
-                None => ledger.add_unreadable(true),
+            match (payload, checked) {
+                (Some(pl), Some(c)) => ledger.add_checked(src, pl, c),
+                _ => ledger.add_unreadable(true),
             }
             if let Some(t) = arrival {
                 widen(&mut report.arrival_ns, t);

@@ -30,7 +30,7 @@ pub mod writer;
 
 pub use crate::calendar::{utc_compact, utc_iso};
 use crate::ledger::{GapRange, LedgerConfig, LedgerCounts, Segment, StreamLedger};
-use crate::wire::{Format, Invalid, LengthLock, UNSEQUENCED};
+use crate::wire::{Format, Invalid, LengthLock, PacketInfo, UNSEQUENCED};
 pub use pcap::{
     parse_pcap_global, parse_pcap_packet, pcap_global_header, pcap_record_header, pcap_record_header_v6, PcapInfo,
     PcapPacket, LINKTYPES_READ, LINKTYPE_RAW, PCAP_GLOBAL_LEN, PCAP_MAGIC_NS, PCAP_MAGIC_US, PCAP_RECORD_OVERHEAD,
@@ -315,8 +315,17 @@ impl FileLedger {
     /// Account for one record's payload.
     #[inline]
     pub fn add(&mut self, src: Option<SocketAddr>, payload: &[u8]) {
+        let checked = self.reader.check(payload);
+        self.add_checked(src, payload, checked);
+    }
+
+    /// [`FileLedger::add`] of a record whose payload the caller has checked already (with
+    /// this ledger's format): a reader that needs the check's result itself (`extract`)
+    /// checks each record once.
+    #[inline]
+    pub fn add_checked(&mut self, src: Option<SocketAddr>, payload: &[u8], checked: Result<PacketInfo, Invalid>) {
         self.records += 1;
-        let seq = self.account(src, payload);
+        let seq = self.account(src, payload, checked);
         if let Some(ix) = self.index.as_mut() {
             let data = match seq {
                 Some(_) if ix.wants_data_time() => self.reader.data_time(payload, ix.near_ns),
@@ -329,12 +338,17 @@ impl FileLedger {
     /// Count one record in its stream's ledger: its slot, stream and number when it is a
     /// valid sequenced record.
     #[inline]
-    fn account(&mut self, src: Option<SocketAddr>, payload: &[u8]) -> Option<(usize, u32, u64)> {
+    fn account(
+        &mut self,
+        src: Option<SocketAddr>,
+        payload: &[u8],
+        checked: Result<PacketInfo, Invalid>,
+    ) -> Option<(usize, u32, u64)> {
         if payload.len() == crate::control::END_LEN && crate::control::EndOfStream::decode(payload).is_some() {
             self.control += 1;
             return None;
         }
-        match self.reader.check(payload) {
+        match checked {
             Ok(info) if info.stream == UNSEQUENCED => {
                 self.unsequenced += 1;
                 None
