@@ -153,7 +153,7 @@ done
 bash --norc --noprofile -c "source '$root/usr/share/bash-completion/completions/wirespeed'
     COMP_WORDS=(wirespeed rec); COMP_CWORD=1; _wirespeed wirespeed rec wirespeed; echo \"\${COMPREPLY[*]}\"" \
     >"$work/compl" 2>&1
-[ "$(cat "$work/compl")" = "recv record" ] || bad+=("installed bash completion of 'wirespeed rec': $(cat "$work/compl")")
+[ "$(cat "$work/compl")" = "recv record recordings" ] || bad+=("installed bash completion of 'wirespeed rec': $(cat "$work/compl")")
 for f in schemas/*.json; do
     [ -f "$f" ] || continue
     cmp -s "$f" "$root/usr/share/wirespeed/schemas/$(basename "$f")" || bad+=("installed schema $(basename "$f") differs from $f")

@@ -997,7 +997,6 @@ fn claim_share(
     ShareGuard::create(&d).map_err(Error::invalid)
 }
 
-/// End the writers of a capture that failed, and remove the empty files they had opened.
 /// The retention thread of a recording.
 struct RetentionRun {
     stop: Arc<std::sync::atomic::AtomicBool>,
@@ -1056,6 +1055,7 @@ fn start_retention(cfg: &RecordConfig, t: &RetentionTarget, counters: Arc<Shared
     Ok(RetentionRun { stop, handle: Some(handle) })
 }
 
+/// End the writers of a capture that failed, and remove the empty files they had opened.
 fn abort_writers(
     shareds: &[Arc<Shared>],
     handles: Vec<std::thread::JoinHandle<(WriterReport, Option<sys::RingConsumer>)>>,

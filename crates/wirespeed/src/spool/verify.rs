@@ -251,10 +251,13 @@ fn not_regular(md: &std::fs::Metadata) -> &'static str {
 
 /// Whether `data` is `wirespeed extract`'s output: its `.json` is an extract's ledger.
 fn is_extract(data: &Path) -> bool {
+    use std::io::Read;
     let Some(side) = sidecar_path(data) else { return false };
-    let Ok(text) = std::fs::read(&side) else { return false };
-    serde_json::from_slice::<serde_json::Value>(&text)
-        .is_ok_and(|v| v.get("schema").and_then(|s| s.as_str()) == Some(super::extract::EXTRACT_SCHEMA))
+    // The ledger names its schema first: its first bytes say, without reading the rest.
+    let mut head = [0u8; 256];
+    let Ok(n) = std::fs::File::open(&side).and_then(|f| f.take(256).read(&mut head)) else { return false };
+    let head = String::from_utf8_lossy(&head[..n]);
+    head.trim_start().starts_with('{') && head.contains(&format!("\"schema\": \"{}\"", super::extract::EXTRACT_SCHEMA))
 }
 
 /// The files named by `paths`: a file is read as given (it must be a regular file); a
