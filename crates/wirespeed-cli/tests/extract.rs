@@ -257,19 +257,9 @@ fn an_arrival_window_of_a_pcap_recording_is_what_tshark_reads_and_the_ledger_cou
         all.iter().filter(|(t, r)| *t >= from && *t < to && thread_of(r) == 2).map(|(_, r)| r).collect();
     assert!(want.len() > 1000, "{}", want.len());
     let out = d.0.join("win.pcap");
-    let (code, _, err) = extract(&[
-        d.path(),
-        "--clock",
-        "arrival",
-        "--from",
-        &iso(from),
-        "--to",
-        &iso(to),
-        "--stream",
-        "2",
-        "-w",
-        out.to_str().unwrap(),
-    ]);
+    let (f, t) = (iso(from), iso(to));
+    let window = [d.path(), "--clock", "arrival", "--from", &f, "--to", &t, "--stream", "2"];
+    let (code, _, err) = extract(&[&window[..], &["-w", out.to_str().unwrap()]].concat());
     assert_eq!(code, Some(0), "{err}");
     let got = pcap_records(&std::fs::read(&out).unwrap());
     assert_eq!(got.len(), want.len());
@@ -287,21 +277,7 @@ fn an_arrival_window_of_a_pcap_recording_is_what_tshark_reads_and_the_ledger_cou
     assert_eq!((u(s, "stream"), u(s, "first_seq"), u(s, "last_seq")), (2, nums[0], *nums.last().unwrap()));
     // The same window as raw frames: the payloads back to back.
     let raw = d.0.join("win.vdif");
-    let (code, _, err) = extract(&[
-        d.path(),
-        "--clock",
-        "arrival",
-        "--from",
-        &iso(from),
-        "--to",
-        &iso(to),
-        "--stream",
-        "2",
-        "--file-format",
-        "raw",
-        "-w",
-        raw.to_str().unwrap(),
-    ]);
+    let (code, _, err) = extract(&[&window[..], &["--file-format", "raw", "-w", raw.to_str().unwrap()]].concat());
     assert_eq!(code, Some(0), "{err}");
     let frames: Vec<u8> = want.iter().flat_map(|r| r[16 + 28..].to_vec()).collect();
     assert!(std::fs::read(&raw).unwrap() == frames);

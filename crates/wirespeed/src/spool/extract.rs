@@ -430,7 +430,7 @@ pub fn extract(
     let header = if ff == FileFormat::Pcap { super::PCAP_GLOBAL_LEN as u64 } else { 0 };
     let mut pcap_first: Option<PcapInfo> = None;
     let (mut unindexed, mut untimed, mut bad_index, mut gone) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-    'files: for (fi, f) in files.iter().enumerate() {
+    for (fi, f) in files.iter().enumerate() {
         let path = f.path.display().to_string();
         let skip = |report: &mut ExtractReport, path: String| {
             report.files.push(FileRead { path, how: "skipped".into(), bytes_read: 0, records_read: 0, records: 0 });
@@ -600,14 +600,7 @@ pub fn extract(
                         "the output was closed after {} record(s): the extract stopped there",
                         report.records
                     ));
-                    report.files.push(FileRead {
-                        path,
-                        how: how.into(),
-                        bytes_read: rr.read,
-                        records_read: read_n,
-                        records: taken,
-                    });
-                    break 'files;
+                    break;
                 }
                 Err(e) => return Err(Error::os(format!("cannot write the extracted records: {e}"), &e)),
             }
@@ -633,6 +626,9 @@ pub fn extract(
             records: taken,
         });
         buf = rr.buf;
+        if report.stopped_early {
+            break;
+        }
     }
     let (streams, total) = ledger.finish();
     report.streams = streams;
