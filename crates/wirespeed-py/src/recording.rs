@@ -205,7 +205,9 @@ impl Recording {
             }
         }
         let window = if from.is_some() || to.is_some() {
-            Some(extract::window_of(from, to, clock, &*fmt).map_err(usage)?)
+            // The library names the command's options; Python's are t0 and t1.
+            let named = |e: String| usage(e.replace("--from", "t0").replace("--to", "t1"));
+            Some(extract::window_of(from, to, clock, &*fmt).map_err(named)?)
         } else {
             None
         };

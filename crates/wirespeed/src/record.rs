@@ -766,7 +766,7 @@ pub fn run_with_rings(
             show.rings(shareds.iter().cloned().zip(capacities.iter().copied()).collect());
         }
         let keeper = match (&cfg.retention, shareds.first()) {
-            (Some(t), Some(counters)) => match start_retention(cfg, t, counters.clone()) {
+            (Some(t), Some(counters)) => match start_retention(cfg, t, n, counters.clone()) {
                 Ok(k) => Some(k),
                 Err(e) => {
                     abort_writers(&shareds, handles);
@@ -1021,12 +1021,18 @@ impl Drop for RetentionRun {
 const RETENTION_EVERY: Duration = Duration::from_millis(200);
 
 /// Start the retention thread of a file series in `cfg.dir`, counting into `counters`.
-fn start_retention(cfg: &RecordConfig, t: &RetentionTarget, counters: Arc<Shared>) -> Result<RetentionRun> {
+fn start_retention(
+    cfg: &RecordConfig,
+    t: &RetentionTarget,
+    threads: usize,
+    counters: Arc<Shared>,
+) -> Result<RetentionRun> {
     use crate::spool::retention::Keeper;
     let say = t.say.clone();
     let mut keeper = Keeper::new(
         &cfg.dir,
         &cfg.prefix,
+        threads,
         t.rules,
         Box::new(move |line: &str| {
             if let Some(s) = &say {

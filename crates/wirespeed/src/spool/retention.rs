@@ -116,6 +116,7 @@ struct Candidate {
 pub struct Keeper {
     dir: PathBuf,
     prefix: String,
+    threads: usize,
     rules: Retention,
     say: Box<dyn Fn(&str) + Send>,
     /// What it did.
@@ -130,27 +131,32 @@ pub struct Keeper {
     last_age_check: u64,
 }
 
-/// Whether `name` is one of the prefix's files: `PREFIX-` then the time, or a thread's
-/// `PREFIX-tN-` then the time.
-fn of_prefix(name: &str, prefix: &str) -> bool {
+/// Whether `name` is one of the recorder's files: `PREFIX-` then the time for a recorder of one
+/// capture thread; `PREFIX-tN-` then the time, N below `threads`, for one of several (its
+/// threads' file series). So a recorder with `--prefix rec` never takes the files of another
+/// with `--prefix rec-t1`, unless it has capture threads that name their files so.
+fn of_prefix(name: &str, prefix: &str, threads: usize) -> bool {
     let Some(rest) = name.strip_prefix(prefix).and_then(|r| r.strip_prefix('-')) else { return false };
-    if rest.as_bytes().first().is_some_and(|b| b.is_ascii_digit()) {
-        return true;
+    if threads <= 1 {
+        return rest.as_bytes().first().is_some_and(|b| b.is_ascii_digit());
     }
     // PREFIX-tN-...
     rest.strip_prefix('t').and_then(|r| r.split_once('-')).is_some_and(|(n, after)| {
         !n.is_empty()
             && n.bytes().all(|b| b.is_ascii_digit())
+            && n.parse::<usize>().is_ok_and(|k| k < threads)
             && after.as_bytes().first().is_some_and(|b| b.is_ascii_digit())
     })
 }
 
 impl Keeper {
-    /// A keeper of `dir` for the files of `prefix`, telling `say` of every deletion.
-    pub fn new(dir: &Path, prefix: &str, rules: Retention, say: Box<dyn Fn(&str) + Send>) -> Keeper {
+    /// A keeper of `dir` for the files of a recorder with `prefix` and `threads` capture
+    /// threads, telling `say` of every deletion.
+    pub fn new(dir: &Path, prefix: &str, threads: usize, rules: Retention, say: Box<dyn Fn(&str) + Send>) -> Keeper {
         Keeper {
             dir: dir.to_path_buf(),
             prefix: prefix.to_string(),
+            threads,
             rules,
             say,
             report: RetentionReport::default(),
@@ -188,7 +194,7 @@ impl Keeper {
     /// What the file `name` is: `Some(Some(c))` ours, `Some(None)` not ours for good, `None`
     /// not known yet (its sidecar is not there: a file being finished).
     fn candidate(&self, name: &str, path: &Path) -> Option<Option<Candidate>> {
-        if !looks_recorded(name) || !of_prefix(name, &self.prefix) {
+        if !looks_recorded(name) || !of_prefix(name, &self.prefix, self.threads) {
             return Some(None);
         }
         let md = std::fs::symlink_metadata(path).ok()?;
@@ -377,16 +383,20 @@ mod tests {
 
     #[test]
     fn only_the_prefix_and_its_threads_are_ours() {
-        for ok in ["rec-20261129T000000Z-0001.vdif", "rec-t3-20261129T000000Z-0001.vdif"] {
-            assert!(of_prefix(ok, "rec"), "{ok}");
-        }
+        assert!(of_prefix("rec-20261129T000000Z-0001.vdif", "rec", 1));
+        assert!(of_prefix("rec-t3-20261129T000000Z-0001.vdif", "rec", 4));
         for not in [
             "record-20261129T000000Z-0001.vdif",
             "rec-tx-20261129T000000Z-0001.vdif",
             "other-20261129T000000Z-0001.vdif",
             "rec",
         ] {
-            assert!(!of_prefix(not, "rec"), "{not}");
+            assert!(!of_prefix(not, "rec", 1) && !of_prefix(not, "rec", 4), "{not}");
         }
+        // Another recorder's --prefix rec-t1 is not a thread of a one-thread recorder rec, nor
+        // thread 5 of a four-thread one; the one-thread series is not a four-thread one's.
+        assert!(!of_prefix("rec-t1-20261129T000000Z-0001.vdif", "rec", 1));
+        assert!(!of_prefix("rec-t5-20261129T000000Z-0001.vdif", "rec", 4));
+        assert!(!of_prefix("rec-20261129T000000Z-0001.vdif", "rec", 4));
     }
 }
