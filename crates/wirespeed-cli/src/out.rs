@@ -217,3 +217,13 @@ pub fn write_files(dir: &Path, files: &[(&str, &str)]) -> Result<(), Error> {
     }
     Ok(())
 }
+
+/// The hidden name a file written out (`gather -w`, `extract -w`) has until it is whole, in
+/// its own directory: `.NAME.part`. Renamed to NAME only then, so a write cut short never
+/// leaves a file that looks finished.
+pub fn hidden_part(target: &std::path::Path) -> std::path::PathBuf {
+    target.with_file_name(format!(
+        ".{}.part",
+        target.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default()
+    ))
+}

@@ -187,30 +187,14 @@ impl Recording {
         let (from, to) = (edge(from_ns, from_text, now, "t0")?, edge(to_ns, to_text, now, "t1")?);
         let Some(first) = self.files.first() else { return Err(usage("the recording has no files")) };
         let fmt = first.layout.reader.clone();
-        let clock = match clock {
-            "arrival" => extract::Clock::Arrival,
-            "data" => extract::Clock::Data,
-            "auto"
-                if matches!(from, Some(extract::TimeArg::Timestamp(_)))
-                    || matches!(to, Some(extract::TimeArg::Timestamp(_))) =>
-            {
-                extract::Clock::Data
-            }
-            "auto" => extract::auto_clock(&*fmt),
-            other => return Err(usage(format!("clock {other:?}: use \"auto\", \"arrival\" or \"data\""))),
-        };
         if let Some((a, b)) = seq {
             if a > b {
                 return Err(usage(format!("seq ({a}, {b}) is empty: give the smaller number first")));
             }
         }
-        let window = if from.is_some() || to.is_some() {
-            // The library names the command's options; Python's are t0 and t1.
-            let named = |e: String| usage(e.replace("--from", "t0").replace("--to", "t1"));
-            Some(extract::window_of(from, to, clock, &*fmt).map_err(named)?)
-        } else {
-            None
-        };
+        // The library names the command's options; Python's are t0 and t1.
+        let named = |e: String| usage(e.replace("--from", "t0").replace("--to", "t1").replace("--clock", "clock="));
+        let window = extract::window_for(clock, from, to, &*fmt).map_err(named)?;
         let q = extract::Query { window, stream, seq, no_index: false };
         let files = self.files.clone();
         let (report, ids, offs, lens, times) = py

@@ -6,7 +6,7 @@ use crate::out::{print_json, EXIT_LOSS};
 use clap::Args;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use wirespeed::spool::extract::{self, Clock, ExtractReport, Pick, Query};
+use wirespeed::spool::extract::{self, ExtractReport, Pick, Query};
 use wirespeed::spool::{self, FileFormat};
 use wirespeed::wire::spec;
 use wirespeed::{sys, Error};
@@ -80,13 +80,6 @@ impl Out {
     }
 }
 
-fn hidden_part(target: &Path) -> PathBuf {
-    target.with_file_name(format!(
-        ".{}.part",
-        target.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default()
-    ))
-}
-
 pub fn cmd_extract(a: ExtractArgs) -> Result<u8, Error> {
     let now = sys::realtime_ns();
     let time = |s: &Option<String>, name: &'static str| {
@@ -128,35 +121,7 @@ pub fn cmd_extract(a: ExtractArgs) -> Result<u8, Error> {
             fmt.name()
         )));
     }
-    let clock = match a.clock.as_str() {
-        "arrival" => Clock::Arrival,
-        "data" => Clock::Data,
-        _ if matches!(from, Some(extract::TimeArg::Timestamp(_)))
-            || matches!(to, Some(extract::TimeArg::Timestamp(_))) =>
-        {
-            Clock::Data
-        }
-        _ => extract::auto_clock(&*fmt),
-    };
-    let ts_given =
-        matches!(from, Some(extract::TimeArg::Timestamp(_))) || matches!(to, Some(extract::TimeArg::Timestamp(_)));
-    if ts_given && fmt.data_clock() != Some(wirespeed::wire::DataClock::SpeadTimestamp) {
-        return Err(Error::invalid(format!(
-            "ts:N is a SPEAD timestamp, and this recording is {}: give a UTC time (2026-11-29T14:03:10Z, -5m)",
-            fmt.name()
-        )));
-    }
-    if clock == Clock::Data && fmt.data_clock().is_none() && (from.is_some() || to.is_some()) {
-        return Err(Error::invalid(format!(
-            "--clock data: {} carries no time of its own: use --clock arrival (when it was received) or --seq",
-            fmt.name()
-        )));
-    }
-    let window = if from.is_some() || to.is_some() {
-        Some(extract::window_of(from, to, clock, &*fmt).map_err(Error::invalid)?)
-    } else {
-        None
-    };
+    let window = extract::window_for(&a.clock, from, to, &*fmt).map_err(Error::invalid)?;
     let q = Query { window, stream: a.stream, seq: a.seq, no_index: a.no_index };
     let mut out = match &a.write {
         None => Out::Count,
@@ -168,7 +133,7 @@ pub fn cmd_extract(a: ExtractArgs) -> Result<u8, Error> {
                     return Err(Error::invalid(format!("{} exists: an existing file is never replaced", p.display())));
                 }
             }
-            let part = hidden_part(target);
+            let part = crate::out::hidden_part(target);
             let f = std::fs::OpenOptions::new()
                 .write(true)
                 .create_new(true)

@@ -83,10 +83,7 @@ pub fn cmd_gather(a: GatherArgs) -> Result<u8, Error> {
     }
     // A file is written under a hidden name and given its own only when whole, so a gather cut
     // short (a full disk, an I/O error) never leaves a file that looks like the scan.
-    let part = target.with_file_name(format!(
-        ".{}.part",
-        target.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default()
-    ));
+    let part = crate::out::hidden_part(&target);
     let mut out: Box<dyn Write> = if to_stdout {
         Box::new(std::io::stdout().lock())
     } else {
@@ -98,10 +95,23 @@ pub fn cmd_gather(a: GatherArgs) -> Result<u8, Error> {
         Box::new(std::io::BufWriter::with_capacity(8 << 20, f))
     };
     let mut r = ScanReader::new(&found);
-    let copied = std::io::copy(&mut r, &mut out)
-        .map_err(|e| Error::io(format!("gathering scan {}: {e}", found.scan)))
-        .and_then(|n| out.flush().map(|()| n).map_err(|e| Error::io(format!("writing {}: {e}", target.display()))));
+    // A reader of stdout that goes away (`| head`) ends the gather, as it ends an extract.
+    let gone = |e: &std::io::Error| to_stdout && e.kind() == std::io::ErrorKind::BrokenPipe;
+    let copied = match std::io::copy(&mut r, &mut out) {
+        Err(e) if gone(&e) => Ok(None),
+        Err(e) => Err(Error::io(format!("gathering scan {}: {e}", found.scan))),
+        Ok(n) => match out.flush() {
+            Err(e) if gone(&e) => Ok(None),
+            Err(e) => Err(Error::io(format!("writing {}: {e}", target.display()))),
+            Ok(()) => Ok(Some(n)),
+        },
+    };
     drop(out);
+    if matches!(copied, Ok(None)) {
+        eprintln!("wirespeed gather: scan {}: the reader of stdout went away: stopped there", found.scan);
+        return Ok(0);
+    }
+    let copied = copied.map(|n| n.unwrap_or(0));
     let n = match copied {
         Ok(n) => n,
         Err(e) => {

@@ -294,6 +294,43 @@ pub fn window_of(
     Ok(Window { clock, from: start, to: end })
 }
 
+/// The window that edges `from` and `to` give on the clock named `choice` (`auto`,
+/// `arrival`, `data`) for a recording of `fmt` (`None`: no edge given): `auto` means the
+/// records' own time where a `ts:N` edge is given or the format's time is UTC, arrival
+/// otherwise. What `extract` and Python's `between` both ask, refused with one line when the
+/// edges cannot be on that clock.
+pub fn window_for(
+    choice: &str,
+    from: Option<TimeArg>,
+    to: Option<TimeArg>,
+    fmt: &dyn Format,
+) -> std::result::Result<Option<Window>, String> {
+    let ts_given = matches!(from, Some(TimeArg::Timestamp(_))) || matches!(to, Some(TimeArg::Timestamp(_)));
+    let clock = match choice {
+        "arrival" => Clock::Arrival,
+        "data" => Clock::Data,
+        "auto" if ts_given => Clock::Data,
+        "auto" => auto_clock(fmt),
+        other => return Err(format!("clock {other:?}: use auto, arrival or data")),
+    };
+    if from.is_none() && to.is_none() {
+        return Ok(None);
+    }
+    if ts_given && fmt.data_clock() != Some(DataClock::SpeadTimestamp) {
+        return Err(format!(
+            "ts:N is a SPEAD timestamp, and this recording is {}: give a UTC time (2026-11-29T14:03:10Z, -5m)",
+            fmt.name()
+        ));
+    }
+    if clock == Clock::Data && fmt.data_clock().is_none() {
+        return Err(format!(
+            "--clock data: {} carries no time of its own: use --clock arrival (when it was received) or --seq",
+            fmt.name()
+        ));
+    }
+    window_of(from, to, clock, fmt).map(Some)
+}
+
 /// The clock `auto` means for a format: its own time when it is UTC (VDIF, Mark5B), else the
 /// arrival.
 pub fn auto_clock(fmt: &dyn Format) -> Clock {
